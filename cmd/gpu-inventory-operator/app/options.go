@@ -1,0 +1,127 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+)
+
+// Options are the operator's command-line settings.
+type Options struct {
+	Kubeconfig       string
+	Namespace        string
+	InstallCRD       bool
+	DefaultInventory string
+	ResyncPeriod     time.Duration
+	Workers          int
+	QPS              float64
+	Burst            int
+
+	LeaderElect      bool
+	LeaderElectionID string
+	LeaseDuration    time.Duration
+	RenewDeadline    time.Duration
+	RetryPeriod      time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		InstallCRD:       true,
+		DefaultInventory: homelabv1.DefaultInventoryName,
+		ResyncPeriod:     30 * time.Second,
+		Workers:          2,
+		QPS:              20,
+		Burst:            40,
+		LeaderElectionID: "gpu-inventory-operator",
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
+	}
+}
+
+// AddFlags registers the options, and klog's flags (-v and friends), on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Without it: the in-cluster config, else $KUBECONFIG or ~/.kube/config, as kubectl does.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the gpu-node-status ConfigMap and the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else \"default\".")
+	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuInventory CRD at startup. Set to false when the CRD is installed with `kubectl apply -f manifests/crd/` and the operator may not write CRDs.")
+	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas writes.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it gives up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
+	klog.InitFlags(fs)
+}
+
+// Validate reports settings that cannot work.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.ResyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--resync-period must be positive, got %s", o.ResyncPeriod))
+	}
+	if o.QPS <= 0 || o.Burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.LeaderElect {
+		if o.LeaderElectionID == "" {
+			errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
+		}
+		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+			errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ClientConfig resolves the API server connection and the operator's namespace.
+func (o *Options) ClientConfig() (*rest.Config, string, error) {
+	var config *rest.Config
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	if o.Kubeconfig == "" {
+		if inCluster, err := rest.InClusterConfig(); err == nil {
+			config = inCluster
+		}
+	}
+	if config == nil {
+		var err error
+		config, err = loader.ClientConfig()
+		if err != nil {
+			return nil, "", fmt.Errorf("load kubeconfig (set --kubeconfig or $KUBECONFIG, or run in a cluster): %w", err)
+		}
+	}
+	config.QPS, config.Burst = float32(o.QPS), o.Burst
+	config.UserAgent = "gpu-inventory-operator"
+
+	namespace := o.Namespace
+	if namespace == "" {
+		namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if namespace == "" {
+		// In a cluster this reads the ServiceAccount's namespace; else the context's, else "default".
+		ns, _, err := loader.Namespace()
+		if err != nil || ns == "" {
+			ns = "default"
+		}
+		namespace = ns
+	}
+	return config, namespace, nil
+}

@@ -1,0 +1,308 @@
+// Package app wires the operator: flags, clients, CRD self-install, informers, controllers and
+// leader election.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
+)
+
+// Main parses args, runs the operator until SIGTERM or SIGINT, and returns the exit code.
+func Main(args []string) int {
+	opts := NewOptions()
+	fs := flag.NewFlagSet("gpu-inventory-operator", flag.ContinueOnError)
+	opts.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "gpu-inventory-operator: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "gpu-inventory-operator: %v\n", err)
+		return 2
+	}
+	defer klog.Flush()
+
+	ctx, stop := signalContext()
+	defer stop()
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+
+	op, err := New(opts)
+	if err != nil {
+		logger.Error(err, "Cannot start")
+		return 1
+	}
+	if err := op.Run(ctx); err != nil {
+		logger.Error(err, "Operator stopped")
+		return 1
+	}
+	logger.Info("Operator stopped")
+	return 0
+}
+
+// signalContext is cancelled by the first SIGTERM or SIGINT; a second one exits at once.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// Operator is one running instance of the operator.
+type Operator struct {
+	opts      *Options
+	config    *rest.Config
+	namespace string
+	kube      kubernetes.Interface
+	client    versioned.Interface
+	apiext    apiextensionsclient.Interface
+	identity  string
+
+	mu        sync.Mutex
+	inventory *inventory.Controller
+}
+
+// New builds an operator from options, resolving the kubeconfig.
+func New(opts *Options) (*Operator, error) {
+	config, namespace, err := opts.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return NewForConfig(opts, config, namespace)
+}
+
+// NewForConfig builds an operator that talks to the API server of config.
+func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Operator, error) {
+	o := &Operator{opts: opts, config: config, namespace: namespace}
+	var err error
+	if o.kube, err = kubernetes.NewForConfig(config); err != nil {
+		return nil, fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	if o.client, err = versioned.NewForConfig(config); err != nil {
+		return nil, fmt.Errorf("create GpuInventory client: %w", err)
+	}
+	if o.apiext, err = apiextensionsclient.NewForConfig(config); err != nil {
+		return nil, fmt.Errorf("create apiextensions client: %w", err)
+	}
+	hostname, _ := os.Hostname()
+	o.identity = hostname + "_" + string(uuid.NewUUID())
+	return o, nil
+}
+
+// Identity is this instance's leader-election identity.
+func (o *Operator) Identity() string { return o.identity }
+
+// StatusWrites counts the GpuInventory status writes this instance made (0 before it led).
+func (o *Operator) StatusWrites() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inventory == nil {
+		return 0
+	}
+	return o.inventory.StatusWrites()
+}
+
+// Run runs the operator until ctx is cancelled. With leader election, nothing is written
+// before the lease is held, and losing the lease is an error (the process should exit).
+func (o *Operator) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.config.Host, "leaderElect", o.opts.LeaderElect)
+	if !o.opts.LeaderElect {
+		return o.runControllers(ctx)
+	}
+	return o.runWithLeaderElection(ctx)
+}
+
+func (o *Operator) runWithLeaderElection(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(o.namespace, o.opts.LeaderElectionID), "identity", o.identity)
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.opts.LeaderElectionID,
+		o.kube.CoreV1(), o.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.identity})
+	if err != nil {
+		return fmt.Errorf("create leader-election lock: %w", err)
+	}
+
+	// The elector runs on its own context so that, on shutdown, the controllers stop first
+	// and only then is the lease released: no write can follow the release.
+	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElector()
+	controllersDone := make(chan struct{})
+	var controllersErr error
+	var led atomic.Bool
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.opts.LeaseDuration,
+		RenewDeadline:   o.opts.RenewDeadline,
+		RetryPeriod:     o.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.opts.LeaderElectionID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leadCtx context.Context) {
+				led.Store(true)
+				defer close(controllersDone)
+				logger.Info("Became leader, starting controllers")
+				runCtx, cancel := context.WithCancel(leadCtx)
+				defer cancel()
+				stopOnShutdown := context.AfterFunc(ctx, cancel)
+				defer stopOnShutdown()
+				controllersErr = o.runControllers(runCtx)
+				stopElector() // controllers ended (shutdown or error): give the lease up
+			},
+			OnStoppedLeading: func() { logger.Info("No longer the leader") },
+			OnNewLeader: func(identity string) {
+				if identity != o.identity {
+					logger.Info("Another instance leads", "leader", identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("configure leader election: %w", err)
+	}
+
+	// On shutdown, let the controllers finish before the lease is released.
+	go func() {
+		<-ctx.Done()
+		if elector.IsLeader() {
+			select {
+			case <-controllersDone:
+			case <-time.After(o.opts.RenewDeadline):
+			}
+		}
+		stopElector()
+	}()
+	elector.Run(electorCtx)
+	if led.Load() {
+		<-controllersDone // the elector cancelled them; make sure no write is still under way
+	}
+
+	switch {
+	case ctx.Err() != nil:
+		return nil // asked to stop; the lease was released
+	case controllersErr != nil:
+		return controllersErr
+	default:
+		return fmt.Errorf("leader election lost: lease %s/%s is no longer held by %s", o.namespace, o.opts.LeaderElectionID, o.identity)
+	}
+}
+
+// runControllers installs the CRD, makes sure the default inventory exists and runs both
+// controllers until ctx is cancelled.
+func (o *Operator) runControllers(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	if o.opts.InstallCRD {
+		result, err := crd.Ensure(ctx, o.apiext)
+		if err != nil {
+			return err
+		}
+		logger.Info("GpuInventory CRD "+string(result), "crd", homelabv1.CustomResourceDefinitionName)
+		if err := crd.WaitEstablished(ctx, o.apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	if err := o.ensureDefaultInventory(ctx); err != nil {
+		return err
+	}
+
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0, informers.WithTransform(controller.TrimNode))
+	configMapFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
+		informers.WithNamespace(o.namespace),
+		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
+		}))
+	inventoryFactory := externalversions.NewSharedInformerFactory(o.client, 0)
+
+	nodeInformer := nodeFactory.Core().V1().Nodes()
+	invController, err := inventory.NewController(ctx, o.client, nodeInformer,
+		inventoryFactory.Homelab().V1().GpuInventories(), o.opts.ResyncPeriod)
+	if err != nil {
+		return err
+	}
+	statusController, err := nodestatus.NewController(o.kube, o.namespace, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.inventory = invController
+	o.mu.Unlock()
+
+	nodeFactory.Start(ctx.Done())
+	configMapFactory.Start(ctx.Done())
+	inventoryFactory.Start(ctx.Done())
+	defer func() {
+		nodeFactory.Shutdown()
+		configMapFactory.Shutdown()
+		inventoryFactory.Shutdown()
+	}()
+
+	errs := make(chan error, 2)
+	go func() { errs <- invController.Run(ctx, o.opts.Workers) }()
+	go func() { errs <- statusController.Run(ctx) }()
+	return errors.Join(<-errs, <-errs)
+}
+
+// ensureDefaultInventory creates the GpuInventory that covers every node, if it is missing.
+func (o *Operator) ensureDefaultInventory(ctx context.Context) error {
+	name := o.opts.DefaultInventory
+	if name == "" {
+		return nil
+	}
+	_, err := o.client.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       homelabv1.GpuInventorySpec{Note: "Created by gpu-inventory-operator: every GPU node in the cluster."},
+	}, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).Info("Created default GpuInventory", "inventory", name)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("create default GpuInventory %s: the GpuInventory CRD is not installed "+
+			"(run with --install-crd=true, or `kubectl apply -f manifests/crd/`): %w", name, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("create default GpuInventory %s: the operator may not create gpuinventories.homelab.youngju.dev "+
+			"(apply the RBAC in manifests/, or run with --default-inventory=\"\"): %w", name, err)
+	default:
+		return fmt.Errorf("create default GpuInventory %s: %w", name, err)
+	}
+}

@@ -1,0 +1,290 @@
+package inventory
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubeinformers "k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	informers "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
+	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+var (
+	t0 = time.Date(2026, 7, 10, 15, 50, 0, 0, time.UTC)
+	t1 = t0.Add(time.Hour)
+)
+
+// fixture follows sample-controller: objects are seeded into the informer indexers, the sync
+// handler runs without goroutines, and the API actions it made are checked.
+type fixture struct {
+	t           *testing.T
+	ctx         context.Context
+	client      *fake.Clientset
+	controller  *Controller
+	nodeIndexer cache.Indexer
+}
+
+func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
+	_, ctx := ktesting.NewTestContext(t)
+	var objs []runtime.Object
+	for _, gi := range inventories {
+		objs = append(objs, gi)
+	}
+	client := fake.NewClientset(objs...)
+	kubeFactory := kubeinformers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
+	invFactory := informers.NewSharedInformerFactory(client, 0)
+	c, err := NewController(ctx, client, kubeFactory.Core().V1().Nodes(), invFactory.Homelab().V1().GpuInventories(), time.Minute)
+	if err != nil {
+		t.Fatalf("NewController: %v", err)
+	}
+	c.clock = clocktesting.NewFakePassiveClock(t1)
+	f := &fixture{t: t, ctx: ctx, client: client, controller: c, nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer()}
+	for _, n := range nodes {
+		if err := f.nodeIndexer.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, gi := range inventories {
+		if err := invFactory.Homelab().V1().GpuInventories().Informer().GetIndexer().Add(gi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// sync runs the sync handler once for name and returns the actions it made.
+func (f *fixture) sync(name string) []core.Action {
+	f.t.Helper()
+	f.client.ClearActions()
+	if err := f.controller.syncHandler(f.ctx, cache.ObjectName{Name: name}); err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+	return f.client.Actions()
+}
+
+// appliedStatus checks that actions are exactly one server-side apply of the status of name
+// and returns the status the fake API server then stores.
+func (f *fixture) appliedStatus(actions []core.Action, name string) homelabv1.GpuInventoryStatus {
+	f.t.Helper()
+	if len(actions) != 1 {
+		f.t.Fatalf("want exactly one action (a status apply), got %d: %v", len(actions), actions)
+	}
+	patch, ok := actions[0].(core.PatchAction)
+	if !ok || patch.GetVerb() != "patch" || patch.GetSubresource() != "status" || patch.GetName() != name {
+		f.t.Fatalf("want a patch of %s/status, got %#v", name, actions[0])
+	}
+	if patch.GetPatchType() != "application/apply-patch+yaml" {
+		f.t.Fatalf("want a server-side apply, got patch type %s", patch.GetPatchType())
+	}
+	stored, err := f.client.HomelabV1().GpuInventories().Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatalf("get %s after apply: %v", name, err)
+	}
+	return stored.Status
+}
+
+func gpuInventory(name string, generation int64, status homelabv1.GpuInventoryStatus) *homelabv1.GpuInventory {
+	return &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: generation}, Status: status}
+}
+
+// storedStatus is what the controller would have written for nodes at generation, at t0.
+func storedStatus(nodes []*corev1.Node, generation int64) homelabv1.GpuInventoryStatus {
+	content, _ := inv.Compute(nodes)
+	cond := inv.DegradedCondition(content, generation)
+	cond.LastTransitionTime = metav1.NewTime(t0)
+	observed := metav1.NewTime(t0)
+	return homelabv1.GpuInventoryStatus{
+		ObservedGeneration: generation, ObservedAt: &observed, InventoryHash: content.Hash,
+		TotalGpuNodes: content.TotalGpuNodes, ReadyGpuNodes: content.ReadyGpuNodes,
+		TotalGpus: content.TotalGpus, ReadyGpus: content.ReadyGpus,
+		Nodes: content.Nodes, Conditions: []metav1.Condition{cond},
+	}
+}
+
+func setReady(node *corev1.Node, status corev1.ConditionStatus) *corev1.Node {
+	node = node.DeepCopy()
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+	return node
+}
+
+func TestUnchangedInventoryWritesNothing(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	f := newFixture(t, nodes, gpuInventory("cluster", 1, storedStatus(nodes, 1)))
+	if actions := f.sync("cluster"); len(actions) != 0 {
+		t.Errorf("status is current: want no API call, got %v", actions)
+	}
+	if f.controller.StatusWrites() != 0 || f.controller.StatusSkipped() != 1 {
+		t.Errorf("writes %d skipped %d, want 0 and 1", f.controller.StatusWrites(), f.controller.StatusSkipped())
+	}
+}
+
+func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
+	f := newFixture(t, fixtures.HomeLab(), gpuInventory("cluster", 1, homelabv1.GpuInventoryStatus{}))
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+
+	want := []homelabv1.GpuNode{
+		{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"},
+		{Name: "nuc2", WorkloadConfig: "vm-passthrough"},
+		{Name: "omen", WorkloadConfig: "vm-passthrough"},
+		{Name: "omen2", WorkloadConfig: "container"},
+	}
+	if diff := cmp.Diff(want, got.Nodes); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	if got.TotalGpuNodes != 4 || got.ReadyGpuNodes != 0 || got.TotalGpus != 1 || got.ReadyGpus != 0 {
+		t.Errorf("totals %d/%d nodes, %d/%d GPUs; want 4/0 nodes, 1/0 GPUs", got.TotalGpuNodes, got.ReadyGpuNodes, got.TotalGpus, got.ReadyGpus)
+	}
+	if got.ObservedGeneration != 1 || got.ObservedAt == nil || !got.ObservedAt.Time.Equal(t1) {
+		t.Errorf("observedGeneration %d, observedAt %v; want 1 and %s", got.ObservedGeneration, got.ObservedAt, t1)
+	}
+	if len(got.Conditions) != 1 || got.Conditions[0].Status != metav1.ConditionTrue ||
+		got.Conditions[0].Message != "4 of 4 GPU nodes are not Ready: nuc1, nuc2, omen, omen2" {
+		t.Errorf("conditions = %+v, want Degraded=True naming all four nodes", got.Conditions)
+	}
+	if f.controller.StatusWrites() != 1 {
+		t.Errorf("StatusWrites = %d, want 1", f.controller.StatusWrites())
+	}
+}
+
+func TestChangedContentWritesOnceAndMovesObservedAt(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	stored := storedStatus(nodes, 1)
+	nodes[0] = setReady(nodes[0], corev1.ConditionTrue) // nuc1 came back
+	f := newFixture(t, nodes, gpuInventory("cluster", 1, stored))
+
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	if got.ReadyGpuNodes != 1 || got.ReadyGpus != 1 || !got.Nodes[0].Ready {
+		t.Errorf("after nuc1 turned Ready: %d ready nodes, %d ready GPUs, nuc1 ready=%v; want 1, 1, true", got.ReadyGpuNodes, got.ReadyGpus, got.Nodes[0].Ready)
+	}
+	if !got.ObservedAt.Time.Equal(t1) {
+		t.Errorf("observedAt = %v, want %s: the content changed", got.ObservedAt, t1)
+	}
+	if cond := got.Conditions[0]; cond.Status != metav1.ConditionTrue || !cond.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("Degraded stays True, so lastTransitionTime must stay %s; got %s at %s", t0, cond.Status, cond.LastTransitionTime)
+	}
+	if got.Conditions[0].Message != "3 of 4 GPU nodes are not Ready: nuc2, omen, omen2" {
+		t.Errorf("Degraded message = %q", got.Conditions[0].Message)
+	}
+}
+
+func TestDegradedTransitionMovesLastTransitionTime(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	stored := storedStatus(nodes, 1)
+	for i := range nodes {
+		nodes[i] = setReady(nodes[i], corev1.ConditionTrue)
+	}
+	f := newFixture(t, nodes, gpuInventory("cluster", 1, stored))
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	cond := got.Conditions[0]
+	if cond.Status != metav1.ConditionFalse || cond.Reason != homelabv1.ReasonAllGPUNodesReady || !cond.LastTransitionTime.Time.Equal(t1) {
+		t.Errorf("Degraded = %s/%s at %s, want False/%s at %s", cond.Status, cond.Reason, cond.LastTransitionTime, homelabv1.ReasonAllGPUNodesReady, t1)
+	}
+}
+
+func TestGenerationBumpWritesOnceAndKeepsObservedAt(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	f := newFixture(t, nodes, gpuInventory("cluster", 2, storedStatus(nodes, 1)))
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	if got.ObservedGeneration != 2 || got.Conditions[0].ObservedGeneration != 2 {
+		t.Errorf("observedGeneration %d (condition %d), want 2", got.ObservedGeneration, got.Conditions[0].ObservedGeneration)
+	}
+	if !got.ObservedAt.Time.Equal(t0) {
+		t.Errorf("observedAt = %v, want %s: only the generation changed, not the content", got.ObservedAt, t0)
+	}
+	// The next sync sees its own write and is quiet.
+	f2 := newFixture(t, nodes, gpuInventory("cluster", 2, got))
+	if actions := f2.sync("cluster"); len(actions) != 0 {
+		t.Errorf("second sync after the write: want no API call, got %v", actions)
+	}
+}
+
+func TestNodeSelectorLimitsTheInventory(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	nodes[0].Labels["pool"] = "laptops" // nuc1
+	gi := gpuInventory("laptops", 1, homelabv1.GpuInventoryStatus{})
+	gi.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "laptops"}}
+	f := newFixture(t, nodes, gi)
+	got := f.appliedStatus(f.sync("laptops"), "laptops")
+	if len(got.Nodes) != 1 || got.Nodes[0].Name != "nuc1" || got.TotalGpuNodes != 1 {
+		t.Errorf("selector pool=laptops: nodes %+v, total %d; want only nuc1", got.Nodes, got.TotalGpuNodes)
+	}
+}
+
+func TestInvalidSelectorIsReportedNotRetried(t *testing.T) {
+	gi := gpuInventory("broken", 1, homelabv1.GpuInventoryStatus{})
+	gi.Spec.NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: "Near"}}}
+	f := newFixture(t, fixtures.HomeLab(), gi)
+	got := f.appliedStatus(f.sync("broken"), "broken")
+	cond := got.Conditions[0]
+	if cond.Status != metav1.ConditionTrue || cond.Reason != homelabv1.ReasonInvalidNodeSelector || got.TotalGpuNodes != 0 {
+		t.Errorf("Degraded = %s/%s %q with %d nodes; want True/%s and no nodes", cond.Status, cond.Reason, cond.Message, got.TotalGpuNodes, homelabv1.ReasonInvalidNodeSelector)
+	}
+	stored := gi.DeepCopy()
+	stored.Status = got
+	if actions := newFixture(t, fixtures.HomeLab(), stored).sync("broken"); len(actions) != 0 {
+		t.Errorf("the invalid selector is already reported: want no API call, got %v", actions)
+	}
+}
+
+func TestMalformedLabelsDoNotFailTheSync(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	nodes[0].Labels[inv.LabelCount] = "abc"
+	nodes[0].Labels[inv.LabelMemory] = "99999999999999999999"
+	f := newFixture(t, nodes, gpuInventory("cluster", 1, homelabv1.GpuInventoryStatus{}))
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	if got.TotalGpuNodes != 4 || got.Nodes[0].Name != "nuc1" || got.Nodes[0].GpuCount != 0 || got.Nodes[0].GpuMemoryMiB != 0 ||
+		got.Nodes[0].Product != "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED" {
+		t.Errorf("nuc1 with malformed count and memory: %+v (total %d); want it listed with 0 count and memory", got.Nodes[0], got.TotalGpuNodes)
+	}
+}
+
+func TestDeletedInventoryIsIgnored(t *testing.T) {
+	f := newFixture(t, fixtures.HomeLab())
+	if actions := f.sync("gone"); len(actions) != 0 {
+		t.Errorf("want no API call for a deleted inventory, got %v", actions)
+	}
+}
+
+func TestNodeEventsEnqueueTheInventoriesTheyAffect(t *testing.T) {
+	all := gpuInventory("all", 1, homelabv1.GpuInventoryStatus{})
+	laptops := gpuInventory("laptops", 1, homelabv1.GpuInventoryStatus{})
+	laptops.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "laptops"}}
+	servers := gpuInventory("servers", 1, homelabv1.GpuInventoryStatus{})
+	servers.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "servers"}}
+	f := newFixture(t, nil, all, laptops, servers)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "laptops"}}}
+	moved := node.DeepCopy()
+	moved.Labels["pool"] = "servers"
+	f.controller.handleNode(klog.FromContext(f.ctx), node, moved)
+
+	var got []string
+	for f.controller.queue.Len() > 0 {
+		key, _ := f.controller.queue.Get()
+		got = append(got, key.Name)
+		f.controller.queue.Done(key)
+	}
+	want := map[string]bool{"all": true, "laptops": true, "servers": true}
+	if len(got) != len(want) {
+		t.Fatalf("enqueued %v, want all, laptops and servers (the node left one pool for another)", got)
+	}
+	for _, name := range got {
+		if !want[name] {
+			t.Errorf("unexpected key %s", name)
+		}
+	}
+}

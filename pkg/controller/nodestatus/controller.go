@@ -1,0 +1,148 @@
+// Package nodestatus is the controller that mirrors every GPU node's inventory entry into the
+// ConfigMap gpu-node-status, one data key per node, for tools that read ConfigMaps rather than
+// custom resources.
+package nodestatus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
+	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// Name names the controller and its workqueue.
+const Name = "gpu-node-status"
+
+// Controller keeps the ConfigMap equal to the GPU nodes' entries.
+type Controller struct {
+	client           kubernetes.Interface
+	nodes            corelisters.NodeLister
+	nodesSynced      cache.InformerSynced
+	configMaps       corelisters.ConfigMapLister
+	configMapsSynced cache.InformerSynced
+	key              cache.ObjectName
+	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
+
+	writes atomic.Int64
+}
+
+// NewController wires the controller. configMapInformer must watch the operator's namespace
+// (it may be limited to the one ConfigMap by a field selector).
+func NewController(client kubernetes.Interface, namespace string, nodeInformer coreinformers.NodeInformer,
+	configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
+	c := &Controller{
+		client:           client,
+		nodes:            nodeInformer.Lister(),
+		nodesSynced:      nodeInformer.Informer().HasSynced,
+		configMaps:       configMapInformer.Lister(),
+		configMapsSynced: configMapInformer.Informer().HasSynced,
+		key:              cache.ObjectName{Namespace: namespace, Name: homelabv1.NodeStatusConfigMapName},
+		queue:            controller.NewQueue[cache.ObjectName](Name),
+	}
+	enqueue := func(any) { c.queue.Add(c.key) }
+	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(old, cur any) {
+			oldNode, ok1 := controller.NodeFromObj(old)
+			curNode, ok2 := controller.NodeFromObj(cur)
+			if ok1 && ok2 && !controller.NodeChanged(oldNode, curNode) {
+				return
+			}
+			c.queue.Add(c.key)
+		},
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("add Node event handler: %w", err)
+	}
+	isOurs := func(obj any) bool {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		name, err := cache.ObjectToName(obj)
+		return err == nil && name == c.key
+	}
+	if _, err := configMapInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: isOurs,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, cur any) { c.queue.Add(c.key) },
+			DeleteFunc: enqueue, // recreate it
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("add ConfigMap event handler: %w", err)
+	}
+	return c, nil
+}
+
+// Run keeps the ConfigMap up to date until ctx is cancelled. One worker is enough: there is
+// one key.
+func (c *Controller) Run(ctx context.Context) error {
+	c.queue.Add(c.key) // nodes may be none at all, and the ConfigMap should exist anyway
+	return controller.Run(ctx, Name, c.queue, 1, c.syncHandler, c.nodesSynced, c.configMapsSynced)
+}
+
+// Writes counts the ConfigMap writes this controller made.
+func (c *Controller) Writes() int64 { return c.writes.Load() }
+
+// Data returns the ConfigMap data for the given nodes: each GPU node's entry as compact JSON.
+func Data(entries inv.Inventory) (map[string]string, error) {
+	data := make(map[string]string, len(entries.Nodes))
+	for _, n := range entries.Nodes {
+		b, err := json.Marshal(n)
+		if err != nil {
+			return nil, fmt.Errorf("encode entry of node %s: %w", n.Name, err)
+		}
+		data[n.Name] = string(b)
+	}
+	return data, nil
+}
+
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list nodes from cache: %w", err)
+	}
+	content, _ := inv.Compute(nodes) // malformed labels are logged by the inventory controller
+	data, err := Data(content)
+	if err != nil {
+		return err
+	}
+
+	current, err := c.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
+	case maps.Equal(current.Data, data):
+		return nil
+	}
+
+	// Server-side apply: keys this manager wrote before and omits now (nodes that are gone)
+	// are removed; a deleted ConfigMap is created again.
+	cm := applycorev1.ConfigMap(key.Name, key.Namespace).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": homelabv1.FieldManager}).
+		WithData(data)
+	if _, err := c.client.CoreV1().ConfigMaps(key.Namespace).Apply(ctx, cm,
+		metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply ConfigMap %s: %w", key, err)
+	}
+	c.writes.Add(1)
+	klog.FromContext(ctx).Info("Updated GPU node status ConfigMap", "configMap", klog.KRef(key.Namespace, key.Name), "gpuNodes", len(data))
+	return nil
+}

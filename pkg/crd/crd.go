@@ -1,0 +1,118 @@
+// Package crd installs the GpuInventory CustomResourceDefinition that the operator embeds, and
+// waits until the API server serves it.
+package crd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/youngju-dev/gpu-inventory-operator/manifests"
+)
+
+// Result says what Ensure did.
+type Result string
+
+const (
+	Created Result = "created"
+	Updated Result = "updated"
+	Current Result = "already current"
+)
+
+// GpuInventory returns the embedded CRD, decoded and with the API server's defaults applied
+// (so that it compares equal to what the server stores).
+func GpuInventory() (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(manifests.GpuInventoryCRD, crd); err != nil {
+		return nil, fmt.Errorf("decode embedded GpuInventory CRD: %w", err)
+	}
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
+	return crd, nil
+}
+
+// Ensure creates the CRD, or updates an existing one whose spec differs (an older version of
+// the operator installed it), and leaves a current one alone.
+func Ensure(ctx context.Context, client apiextensionsclient.Interface) (Result, error) {
+	want, err := GpuInventory()
+	if err != nil {
+		return "", err
+	}
+	crds := client.ApiextensionsV1().CustomResourceDefinitions()
+	existing, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := crds.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			return "", explain("create", want.Name, err)
+		}
+		return Created, nil
+	case err != nil:
+		return "", explain("get", want.Name, err)
+	}
+	if equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
+		return Current, nil
+	}
+	updated := existing.DeepCopy()
+	updated.Spec = want.Spec
+	for k, v := range want.Annotations {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[k] = v
+	}
+	if _, err := crds.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return "", explain("update", want.Name, err)
+	}
+	return Updated, nil
+}
+
+const fieldManager = "gpu-inventory-operator"
+
+// explain turns a failed CRD call into a message that says what to do about it.
+func explain(verb, name string, err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("install CRD %s: the operator may not %s customresourcedefinitions.apiextensions.k8s.io "+
+			"(grant get, create and update on them, or install the CRD yourself with "+
+			"`kubectl apply -f manifests/crd/` and run with --install-crd=false): %w", name, verb, err)
+	}
+	return fmt.Errorf("install CRD %s: %s: %w", name, verb, err)
+}
+
+// WaitEstablished waits until the API server reports the CRD Established (its resource is
+// served), or fails with the CRD's own explanation when it is not accepted in time.
+func WaitEstablished(ctx context.Context, client apiextensionsclient.Interface, name string, timeout time.Duration) error {
+	var last *apiextensionsv1.CustomResourceDefinition
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("Waiting for CRD", "crd", name, "err", err)
+			return false, nil
+		}
+		last = crd
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err == nil {
+		return nil
+	}
+	detail := "it was not found"
+	if last != nil {
+		detail = "conditions: "
+		for _, c := range last.Status.Conditions {
+			detail += fmt.Sprintf("%s=%s (%s: %s) ", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	return fmt.Errorf("CRD %s is not Established after %s; %s: %w", name, timeout, detail, err)
+}
