@@ -10,10 +10,10 @@ import (
 	"maps"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -28,6 +28,8 @@ import (
 
 // Name names the controller and its workqueue.
 const Name = "gpu-node-status"
+
+const managedByLabel = "app.kubernetes.io/managed-by"
 
 // Controller keeps the ConfigMap equal to the GPU nodes' entries.
 type Controller struct {
@@ -125,22 +127,29 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 
 	current, err := c.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+	configMaps := c.client.CoreV1().ConfigMaps(key.Namespace)
+	opts := metav1.CreateOptions{FieldManager: homelabv1.FieldManager}
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err): // first run, or someone deleted it
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{managedByLabel: homelabv1.FieldManager}},
+			Data:       data,
+		}
+		if _, err := configMaps.Create(ctx, cm, opts); err != nil {
+			return fmt.Errorf("create ConfigMap %s: %w", key, err)
+		}
 	case err != nil:
 		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
 	case maps.Equal(current.Data, data):
 		return nil
-	}
-
-	// Server-side apply: keys this manager wrote before and omits now (nodes that are gone)
-	// are removed; a deleted ConfigMap is created again.
-	cm := applycorev1.ConfigMap(key.Name, key.Namespace).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": homelabv1.FieldManager}).
-		WithData(data)
-	if _, err := c.client.CoreV1().ConfigMaps(key.Namespace).Apply(ctx, cm,
-		metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true}); err != nil {
-		return fmt.Errorf("apply ConfigMap %s: %w", key, err)
+	default:
+		// The whole data is replaced, so keys of nodes that are gone disappear whoever wrote
+		// them. A concurrent change fails with a conflict and the sync is retried.
+		cm := current.DeepCopy()
+		cm.Data = data
+		if _, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager}); err != nil {
+			return fmt.Errorf("update ConfigMap %s: %w", key, err)
+		}
 	}
 	c.writes.Add(1)
 	klog.FromContext(ctx).Info("Updated GPU node status ConfigMap", "configMap", klog.KRef(key.Namespace, key.Name), "gpuNodes", len(data))

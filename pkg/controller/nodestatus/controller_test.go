@@ -1,0 +1,139 @@
+package nodestatus
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubeinformers "k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+const namespace = "gpu-inventory-system"
+
+var key = cache.ObjectName{Namespace: namespace, Name: homelabv1.NodeStatusConfigMapName}
+
+// syncOnce seeds the caches, runs the sync handler and returns the client and its actions.
+func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*k8sfake.Clientset, []core.Action, context.Context) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	var objs []runtime.Object
+	if existing != nil {
+		objs = append(objs, existing)
+	}
+	client := k8sfake.NewClientset(objs...)
+	factory := kubeinformers.NewSharedInformerFactory(client, 0)
+	c, err := NewController(client, namespace, factory.Core().V1().Nodes(), factory.Core().V1().ConfigMaps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if err := factory.Core().V1().Nodes().Informer().GetIndexer().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if existing != nil {
+		if err := factory.Core().V1().ConfigMaps().Informer().GetIndexer().Add(existing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.syncHandler(ctx, key); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	return client, client.Actions(), ctx
+}
+
+func homeLabData(t *testing.T) map[string]string {
+	content, _ := inv.Compute(fixtures.HomeLab())
+	data, err := Data(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func configMap(data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: namespace}, Data: data}
+}
+
+// stored returns the ConfigMap after a sync that must have made exactly one write of verb.
+func stored(t *testing.T, client *k8sfake.Clientset, actions []core.Action, ctx context.Context, verb string) *corev1.ConfigMap {
+	t.Helper()
+	if len(actions) != 1 || actions[0].GetVerb() != verb {
+		t.Fatalf("want one %s, got %v", verb, actions)
+	}
+	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("ConfigMap after sync: %v", err)
+	}
+	return cm
+}
+
+func TestCreatesConfigMapWithOneKeyPerGPUNode(t *testing.T) {
+	client, actions, ctx := syncOnce(t, fixtures.HomeLab(), nil)
+	cm := stored(t, client, actions, ctx, "create")
+	if len(cm.Data) != 4 {
+		t.Fatalf("data keys = %v, want the four GPU nodes", cm.Data)
+	}
+	var nuc1 homelabv1.GpuNode
+	if err := json.Unmarshal([]byte(cm.Data["nuc1"]), &nuc1); err != nil {
+		t.Fatalf("nuc1 value %q is not an entry: %v", cm.Data["nuc1"], err)
+	}
+	want := homelabv1.GpuNode{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"}
+	if nuc1 != want {
+		t.Errorf("nuc1 = %+v, want %+v", nuc1, want)
+	}
+	if want := `{"name":"omen2","ready":false,"gpuCount":0,"workloadConfig":"container"}`; cm.Data["omen2"] != want {
+		t.Errorf("omen2 = %s, want compact JSON %s", cm.Data["omen2"], want)
+	}
+	for _, plain := range []string{"cp1", "worker1", "worker2", "worker3"} {
+		if _, ok := cm.Data[plain]; ok {
+			t.Errorf("non-GPU node %s has a key", plain)
+		}
+	}
+}
+
+func TestCurrentConfigMapIsNotWritten(t *testing.T) {
+	_, actions, _ := syncOnce(t, fixtures.HomeLab(), configMap(homeLabData(t)))
+	if len(actions) != 0 {
+		t.Errorf("data is current: want no API call, got %v", actions)
+	}
+}
+
+func TestChangedNodeUpdatesItsKey(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	nodes[0].Status.Conditions[0].Status = corev1.ConditionTrue
+	client, actions, ctx := syncOnce(t, nodes, configMap(homeLabData(t)))
+	cm := stored(t, client, actions, ctx, "update")
+	var nuc1 homelabv1.GpuNode
+	if err := json.Unmarshal([]byte(cm.Data["nuc1"]), &nuc1); err != nil || !nuc1.Ready {
+		t.Errorf("nuc1 = %s (%v), want ready", cm.Data["nuc1"], err)
+	}
+}
+
+func TestKeysOfGoneNodesAreDropped(t *testing.T) {
+	data := homeLabData(t)
+	data["retired"] = `{"name":"retired","ready":false,"gpuCount":8}`
+	client, actions, ctx := syncOnce(t, fixtures.HomeLab(), configMap(data))
+	cm := stored(t, client, actions, ctx, "update")
+	if _, ok := cm.Data["retired"]; ok || len(cm.Data) != 4 {
+		t.Errorf("data keys = %v, want the four current GPU nodes only", cm.Data)
+	}
+}
+
+func TestNoGPUNodesStillCreatesAnEmptyConfigMap(t *testing.T) {
+	client, actions, ctx := syncOnce(t, nil, nil)
+	if cm := stored(t, client, actions, ctx, "create"); len(cm.Data) != 0 || cm.Labels["app.kubernetes.io/managed-by"] != homelabv1.FieldManager {
+		t.Errorf("ConfigMap = %+v, want empty data and the managed-by label", cm)
+	}
+}

@@ -1,0 +1,104 @@
+package crd
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+)
+
+func embedded(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd, err := GpuInventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
+func TestEmbeddedCRDDescribesGpuInventory(t *testing.T) {
+	crd := embedded(t)
+	if crd.Name != homelabv1.CustomResourceDefinitionName || crd.Spec.Group != homelabv1.GroupName ||
+		crd.Spec.Scope != apiextensionsv1.ClusterScoped || crd.Spec.Names.Plural != "gpuinventories" ||
+		len(crd.Spec.Names.ShortNames) != 1 || crd.Spec.Names.ShortNames[0] != "gpuinv" {
+		t.Errorf("CRD names/scope = %s %s %s %+v", crd.Name, crd.Spec.Group, crd.Spec.Scope, crd.Spec.Names)
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != "v1" || !v.Served || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("version v1 must be served, stored and have a status subresource: %+v", v)
+	}
+	var columns []string
+	for _, c := range v.AdditionalPrinterColumns {
+		columns = append(columns, c.Name)
+	}
+	if got := strings.Join(columns, ","); got != "GPU-NODES,READY,GPUS,AGE" {
+		t.Errorf("printer columns = %s, want GPU-NODES,READY,GPUS,AGE", got)
+	}
+}
+
+func TestEnsure(t *testing.T) {
+	older := embedded(t)
+	older.Spec.Versions[0].AdditionalPrinterColumns = nil // as an earlier release shipped it
+	older.ResourceVersion = "7"
+
+	cases := []struct {
+		name     string
+		existing []runtime.Object
+		want     Result
+		verbs    []string
+	}{
+		{"absent: created", nil, Created, []string{"get", "create"}},
+		{"older: updated", []runtime.Object{older}, Updated, []string{"get", "update"}},
+		{"current: left alone", []runtime.Object{embedded(t)}, Current, []string{"get"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.existing...)
+			got, err := Ensure(context.Background(), client)
+			if err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("Ensure = %s, want %s", got, tc.want)
+			}
+			var verbs []string
+			for _, a := range client.Actions() {
+				verbs = append(verbs, a.GetVerb())
+			}
+			if strings.Join(verbs, ",") != strings.Join(tc.verbs, ",") {
+				t.Errorf("actions = %v, want %v", verbs, tc.verbs)
+			}
+			stored, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), homelabv1.CustomResourceDefinitionName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stored.Spec.Versions[0].AdditionalPrinterColumns) != 4 {
+				t.Errorf("stored CRD has %d printer columns, want the current 4", len(stored.Spec.Versions[0].AdditionalPrinterColumns))
+			}
+		})
+	}
+}
+
+func TestEnsureForbiddenSaysWhatToDo(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "customresourcedefinitions", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(apiextensionsv1.Resource("customresourcedefinitions"), homelabv1.CustomResourceDefinitionName, nil)
+	})
+	_, err := Ensure(context.Background(), client)
+	if err == nil {
+		t.Fatal("want an error when creating the CRD is forbidden")
+	}
+	for _, want := range []string{"may not create customresourcedefinitions.apiextensions.k8s.io", "--install-crd=false", "kubectl apply -f manifests/crd/"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
