@@ -1,0 +1,260 @@
+//go:build integration
+
+// Package integration tests the operator against a real kube-apiserver and etcd (pkg/testenv).
+// Run with `make test` (or `make test-integration`), which builds the components once.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-inventory-operator/app"
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+const operatorNamespace = "gpu-inventory-system"
+
+// operatorBinary is built once by TestMain for the tests that need a separate process
+// (SIGTERM and SIGKILL behaviour).
+var operatorBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuinv-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	operatorBinary = filepath.Join(dir, "gpu-inventory-operator")
+	build := exec.Command("go", "build", "-o", operatorBinary, "github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-inventory-operator")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the operator binary: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster is a running control plane with clients for it.
+type cluster struct {
+	env  *testenv.Env
+	kube kubernetes.Interface
+	gpu  versioned.Interface
+}
+
+// startCluster starts a control plane with the operator's namespace; it stops with the test.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(env.Stop)
+	c := &cluster{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), gpu: versioned.NewForConfigOrDie(env.Config)}
+	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return c
+}
+
+func (c *cluster) loadHomeLab(t *testing.T) {
+	t.Helper()
+	if err := testenv.CreateNodes(context.Background(), c.kube, fixtures.HomeLab()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runningOperator is an operator running in the test process.
+type runningOperator struct {
+	*app.Operator
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// stop cancels the operator and waits for Run to return, failing if it takes over 5 seconds.
+func (o *runningOperator) stop(t *testing.T) error {
+	t.Helper()
+	o.cancel()
+	select {
+	case err := <-o.done:
+		o.done <- err // keep the result for later callers
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("operator did not stop within 5s of cancellation")
+		return nil
+	}
+}
+
+func testOptions() *app.Options {
+	opts := app.NewOptions()
+	opts.Namespace = operatorNamespace
+	return opts
+}
+
+// startOperator runs an operator in the test process against cfg until the test ends.
+func startOperator(t *testing.T, cfg *rest.Config, opts *app.Options) *runningOperator {
+	t.Helper()
+	op, err := app.NewForConfig(opts, rest.CopyConfig(cfg), opts.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	r := &runningOperator{Operator: op, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- op.Run(ctx) }()
+	t.Cleanup(func() { _ = r.stop(t) })
+	return r
+}
+
+// eventually polls check every 100ms until it returns nil, failing the test with the last
+// error when timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *cluster) inventory(t *testing.T, name string) *homelabv1.GpuInventory {
+	t.Helper()
+	gi, err := c.gpu.HomelabV1().GpuInventories().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get GpuInventory %s: %v", name, err)
+	}
+	return gi
+}
+
+// totals is the part of a status that most tests compare.
+type totals struct{ Nodes, ReadyNodes, Gpus, ReadyGpus int32 }
+
+// waitTotals waits until inventory name reports want for the current generation.
+func (c *cluster) waitTotals(t *testing.T, name string, want totals) *homelabv1.GpuInventory {
+	t.Helper()
+	var gi *homelabv1.GpuInventory
+	eventually(t, 20*time.Second, "inventory "+name+" totals", func() error {
+		var err error
+		gi, err = c.gpu.HomelabV1().GpuInventories().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s := gi.Status
+		got := totals{s.TotalGpuNodes, s.ReadyGpuNodes, s.TotalGpus, s.ReadyGpus}
+		if got != want || s.ObservedGeneration != gi.Generation || s.InventoryHash == "" {
+			return fmt.Errorf("status totals %+v at generation %d/%d, want %+v", got, s.ObservedGeneration, gi.Generation, want)
+		}
+		return nil
+	})
+	return gi
+}
+
+// setReady sets a node's Ready condition through the status subresource, as a kubelet would.
+func (c *cluster) setReady(t *testing.T, name string, status corev1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := c.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			node.Status.Conditions[i].Status = status
+		}
+	}
+	if _, err := c.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("set node %s Ready=%s: %v", name, status, err)
+	}
+}
+
+// patchLabels merges labels into a node.
+func (c *cluster) patchLabels(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	var parts []string
+	for k, v := range labels {
+		parts = append(parts, fmt.Sprintf("%q:%q", k, v))
+	}
+	patch := `{"metadata":{"labels":{` + strings.Join(parts, ",") + `}}}`
+	if _, err := c.kube.CoreV1().Nodes().Patch(context.Background(), name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("label node %s: %v", name, err)
+	}
+}
+
+// leaseHolder returns the holder of the operator's Lease ("" when released or absent).
+func (c *cluster) leaseHolder(t *testing.T) string {
+	t.Helper()
+	lease, err := c.kube.CoordinationV1().Leases(operatorNamespace).Get(context.Background(), "gpu-inventory-operator", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("get lease: %v", err)
+	}
+	return holder(lease)
+}
+
+func holder(lease *coordinationv1.Lease) string {
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// forbiddenRecorder wraps a client configuration and records every 403 answer.
+type forbiddenRecorder struct {
+	mu        sync.Mutex
+	forbidden []string
+}
+
+func (f *forbiddenRecorder) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden {
+				f.mu.Lock()
+				f.forbidden = append(f.forbidden, req.Method+" "+req.URL.RequestURI())
+				f.mu.Unlock()
+			}
+			return resp, err
+		})
+	}
+	return cfg
+}
+
+func (f *forbiddenRecorder) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.forbidden...)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,123 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// ApplyManifests server-side applies every object in the given YAML files, or in the *.yaml
+// files under the given directories (kustomization.yaml files are skipped), in order, the way
+// `kubectl apply --server-side` would. It returns the applied objects.
+func ApplyManifests(ctx context.Context, cfg *rest.Config, fieldManager string, paths ...string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadManifests(paths...)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var applied []*unstructured.Unstructured
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) {
+			mapper.Reset() // a CRD applied earlier in this batch
+			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+		if err != nil {
+			return applied, fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		var resource dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := obj.GetNamespace()
+			if ns == "" {
+				ns = "default"
+			}
+			resource = dyn.Resource(mapping.Resource).Namespace(ns)
+		}
+		data, err := obj.MarshalJSON()
+		if err != nil {
+			return applied, err
+		}
+		force := true
+		out, err := resource.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
+		if err != nil {
+			return applied, fmt.Errorf("apply %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		applied = append(applied, out)
+	}
+	return applied, nil
+}
+
+// ReadManifests decodes the objects in YAML files and directories (non-recursive for files
+// named *.yaml; directories are walked; kustomization.yaml is skipped).
+func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
+	var files []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".yaml") && filepath.Base(path) != "kustomization.yaml" {
+				files = append(files, path)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := decoder.Decode(&obj.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("decode %s: %w", f, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+				return nil, fmt.Errorf("%s: an object without apiVersion or kind", f)
+			}
+			objs = append(objs, obj)
+		}
+	}
+	return objs, nil
+}

@@ -1,0 +1,80 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// process is a child process whose output goes to a log file.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
+}
+
+func startProcess(bin, logPath string, args ...string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Pdeathsig: a killed test binary takes its control plane with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &process{name: filepath.Base(bin), logPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.exitErr = cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM, and SIGKILL to the process group if it has not exited within grace.
+func (p *process) stop(grace time.Duration) error {
+	if !p.running() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		return fmt.Errorf("%s did not stop within %s and was killed", p.name, grace)
+	}
+}
+
+// logTail returns the last lines of the process's log.
+func (p *process) logTail() string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

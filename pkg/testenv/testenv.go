@@ -1,0 +1,328 @@
+// Package testenv runs a real, local Kubernetes control plane for tests and the demo: etcd and
+// kube-apiserver (and optionally kwok's fake kubelets) on free loopback ports, in a temporary
+// directory, from binaries that `make testbin` builds from the Go module proxy.
+//
+// It is this project's envtest: no container, no download, no kubelet. Every process it
+// starts is stopped by Stop, and dies with the test process if that is killed.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// BinDirEnv names the environment variable that points at the built components.
+const BinDirEnv = "TESTBIN_DIR"
+
+// Options configure Start.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kwok and kwok-stages.yaml. Default: $TESTBIN_DIR.
+	BinDir string
+	// Dir is where data, certificates and logs go. Default: a new temporary directory that
+	// Stop removes.
+	Dir string
+	// StartTimeout bounds each component's start. Default: 60s.
+	StartTimeout time.Duration
+}
+
+// Env is a running control plane.
+type Env struct {
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Dir holds the data, the logs and the admin kubeconfig (Dir/kubeconfig).
+	Dir string
+
+	binDir       string
+	removeDir    bool
+	startTimeout time.Duration
+	token        string
+	etcdURL      string
+	apiPort      int
+	etcd         *process
+	apiserver    *process
+	kwok         *process
+}
+
+// Start runs etcd and kube-apiserver and returns once /readyz answers ok. On failure every
+// started process is stopped and the error carries the tail of the failing component's log.
+func Start(ctx context.Context, opts Options) (env *Env, err error) {
+	e := &Env{binDir: opts.BinDir, Dir: opts.Dir, startTimeout: opts.StartTimeout}
+	if e.binDir == "" {
+		e.binDir = os.Getenv(BinDirEnv)
+	}
+	if e.binDir == "" {
+		return nil, fmt.Errorf("no control-plane binaries: set %s (`make testbin` prints the directory; `make test` sets it)", BinDirEnv)
+	}
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(e.binDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s=%s (run `make testbin`): %w", bin, BinDirEnv, e.binDir, err)
+		}
+	}
+	if e.startTimeout == 0 {
+		e.startTimeout = 60 * time.Second
+	}
+	if e.Dir == "" {
+		if e.Dir, err = os.MkdirTemp("", "gpuinv-testenv-"); err != nil {
+			return nil, err
+		}
+		e.removeDir = true
+	}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	if err := e.prepare(); err != nil {
+		return nil, err
+	}
+	if err := e.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.StartAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// prepare writes the service-account key, the token file and the admin kubeconfig.
+func (e *Env) prepare() error {
+	for _, d := range []string{"etcd", "certs", "logs"} {
+		if err := os.MkdirAll(filepath.Join(e.Dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return fmt.Errorf("generate service-account key: %w", err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(filepath.Join(e.Dir, "sa.key"), keyPEM, 0o600); err != nil {
+		return err
+	}
+	tokenBytes := make([]byte, 16)
+	if _, err := rand.Read(tokenBytes); err != nil {
+		return err
+	}
+	e.token = hex.EncodeToString(tokenBytes)
+	if err := os.WriteFile(filepath.Join(e.Dir, "tokens.csv"), []byte(e.token+",admin,admin,system:masters\n"), 0o600); err != nil {
+		return err
+	}
+	if e.apiPort, err = freePort(); err != nil {
+		return err
+	}
+	e.Config = &rest.Config{
+		Host:            "https://127.0.0.1:" + strconv.Itoa(e.apiPort),
+		BearerToken:     e.token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, // self-signed serving cert on loopback
+		QPS:             200,
+		Burst:           400,
+	}
+	return e.writeKubeconfig(e.KubeconfigPath(), e.Config)
+}
+
+// KubeconfigPath is the admin kubeconfig, for kubectl and for the operator's --kubeconfig.
+func (e *Env) KubeconfigPath() string { return filepath.Join(e.Dir, "kubeconfig") }
+
+func (e *Env) writeKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: cfg.Host, InsecureSkipTLSVerify: true}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "user", Namespace: "default"}
+	kc.CurrentContext = "testenv"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+func (e *Env) startEtcd(ctx context.Context) error {
+	clientPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	peerPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.etcdURL = "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	e.etcd, err = startProcess(filepath.Join(e.binDir, "etcd"), filepath.Join(e.Dir, "logs", "etcd.log"),
+		"--data-dir", filepath.Join(e.Dir, "etcd"),
+		"--listen-client-urls", e.etcdURL,
+		"--advertise-client-urls", e.etcdURL,
+		"--listen-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--initial-cluster", "default=http://127.0.0.1:"+strconv.Itoa(peerPort),
+		"--unsafe-no-fsync", // test data: durability across power loss is not needed
+		"--log-level", "warn",
+	)
+	if err != nil {
+		return err
+	}
+	return e.waitHealthy(ctx, e.etcd, e.etcdURL+"/health", nil)
+}
+
+// StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the same port and etcd
+// data, and waits for /readyz.
+func (e *Env) StartAPIServer(ctx context.Context) error {
+	if e.apiserver != nil && e.apiserver.running() {
+		return errors.New("kube-apiserver is already running")
+	}
+	port := strconv.Itoa(e.apiPort)
+	saKey := filepath.Join(e.Dir, "sa.key")
+	var err error
+	e.apiserver, err = startProcess(filepath.Join(e.binDir, "kube-apiserver"), filepath.Join(e.Dir, "logs", "kube-apiserver.log"),
+		"--etcd-servers="+e.etcdURL,
+		"--secure-port="+port,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--cert-dir="+filepath.Join(e.Dir, "certs"),
+		"--service-account-issuer=https://127.0.0.1:"+port,
+		"--service-account-key-file="+saKey,
+		"--service-account-signing-key-file="+saKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--token-auth-file="+filepath.Join(e.Dir, "tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--disable-admission-plugins=ServiceAccount",
+		"--v=1",
+	)
+	if err != nil {
+		return err
+	}
+	client, err := rest.HTTPClientFor(e.Config)
+	if err != nil {
+		return err
+	}
+	return e.waitHealthy(ctx, e.apiserver, e.Config.Host+"/readyz", func(r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+e.token)
+	}, client)
+}
+
+// StopAPIServer stops kube-apiserver gracefully; etcd and its data stay.
+func (e *Env) StopAPIServer() error {
+	if e.apiserver == nil {
+		return nil
+	}
+	return e.apiserver.stop(10 * time.Second)
+}
+
+// waitHealthy polls url until it answers 200 "ok"-like, the process exits, or the start
+// timeout passes; failures carry the tail of the process's log.
+func (e *Env) waitHealthy(ctx context.Context, p *process, url string, auth func(*http.Request), clients ...*http.Client) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	if len(clients) > 0 {
+		client = clients[0]
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.startTimeout)
+	defer cancel()
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	var last string
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if auth != nil {
+			auth(req)
+		}
+		if resp, err := client.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited before it was ready (%v); last lines of %s:\n%s", p.name, p.exitErr, p.logPath, p.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s (last answer: %s); last lines of %s:\n%s", p.name, e.startTimeout, last, p.logPath, p.logTail())
+		case <-ticker.C:
+		}
+	}
+}
+
+// StartKwok runs kwok so that nodes annotated kwok.x-k8s.io/node=fake are kept Ready by fake
+// kubelets. Nodes without the annotation are left as they are.
+func (e *Env) StartKwok(ctx context.Context) error {
+	if e.kwok != nil && e.kwok.running() {
+		return nil
+	}
+	serverPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.kwok, err = startProcess(filepath.Join(e.binDir, "kwok"), filepath.Join(e.Dir, "logs", "kwok.log"),
+		"--kubeconfig="+e.KubeconfigPath(),
+		"--config="+filepath.Join(e.binDir, "kwok-stages.yaml"),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
+		"--server-address=127.0.0.1:"+strconv.Itoa(serverPort),
+	)
+	if err != nil {
+		return err
+	}
+	return e.waitHealthy(ctx, e.kwok, "http://127.0.0.1:"+strconv.Itoa(serverPort)+"/healthz", nil)
+}
+
+// KwokAnnotation marks the nodes that kwok keeps Ready (value "fake").
+const KwokAnnotation = "kwok.x-k8s.io/node"
+
+// ServiceAccountConfig returns a client configuration that authenticates as the given
+// ServiceAccount (which must exist), with a token from the TokenRequest API.
+func (e *Env) ServiceAccountConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	kube, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	expiry := int64(3600)
+	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("request a token for ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, nil
+}
+
+// WriteKubeconfig writes a kubeconfig for cfg (for example a ServiceAccount's) to path.
+func (e *Env) WriteKubeconfig(path string, cfg *rest.Config) error { return e.writeKubeconfig(path, cfg) }
+
+// Stop stops every process the environment started (kwok, kube-apiserver, etcd) and removes
+// the temporary directory it created. It is safe to call more than once.
+func (e *Env) Stop() {
+	for _, p := range []*process{e.kwok, e.apiserver, e.etcd} {
+		if p != nil {
+			_ = p.stop(10 * time.Second)
+		}
+	}
+	if e.removeDir && e.Dir != "" {
+		_ = os.RemoveAll(e.Dir)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free loopback port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
