@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -47,31 +48,46 @@ func Ensure(ctx context.Context, client apiextensionsclient.Interface) (Result, 
 		return "", err
 	}
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
-	existing, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if _, err := crds.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-			return "", explain("create", want.Name, err)
+	var result Result
+	// The API server updates a new CRD's status right after it is created, so an update can
+	// meet a conflict: read again and retry.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		existing, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := crds.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+				return explain("create", want.Name, err)
+			}
+			result = Created
+			return nil
+		case err != nil:
+			return explain("get", want.Name, err)
 		}
-		return Created, nil
-	case err != nil:
-		return "", explain("get", want.Name, err)
-	}
-	if equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
-		return Current, nil
-	}
-	updated := existing.DeepCopy()
-	updated.Spec = want.Spec
-	for k, v := range want.Annotations {
-		if updated.Annotations == nil {
-			updated.Annotations = map[string]string{}
+		if equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
+			result = Current
+			return nil
 		}
-		updated.Annotations[k] = v
+		updated := existing.DeepCopy()
+		updated.Spec = want.Spec
+		for k, v := range want.Annotations {
+			if updated.Annotations == nil {
+				updated.Annotations = map[string]string{}
+			}
+			updated.Annotations[k] = v
+		}
+		if _, err := crds.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			if apierrors.IsConflict(err) {
+				return err // unwrapped, so that RetryOnConflict sees it
+			}
+			return explain("update", want.Name, err)
+		}
+		result = Updated
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
-	if _, err := crds.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-		return "", explain("update", want.Name, err)
-	}
-	return Updated, nil
+	return result, nil
 }
 
 const fieldManager = "gpu-inventory-operator"

@@ -102,3 +102,20 @@ func TestEnsureForbiddenSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+func TestEnsureRetriesAConflict(t *testing.T) {
+	older := embedded(t)
+	older.Spec.Versions[0].AdditionalPrinterColumns = nil
+	client := fake.NewClientset(older)
+	conflicts := 0
+	client.PrependReactor("update", "customresourcedefinitions", func(core.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			conflicts++ // the API server updated the CRD's status between our get and update
+			return true, nil, apierrors.NewConflict(apiextensionsv1.Resource("customresourcedefinitions"), older.Name, nil)
+		}
+		return false, nil, nil
+	})
+	if got, err := Ensure(context.Background(), client); err != nil || got != Updated {
+		t.Fatalf("Ensure = %q, %v; want %q after one conflict", got, err, Updated)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-inventory-operator/app"
@@ -65,7 +66,7 @@ type cluster struct {
 // startCluster starts a control plane with the operator's namespace; it stops with the test.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
+	ctx := testContext(t)
 	env, err := testenv.Start(ctx, testenv.Options{})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
@@ -119,10 +120,15 @@ func startOperator(t *testing.T, cfg *rest.Config, opts *app.Options) *runningOp
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(testContext(t))
 	r := &runningOperator{Operator: op, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- op.Run(ctx) }()
+	go func() {
+		err := op.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			t.Logf("operator stopped on its own: %v", err)
+		}
+		r.done <- err
+	}()
 	t.Cleanup(func() { _ = r.stop(t) })
 	return r
 }
@@ -258,3 +264,10 @@ func (f *forbiddenRecorder) requests() []string {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// testContext carries a logger that writes through t at verbosity 2 (the operator's
+// informative lines, without per-event detail).
+func testContext(t *testing.T) context.Context {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
+	return klog.NewContext(context.Background(), logger)
+}

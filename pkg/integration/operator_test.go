@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/klog/v2/ktesting"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
@@ -285,8 +284,7 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatalf("stop kube-apiserver: %v", err)
 	}
 	time.Sleep(3 * time.Second) // the outage itself: the operator must ride it out
-	_, ctx := ktesting.NewTestContext(t)
-	if err := c.env.StartAPIServer(ctx); err != nil {
+	if err := c.env.StartAPIServer(testContext(t)); err != nil {
 		t.Fatalf("restart kube-apiserver: %v", err)
 	}
 	select {
