@@ -1,0 +1,27 @@
+// Command demo is `make demo`; see package demo.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/demo"
+)
+
+func main() {
+	opts := demo.Options{Out: os.Stdout}
+	flag.StringVar(&opts.Operator, "operator", "bin/gpu-inventory-operator", "Path of the operator binary.")
+	flag.BoolVar(&opts.Once, "once", false, "Print the converged inventory and exit.")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := demo.Run(ctx, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Println("Stopped the operator and the control plane.")
+}

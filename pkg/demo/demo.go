@@ -1,0 +1,233 @@
+// Package demo is `make demo`: a local control plane loaded with the home lab and a few
+// healthy GPU nodes kept Ready by kwok, the operator running against it, and the inventory
+// printed as a table whenever it changes.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// Options configure Run.
+type Options struct {
+	// Operator is the path of the gpu-inventory-operator binary.
+	Operator string
+	// Once prints the converged inventory and returns instead of following changes.
+	Once bool
+	// Out receives the report; progress goes there too.
+	Out io.Writer
+}
+
+const namespace = "gpu-inventory-system"
+
+// HealthyNodes are the kwok-managed GPU nodes that the demo adds to the home lab.
+func HealthyNodes() []*corev1.Node {
+	gpuNode := func(name, product, count, memory string, capacity int64, extra map[string]string) *corev1.Node {
+		labels := map[string]string{
+			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+			"type": "kwok", "feature.node.kubernetes.io/pci-10de.present": "true",
+			"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
+			"nvidia.com/gpu.count": count, "nvidia.com/gpu.memory": memory,
+		}
+		for k, v := range extra {
+			labels[k] = v
+		}
+		gpus := *resource.NewQuantity(capacity, resource.DecimalSI)
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{testenv.KwokAnnotation: "fake"}},
+			Status: corev1.NodeStatus{
+				Capacity:    corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Allocatable: corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceCPU: resource.MustParse("63"), corev1.ResourceMemory: resource.MustParse("500Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			},
+		}
+	}
+	return []*corev1.Node{
+		gpuNode("dgx-h100-1", "NVIDIA-H100-80GB-HBM3", "8", "81559", 8, map[string]string{"nvidia.com/gpu.family": "hopper"}),
+		gpuNode("a100-mig-1", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "14", "4864", 14, map[string]string{"nvidia.com/mig.strategy": "single"}),
+		gpuNode("l4-1", "NVIDIA-L4", "1", "23034", 1, map[string]string{"nvidia.com/gpu.workload.config": "container"}),
+	}
+}
+
+// Run starts everything, prints the inventory, and follows it until ctx is cancelled (or,
+// with Once, until it has printed it). Every process it started is stopped before it returns.
+func Run(ctx context.Context, opts Options) (err error) {
+	out := opts.Out
+	if _, err := os.Stat(opts.Operator); err != nil {
+		return fmt.Errorf("operator binary: %w (run `make build`)", err)
+	}
+	fmt.Fprintln(out, "Starting a local control plane (etcd, kube-apiserver, kwok)...")
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	if err := env.StartKwok(ctx); err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	gpu, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace: %w", err)
+	}
+	healthy := HealthyNodes()
+	if err := testenv.CreateNodes(ctx, kube, append(fixtures.HomeLab(), healthy...)); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Loaded the home lab (8 nodes, 4 GPU nodes, all NotReady) and %d healthy GPU nodes kept Ready by kwok.\n", len(healthy))
+
+	logPath := filepath.Join(env.Dir, "logs", "operator.log")
+	stopOperator, err := startOperator(opts.Operator, env.KubeconfigPath(), logPath)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := stopOperator(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	fmt.Fprintf(out, "Operator running; its log: %s\n", logPath)
+
+	// Wait until kwok has made the healthy nodes Ready and the operator has reported them.
+	gi, err := waitForInventory(ctx, gpu, func(gi *homelabv1.GpuInventory) bool {
+		return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(len(healthy))
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the inventory (operator log: %s): %w", logPath, err)
+	}
+	fmt.Fprintln(out)
+	if err := printer.Inventory(out, gi); err != nil {
+		return err
+	}
+	if opts.Once {
+		return nil
+	}
+	fmt.Fprintf(out, `
+The cluster is yours until Ctrl-C. In another terminal:
+  export KUBECONFIG=%s
+  kubectl get gpuinv                       # GPU-NODES, READY, GPUS
+  kubectl get gpuinv cluster -o yaml       # the whole status
+  kubectl get configmap -n %s gpu-node-status -o yaml
+  # bring nuc1 back, and watch the table here change:
+  kubectl patch node nuc1 --subresource=status --type=json \
+    -p '[{"op":"replace","path":"/status/conditions/0/status","value":"True"}]'
+
+`, env.KubeconfigPath(), namespace)
+	return follow(ctx, gpu, gi.ResourceVersion, out)
+}
+
+// startOperator runs the operator binary against kubeconfig and returns a function that
+// stops it with SIGTERM and reports how it exited.
+func startOperator(bin, kubeconfig, logPath string) (func() error, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--namespace="+namespace)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start operator: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); logFile.Close() }()
+	return func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				return fmt.Errorf("operator exited with %v (log: %s)", err, logPath)
+			}
+			return nil
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("operator did not stop within 10s of SIGTERM (log: %s)", logPath)
+		}
+	}, nil
+}
+
+// waitForInventory watches the default inventory until done accepts it (one minute at most).
+func waitForInventory(ctx context.Context, gpu versioned.Interface, done func(*homelabv1.GpuInventory) bool) (*homelabv1.GpuInventory, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", homelabv1.DefaultInventoryName).String(),
+		})
+		if err != nil {
+			// The CRD is not installed yet: the operator does that first.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("GpuInventory %s never appeared: %w", homelabv1.DefaultInventoryName, err)
+			case <-time.After(200 * time.Millisecond):
+				continue
+			}
+		}
+		for ev := range w.ResultChan() {
+			if gi, ok := ev.Object.(*homelabv1.GpuInventory); ok && ev.Type != watch.Deleted && done(gi) {
+				w.Stop()
+				return gi, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, errors.New("the inventory did not converge within a minute")
+		}
+	}
+}
+
+// follow prints the table again each time the inventory's status changes.
+func follow(ctx context.Context, gpu versioned.Interface, resourceVersion string, out io.Writer) error {
+	for {
+		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", homelabv1.DefaultInventoryName).String(),
+			ResourceVersion: resourceVersion,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch the inventory: %w", err)
+		}
+		for ev := range w.ResultChan() {
+			gi, ok := ev.Object.(*homelabv1.GpuInventory)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			resourceVersion = gi.ResourceVersion
+			fmt.Fprintf(out, "\n--- %s: the inventory changed\n", time.Now().Format(time.TimeOnly))
+			if err := printer.Inventory(out, gi); err != nil {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
