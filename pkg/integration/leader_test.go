@@ -15,8 +15,8 @@ import (
 
 // subprocessOperator runs the operator binary with the admin kubeconfig and leader election.
 type subprocessOperator struct {
-	cmd    *exec.Cmd
-	output *bytes.Buffer
+	cmd     *exec.Cmd
+	output  *bytes.Buffer
 	exited  chan struct{} // closed when the process has exited
 	exitErr error
 }

@@ -74,4 +74,3 @@ func TestOperatorRunsWithOnlyItsOwnRBAC(t *testing.T) {
 		t.Errorf("the operator made requests its ClusterRole/Role do not allow:\n%v", forbidden)
 	}
 }
-

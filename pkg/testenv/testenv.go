@@ -306,7 +306,9 @@ func (e *Env) ServiceAccountConfig(ctx context.Context, namespace, name string) 
 }
 
 // WriteKubeconfig writes a kubeconfig for cfg (for example a ServiceAccount's) to path.
-func (e *Env) WriteKubeconfig(path string, cfg *rest.Config) error { return e.writeKubeconfig(path, cfg) }
+func (e *Env) WriteKubeconfig(path string, cfg *rest.Config) error {
+	return e.writeKubeconfig(path, cfg)
+}
 
 // Stop stops every process the environment started (kwok, kube-apiserver, etcd) and removes
 // the temporary directory it created. It is safe to call more than once.
