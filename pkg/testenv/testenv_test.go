@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A component that fails to start is reported with the end of its log, and nothing is left
+// running. Fake binaries stand in for etcd and kube-apiserver.
+func TestStartFailureReportsTheLogTail(t *testing.T) {
+	bin := t.TempDir()
+	write := func(name, script string) {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("etcd", "echo 'starting etcd'; echo 'etcd: cannot listen: address already in use' >&2; exit 1\n")
+	write("kube-apiserver", "exit 1\n")
+
+	dir := t.TempDir()
+	_, err := Start(context.Background(), Options{BinDir: bin, Dir: dir, StartTimeout: 10 * time.Second})
+	if err == nil {
+		t.Fatal("Start succeeded with an etcd that exits at once")
+	}
+	for _, want := range []string{"etcd exited before it was ready", "address already in use", "etcd.log"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestStartWithoutBinariesSaysHowToGetThem(t *testing.T) {
+	t.Setenv(BinDirEnv, "")
+	_, err := Start(context.Background(), Options{})
+	if err == nil || !strings.Contains(err.Error(), "make testbin") {
+		t.Errorf("error = %v, want one pointing at `make testbin`", err)
+	}
+	_, err = Start(context.Background(), Options{BinDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "etcd not found") {
+		t.Errorf("error = %v, want one naming the missing etcd", err)
+	}
+}
