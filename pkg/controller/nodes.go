@@ -10,7 +10,7 @@ import (
 )
 
 // TrimNode is an informer transform: it keeps only what the inventory and node selectors read
-// (name, labels, Ready condition, unschedulable, nvidia.com resources) so that kubelet status
+// (name, labels, Ready condition, unschedulable, lifecycle taints, nvidia.com resources) so that kubelet status
 // such as images, addresses, volumes and managedFields never enters the cache. Heartbeat
 // times are dropped too, so a kubelet heartbeat leaves the cached node unchanged.
 // Objects other than Nodes pass through untouched.
@@ -28,7 +28,7 @@ func TrimNode(obj any) (any, error) {
 			CreationTimestamp: node.CreationTimestamp,
 			DeletionTimestamp: node.DeletionTimestamp,
 		},
-		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable},
+		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable, Taints: lifecycleTaints(node.Spec.Taints)},
 		Status: corev1.NodeStatus{
 			Capacity:    nvidiaResources(node.Status.Capacity),
 			Allocatable: nvidiaResources(node.Status.Allocatable),
@@ -43,6 +43,17 @@ func TrimNode(obj any) (any, error) {
 		}
 	}
 	return trimmed, nil
+}
+
+// lifecycleTaints keeps the node lifecycle controller's taints (unreachable, not-ready).
+func lifecycleTaints(taints []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range taints {
+		if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+			out = append(out, corev1.Taint{Key: t.Key, Effect: t.Effect})
+		}
+	}
+	return out
 }
 
 func nvidiaResources(list corev1.ResourceList) corev1.ResourceList {
@@ -63,6 +74,7 @@ func nvidiaResources(list corev1.ResourceList) corev1.ResourceList {
 // as resyncs and heartbeats, are dropped before they reach a queue.
 func NodeChanged(old, cur *corev1.Node) bool {
 	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
 		!equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
 		!equality.Semantic.DeepEqual(old.Status.Conditions, cur.Status.Conditions) ||
 		!equality.Semantic.DeepEqual(old.Status.Capacity, cur.Status.Capacity) ||

@@ -39,8 +39,8 @@ func TestEmbeddedCRDDescribesGpuInventory(t *testing.T) {
 	for _, c := range v.AdditionalPrinterColumns {
 		columns = append(columns, c.Name)
 	}
-	if got := strings.Join(columns, ","); got != "GPU-NODES,READY,GPUS,AGE" {
-		t.Errorf("printer columns = %s, want GPU-NODES,READY,GPUS,AGE", got)
+	if want := "GPU-NODES,READY,GPUS,READY-GPUS,DEGRADED,MODELS,AGE"; strings.Join(columns, ",") != want {
+		t.Errorf("printer columns = %s, want %s", strings.Join(columns, ","), want)
 	}
 }
 
@@ -80,8 +80,8 @@ func TestEnsure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(stored.Spec.Versions[0].AdditionalPrinterColumns) != 4 {
-				t.Errorf("stored CRD has %d printer columns, want the current 4", len(stored.Spec.Versions[0].AdditionalPrinterColumns))
+			if n := len(stored.Spec.Versions[0].AdditionalPrinterColumns); n != 7 {
+				t.Errorf("stored CRD has %d printer columns, want the current 7", n)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -70,7 +71,7 @@ func TestCRDSelfInstallUpdatesAnOlderCRD(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if n := len(got.Spec.Versions[0].AdditionalPrinterColumns); n != 4 {
+		if n := len(got.Spec.Versions[0].AdditionalPrinterColumns); n != 7 {
 			return fmt.Errorf("%d printer columns", n)
 		}
 		return nil
@@ -84,7 +85,7 @@ func TestHomeLabStatusEqualsFirstVersionReport(t *testing.T) {
 	startOperator(t, c.env.Config, testOptions())
 
 	gi := c.waitTotals(t, "cluster", totals{Nodes: 4, ReadyNodes: 0, Gpus: 1, ReadyGpus: 0})
-	if diff := cmp.Diff(homeLabReport, gi.Status.Nodes); diff != "" {
+	if diff := cmp.Diff(homeLabReport, inventory.ReportFields(gi.Status.Nodes)); diff != "" {
 		t.Errorf("status.nodes (-first version's report +got):\n%s", diff)
 	}
 	degraded := gi.Status.Conditions[0]

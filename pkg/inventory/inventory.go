@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,21 +17,33 @@ import (
 )
 
 // Inventory is the content of a GpuInventory's status, without the bookkeeping fields
-// (observedGeneration, observedAt) that depend on the object and the clock.
+// (observedGeneration, observedAt) that depend on the object and the clock. Nodes holds every
+// covered GPU node; the status may list fewer (see Truncate).
 type Inventory struct {
-	Nodes         []homelabv1.GpuNode
-	TotalGpuNodes int32
-	ReadyGpuNodes int32
-	TotalGpus     int32
-	ReadyGpus     int32
+	Nodes              []homelabv1.GpuNode
+	Models             []homelabv1.GpuModel
+	TotalGpuNodes      int32
+	ReadyGpuNodes      int32
+	TotalGpus          int32
+	ReadyGpus          int32
+	UnlabeledGpus      int32
+	UnhealthyGpus      int32
+	LabelsMissingNodes int32
 	// Hash identifies Nodes (and so everything else here, which derives from them).
 	Hash string
 }
 
 // Compute builds the inventory of the GPU nodes among nodes. The order of nodes does not
-// matter. Non-GPU nodes are skipped; every GPU node gets an entry, however malformed its labels.
-func Compute(nodes []*corev1.Node) (Inventory, []Warning) {
-	var inv Inventory
+// matter. Non-GPU nodes are skipped; every GPU node gets an entry, however malformed its
+// labels. previous holds the entries of the last stored status: a node whose GPU Feature
+// Discovery labels vanished keeps its last-known product, count and memory from there,
+// marked labelsMissing since now (or since the earlier time previous records).
+func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) (Inventory, []Warning) {
+	prev := make(map[string]*homelabv1.GpuNode, len(previous))
+	for i := range previous {
+		prev[previous[i].Name] = &previous[i]
+	}
+	var entries []homelabv1.GpuNode
 	var warnings []Warning
 	for _, node := range nodes {
 		if !IsGPUNode(node) {
@@ -38,25 +51,107 @@ func Compute(nodes []*corev1.Node) (Inventory, []Warning) {
 		}
 		entry, w := Entry(node)
 		warnings = append(warnings, w...)
-		inv.Nodes = append(inv.Nodes, entry)
+		if !HasGFDLabels(node) {
+			carryLastKnown(&entry, prev[node.Name], now)
+		}
+		entries = append(entries, entry)
 	}
-	return FromEntries(inv.Nodes), warnings
+	return FromEntries(entries), warnings
 }
 
-// FromEntries sorts entries by name and derives the totals and the hash from them.
+// carryLastKnown fills a node that has no GFD labels now from what was last seen of it.
+func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.Time) {
+	if last == nil || (last.Product == "" && last.GpuCount == 0 && last.GpuMemoryMiB == 0) {
+		return // never labelled: unknown, not missing
+	}
+	entry.Product, entry.GpuCount, entry.GpuMemoryMiB = last.Product, last.GpuCount, last.GpuMemoryMiB
+	if entry.Family == "" {
+		entry.Family = last.Family
+	}
+	if entry.ComputeCapability == "" {
+		entry.ComputeCapability = last.ComputeCapability
+	}
+	entry.LabelsMissing = true
+	since := metav1.NewTime(now.UTC().Truncate(time.Second))
+	if last.LabelsMissing && last.LabelsMissingSince != nil {
+		since = *last.LabelsMissingSince
+	}
+	entry.LabelsMissingSince = &since
+	// LabelsMissing goes after the readiness conditions, before the rest.
+	at := 0
+	for at < len(entry.Conditions) && (entry.Conditions[at] == NodeNotReady || entry.Conditions[at] == NodeUnreachable) {
+		at++
+	}
+	entry.Conditions = slices.Insert(entry.Conditions, at, NodeLabelsMissing)
+}
+
+// FromEntries sorts entries by name and derives the totals, the models and the hash.
 func FromEntries(entries []homelabv1.GpuNode) Inventory {
 	inv := Inventory{Nodes: slices.Clone(entries)}
 	slices.SortFunc(inv.Nodes, func(a, b homelabv1.GpuNode) int { return strings.Compare(a.Name, b.Name) })
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++
 		inv.TotalGpus = addSaturating(inv.TotalGpus, n.GpuCount)
+		inv.UnhealthyGpus = addSaturating(inv.UnhealthyGpus, n.UnhealthyGpus)
 		if n.Ready {
 			inv.ReadyGpuNodes++
 			inv.ReadyGpus = addSaturating(inv.ReadyGpus, n.GpuCount)
 		}
+		if n.LabelsMissing {
+			inv.LabelsMissingNodes++
+			inv.UnlabeledGpus = addSaturating(inv.UnlabeledGpus, n.GpuCount)
+		}
 	}
+	inv.Models = Models(inv.Nodes)
 	inv.Hash = Hash(inv.Nodes)
 	return inv
+}
+
+// BaseModel splits a product label into the base model and its variant: MIG single-strategy
+// products (<model>-MIG-<profile>) and shared ones (<model>-SHARED).
+func BaseModel(product string) (model, variant string) {
+	if i := strings.Index(product, "-MIG-"); i >= 0 {
+		return product[:i], product[i+1:]
+	}
+	if base, ok := strings.CutSuffix(product, "-SHARED"); ok {
+		return base, "SHARED"
+	}
+	return product, ""
+}
+
+// Models summarises entries per base model, sorted by product ("" for unknown products).
+func Models(entries []homelabv1.GpuNode) []homelabv1.GpuModel {
+	byModel := map[string]*homelabv1.GpuModel{}
+	var order []string
+	for _, n := range entries {
+		base, variant := BaseModel(n.Product)
+		m := byModel[base]
+		if m == nil {
+			m = &homelabv1.GpuModel{Product: base}
+			byModel[base] = m
+			order = append(order, base)
+		}
+		if variant != "" && !slices.Contains(m.Variants, variant) {
+			m.Variants = append(m.Variants, variant)
+		}
+		m.Nodes++
+		m.Gpus = addSaturating(m.Gpus, n.GpuCount)
+		m.AllocatableGpus = addSaturating(m.AllocatableGpus, n.Allocatable)
+		m.UnhealthyGpus = addSaturating(m.UnhealthyGpus, n.UnhealthyGpus)
+		if n.Ready {
+			m.ReadyNodes++
+			m.ReadyGpus = addSaturating(m.ReadyGpus, n.GpuCount)
+		}
+		m.MemoryMiB = max(m.MemoryMiB, n.GpuMemoryMiB)
+	}
+	slices.Sort(order)
+	models := make([]homelabv1.GpuModel, 0, len(order))
+	for _, name := range order {
+		m := byModel[name]
+		slices.Sort(m.Variants)
+		models = append(models, *m)
+	}
+	return models
 }
 
 // addSaturating adds two non-negative counts, stopping at the int32 maximum instead of
@@ -75,56 +170,10 @@ func Hash(sortedEntries []homelabv1.GpuNode) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	for i := range sortedEntries {
-		// Encoding a struct of strings, bools and integers cannot fail.
+		// Encoding a struct of strings, bools, integers and times cannot fail.
 		_ = enc.Encode(&sortedEntries[i])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
-
-// NotReadyNodeNames is how many not-ready nodes a condition message names before "and N more".
-const NotReadyNodeNames = 5
-
-// DegradedCondition says whether any covered GPU node is not Ready, naming the first few.
-func DegradedCondition(inv Inventory, generation int64) metav1.Condition {
-	cond := metav1.Condition{Type: homelabv1.ConditionDegraded, ObservedGeneration: generation}
-	var notReady []string
-	for _, n := range inv.Nodes {
-		if !n.Ready {
-			notReady = append(notReady, n.Name)
-		}
-	}
-	switch {
-	case inv.TotalGpuNodes == 0:
-		cond.Status, cond.Reason = metav1.ConditionFalse, homelabv1.ReasonNoGPUNodes
-		cond.Message = "no GPU nodes are covered by this inventory"
-	case len(notReady) == 0:
-		cond.Status, cond.Reason = metav1.ConditionFalse, homelabv1.ReasonAllGPUNodesReady
-		cond.Message = fmt.Sprintf("all %d GPU nodes are Ready", inv.TotalGpuNodes)
-	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, homelabv1.ReasonGPUNodesNotReady
-		cond.Message = fmt.Sprintf("%d of %d GPU nodes are not Ready: %s",
-			len(notReady), inv.TotalGpuNodes, nameList(notReady, NotReadyNodeNames))
-	}
-	return cond
-}
-
-// InvalidSelectorCondition reports a node selector that cannot be used.
-func InvalidSelectorCondition(err error, generation int64) metav1.Condition {
-	return metav1.Condition{
-		Type:               homelabv1.ConditionDegraded,
-		Status:             metav1.ConditionTrue,
-		Reason:             homelabv1.ReasonInvalidNodeSelector,
-		Message:            fmt.Sprintf("spec.nodeSelector is invalid, no nodes are inventoried: %v", err),
-		ObservedGeneration: generation,
-	}
-}
-
-// nameList joins the first max names and says how many more there are.
-func nameList(names []string, max int) string {
-	if len(names) <= max {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
 
 // Selector converts an inventory's node selector. Unlike metav1.LabelSelectorAsSelector, an

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,8 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 )
 
+var t0 = time.Date(2026, 7, 10, 15, 50, 0, 0, time.UTC)
+
 func node(name string, ready corev1.ConditionStatus, lbls map[string]string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
 	if ready != "" {
@@ -26,7 +29,7 @@ func node(name string, ready corev1.ConditionStatus, lbls map[string]string) *co
 
 // The first version's report for the home lab, which the Go operator must reproduce exactly.
 func TestComputeHomeLabMatchesFirstVersionReport(t *testing.T) {
-	inv, warnings := Compute(fixtures.HomeLab())
+	inv, warnings := Compute(fixtures.HomeLab(), nil, t0)
 	if len(warnings) != 0 {
 		t.Errorf("home lab labels are well formed, got warnings %v", warnings)
 	}
@@ -36,7 +39,7 @@ func TestComputeHomeLabMatchesFirstVersionReport(t *testing.T) {
 		{Name: "omen", Ready: false, WorkloadConfig: "vm-passthrough"},
 		{Name: "omen2", Ready: false, WorkloadConfig: "container"},
 	}
-	if diff := cmp.Diff(want, inv.Nodes); diff != "" {
+	if diff := cmp.Diff(want, ReportFields(inv.Nodes)); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 	if inv.TotalGpuNodes != 4 || inv.ReadyGpuNodes != 0 || inv.TotalGpus != 1 || inv.ReadyGpus != 0 {
@@ -174,10 +177,10 @@ func TestHashIndependentOfOrder(t *testing.T) {
 			}
 			nodes = append(nodes, node(string(rune('a'+i%26))+strings.Repeat("x", i/26), ready, lbls))
 		}
-		want, _ := Compute(nodes)
+		want, _ := Compute(nodes, nil, t0)
 		shuffled := slices.Clone(nodes)
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		got, _ := Compute(shuffled)
+		got, _ := Compute(shuffled, nil, t0)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("trial %d: inventory depends on node order (-first +shuffled):\n%s", trial, diff)
 		}
@@ -270,3 +273,5 @@ func TestSelector(t *testing.T) {
 		})
 	}
 }
+
+var t1 = t0.Add(time.Hour)

@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,8 +12,8 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
-// Warning is a label value that could not be read. The node is still listed; the field that
-// the label feeds is left at its zero value.
+// Warning is a label value that could not be read, or that contradicts another. The node is
+// still listed; the field that the label feeds is left at its zero value.
 type Warning struct {
 	Node   string
 	Label  string
@@ -22,6 +23,11 @@ type Warning struct {
 
 func (w Warning) String() string {
 	return fmt.Sprintf("node %s: label %s=%q ignored: %s", w.Node, w.Label, w.Value, w.Reason)
+}
+
+// short is the warning as kept in the node's entry (the node is implied).
+func (w Warning) short() string {
+	return fmt.Sprintf("%s=%q: %s", w.Label, w.Value, w.Reason)
 }
 
 // IsGPUNode reports whether a node carries an NVIDIA GPU, or did: GPU Feature Discovery's
@@ -46,45 +52,235 @@ func IsGPUNode(node *corev1.Node) bool {
 // IsReady reports whether the node's Ready condition is True; False, Unknown and a missing
 // condition all mean not ready.
 func IsReady(node *corev1.Node) bool {
+	return readyStatus(node) == corev1.ConditionTrue
+}
+
+func readyStatus(node *corev1.Node) corev1.ConditionStatus {
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// HasGFDLabels reports whether GPU Feature Discovery's labels are on the node.
+func HasGFDLabels(node *corev1.Node) bool {
+	for _, key := range gfdLabels {
+		if _, ok := node.Labels[key]; ok {
+			return true
 		}
 	}
 	return false
 }
 
 // Entry reads one GPU node's inventory entry from its labels and status. Malformed label
-// values never fail: the field stays zero and a Warning says what was ignored.
+// values never fail: the field stays zero and a Warning says what was ignored. Entry knows
+// nothing of earlier scans; Compute adds last-known values for nodes that lost their labels.
 func Entry(node *corev1.Node) (homelabv1.GpuNode, []Warning) {
-	var warnings []Warning
-	warn := func(label, value, reason string) {
-		warnings = append(warnings, Warning{Node: node.Name, Label: label, Value: value, Reason: reason})
-	}
+	r := reader{node: node}
+	lbl := node.Labels
 	entry := homelabv1.GpuNode{
 		Name:           node.Name,
 		Ready:          IsReady(node),
-		Product:        node.Labels[LabelProduct],
-		WorkloadConfig: node.Labels[LabelWorkloadConfig],
+		Product:        lbl[LabelProduct],
+		WorkloadConfig: lbl[LabelWorkloadConfig],
+		Family:         lbl[LabelFamily],
 	}
 	if entry.WorkloadConfig == "" {
 		entry.WorkloadConfig = homelabv1.DefaultWorkloadConfig
 	}
-	if value, ok := node.Labels[LabelCount]; ok {
-		if n, err := parseNonNegative(value, 32); err != nil {
-			warn(LabelCount, value, err.Error())
-		} else {
-			entry.GpuCount = int32(n)
+	entry.GpuCount = int32(r.count(LabelCount, 32))
+	if mem := r.count(LabelMemory, 64); mem >= bytesThresholdMiB {
+		entry.GpuMemoryMiB = mem / (1 << 20) // an old GFD release wrote bytes
+	} else {
+		entry.GpuMemoryMiB = mem
+	}
+	entry.ComputeCapability = version(lbl[LabelComputeMajor], lbl[LabelComputeMinor])
+	entry.DriverVersion = firstNonEmpty(lbl[LabelDriverFull],
+		version(lbl[LabelDriverMajor], lbl[LabelDriverMinor], lbl[LabelDriverRev]),
+		version(lbl[LabelOldDriverMajor], lbl[LabelOldDriverMinor], lbl[LabelOldDriverRev]))
+	entry.CudaVersion = firstNonEmpty(lbl[LabelRuntimeFull],
+		version(lbl[LabelRuntimeMajor], lbl[LabelRuntimeMinor]),
+		version(lbl[LabelOldRuntimeMajor], lbl[LabelOldRuntimeMinor]))
+
+	replicas := int32(r.count(LabelReplicas, 32))
+	if strategy := lbl[LabelSharing]; (strategy != "" && strategy != "none") || replicas > 1 {
+		entry.Sharing = &homelabv1.GpuSharing{Strategy: strategy, Replicas: replicas}
+	}
+	entry.MIG = r.mig()
+
+	resource := ResourceGPU
+	if _, ok := node.Status.Capacity[ResourceGPU]; !ok {
+		if _, ok := node.Status.Capacity[ResourceGPUShared]; ok {
+			resource = ResourceGPUShared
 		}
 	}
-	if value, ok := node.Labels[LabelMemory]; ok {
-		if n, err := parseNonNegative(value, 64); err != nil {
-			warn(LabelMemory, value, err.Error())
-		} else {
-			entry.GpuMemoryMiB = n
+	capacity, hasCapacity := node.Status.Capacity[resource]
+	allocatable, hasAllocatable := node.Status.Allocatable[resource]
+	if hasCapacity {
+		entry.Capacity = clampInt32(capacity.Value())
+	}
+	if hasAllocatable {
+		entry.Allocatable = clampInt32(allocatable.Value())
+	}
+	if hasCapacity && hasAllocatable && entry.Allocatable < entry.Capacity {
+		missing := int64(entry.Capacity) - int64(entry.Allocatable)
+		if replicas > 1 { // one unhealthy GPU takes all its replicas out of allocatable
+			missing = (missing + int64(replicas) - 1) / int64(replicas)
+		}
+		entry.UnhealthyGpus = clampInt32(missing)
+	}
+	r.checkCapacity(entry, replicas)
+
+	readiness := readyStatus(node)
+	if !entry.Ready {
+		entry.Conditions = append(entry.Conditions, NodeNotReady)
+	}
+	if readiness == corev1.ConditionUnknown || hasTaint(node, TaintUnreachable) {
+		entry.Conditions = append(entry.Conditions, NodeUnreachable)
+	}
+	if entry.UnhealthyGpus > 0 {
+		entry.Conditions = append(entry.Conditions, NodeUnhealthyGPUs)
+	}
+	if entry.MIG != nil && (entry.MIG.ConfigState == "failed" || strings.HasSuffix(entry.Product, "-MIG-INVALID")) {
+		entry.Conditions = append(entry.Conditions, NodeMIGConfigFailed)
+	}
+	if node.Spec.Unschedulable {
+		entry.Conditions = append(entry.Conditions, NodeCordoned)
+	}
+	for _, w := range r.warnings {
+		entry.Warnings = append(entry.Warnings, w.short())
+	}
+	return entry, r.warnings
+}
+
+// reader reads numeric labels of one node, collecting warnings.
+type reader struct {
+	node     *corev1.Node
+	warnings []Warning
+}
+
+func (r *reader) warn(label, value, reason string) {
+	r.warnings = append(r.warnings, Warning{Node: r.node.Name, Label: label, Value: value, Reason: reason})
+}
+
+// count reads a non-negative whole number that fits in bits; absent or malformed gives 0.
+func (r *reader) count(label string, bits int) int64 {
+	value, ok := r.node.Labels[label]
+	if !ok {
+		return 0
+	}
+	n, err := parseNonNegative(value, bits)
+	if err != nil {
+		r.warn(label, value, err.Error())
+		return 0
+	}
+	return n
+}
+
+// mig reads the MIG labels and, for the mixed strategy, the per-profile device counts.
+func (r *reader) mig() *homelabv1.MigInfo {
+	lbl := r.node.Labels
+	info := homelabv1.MigInfo{
+		Capable:     lbl[LabelMIGCapable] == "true",
+		Strategy:    lbl[LabelMIGStrategy],
+		Config:      lbl[LabelMIGConfig],
+		ConfigState: lbl[LabelMIGState],
+	}
+	profiles := map[string]*homelabv1.MigDevice{}
+	device := func(profile string) *homelabv1.MigDevice {
+		if profiles[profile] == nil {
+			profiles[profile] = &homelabv1.MigDevice{Profile: profile}
+		}
+		return profiles[profile]
+	}
+	for key := range lbl {
+		rest, ok := strings.CutPrefix(key, labelMIGProfilePfx)
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(rest, ".count"):
+			device(strings.TrimSuffix(rest, ".count")).Count = int32(r.count(key, 32))
+		case strings.HasSuffix(rest, ".memory"):
+			device(strings.TrimSuffix(rest, ".memory")).MemoryMiB = r.count(key, 64)
 		}
 	}
-	return entry, warnings
+	// Without GFD's per-profile labels, the device plugin's resources still tell the counts.
+	for name, q := range r.node.Status.Capacity {
+		if profile, ok := strings.CutPrefix(string(name), labelMIGProfilePfx); ok {
+			if d := device(profile); d.Count == 0 {
+				d.Count = clampInt32(q.Value())
+			}
+		}
+	}
+	for _, d := range profiles {
+		if d.Count > 0 {
+			info.Devices = append(info.Devices, *d)
+		}
+	}
+	slices.SortFunc(info.Devices, func(a, b homelabv1.MigDevice) int { return strings.Compare(a.Profile, b.Profile) })
+	if !info.Capable && info.Strategy == "" && info.Config == "" && info.ConfigState == "" && len(info.Devices) == 0 {
+		return nil
+	}
+	return &info
+}
+
+// checkCapacity warns when the GPU count label contradicts the advertised capacity.
+func (r *reader) checkCapacity(entry homelabv1.GpuNode, replicas int32) {
+	if entry.GpuCount == 0 || entry.Capacity == 0 || entry.MIG != nil && entry.MIG.Strategy != "" {
+		return
+	}
+	want := int64(entry.GpuCount)
+	if replicas > 1 {
+		want *= int64(replicas)
+	}
+	if int64(entry.Capacity) != want {
+		r.warn(LabelCount, r.node.Labels[LabelCount],
+			fmt.Sprintf("contradicts nvidia.com/gpu capacity %d (expected %d)", entry.Capacity, want))
+	}
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// version joins the non-empty leading parts with dots: ("12", "8") -> "12.8", ("570", "",
+// "") -> "570". Parts stay strings: revisions can have leading zeros ("06").
+func version(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p == "" {
+			break
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, ".")
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func clampInt32(v int64) int32 {
+	switch {
+	case v < 0:
+		return 0
+	case v > int64(^uint32(0)>>1):
+		return int32(^uint32(0) >> 1)
+	}
+	return int32(v)
 }
 
 // parseNonNegative reads a decimal whole number that fits in bits and is not negative.
@@ -99,4 +295,15 @@ func parseNonNegative(value string, bits int) (int64, error) {
 		return 0, fmt.Errorf("negative")
 	}
 	return n, nil
+}
+
+// ReportFields keeps only the fields the first version of the operator reported (name,
+// ready, product, count, memory, workload), for comparisons with its report.
+func ReportFields(entries []homelabv1.GpuNode) []homelabv1.GpuNode {
+	out := make([]homelabv1.GpuNode, len(entries))
+	for i, e := range entries {
+		out[i] = homelabv1.GpuNode{Name: e.Name, Ready: e.Ready, Product: e.Product, GpuCount: e.GpuCount,
+			GpuMemoryMiB: e.GpuMemoryMiB, WorkloadConfig: e.WorkloadConfig}
+	}
+	return out
 }

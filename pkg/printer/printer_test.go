@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,7 +18,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 func TestHomeLabGolden(t *testing.T) {
-	content, _ := inventory.Compute(fixtures.HomeLab())
+	content, _ := inventory.Compute(fixtures.HomeLab(), nil, time.Time{})
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Status: homelabv1.GpuInventoryStatus{
 		TotalGpuNodes: content.TotalGpuNodes, ReadyGpuNodes: content.ReadyGpuNodes, TotalGpus: content.TotalGpus, ReadyGpus: content.ReadyGpus,
 		Nodes: content.Nodes, Conditions: []metav1.Condition{inventory.DegradedCondition(content, 1)},

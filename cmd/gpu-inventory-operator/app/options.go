@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // Options are the operator's command-line settings.
@@ -22,6 +23,7 @@ type Options struct {
 	DefaultInventory string
 	ResyncPeriod     time.Duration
 	Workers          int
+	MaxStatusNodes   int
 	QPS              float64
 	Burst            int
 
@@ -39,6 +41,7 @@ func NewOptions() *Options {
 		DefaultInventory: homelabv1.DefaultInventoryName,
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
+		MaxStatusNodes:   inventory.DefaultMaxStatusNodes,
 		QPS:              20,
 		Burst:            40,
 		LeaderElectionID: "gpu-inventory-operator",
@@ -56,6 +59,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")
+	fs.IntVar(&o.MaxStatusNodes, "max-status-nodes", o.MaxStatusNodes, "Most GPU nodes listed in a GpuInventory's status.nodes and in the ConfigMap (problem nodes first); totals always count every node.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas writes.")
@@ -71,6 +75,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.MaxStatusNodes < 1 {
+		errs = append(errs, fmt.Errorf("--max-status-nodes must be at least 1, got %d", o.MaxStatusNodes))
 	}
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must be positive, got %s", o.ResyncPeriod))

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -32,6 +35,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
 )
 
@@ -252,12 +256,20 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	inventoryFactory := externalversions.NewSharedInformerFactory(o.client, 0)
 
 	nodeInformer := nodeFactory.Core().V1().Nodes()
+	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: homelabv1.FieldManager})
+
 	invController, err := inventory.NewController(ctx, o.client, nodeInformer,
-		inventoryFactory.Homelab().V1().GpuInventories(), o.opts.ResyncPeriod)
+		inventoryFactory.Homelab().V1().GpuInventories(), inventory.Config{
+			ResyncPeriod: o.opts.ResyncPeriod, MaxStatusNodes: o.opts.MaxStatusNodes, Recorder: recorder,
+		})
 	if err != nil {
 		return err
 	}
-	statusController, err := nodestatus.NewController(o.kube, o.namespace, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
+	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
 	if err != nil {
 		return err
 	}

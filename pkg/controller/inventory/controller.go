@@ -5,6 +5,7 @@ package inventory
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	applymetav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -44,6 +45,8 @@ type Controller struct {
 	inventoriesSynced cache.InformerSynced
 	queue             workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	clock             clock.PassiveClock
+	recorder          record.EventRecorder
+	maxStatusNodes    int
 
 	statusWrites  atomic.Int64
 	statusSkipped atomic.Int64
@@ -52,10 +55,23 @@ type Controller struct {
 	warned   map[inv.Warning]struct{}
 }
 
-// NewController wires the controller to its informers. Every inventory is re-examined each
-// resyncPeriod; that costs no API call when nothing changed.
+// Config holds the controller's settings.
+type Config struct {
+	// ResyncPeriod: every inventory is re-examined this often; that costs no API call when
+	// nothing changed.
+	ResyncPeriod time.Duration
+	// MaxStatusNodes bounds status.nodes (default inventory.DefaultMaxStatusNodes).
+	MaxStatusNodes int
+	// Recorder receives the events about GPU nodes (joined, left, NotReady, ...).
+	Recorder record.EventRecorder
+}
+
+// NewController wires the controller to its informers.
 func NewController(ctx context.Context, client versioned.Interface, nodeInformer coreinformers.NodeInformer,
-	inventoryInformer informersv1.GpuInventoryInformer, resyncPeriod time.Duration) (*Controller, error) {
+	inventoryInformer informersv1.GpuInventoryInformer, cfg Config) (*Controller, error) {
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{} // discards
+	}
 	c := &Controller{
 		client:            client,
 		nodes:             nodeInformer.Lister(),
@@ -64,13 +80,15 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		inventoriesSynced: inventoryInformer.Informer().HasSynced,
 		queue:             controller.NewQueue[cache.ObjectName](Name),
 		clock:             clock.RealClock{},
+		recorder:          cfg.Recorder,
+		maxStatusNodes:    cfg.MaxStatusNodes,
 		warned:            map[inv.Warning]struct{}{},
 	}
 	logger := klog.FromContext(ctx)
 	if _, err := inventoryInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueInventory,
 		UpdateFunc: func(_, cur any) { c.enqueueInventory(cur) },
-	}, resyncPeriod); err != nil {
+	}, cfg.ResyncPeriod); err != nil {
 		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -154,21 +172,26 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 
 	var content inv.Inventory
-	var degraded metav1.Condition
+	var listed []homelabv1.GpuNode
+	var conditions []metav1.Condition
 	sel, selErr := inv.Selector(gi.Spec.NodeSelector)
 	if selErr != nil {
 		content = inv.FromEntries(nil)
 		content.Hash = "invalid-selector:" + selErr.Error()
-		degraded = inv.InvalidSelectorCondition(selErr, gi.Generation)
+		conditions = []metav1.Condition{inv.InvalidSelectorCondition(selErr, gi.Generation)}
 	} else {
 		nodes, err := c.nodes.List(sel)
 		if err != nil {
 			return fmt.Errorf("list nodes from cache: %w", err)
 		}
 		var warnings []inv.Warning
-		content, warnings = inv.Compute(nodes)
+		// The stored status is the memory of last-known labels: it survives restarts and
+		// leader changes.
+		content, warnings = inv.Compute(nodes, gi.Status.Nodes, c.clock.Now())
 		c.warnOnce(logger, warnings)
-		degraded = inv.DegradedCondition(content, gi.Generation)
+		var omitted int
+		listed, omitted = inv.Truncate(content.Nodes, c.maxStatusNodes, inv.MaxNodeListBytes)
+		conditions = inv.Conditions(content, omitted, gi.Generation)
 	}
 
 	if gi.Status.InventoryHash == content.Hash && gi.Status.ObservedGeneration == gi.Generation {
@@ -181,39 +204,69 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if gi.Status.InventoryHash == content.Hash && gi.Status.ObservedAt != nil {
 		observedAt = *gi.Status.ObservedAt // only the generation moved; the content did not
 	}
-	conditions := make([]metav1.Condition, len(gi.Status.Conditions))
-	copy(conditions, gi.Status.Conditions) // never mutate what the lister returns
-	degraded.LastTransitionTime = now      // kept from the stored condition unless the status flips
-	meta.SetStatusCondition(&conditions, degraded)
-
-	status := applyv1.GpuInventoryStatus().
-		WithObservedGeneration(gi.Generation).
-		WithObservedAt(observedAt).
-		WithInventoryHash(content.Hash).
-		WithTotalGpuNodes(content.TotalGpuNodes).
-		WithReadyGpuNodes(content.ReadyGpuNodes).
-		WithTotalGpus(content.TotalGpus).
-		WithReadyGpus(content.ReadyGpus)
-	for _, n := range content.Nodes {
-		status.WithNodes(applyv1.GpuNode().
-			WithName(n.Name).WithReady(n.Ready).WithProduct(n.Product).WithGpuCount(n.GpuCount).
-			WithGpuMemoryMiB(n.GpuMemoryMiB).WithWorkloadConfig(n.WorkloadConfig))
-	}
+	stored := make([]metav1.Condition, len(gi.Status.Conditions))
+	copy(stored, gi.Status.Conditions) // never mutate what the lister returns
 	for _, cond := range conditions {
-		status.WithConditions(applymetav1.Condition().
-			WithType(cond.Type).WithStatus(cond.Status).WithReason(cond.Reason).WithMessage(cond.Message).
-			WithObservedGeneration(cond.ObservedGeneration).WithLastTransitionTime(cond.LastTransitionTime))
+		cond.LastTransitionTime = now // kept from the stored condition unless its status flips
+		meta.SetStatusCondition(&stored, cond)
+	}
+
+	status := homelabv1.GpuInventoryStatus{
+		ObservedGeneration: gi.Generation,
+		ObservedAt:         &observedAt,
+		InventoryHash:      content.Hash,
+		TotalGpuNodes:      content.TotalGpuNodes,
+		ReadyGpuNodes:      content.ReadyGpuNodes,
+		TotalGpus:          content.TotalGpus,
+		ReadyGpus:          content.ReadyGpus,
+		UnlabeledGpus:      content.UnlabeledGpus,
+		UnhealthyGpus:      content.UnhealthyGpus,
+		LabelsMissingNodes: content.LabelsMissingNodes,
+		TotalModels:        int32(len(content.Models)),
+		ListedNodes:        int32(len(listed)),
+		Models:             content.Models,
+		Nodes:              listed,
+		Conditions:         stored,
+	}
+	applyStatus, err := statusApplyConfiguration(status)
+	if err != nil {
+		return err
 	}
 	_, err = c.client.HomelabV1().GpuInventories().ApplyStatus(ctx,
-		applyv1.GpuInventory(gi.Name).WithStatus(status),
+		applyv1.GpuInventory(gi.Name).WithStatus(applyStatus),
 		metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
 	}
 	c.statusWrites.Add(1)
+	degraded := meta.FindStatusCondition(stored, homelabv1.ConditionDegraded)
 	logger.Info("Inventory changed", "gpuNodes", content.TotalGpuNodes, "readyGpuNodes", content.ReadyGpuNodes,
-		"gpus", content.TotalGpus, "readyGpus", content.ReadyGpus, "degraded", degraded.Status, "reason", degraded.Reason)
+		"gpus", content.TotalGpus, "readyGpus", content.ReadyGpus, "unhealthyGpus", content.UnhealthyGpus,
+		"labelsMissingNodes", content.LabelsMissingNodes, "degraded", degraded.Status, "reason", degraded.Reason)
+
+	// Events only after the first status: a new operator must not announce every node.
+	if gi.Status.InventoryHash != "" && selErr == nil {
+		complete := len(gi.Status.Nodes) == int(gi.Status.TotalGpuNodes)
+		for _, ev := range inv.Diff(gi.Status.Nodes, content.Nodes, complete) {
+			c.recorder.Event(gi, ev.Type, ev.Reason, ev.Message)
+		}
+	}
 	return nil
+}
+
+// statusApplyConfiguration converts a status into its apply configuration. Both share the
+// JSON field names, and fields left at their omitempty zero value are simply not applied
+// (which removes any value this manager applied before).
+func statusApplyConfiguration(status homelabv1.GpuInventoryStatus) (*applyv1.GpuInventoryStatusApplyConfiguration, error) {
+	data, err := json.Marshal(status)
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	out := &applyv1.GpuInventoryStatusApplyConfiguration{}
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, fmt.Errorf("decode status into its apply configuration: %w", err)
+	}
+	return out, nil
 }
 
 // warnOnce logs each malformed label value the first time it is seen, not on every resync.

@@ -2,6 +2,8 @@ package inventory
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -36,6 +39,7 @@ type fixture struct {
 	ctx         context.Context
 	client      *fake.Clientset
 	controller  *Controller
+	recorder    *record.FakeRecorder
 	nodeIndexer cache.Indexer
 }
 
@@ -48,12 +52,14 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 	client := fake.NewClientset(objs...)
 	kubeFactory := kubeinformers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
 	invFactory := informers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(ctx, client, kubeFactory.Core().V1().Nodes(), invFactory.Homelab().V1().GpuInventories(), time.Minute)
+	recorder := record.NewFakeRecorder(100)
+	c, err := NewController(ctx, client, kubeFactory.Core().V1().Nodes(), invFactory.Homelab().V1().GpuInventories(),
+		Config{ResyncPeriod: time.Minute, Recorder: recorder})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
 	c.clock = clocktesting.NewFakePassiveClock(t1)
-	f := &fixture{t: t, ctx: ctx, client: client, controller: c, nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer()}
+	f := &fixture{t: t, ctx: ctx, client: client, controller: c, recorder: recorder, nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer()}
 	for _, n := range nodes {
 		if err := f.nodeIndexer.Add(n); err != nil {
 			t.Fatal(err)
@@ -104,7 +110,7 @@ func gpuInventory(name string, generation int64, status homelabv1.GpuInventorySt
 
 // storedStatus is what the controller would have written for nodes at generation, at t0.
 func storedStatus(nodes []*corev1.Node, generation int64) homelabv1.GpuInventoryStatus {
-	content, _ := inv.Compute(nodes)
+	content, _ := inv.Compute(nodes, nil, t0)
 	cond := inv.DegradedCondition(content, generation)
 	cond.LastTransitionTime = metav1.NewTime(t0)
 	observed := metav1.NewTime(t0)
@@ -143,7 +149,7 @@ func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
 		{Name: "omen", WorkloadConfig: "vm-passthrough"},
 		{Name: "omen2", WorkloadConfig: "container"},
 	}
-	if diff := cmp.Diff(want, got.Nodes); diff != "" {
+	if diff := cmp.Diff(want, inv.ReportFields(got.Nodes)); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 	if got.TotalGpuNodes != 4 || got.ReadyGpuNodes != 0 || got.TotalGpus != 1 || got.ReadyGpus != 0 {
@@ -152,7 +158,7 @@ func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
 	if got.ObservedGeneration != 1 || got.ObservedAt == nil || !got.ObservedAt.Time.Equal(t1) {
 		t.Errorf("observedGeneration %d, observedAt %v; want 1 and %s", got.ObservedGeneration, got.ObservedAt, t1)
 	}
-	if len(got.Conditions) != 1 || got.Conditions[0].Status != metav1.ConditionTrue ||
+	if len(got.Conditions) != 3 || got.Conditions[0].Status != metav1.ConditionTrue ||
 		got.Conditions[0].Message != "4 of 4 GPU nodes are not Ready: nuc1, nuc2, omen, omen2" {
 		t.Errorf("conditions = %+v, want Degraded=True naming all four nodes", got.Conditions)
 	}
@@ -286,5 +292,106 @@ func TestNodeEventsEnqueueTheInventoriesTheyAffect(t *testing.T) {
 		if !want[name] {
 			t.Errorf("unexpected key %s", name)
 		}
+	}
+}
+
+// events drains the events the fixture's recorder received.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func TestFirstStatusRecordsNoEvents(t *testing.T) {
+	f := newFixture(t, fixtures.HomeLab(), gpuInventory("cluster", 1, homelabv1.GpuInventoryStatus{}))
+	f.appliedStatus(f.sync("cluster"), "cluster")
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("a new inventory must not announce every node, got %v", ev)
+	}
+}
+
+func TestChangesRecordEvents(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	stored := storedStatus(nodes, 1)
+	nodes[0] = setReady(nodes[0], corev1.ConditionTrue) // nuc1 came back
+	f := newFixture(t, nodes[1:], gpuInventory("cluster", 1, stored))
+	if err := f.nodeIndexer.Add(nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.nodeIndexer.Delete(nodes[3]); err != nil { // omen2 left
+		t.Fatal(err)
+	}
+	f.appliedStatus(f.sync("cluster"), "cluster")
+	want := []string{
+		"Normal GPUNodeReady GPU node nuc1 is Ready",
+		"Warning GPUNodeLeft GPU node omen2 left the inventory (unknown product, 0 GPUs)",
+	}
+	if diff := cmp.Diff(want, f.events()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// Labels that vanish keep their last-known values, from the stored status.
+func TestVanishedLabelsKeepLastKnownValues(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	stored := storedStatus(nodes, 1)
+	for _, k := range []string{inv.LabelProduct, inv.LabelCount, inv.LabelMemory} {
+		delete(nodes[0].Labels, k)
+	}
+	f := newFixture(t, nodes, gpuInventory("cluster", 1, stored))
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	nuc1 := got.Nodes[0]
+	if !nuc1.LabelsMissing || nuc1.Product != "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED" || nuc1.GpuCount != 1 || got.TotalGpus != 1 || got.UnlabeledGpus != 1 {
+		t.Errorf("nuc1 = %+v, totals %d GPUs (%d unlabeled); want last-known values kept and counted", nuc1, got.TotalGpus, got.UnlabeledGpus)
+	}
+	if nuc1.LabelsMissingSince == nil || !nuc1.LabelsMissingSince.Time.Equal(t1) {
+		t.Errorf("labelsMissingSince = %v, want %s", nuc1.LabelsMissingSince, t1)
+	}
+	if ev := f.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning LabelsMissing GPU Feature Discovery labels vanished from node nuc1") {
+		t.Errorf("events = %v, want one LabelsMissing warning for nuc1", ev)
+	}
+	var labelsMissing *metav1.Condition
+	for i := range got.Conditions {
+		if got.Conditions[i].Type == homelabv1.ConditionLabelsMissing {
+			labelsMissing = &got.Conditions[i]
+		}
+	}
+	if labelsMissing == nil || labelsMissing.Status != metav1.ConditionTrue {
+		t.Errorf("LabelsMissing condition = %+v, want True", labelsMissing)
+	}
+}
+
+func TestStatusNodesAreBounded(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 30 {
+		n := fixtures.HomeLab()[4].DeepCopy() // cp1, Ready
+		n.Name = fmt.Sprintf("gpu-%02d", i)
+		n.Labels = map[string]string{inv.LabelProduct: "NVIDIA-L4", inv.LabelCount: "1"}
+		nodes = append(nodes, n)
+	}
+	nodes[17] = setReady(nodes[17], corev1.ConditionFalse)
+	f := newFixture(t, nil, gpuInventory("cluster", 1, homelabv1.GpuInventoryStatus{}))
+	f.controller.maxStatusNodes = 10
+	for _, n := range nodes {
+		if err := f.nodeIndexer.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	if len(got.Nodes) != 10 || got.ListedNodes != 10 || got.TotalGpuNodes != 30 || got.TotalGpus != 30 {
+		t.Fatalf("listed %d (%d), totals %d nodes %d GPUs; want 10 listed of 30", len(got.Nodes), got.ListedNodes, got.TotalGpuNodes, got.TotalGpus)
+	}
+	found := false
+	for _, n := range got.Nodes {
+		found = found || n.Name == "gpu-17"
+	}
+	if !found {
+		t.Errorf("the NotReady node gpu-17 must be listed first")
 	}
 }

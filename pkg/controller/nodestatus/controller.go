@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
@@ -31,6 +33,28 @@ const Name = "gpu-node-status"
 
 const managedByLabel = "app.kubernetes.io/managed-by"
 
+// OmittedAnnotation on the ConfigMap says how many GPU nodes were left out of its data to
+// keep it small (the same bound as the GpuInventory status).
+const OmittedAnnotation = "homelab.youngju.dev/omitted-nodes"
+
+// maxDataBytes bounds the ConfigMap's data, as inventory.MaxNodeListBytes bounds a status.
+const maxDataBytes = 256 << 10
+
+// decode reads the entries stored in the ConfigMap; unreadable values are skipped (and
+// rewritten by this sync).
+func decode(logger klog.Logger, data map[string]string) []homelabv1.GpuNode {
+	entries := make([]homelabv1.GpuNode, 0, len(data))
+	for name, value := range data {
+		var e homelabv1.GpuNode
+		if err := json.Unmarshal([]byte(value), &e); err != nil || e.Name != name {
+			logger.V(2).Info("Ignoring an unreadable ConfigMap entry", "key", name, "err", err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}
+
 // Controller keeps the ConfigMap equal to the GPU nodes' entries.
 type Controller struct {
 	client           kubernetes.Interface
@@ -39,14 +63,17 @@ type Controller struct {
 	configMaps       corelisters.ConfigMapLister
 	configMapsSynced cache.InformerSynced
 	key              cache.ObjectName
+	maxNodes         int
+	clock            clock.PassiveClock
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 
 	writes atomic.Int64
 }
 
 // NewController wires the controller. configMapInformer must watch the operator's namespace
-// (it may be limited to the one ConfigMap by a field selector).
-func NewController(client kubernetes.Interface, namespace string, nodeInformer coreinformers.NodeInformer,
+// (it may be limited to the one ConfigMap by a field selector). maxNodes bounds the number of
+// entries (default inventory.DefaultMaxStatusNodes).
+func NewController(client kubernetes.Interface, namespace string, maxNodes int, nodeInformer coreinformers.NodeInformer,
 	configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
 	c := &Controller{
 		client:           client,
@@ -56,6 +83,8 @@ func NewController(client kubernetes.Interface, namespace string, nodeInformer c
 		configMapsSynced: configMapInformer.Informer().HasSynced,
 		key:              cache.ObjectName{Namespace: namespace, Name: homelabv1.NodeStatusConfigMapName},
 		queue:            controller.NewQueue[cache.ObjectName](Name),
+		maxNodes:         maxNodes,
+		clock:            clock.RealClock{},
 	}
 	enqueue := func(any) { c.queue.Add(c.key) }
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -102,10 +131,10 @@ func (c *Controller) Run(ctx context.Context) error {
 // Writes counts the ConfigMap writes this controller made.
 func (c *Controller) Writes() int64 { return c.writes.Load() }
 
-// Data returns the ConfigMap data for the given nodes: each GPU node's entry as compact JSON.
-func Data(entries inv.Inventory) (map[string]string, error) {
-	data := make(map[string]string, len(entries.Nodes))
-	for _, n := range entries.Nodes {
+// Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON.
+func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
+	data := make(map[string]string, len(entries))
+	for _, n := range entries {
 		b, err := json.Marshal(n)
 		if err != nil {
 			return nil, fmt.Errorf("encode entry of node %s: %w", n.Name, err)
@@ -120,33 +149,46 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return fmt.Errorf("list nodes from cache: %w", err)
 	}
-	content, _ := inv.Compute(nodes) // malformed labels are logged by the inventory controller
-	data, err := Data(content)
+	current, err := c.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
+	}
+	var previous []homelabv1.GpuNode
+	if current != nil {
+		previous = decode(klog.FromContext(ctx), current.Data) // the memory of last-known labels
+	}
+	// Malformed labels are logged by the inventory controller.
+	content, _ := inv.Compute(nodes, previous, c.clock.Now())
+	listed, omitted := inv.Truncate(content.Nodes, c.maxNodes, maxDataBytes)
+	data, err := Data(listed)
 	if err != nil {
 		return err
 	}
+	annotations := map[string]string{OmittedAnnotation: strconv.Itoa(omitted)}
 
-	current, err := c.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
 	configMaps := c.client.CoreV1().ConfigMaps(key.Namespace)
 	opts := metav1.CreateOptions{FieldManager: homelabv1.FieldManager}
 	switch {
-	case apierrors.IsNotFound(err): // first run, or someone deleted it
+	case current == nil: // first run, or someone deleted it
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{managedByLabel: homelabv1.FieldManager}},
-			Data:       data,
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
+				Labels: map[string]string{managedByLabel: homelabv1.FieldManager}, Annotations: annotations},
+			Data: data,
 		}
 		if _, err := configMaps.Create(ctx, cm, opts); err != nil {
 			return fmt.Errorf("create ConfigMap %s: %w", key, err)
 		}
-	case err != nil:
-		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
-	case maps.Equal(current.Data, data):
+	case maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == annotations[OmittedAnnotation]:
 		return nil
 	default:
 		// The whole data is replaced, so keys of nodes that are gone disappear whoever wrote
 		// them. A concurrent change fails with a conflict and the sync is retried.
 		cm := current.DeepCopy()
 		cm.Data = data
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[OmittedAnnotation] = annotations[OmittedAnnotation]
 		if _, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager}); err != nil {
 			return fmt.Errorf("update ConfigMap %s: %w", key, err)
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
@@ -33,7 +35,7 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 	}
 	client := k8sfake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(client, namespace, factory.Core().V1().Nodes(), factory.Core().V1().ConfigMaps())
+	c, err := NewController(client, namespace, 500, factory.Core().V1().Nodes(), factory.Core().V1().ConfigMaps())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +56,8 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 }
 
 func homeLabData(t *testing.T) map[string]string {
-	content, _ := inv.Compute(fixtures.HomeLab())
-	data, err := Data(content)
+	content, _ := inv.Compute(fixtures.HomeLab(), nil, time.Time{})
+	data, err := Data(content.Nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,8 @@ func homeLabData(t *testing.T) map[string]string {
 }
 
 func configMap(data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: namespace}, Data: data}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: namespace,
+		Annotations: map[string]string{OmittedAnnotation: "0"}}, Data: data}
 }
 
 // stored returns the ConfigMap after a sync that must have made exactly one write of verb.
@@ -90,10 +93,10 @@ func TestCreatesConfigMapWithOneKeyPerGPUNode(t *testing.T) {
 		t.Fatalf("nuc1 value %q is not an entry: %v", cm.Data["nuc1"], err)
 	}
 	want := homelabv1.GpuNode{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"}
-	if nuc1 != want {
+	if got := inv.ReportFields([]homelabv1.GpuNode{nuc1})[0]; !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("nuc1 = %+v, want %+v", nuc1, want)
 	}
-	if want := `{"name":"omen2","ready":false,"gpuCount":0,"workloadConfig":"container"}`; cm.Data["omen2"] != want {
+	if want := `{"name":"omen2","ready":false,"gpuCount":0,"workloadConfig":"container","conditions":["NotReady","Unreachable"]}`; cm.Data["omen2"] != want {
 		t.Errorf("omen2 = %s, want compact JSON %s", cm.Data["omen2"], want)
 	}
 	for _, plain := range []string{"cp1", "worker1", "worker2", "worker3"} {

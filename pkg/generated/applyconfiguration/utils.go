@@ -38,8 +38,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuInventorySpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventoryStatus"):
 		return &homelabv1.GpuInventoryStatusApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuModel"):
+		return &homelabv1.GpuModelApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuNode"):
 		return &homelabv1.GpuNodeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuSharing"):
+		return &homelabv1.GpuSharingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MigDevice"):
+		return &homelabv1.MigDeviceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("MigInfo"):
+		return &homelabv1.MigInfoApplyConfiguration{}
 
 	}
 	return nil

@@ -36,7 +36,11 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryList":   schema_pkg_apis_homelab_v1_GpuInventoryList(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":   schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryStatus": schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel":           schema_pkg_apis_homelab_v1_GpuModel(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode":            schema_pkg_apis_homelab_v1_GpuNode(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
 		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -277,6 +281,59 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							Format:      "int32",
 						},
 					},
+					"unlabeledGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnlabeledGpus is the part of TotalGpus known only from last-known labels: nodes whose GPU Feature Discovery labels vanished keep counting instead of shrinking the fleet.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"unhealthyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnhealthyGpus sums, over all nodes, the GPUs the device plugin stopped advertising as allocatable (capacity minus allocatable).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"labelsMissingNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LabelsMissingNodes counts the nodes reported from last-known labels.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"totalModels": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TotalModels counts the entries of Models.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"listedNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ListedNodes is the number of entries in Nodes; less than TotalGpuNodes when the list was truncated to keep the object small (see the Truncated condition).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"models": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Models summarises the fleet per GPU model. MIG and time-sliced (-SHARED) variants are grouped under their base model. Always exact, whatever the size of the cluster.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel"),
+									},
+								},
+							},
+						},
+					},
 					"nodes": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -284,7 +341,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Nodes lists every covered GPU node, sorted by name.",
+							Description: "Nodes lists the covered GPU nodes, sorted by name: all of them, or at most --max-status-nodes (problem nodes chosen first) when the cluster is large.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -305,7 +362,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions: Degraded is True when a covered GPU node is not Ready.",
+							Description: "Conditions: Degraded, LabelsMissing and Truncated.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -320,7 +377,95 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuModel summarises the nodes of one GPU model.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"product": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Product is the base model (MIG and -SHARED suffixes removed); empty for nodes whose product is unknown.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"variants": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Variants lists the product labels seen for this model besides the base one, such as MIG-1g.5gb or SHARED.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"readyNodes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"readyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"allocatableGpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"unhealthyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"memoryMiB": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MemoryMiB is the memory of one GPU (of one MIG slice for single-strategy MIG); the largest seen when nodes disagree.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"product", "nodes", "readyNodes", "gpus", "readyGpus"},
+			},
+		},
 	}
 }
 
@@ -376,10 +521,249 @@ func schema_pkg_apis_homelab_v1_GpuNode(ref common.ReferenceCallback) common.Ope
 							Format:      "",
 						},
 					},
+					"family": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Family is the GPU architecture (nvidia.com/gpu.family), e.g. hopper.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"computeCapability": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ComputeCapability is major.minor (nvidia.com/gpu.compute.major/minor), e.g. 9.0.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"driverVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DriverVersion is the NVIDIA driver version, e.g. 570.124.06.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cudaVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CudaVersion is the CUDA runtime version the driver supports, e.g. 12.8.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sharing": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Sharing is set when GPUs are shared (time-slicing or MPS).",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing"),
+						},
+					},
+					"mig": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MIG is set when the node's GPUs are MIG-capable or partitioned.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo"),
+						},
+					},
+					"capacity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity is the node's nvidia.com/gpu (or nvidia.com/gpu.shared) capacity: with sharing, count x replicas.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"allocatable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocatable is the allocatable amount of the same resource.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"unhealthyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnhealthyGpus is capacity minus allocatable: devices the device plugin marked unhealthy.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"labelsMissing": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LabelsMissing is true when GPU Feature Discovery's labels vanished; product, count and memory are then the last-known values.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"labelsMissingSince": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LabelsMissingSince is when the labels were first seen missing.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing, UnhealthyGPUs, MIGConfigFailed, Cordoned.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"warnings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Warnings name labels that could not be read or contradict each other.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"name", "ready"},
 			},
 		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuSharing(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuSharing describes GPU sharing on a node.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"strategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Strategy is nvidia.com/gpu.sharing-strategy: time-slicing or mps.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Replicas is nvidia.com/gpu.replicas: how many pods share one GPU.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_MigDevice(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigDevice is the number of MIG devices of one profile.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"profile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Profile is the MIG profile, e.g. 1g.5gb.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"count": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Count is the number of devices of this profile.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"memoryMiB": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MemoryMiB is the memory of one device.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"profile", "count"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_MigInfo(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigInfo describes Multi-Instance GPU on a node.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"capable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capable is nvidia.com/mig.capable.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"strategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Strategy is nvidia.com/mig.strategy: single or mixed (empty when MIG is off).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"config": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Config is nvidia.com/mig.config, the requested MIG layout.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"configState": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ConfigState is nvidia.com/mig.config.state: pending, rebooting, success or failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"devices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices lists, with the mixed strategy, the MIG devices per profile, sorted by profile.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice"},
 	}
 }
 

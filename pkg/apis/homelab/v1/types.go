@@ -6,14 +6,24 @@ import (
 
 // Condition types and reasons that the operator sets on a GpuInventory.
 const (
-	// ConditionDegraded is True when a covered GPU node is not Ready, or when the inventory
-	// cannot be computed at all (an invalid node selector).
+	// ConditionDegraded is True when a covered GPU node is not Ready or has unhealthy GPUs,
+	// or when the inventory cannot be computed at all (an invalid node selector).
 	ConditionDegraded = "Degraded"
+	// ConditionLabelsMissing is True when GPU nodes lost their GPU Feature Discovery labels
+	// and are reported from their last-known values.
+	ConditionLabelsMissing = "LabelsMissing"
+	// ConditionTruncated is True when status.nodes lists only part of the covered GPU nodes.
+	ConditionTruncated = "Truncated"
 
 	ReasonAllGPUNodesReady       = "AllGPUNodesReady"
 	ReasonNoGPUNodes             = "NoGPUNodes"
 	ReasonGPUNodesNotReady       = "GPUNodesNotReady"
 	ReasonInvalidNodeSelector    = "InvalidNodeSelector"
+	ReasonGPUsUnhealthy          = "GPUsUnhealthy"
+	ReasonLabelsMissing          = "GPUFeatureDiscoveryLabelsMissing"
+	ReasonAllLabelsPresent       = "AllLabelsPresent"
+	ReasonNodesOmitted           = "NodesOmitted"
+	ReasonAllNodesListed         = "AllNodesListed"
 	DefaultWorkloadConfig        = "container"
 	FieldManager                 = "gpu-inventory-operator"
 	DefaultInventoryName         = "cluster"
@@ -30,6 +40,9 @@ const (
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
 // +kubebuilder:printcolumn:name="GPUS",type=integer,JSONPath=`.status.totalGpus`
+// +kubebuilder:printcolumn:name="READY-GPUS",type=integer,JSONPath=`.status.readyGpus`
+// +kubebuilder:printcolumn:name="DEGRADED",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
+// +kubebuilder:printcolumn:name="MODELS",type=integer,JSONPath=`.status.totalModels`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // GpuInventory is a live summary of the GPU nodes that its node selector covers: how many
@@ -84,13 +97,38 @@ type GpuInventoryStatus struct {
 	// ReadyGpus sums the physical GPU count of the Ready nodes.
 	// +optional
 	ReadyGpus int32 `json:"readyGpus"`
+	// UnlabeledGpus is the part of TotalGpus known only from last-known labels: nodes whose
+	// GPU Feature Discovery labels vanished keep counting instead of shrinking the fleet.
+	// +optional
+	UnlabeledGpus int32 `json:"unlabeledGpus,omitempty"`
+	// UnhealthyGpus sums, over all nodes, the GPUs the device plugin stopped advertising as
+	// allocatable (capacity minus allocatable).
+	// +optional
+	UnhealthyGpus int32 `json:"unhealthyGpus,omitempty"`
+	// LabelsMissingNodes counts the nodes reported from last-known labels.
+	// +optional
+	LabelsMissingNodes int32 `json:"labelsMissingNodes,omitempty"`
+	// TotalModels counts the entries of Models.
+	// +optional
+	TotalModels int32 `json:"totalModels,omitempty"`
+	// ListedNodes is the number of entries in Nodes; less than TotalGpuNodes when the list
+	// was truncated to keep the object small (see the Truncated condition).
+	// +optional
+	ListedNodes int32 `json:"listedNodes,omitempty"`
 
-	// Nodes lists every covered GPU node, sorted by name.
+	// Models summarises the fleet per GPU model. MIG and time-sliced (-SHARED) variants are
+	// grouped under their base model. Always exact, whatever the size of the cluster.
+	// +optional
+	// +listType=atomic
+	Models []GpuModel `json:"models,omitempty"`
+
+	// Nodes lists the covered GPU nodes, sorted by name: all of them, or at most
+	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
 	// +optional
 	// +listType=atomic
 	Nodes []GpuNode `json:"nodes,omitempty"`
 
-	// Conditions: Degraded is True when a covered GPU node is not Ready.
+	// Conditions: Degraded, LabelsMissing and Truncated.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -115,6 +153,116 @@ type GpuNode struct {
 	// WorkloadConfig is nvidia.com/gpu.workload.config: container, vm-passthrough or vm-vgpu.
 	// +optional
 	WorkloadConfig string `json:"workloadConfig,omitempty"`
+
+	// Family is the GPU architecture (nvidia.com/gpu.family), e.g. hopper.
+	// +optional
+	Family string `json:"family,omitempty"`
+	// ComputeCapability is major.minor (nvidia.com/gpu.compute.major/minor), e.g. 9.0.
+	// +optional
+	ComputeCapability string `json:"computeCapability,omitempty"`
+	// DriverVersion is the NVIDIA driver version, e.g. 570.124.06.
+	// +optional
+	DriverVersion string `json:"driverVersion,omitempty"`
+	// CudaVersion is the CUDA runtime version the driver supports, e.g. 12.8.
+	// +optional
+	CudaVersion string `json:"cudaVersion,omitempty"`
+	// Sharing is set when GPUs are shared (time-slicing or MPS).
+	// +optional
+	Sharing *GpuSharing `json:"sharing,omitempty"`
+	// MIG is set when the node's GPUs are MIG-capable or partitioned.
+	// +optional
+	MIG *MigInfo `json:"mig,omitempty"`
+	// Capacity is the node's nvidia.com/gpu (or nvidia.com/gpu.shared) capacity: with
+	// sharing, count x replicas.
+	// +optional
+	Capacity int32 `json:"capacity,omitempty"`
+	// Allocatable is the allocatable amount of the same resource.
+	// +optional
+	Allocatable int32 `json:"allocatable,omitempty"`
+	// UnhealthyGpus is capacity minus allocatable: devices the device plugin marked unhealthy.
+	// +optional
+	UnhealthyGpus int32 `json:"unhealthyGpus,omitempty"`
+	// LabelsMissing is true when GPU Feature Discovery's labels vanished; product, count and
+	// memory are then the last-known values.
+	// +optional
+	LabelsMissing bool `json:"labelsMissing,omitempty"`
+	// LabelsMissingSince is when the labels were first seen missing.
+	// +optional
+	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
+	// Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing,
+	// UnhealthyGPUs, MIGConfigFailed, Cordoned.
+	// +optional
+	// +listType=atomic
+	Conditions []string `json:"conditions,omitempty"`
+	// Warnings name labels that could not be read or contradict each other.
+	// +optional
+	// +listType=atomic
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// GpuSharing describes GPU sharing on a node.
+type GpuSharing struct {
+	// Strategy is nvidia.com/gpu.sharing-strategy: time-slicing or mps.
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+	// Replicas is nvidia.com/gpu.replicas: how many pods share one GPU.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// MigInfo describes Multi-Instance GPU on a node.
+type MigInfo struct {
+	// Capable is nvidia.com/mig.capable.
+	// +optional
+	Capable bool `json:"capable,omitempty"`
+	// Strategy is nvidia.com/mig.strategy: single or mixed (empty when MIG is off).
+	// +optional
+	Strategy string `json:"strategy,omitempty"`
+	// Config is nvidia.com/mig.config, the requested MIG layout.
+	// +optional
+	Config string `json:"config,omitempty"`
+	// ConfigState is nvidia.com/mig.config.state: pending, rebooting, success or failed.
+	// +optional
+	ConfigState string `json:"configState,omitempty"`
+	// Devices lists, with the mixed strategy, the MIG devices per profile, sorted by profile.
+	// +optional
+	// +listType=atomic
+	Devices []MigDevice `json:"devices,omitempty"`
+}
+
+// MigDevice is the number of MIG devices of one profile.
+type MigDevice struct {
+	// Profile is the MIG profile, e.g. 1g.5gb.
+	Profile string `json:"profile"`
+	// Count is the number of devices of this profile.
+	Count int32 `json:"count"`
+	// MemoryMiB is the memory of one device.
+	// +optional
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+}
+
+// GpuModel summarises the nodes of one GPU model.
+type GpuModel struct {
+	// Product is the base model (MIG and -SHARED suffixes removed); empty for nodes whose
+	// product is unknown.
+	Product string `json:"product"`
+	// Variants lists the product labels seen for this model besides the base one, such as
+	// MIG-1g.5gb or SHARED.
+	// +optional
+	// +listType=atomic
+	Variants   []string `json:"variants,omitempty"`
+	Nodes      int32    `json:"nodes"`
+	ReadyNodes int32    `json:"readyNodes"`
+	Gpus       int32    `json:"gpus"`
+	ReadyGpus  int32    `json:"readyGpus"`
+	// +optional
+	AllocatableGpus int32 `json:"allocatableGpus,omitempty"`
+	// +optional
+	UnhealthyGpus int32 `json:"unhealthyGpus,omitempty"`
+	// MemoryMiB is the memory of one GPU (of one MIG slice for single-strategy MIG); the
+	// largest seen when nodes disagree.
+	// +optional
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

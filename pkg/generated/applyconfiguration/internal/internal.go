@@ -267,6 +267,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: inventoryHash
       type:
         scalar: string
+    - name: labelsMissingNodes
+      type:
+        scalar: numeric
+    - name: listedNodes
+      type:
+        scalar: numeric
+    - name: models
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuModel
+          elementRelationship: atomic
     - name: nodes
       type:
         list:
@@ -295,9 +307,80 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: totalModels
+      type:
+        scalar: numeric
+    - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: unlabeledGpus
+      type:
+        scalar: numeric
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuModel
+  map:
+    fields:
+    - name: allocatableGpus
+      type:
+        scalar: numeric
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: memoryMiB
+      type:
+        scalar: numeric
+    - name: nodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: product
+      type:
+        scalar: string
+      default: ""
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: readyNodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: variants
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNode
   map:
     fields:
+    - name: allocatable
+      type:
+        scalar: numeric
+    - name: capacity
+      type:
+        scalar: numeric
+    - name: computeCapability
+      type:
+        scalar: string
+    - name: conditions
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: cudaVersion
+      type:
+        scalar: string
+    - name: driverVersion
+      type:
+        scalar: string
+    - name: family
+      type:
+        scalar: string
     - name: gpuCount
       type:
         scalar: numeric
@@ -305,6 +388,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: gpuMemoryMiB
       type:
         scalar: numeric
+    - name: labelsMissing
+      type:
+        scalar: boolean
+    - name: labelsMissingSince
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: mig
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigInfo
     - name: name
       type:
         scalar: string
@@ -316,7 +408,63 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: boolean
       default: false
+    - name: sharing
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
+    - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: warnings
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: workloadConfig
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
+  map:
+    fields:
+    - name: replicas
+      type:
+        scalar: numeric
+    - name: strategy
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigDevice
+  map:
+    fields:
+    - name: count
+      type:
+        scalar: numeric
+      default: 0
+    - name: memoryMiB
+      type:
+        scalar: numeric
+    - name: profile
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigInfo
+  map:
+    fields:
+    - name: capable
+      type:
+        scalar: boolean
+    - name: config
+      type:
+        scalar: string
+    - name: configState
+      type:
+        scalar: string
+    - name: devices
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigDevice
+          elementRelationship: atomic
+    - name: strategy
       type:
         scalar: string
 - name: __untyped_atomic_

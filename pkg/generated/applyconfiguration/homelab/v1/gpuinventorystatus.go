@@ -44,9 +44,26 @@ type GpuInventoryStatusApplyConfiguration struct {
 	TotalGpus *int32 `json:"totalGpus,omitempty"`
 	// ReadyGpus sums the physical GPU count of the Ready nodes.
 	ReadyGpus *int32 `json:"readyGpus,omitempty"`
-	// Nodes lists every covered GPU node, sorted by name.
+	// UnlabeledGpus is the part of TotalGpus known only from last-known labels: nodes whose
+	// GPU Feature Discovery labels vanished keep counting instead of shrinking the fleet.
+	UnlabeledGpus *int32 `json:"unlabeledGpus,omitempty"`
+	// UnhealthyGpus sums, over all nodes, the GPUs the device plugin stopped advertising as
+	// allocatable (capacity minus allocatable).
+	UnhealthyGpus *int32 `json:"unhealthyGpus,omitempty"`
+	// LabelsMissingNodes counts the nodes reported from last-known labels.
+	LabelsMissingNodes *int32 `json:"labelsMissingNodes,omitempty"`
+	// TotalModels counts the entries of Models.
+	TotalModels *int32 `json:"totalModels,omitempty"`
+	// ListedNodes is the number of entries in Nodes; less than TotalGpuNodes when the list
+	// was truncated to keep the object small (see the Truncated condition).
+	ListedNodes *int32 `json:"listedNodes,omitempty"`
+	// Models summarises the fleet per GPU model. MIG and time-sliced (-SHARED) variants are
+	// grouped under their base model. Always exact, whatever the size of the cluster.
+	Models []GpuModelApplyConfiguration `json:"models,omitempty"`
+	// Nodes lists the covered GPU nodes, sorted by name: all of them, or at most
+	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
 	Nodes []GpuNodeApplyConfiguration `json:"nodes,omitempty"`
-	// Conditions: Degraded is True when a covered GPU node is not Ready.
+	// Conditions: Degraded, LabelsMissing and Truncated.
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
@@ -109,6 +126,59 @@ func (b *GpuInventoryStatusApplyConfiguration) WithTotalGpus(value int32) *GpuIn
 // If called multiple times, the ReadyGpus field is set to the value of the last call.
 func (b *GpuInventoryStatusApplyConfiguration) WithReadyGpus(value int32) *GpuInventoryStatusApplyConfiguration {
 	b.ReadyGpus = &value
+	return b
+}
+
+// WithUnlabeledGpus sets the UnlabeledGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnlabeledGpus field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithUnlabeledGpus(value int32) *GpuInventoryStatusApplyConfiguration {
+	b.UnlabeledGpus = &value
+	return b
+}
+
+// WithUnhealthyGpus sets the UnhealthyGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnhealthyGpus field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithUnhealthyGpus(value int32) *GpuInventoryStatusApplyConfiguration {
+	b.UnhealthyGpus = &value
+	return b
+}
+
+// WithLabelsMissingNodes sets the LabelsMissingNodes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LabelsMissingNodes field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithLabelsMissingNodes(value int32) *GpuInventoryStatusApplyConfiguration {
+	b.LabelsMissingNodes = &value
+	return b
+}
+
+// WithTotalModels sets the TotalModels field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TotalModels field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithTotalModels(value int32) *GpuInventoryStatusApplyConfiguration {
+	b.TotalModels = &value
+	return b
+}
+
+// WithListedNodes sets the ListedNodes field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ListedNodes field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithListedNodes(value int32) *GpuInventoryStatusApplyConfiguration {
+	b.ListedNodes = &value
+	return b
+}
+
+// WithModels adds the given value to the Models field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Models field.
+func (b *GpuInventoryStatusApplyConfiguration) WithModels(values ...*GpuModelApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithModels")
+		}
+		b.Models = append(b.Models, *values[i])
+	}
 	return b
 }
 

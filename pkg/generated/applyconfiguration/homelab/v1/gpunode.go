@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // GpuNodeApplyConfiguration represents a declarative configuration of the GpuNode type for use
 // with apply.
 //
@@ -35,6 +39,35 @@ type GpuNodeApplyConfiguration struct {
 	GpuMemoryMiB *int64 `json:"gpuMemoryMiB,omitempty"`
 	// WorkloadConfig is nvidia.com/gpu.workload.config: container, vm-passthrough or vm-vgpu.
 	WorkloadConfig *string `json:"workloadConfig,omitempty"`
+	// Family is the GPU architecture (nvidia.com/gpu.family), e.g. hopper.
+	Family *string `json:"family,omitempty"`
+	// ComputeCapability is major.minor (nvidia.com/gpu.compute.major/minor), e.g. 9.0.
+	ComputeCapability *string `json:"computeCapability,omitempty"`
+	// DriverVersion is the NVIDIA driver version, e.g. 570.124.06.
+	DriverVersion *string `json:"driverVersion,omitempty"`
+	// CudaVersion is the CUDA runtime version the driver supports, e.g. 12.8.
+	CudaVersion *string `json:"cudaVersion,omitempty"`
+	// Sharing is set when GPUs are shared (time-slicing or MPS).
+	Sharing *GpuSharingApplyConfiguration `json:"sharing,omitempty"`
+	// MIG is set when the node's GPUs are MIG-capable or partitioned.
+	MIG *MigInfoApplyConfiguration `json:"mig,omitempty"`
+	// Capacity is the node's nvidia.com/gpu (or nvidia.com/gpu.shared) capacity: with
+	// sharing, count x replicas.
+	Capacity *int32 `json:"capacity,omitempty"`
+	// Allocatable is the allocatable amount of the same resource.
+	Allocatable *int32 `json:"allocatable,omitempty"`
+	// UnhealthyGpus is capacity minus allocatable: devices the device plugin marked unhealthy.
+	UnhealthyGpus *int32 `json:"unhealthyGpus,omitempty"`
+	// LabelsMissing is true when GPU Feature Discovery's labels vanished; product, count and
+	// memory are then the last-known values.
+	LabelsMissing *bool `json:"labelsMissing,omitempty"`
+	// LabelsMissingSince is when the labels were first seen missing.
+	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
+	// Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing,
+	// UnhealthyGPUs, MIGConfigFailed, Cordoned.
+	Conditions []string `json:"conditions,omitempty"`
+	// Warnings name labels that could not be read or contradict each other.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // GpuNodeApplyConfiguration constructs a declarative configuration of the GpuNode type for use with
@@ -88,5 +121,113 @@ func (b *GpuNodeApplyConfiguration) WithGpuMemoryMiB(value int64) *GpuNodeApplyC
 // If called multiple times, the WorkloadConfig field is set to the value of the last call.
 func (b *GpuNodeApplyConfiguration) WithWorkloadConfig(value string) *GpuNodeApplyConfiguration {
 	b.WorkloadConfig = &value
+	return b
+}
+
+// WithFamily sets the Family field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Family field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithFamily(value string) *GpuNodeApplyConfiguration {
+	b.Family = &value
+	return b
+}
+
+// WithComputeCapability sets the ComputeCapability field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ComputeCapability field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithComputeCapability(value string) *GpuNodeApplyConfiguration {
+	b.ComputeCapability = &value
+	return b
+}
+
+// WithDriverVersion sets the DriverVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DriverVersion field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithDriverVersion(value string) *GpuNodeApplyConfiguration {
+	b.DriverVersion = &value
+	return b
+}
+
+// WithCudaVersion sets the CudaVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CudaVersion field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithCudaVersion(value string) *GpuNodeApplyConfiguration {
+	b.CudaVersion = &value
+	return b
+}
+
+// WithSharing sets the Sharing field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Sharing field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithSharing(value *GpuSharingApplyConfiguration) *GpuNodeApplyConfiguration {
+	b.Sharing = value
+	return b
+}
+
+// WithMIG sets the MIG field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MIG field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithMIG(value *MigInfoApplyConfiguration) *GpuNodeApplyConfiguration {
+	b.MIG = value
+	return b
+}
+
+// WithCapacity sets the Capacity field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Capacity field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithCapacity(value int32) *GpuNodeApplyConfiguration {
+	b.Capacity = &value
+	return b
+}
+
+// WithAllocatable sets the Allocatable field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Allocatable field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithAllocatable(value int32) *GpuNodeApplyConfiguration {
+	b.Allocatable = &value
+	return b
+}
+
+// WithUnhealthyGpus sets the UnhealthyGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnhealthyGpus field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithUnhealthyGpus(value int32) *GpuNodeApplyConfiguration {
+	b.UnhealthyGpus = &value
+	return b
+}
+
+// WithLabelsMissing sets the LabelsMissing field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LabelsMissing field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithLabelsMissing(value bool) *GpuNodeApplyConfiguration {
+	b.LabelsMissing = &value
+	return b
+}
+
+// WithLabelsMissingSince sets the LabelsMissingSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LabelsMissingSince field is set to the value of the last call.
+func (b *GpuNodeApplyConfiguration) WithLabelsMissingSince(value metav1.Time) *GpuNodeApplyConfiguration {
+	b.LabelsMissingSince = &value
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *GpuNodeApplyConfiguration) WithConditions(values ...string) *GpuNodeApplyConfiguration {
+	for i := range values {
+		b.Conditions = append(b.Conditions, values[i])
+	}
+	return b
+}
+
+// WithWarnings adds the given value to the Warnings field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Warnings field.
+func (b *GpuNodeApplyConfiguration) WithWarnings(values ...string) *GpuNodeApplyConfiguration {
+	for i := range values {
+		b.Warnings = append(b.Warnings, values[i])
+	}
 	return b
 }

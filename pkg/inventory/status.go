@@ -1,0 +1,161 @@
+package inventory
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+)
+
+// NotReadyNodeNames is how many nodes a condition message names before "and N more".
+const NotReadyNodeNames = 5
+
+// Limits on what a status lists, so that the object stays far below the API server's object
+// size limit (about 1.5 MiB) at any cluster size.
+const (
+	DefaultMaxStatusNodes = 500
+	// MaxNodeListBytes bounds the encoded node list; with the totals, models, conditions and
+	// metadata the whole object stays under 256 KiB.
+	MaxNodeListBytes = 192 << 10
+)
+
+// IsProblem reports whether a node needs a human's attention.
+func IsProblem(n homelabv1.GpuNode) bool { return len(n.Conditions) > 0 || len(n.Warnings) > 0 }
+
+// Truncate chooses the entries a status lists: all of them when they fit in maxNodes entries
+// and maxBytes of JSON, otherwise problem nodes first, then the others, each group in name
+// order, until either limit is reached. The result is sorted by name; omitted says how many
+// were left out.
+func Truncate(nodes []homelabv1.GpuNode, maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
+	if maxNodes <= 0 {
+		maxNodes = DefaultMaxStatusNodes
+	}
+	sizes := make([]int, len(nodes))
+	total := 0
+	for i := range nodes {
+		b, _ := json.Marshal(&nodes[i]) // plain data: cannot fail
+		sizes[i] = len(b) + 1
+		total += sizes[i]
+	}
+	if len(nodes) <= maxNodes && total <= maxBytes {
+		return slices.Clone(nodes), 0
+	}
+	size := 0
+	full := false
+	for _, problems := range []bool{true, false} {
+		for i := 0; i < len(nodes) && !full; i++ {
+			if IsProblem(nodes[i]) != problems {
+				continue
+			}
+			if len(listed) >= maxNodes || size+sizes[i] > maxBytes {
+				full = true // a problem node that does not fit keeps every healthy one out too
+				break
+			}
+			listed = append(listed, nodes[i])
+			size += sizes[i]
+		}
+	}
+	slices.SortFunc(listed, func(a, b homelabv1.GpuNode) int { return strings.Compare(a.Name, b.Name) })
+	return listed, len(nodes) - len(listed)
+}
+
+// Conditions returns the inventory's Degraded, LabelsMissing and Truncated conditions.
+func Conditions(inv Inventory, omitted int, generation int64) []metav1.Condition {
+	return []metav1.Condition{
+		DegradedCondition(inv, generation),
+		labelsMissingCondition(inv, generation),
+		truncatedCondition(inv, omitted, generation),
+	}
+}
+
+// DegradedCondition says whether any covered GPU node is not Ready or has unhealthy GPUs,
+// naming the first few.
+func DegradedCondition(inv Inventory, generation int64) metav1.Condition {
+	cond := metav1.Condition{Type: homelabv1.ConditionDegraded, ObservedGeneration: generation}
+	var notReady, unhealthy []string
+	for _, n := range inv.Nodes {
+		if !n.Ready {
+			notReady = append(notReady, n.Name)
+		}
+		if n.UnhealthyGpus > 0 {
+			unhealthy = append(unhealthy, n.Name)
+		}
+	}
+	var problems []string
+	if len(notReady) > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d GPU nodes are not Ready: %s",
+			len(notReady), inv.TotalGpuNodes, nameList(notReady, NotReadyNodeNames)))
+	}
+	if len(unhealthy) > 0 {
+		problems = append(problems, fmt.Sprintf("%d GPUs are unhealthy on %s",
+			inv.UnhealthyGpus, nameList(unhealthy, NotReadyNodeNames)))
+	}
+	switch {
+	case inv.TotalGpuNodes == 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, homelabv1.ReasonNoGPUNodes
+		cond.Message = "no GPU nodes are covered by this inventory"
+	case len(problems) == 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, homelabv1.ReasonAllGPUNodesReady
+		cond.Message = fmt.Sprintf("all %d GPU nodes are Ready", inv.TotalGpuNodes)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, homelabv1.ReasonGPUNodesNotReady
+		if len(notReady) == 0 {
+			cond.Reason = homelabv1.ReasonGPUsUnhealthy
+		}
+		cond.Message = strings.Join(problems, "; ")
+	}
+	return cond
+}
+
+func labelsMissingCondition(inv Inventory, generation int64) metav1.Condition {
+	cond := metav1.Condition{Type: homelabv1.ConditionLabelsMissing, ObservedGeneration: generation,
+		Status: metav1.ConditionFalse, Reason: homelabv1.ReasonAllLabelsPresent,
+		Message: "no GPU node that was labelled has lost its GPU Feature Discovery labels"}
+	var missing []string
+	for _, n := range inv.Nodes {
+		if n.LabelsMissing {
+			missing = append(missing, n.Name)
+		}
+	}
+	if len(missing) > 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, homelabv1.ReasonLabelsMissing
+		cond.Message = fmt.Sprintf("%d GPU nodes lost their GPU Feature Discovery labels and are reported from last-known values (%d GPUs): %s",
+			len(missing), inv.UnlabeledGpus, nameList(missing, NotReadyNodeNames))
+	}
+	return cond
+}
+
+func truncatedCondition(inv Inventory, omitted int, generation int64) metav1.Condition {
+	cond := metav1.Condition{Type: homelabv1.ConditionTruncated, ObservedGeneration: generation,
+		Status: metav1.ConditionFalse, Reason: homelabv1.ReasonAllNodesListed,
+		Message: fmt.Sprintf("status.nodes lists all %d GPU nodes", inv.TotalGpuNodes)}
+	if omitted > 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, homelabv1.ReasonNodesOmitted
+		cond.Message = fmt.Sprintf("status.nodes lists %d of %d GPU nodes (problem nodes first); %d were left out to bound the object's size. Totals and models count every node.",
+			int(inv.TotalGpuNodes)-omitted, inv.TotalGpuNodes, omitted)
+	}
+	return cond
+}
+
+// InvalidSelectorCondition reports a node selector that cannot be used.
+func InvalidSelectorCondition(err error, generation int64) metav1.Condition {
+	return metav1.Condition{
+		Type:               homelabv1.ConditionDegraded,
+		Status:             metav1.ConditionTrue,
+		Reason:             homelabv1.ReasonInvalidNodeSelector,
+		Message:            fmt.Sprintf("spec.nodeSelector is invalid, no nodes are inventoried: %v", err),
+		ObservedGeneration: generation,
+	}
+}
+
+// nameList joins the first max names and says how many more there are.
+func nameList(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+}
