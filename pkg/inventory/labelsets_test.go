@@ -1,6 +1,8 @@
 package inventory
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,5 +260,22 @@ func TestConditionsOfAnInventory(t *testing.T) {
 	}
 	if c := byType["Truncated"]; c.Status != metav1.ConditionFalse || c.ObservedGeneration != 2 {
 		t.Errorf("Truncated = %+v", c)
+	}
+}
+
+func TestHundredsOfLabelsAndHugeValues(t *testing.T) {
+	labels := map[string]string{LabelProduct: strings.Repeat("H", 100_000), LabelCount: strings.Repeat("9", 5000), LabelMemory: "80GB"}
+	for i := range 500 {
+		labels[fmt.Sprintf("feature.node.kubernetes.io/cpu-cpuid.X%03d", i)] = "true"
+		labels[fmt.Sprintf("nvidia.com/mig-%dg.%dgb.count", i, i)] = strings.Repeat("7", i)
+	}
+	n := gfdNode("big", labels, gpus(8), gpus(8))
+	entry, warnings := Entry(n)
+	if entry.Name != "big" || entry.GpuCount != 0 || entry.GpuMemoryMiB != 0 || len(entry.Warnings) == 0 || len(warnings) != len(entry.Warnings) {
+		t.Errorf("entry %q count %d memory %d with %d warnings (%d returned)", entry.Name, entry.GpuCount, entry.GpuMemoryMiB, len(entry.Warnings), len(warnings))
+	}
+	inv := FromEntries([]homelabv1.GpuNode{entry})
+	if listed, omitted := Truncate(inv.Nodes, DefaultMaxStatusNodes, MaxNodeListBytes); len(listed)+omitted != 1 {
+		t.Errorf("truncate lost the node: listed %d omitted %d", len(listed), omitted)
 	}
 }
