@@ -2,6 +2,8 @@ package controller
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -9,22 +11,72 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// TrimNode is an informer transform: it keeps only what the inventory and node selectors read
-// (name, labels, Ready condition, unschedulable, lifecycle taints, nvidia.com resources) so that kubelet status
-// such as images, addresses, volumes and managedFields never enters the cache. Heartbeat
-// times are dropped too, so a kubelet heartbeat leaves the cached node unchanged.
-// Objects other than Nodes pass through untouched.
-func TrimNode(obj any) (any, error) {
+// NodeTrimmer is an informer transform: it keeps only what the inventory and the node
+// selectors read (name, the NVIDIA labels, the labels that selectors name, the Ready
+// condition, unschedulable, lifecycle taints, nvidia.com resources) so that kubelet status
+// such as images, addresses, volumes, managedFields and the dozens of other feature labels
+// never enter the cache. Heartbeat times are dropped too, so a kubelet heartbeat leaves the
+// cached node unchanged. Objects other than Nodes pass through untouched.
+type NodeTrimmer struct {
+	selectorKeys map[string]bool
+	interned     sync.Map // string -> string: label keys and values repeat across nodes
+	internedLen  atomic.Int64
+}
+
+// NewNodeTrimmer returns a trimmer that also keeps the given label keys (those that node
+// selectors name). A selector naming any other key needs a new trimmer and a re-list.
+func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
+	t := &NodeTrimmer{selectorKeys: map[string]bool{}}
+	for _, k := range selectorKeys {
+		t.selectorKeys[k] = true
+	}
+	return t
+}
+
+// Keeps reports whether the cache holds label key.
+func (t *NodeTrimmer) Keeps(key string) bool {
+	return t.selectorKeys[key] || strings.HasPrefix(key, "nvidia.com/") ||
+		strings.HasPrefix(key, "feature.node.kubernetes.io/pci-") && strings.Contains(key, "10de")
+}
+
+// maxInterned bounds the intern table, so that ever-changing values cannot grow it forever.
+const maxInterned = 100_000
+
+func (t *NodeTrimmer) intern(s string) string {
+	if v, ok := t.interned.Load(s); ok {
+		return v.(string)
+	}
+	if t.internedLen.Load() >= maxInterned {
+		return s
+	}
+	v, loaded := t.interned.LoadOrStore(s, s)
+	if !loaded {
+		t.internedLen.Add(1)
+	}
+	return v.(string)
+}
+
+// Trim is the transform function.
+func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
+	}
+	var labels map[string]string
+	for k, v := range node.Labels {
+		if t.Keeps(k) {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[t.intern(k)] = t.intern(v)
+		}
 	}
 	trimmed := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              node.Name,
 			UID:               node.UID,
 			ResourceVersion:   node.ResourceVersion,
-			Labels:            node.Labels,
+			Labels:            labels,
 			CreationTimestamp: node.CreationTimestamp,
 			DeletionTimestamp: node.DeletionTimestamp,
 		},

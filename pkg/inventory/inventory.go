@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,8 @@ type Inventory struct {
 	LabelsMissingNodes int32
 	// Hash identifies Nodes (and so everything else here, which derives from them).
 	Hash string
+	// encoded[i] is the JSON of Nodes[i]; shared with the EntryCache where possible.
+	encoded [][]byte
 }
 
 // Compute builds the inventory of the GPU nodes among nodes. The order of nodes does not
@@ -39,30 +42,91 @@ type Inventory struct {
 // Discovery labels vanished keeps its last-known product, count and memory from there,
 // marked labelsMissing since now (or since the earlier time previous records).
 func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) (Inventory, []Warning) {
+	return (*EntryCache)(nil).Compute(nodes, previous, now)
+}
+
+// EntryCache remembers each node's parsed entry by name and resourceVersion, so that a
+// sync re-parses only the nodes that changed since the last one. A nil *EntryCache parses
+// every node. It is safe for concurrent use.
+type EntryCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedEntry
+}
+
+type cachedEntry struct {
+	resourceVersion string
+	gpu, gfd        bool
+	entry           homelabv1.GpuNode
+	encoded         []byte // JSON of entry
+	warnings        []Warning
+}
+
+// NewEntryCache returns an empty cache.
+func NewEntryCache() *EntryCache { return &EntryCache{entries: map[string]cachedEntry{}} }
+
+// Forget drops a node (deleted) from the cache.
+func (c *EntryCache) Forget(name string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.entries, name)
+	c.mu.Unlock()
+}
+
+func (c *EntryCache) lookup(node *corev1.Node) cachedEntry {
+	if c != nil && node.ResourceVersion != "" {
+		c.mu.Lock()
+		e, ok := c.entries[node.Name]
+		c.mu.Unlock()
+		if ok && e.resourceVersion == node.ResourceVersion {
+			return e
+		}
+	}
+	e := cachedEntry{resourceVersion: node.ResourceVersion, gpu: IsGPUNode(node)}
+	if e.gpu {
+		e.gfd = HasGFDLabels(node)
+		e.entry, e.warnings = Entry(node)
+		e.encoded = encode(&e.entry)
+	}
+	if c != nil && node.ResourceVersion != "" {
+		c.mu.Lock()
+		c.entries[node.Name] = e
+		c.mu.Unlock()
+	}
+	return e
+}
+
+// Compute is the package-level Compute, with parsed entries taken from the cache.
+func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) (Inventory, []Warning) {
 	prev := make(map[string]*homelabv1.GpuNode, len(previous))
 	for i := range previous {
 		prev[previous[i].Name] = &previous[i]
 	}
 	var entries []homelabv1.GpuNode
+	var encoded [][]byte
 	var warnings []Warning
 	for _, node := range nodes {
-		if !IsGPUNode(node) {
+		cached := c.lookup(node)
+		if !cached.gpu {
 			continue
 		}
-		entry, w := Entry(node)
-		warnings = append(warnings, w...)
-		if !HasGFDLabels(node) {
-			carryLastKnown(&entry, prev[node.Name], now)
+		entry, enc := cached.entry, cached.encoded
+		warnings = append(warnings, cached.warnings...)
+		if !cached.gfd && carryLastKnown(&entry, prev[node.Name], now) {
+			enc = encode(&entry)
 		}
 		entries = append(entries, entry)
+		encoded = append(encoded, enc)
 	}
-	return FromEntries(entries), warnings
+	return fromEncoded(entries, encoded), warnings
 }
 
-// carryLastKnown fills a node that has no GFD labels now from what was last seen of it.
-func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.Time) {
+// carryLastKnown fills a node that has no GFD labels now from what was last seen of it, and
+// reports whether it changed the entry.
+func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.Time) bool {
 	if last == nil || (last.Product == "" && last.GpuCount == 0 && last.GpuMemoryMiB == 0) {
-		return // never labelled: unknown, not missing
+		return false // never labelled: unknown, not missing
 	}
 	entry.Product, entry.GpuCount, entry.GpuMemoryMiB = last.Product, last.GpuCount, last.GpuMemoryMiB
 	if entry.Family == "" {
@@ -82,13 +146,36 @@ func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.
 	for at < len(entry.Conditions) && (entry.Conditions[at] == NodeNotReady || entry.Conditions[at] == NodeUnreachable) {
 		at++
 	}
-	entry.Conditions = slices.Insert(entry.Conditions, at, NodeLabelsMissing)
+	// Clone: the entry may share its slices with an EntryCache.
+	entry.Conditions = slices.Insert(slices.Clone(entry.Conditions), at, NodeLabelsMissing)
+	return true
 }
 
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
 func FromEntries(entries []homelabv1.GpuNode) Inventory {
-	inv := Inventory{Nodes: slices.Clone(entries)}
-	slices.SortFunc(inv.Nodes, func(a, b homelabv1.GpuNode) int { return strings.Compare(a.Name, b.Name) })
+	encoded := make([][]byte, len(entries))
+	for i := range entries {
+		encoded[i] = encode(&entries[i])
+	}
+	return fromEncoded(entries, encoded)
+}
+
+func encode(entry *homelabv1.GpuNode) []byte {
+	b, _ := json.Marshal(entry) // strings, bools, integers and times: cannot fail
+	return b
+}
+
+// fromEncoded is FromEntries for entries whose JSON is already known.
+func fromEncoded(entries []homelabv1.GpuNode, encoded [][]byte) Inventory {
+	order := make([]int, len(entries))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entries[a].Name, entries[b].Name) })
+	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(entries)), encoded: make([][]byte, len(entries))}
+	for i, j := range order {
+		inv.Nodes[i], inv.encoded[i] = entries[j], encoded[j]
+	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++
 		inv.TotalGpus = addSaturating(inv.TotalGpus, n.GpuCount)
@@ -103,7 +190,12 @@ func FromEntries(entries []homelabv1.GpuNode) Inventory {
 		}
 	}
 	inv.Models = Models(inv.Nodes)
-	inv.Hash = Hash(inv.Nodes)
+	h := sha256.New()
+	for _, b := range inv.encoded {
+		h.Write(b)
+		h.Write([]byte{'\n'})
+	}
+	inv.Hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return inv
 }
 

@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,15 +30,32 @@ func IsProblem(n homelabv1.GpuNode) bool { return len(n.Conditions) > 0 || len(n
 // order, until either limit is reached. The result is sorted by name; omitted says how many
 // were left out.
 func Truncate(nodes []homelabv1.GpuNode, maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
+	sizes := make([]int, len(nodes))
+	for i := range nodes {
+		sizes[i] = len(encode(&nodes[i])) + 1
+	}
+	return truncate(nodes, sizes, maxNodes, maxBytes)
+}
+
+// Listed is Truncate for the inventory's own nodes, whose encoded sizes it already knows.
+func (inv Inventory) Listed(maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
+	if len(inv.encoded) != len(inv.Nodes) {
+		return Truncate(inv.Nodes, maxNodes, maxBytes)
+	}
+	sizes := make([]int, len(inv.encoded))
+	for i, b := range inv.encoded {
+		sizes[i] = len(b) + 1
+	}
+	return truncate(inv.Nodes, sizes, maxNodes, maxBytes)
+}
+
+func truncate(nodes []homelabv1.GpuNode, sizes []int, maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
 	if maxNodes <= 0 {
 		maxNodes = DefaultMaxStatusNodes
 	}
-	sizes := make([]int, len(nodes))
 	total := 0
-	for i := range nodes {
-		b, _ := json.Marshal(&nodes[i]) // plain data: cannot fail
-		sizes[i] = len(b) + 1
-		total += sizes[i]
+	for _, s := range sizes {
+		total += s
 	}
 	if len(nodes) <= maxNodes && total <= maxBytes {
 		return slices.Clone(nodes), 0

@@ -24,6 +24,7 @@ type Options struct {
 	ResyncPeriod     time.Duration
 	Workers          int
 	MaxStatusNodes   int
+	MinSyncInterval  time.Duration
 	QPS              float64
 	Burst            int
 
@@ -42,6 +43,7 @@ func NewOptions() *Options {
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
 		MaxStatusNodes:   inventory.DefaultMaxStatusNodes,
+		MinSyncInterval:  500 * time.Millisecond,
 		QPS:              20,
 		Burst:            40,
 		LeaderElectionID: "gpu-inventory-operator",
@@ -60,6 +62,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")
 	fs.IntVar(&o.MaxStatusNodes, "max-status-nodes", o.MaxStatusNodes, "Most GPU nodes listed in a GpuInventory's status.nodes and in the ConfigMap (problem nodes first); totals always count every node.")
+	fs.DurationVar(&o.MinSyncInterval, "min-sync-interval", o.MinSyncInterval, "Under churn, sync (and write) each inventory and the ConfigMap at most once per interval; a change in a quiet cluster is still synced at once.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas writes.")
@@ -78,6 +81,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxStatusNodes < 1 {
 		errs = append(errs, fmt.Errorf("--max-status-nodes must be at least 1, got %d", o.MaxStatusNodes))
+	}
+	if o.MinSyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("--min-sync-interval must not be negative, got %s", o.MinSyncInterval))
 	}
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must be positive, got %s", o.ResyncPeriod))

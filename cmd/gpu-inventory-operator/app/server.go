@@ -37,6 +37,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
+	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // Main parses args, runs the operator until SIGTERM or SIGINT, and returns the exit code.
@@ -97,13 +98,15 @@ type Operator struct {
 	opts      *Options
 	config    *rest.Config
 	namespace string
+	kubeNodes kubernetes.Interface // protobuf: Nodes are the bulk of what the operator reads
 	kube      kubernetes.Interface
 	client    versioned.Interface
 	apiext    apiextensionsclient.Interface
 	identity  string
 
-	mu        sync.Mutex
-	inventory *inventory.Controller
+	mu           sync.Mutex
+	inventory    *inventory.Controller
+	writesBefore int64 // by the controllers of earlier runs (before a re-list)
 }
 
 // New builds an operator from options, resolving the kubeconfig.
@@ -120,6 +123,12 @@ func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Operat
 	o := &Operator{opts: opts, config: config, namespace: namespace}
 	var err error
 	if o.kube, err = kubernetes.NewForConfig(config); err != nil {
+		return nil, fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	protobuf := rest.CopyConfig(config)
+	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
+	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if o.kubeNodes, err = kubernetes.NewForConfig(protobuf); err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
 	if o.client, err = versioned.NewForConfig(config); err != nil {
@@ -141,9 +150,9 @@ func (o *Operator) StatusWrites() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.inventory == nil {
-		return 0
+		return o.writesBefore
 	}
-	return o.inventory.StatusWrites()
+	return o.writesBefore + o.inventory.StatusWrites()
 }
 
 // Run runs the operator until ctx is cancelled. With leader election, nothing is written
@@ -247,7 +256,59 @@ func (o *Operator) runControllers(ctx context.Context) error {
 		return err
 	}
 
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0, informers.WithTransform(controller.TrimNode))
+	// The node cache keeps only the labels the inventory and the current node selectors read.
+	// When an inventory's selector names another label, the informers are started again with
+	// that label kept (a re-list, about as costly as a start).
+	for {
+		keys, err := o.selectorKeys(ctx)
+		if err != nil {
+			return err
+		}
+		relist := make(chan string, 1)
+		runCtx, cancel := context.WithCancel(ctx)
+		err = o.runInformers(runCtx, controller.NewNodeTrimmer(keys), func(key string) {
+			select {
+			case relist <- key:
+			default:
+			}
+			cancel()
+		})
+		cancel()
+		select {
+		case key := <-relist:
+			if ctx.Err() == nil {
+				logger.Info("A node selector names a label the node cache drops; re-listing nodes", "label", key)
+				continue
+			}
+		default:
+		}
+		return err
+	}
+}
+
+// selectorKeys lists the label keys that the node selectors of all GpuInventories name.
+func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
+	list, err := o.client.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list GpuInventories: %w", err)
+	}
+	var keys []string
+	for _, gi := range list.Items {
+		sel, err := inv.Selector(gi.Spec.NodeSelector)
+		if err != nil {
+			continue
+		}
+		reqs, _ := sel.Requirements()
+		for _, r := range reqs {
+			keys = append(keys, r.Key())
+		}
+	}
+	return keys, nil
+}
+
+// runInformers runs the informers and both controllers until ctx is cancelled.
+func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTrimmer, onUnknownKey func(string)) error {
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(o.kubeNodes, 0, informers.WithTransform(trimmer.Trim))
 	configMapFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
 		informers.WithNamespace(o.namespace),
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
@@ -265,15 +326,19 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	invController, err := inventory.NewController(ctx, o.client, nodeInformer,
 		inventoryFactory.Homelab().V1().GpuInventories(), inventory.Config{
 			ResyncPeriod: o.opts.ResyncPeriod, MaxStatusNodes: o.opts.MaxStatusNodes, Recorder: recorder,
+			MinSyncInterval: o.opts.MinSyncInterval, KeepsLabel: trimmer.Keeps, OnUnknownSelectorKey: onUnknownKey,
 		})
 	if err != nil {
 		return err
 	}
-	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
+	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes, o.opts.MinSyncInterval, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
 	if err != nil {
 		return err
 	}
 	o.mu.Lock()
+	if o.inventory != nil {
+		o.writesBefore += o.inventory.StatusWrites()
+	}
 	o.inventory = invController
 	o.mu.Unlock()
 

@@ -48,6 +48,15 @@ type Controller struct {
 	recorder          record.EventRecorder
 	maxStatusNodes    int
 
+	entries   *inv.EntryCache
+	keeps     func(string) bool
+	unknown   func(string)
+	coalescer *controller.Coalescer[cache.ObjectName]
+	// written remembers the hash of the last status this controller wrote per inventory, so
+	// that the update event of its own write is not taken for news.
+	writtenMu sync.Mutex
+	written   map[cache.ObjectName]string
+
 	statusWrites  atomic.Int64
 	statusSkipped atomic.Int64
 
@@ -64,6 +73,14 @@ type Config struct {
 	MaxStatusNodes int
 	// Recorder receives the events about GPU nodes (joined, left, NotReady, ...).
 	Recorder record.EventRecorder
+	// KeepsLabel reports whether the node cache holds a label key; OnUnknownSelectorKey is
+	// called with a key that a node selector names but the cache dropped (the caller then
+	// re-lists nodes with that key kept). Both nil: every label is kept.
+	KeepsLabel           func(key string) bool
+	OnUnknownSelectorKey func(key string)
+	// MinSyncInterval holds each inventory to at most one sync (and so one status write) per
+	// interval under churn; a change in a quiet cluster is synced at once. 0 disables it.
+	MinSyncInterval time.Duration
 }
 
 // NewController wires the controller to its informers.
@@ -82,12 +99,25 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		clock:             clock.RealClock{},
 		recorder:          cfg.Recorder,
 		maxStatusNodes:    cfg.MaxStatusNodes,
+		entries:           inv.NewEntryCache(),
+		keeps:             cfg.KeepsLabel,
+		unknown:           cfg.OnUnknownSelectorKey,
+		written:           map[cache.ObjectName]string{},
 		warned:            map[inv.Warning]struct{}{},
 	}
+	c.coalescer = controller.NewCoalescer[cache.ObjectName](cfg.MinSyncInterval, c.clock)
 	logger := klog.FromContext(ctx)
 	if _, err := inventoryInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueInventory,
-		UpdateFunc: func(_, cur any) { c.enqueueInventory(cur) },
+		UpdateFunc: c.inventoryUpdated,
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+				c.coalescer.Forget(key)
+				c.writtenMu.Lock()
+				delete(c.written, key)
+				c.writtenMu.Unlock()
+			}
+		},
 	}, cfg.ResyncPeriod); err != nil {
 		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
@@ -101,7 +131,12 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 			}
 			c.handleNode(logger, old, cur)
 		},
-		DeleteFunc: func(obj any) { c.handleNode(logger, nil, obj) },
+		DeleteFunc: func(obj any) {
+			if node, ok := controller.NodeFromObj(obj); ok {
+				c.entries.Forget(node.Name)
+			}
+			c.handleNode(logger, nil, obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
@@ -118,16 +153,61 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 func (c *Controller) StatusWrites() int64  { return c.statusWrites.Load() }
 func (c *Controller) StatusSkipped() int64 { return c.statusSkipped.Load() }
 
+// checkSelectorKeys tells the owner of the node cache about selector keys it drops.
+func (c *Controller) checkSelectorKeys(obj any) {
+	gi, ok := obj.(*homelabv1.GpuInventory)
+	if !ok || c.keeps == nil || c.unknown == nil {
+		return
+	}
+	sel, err := inv.Selector(gi.Spec.NodeSelector)
+	if err != nil {
+		return
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if !c.keeps(r.Key()) {
+			c.unknown(r.Key())
+			return
+		}
+	}
+}
+
 func (c *Controller) enqueueInventory(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
+	c.checkSelectorKeys(obj)
 	key, err := cache.ObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
 	c.queue.Add(key)
+}
+
+// inventoryUpdated enqueues an inventory whose spec changed, whose status someone else
+// changed, or that is due for its periodic resync; the echo of the controller's own status
+// write is dropped.
+func (c *Controller) inventoryUpdated(old, cur any) {
+	oldInv, ok1 := old.(*homelabv1.GpuInventory)
+	curInv, ok2 := cur.(*homelabv1.GpuInventory)
+	if !ok1 || !ok2 {
+		c.enqueueInventory(cur)
+		return
+	}
+	key := cache.MetaObjectToName(curInv)
+	if oldInv.Generation != curInv.Generation {
+		c.checkSelectorKeys(curInv)
+	}
+	if oldInv.ResourceVersion != curInv.ResourceVersion && oldInv.Generation == curInv.Generation {
+		c.writtenMu.Lock()
+		own := c.written[key] == curInv.Status.InventoryHash && curInv.Status.ObservedGeneration == curInv.Generation
+		c.writtenMu.Unlock()
+		if own {
+			return
+		}
+	}
+	c.coalescer.Enqueue(c.queue, key)
 }
 
 // handleNode enqueues the inventories whose selector matches the node before or after the
@@ -152,7 +232,7 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 		for _, set := range labelSets {
 			if sel.Matches(set) {
 				logger.V(5).Info("Node event affects inventory", "inventory", klog.KObj(gi))
-				c.queue.Add(cache.MetaObjectToName(gi))
+				c.coalescer.Enqueue(c.queue, cache.MetaObjectToName(gi))
 				break
 			}
 		}
@@ -163,6 +243,7 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 // differs from what is stored.
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "inventory", key.Name)
+	c.coalescer.Synced(key)
 	gi, err := c.inventories.Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted; nothing to keep up to date
@@ -187,10 +268,10 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		var warnings []inv.Warning
 		// The stored status is the memory of last-known labels: it survives restarts and
 		// leader changes.
-		content, warnings = inv.Compute(nodes, gi.Status.Nodes, c.clock.Now())
+		content, warnings = c.entries.Compute(nodes, gi.Status.Nodes, c.clock.Now())
 		c.warnOnce(logger, warnings)
 		var omitted int
-		listed, omitted = inv.Truncate(content.Nodes, c.maxStatusNodes, inv.MaxNodeListBytes)
+		listed, omitted = content.Listed(c.maxStatusNodes, inv.MaxNodeListBytes)
 		conditions = inv.Conditions(content, omitted, gi.Generation)
 	}
 
@@ -239,6 +320,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
 	}
 	c.statusWrites.Add(1)
+	c.writtenMu.Lock()
+	c.written[key] = content.Hash
+	c.writtenMu.Unlock()
 	degraded := meta.FindStatusCondition(stored, homelabv1.ConditionDegraded)
 	logger.Info("Inventory changed", "gpuNodes", content.TotalGpuNodes, "readyGpuNodes", content.ReadyGpuNodes,
 		"gpus", content.TotalGpus, "readyGpus", content.ReadyGpus, "unhealthyGpus", content.UnhealthyGpus,

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,6 +66,8 @@ type Controller struct {
 	key              cache.ObjectName
 	maxNodes         int
 	clock            clock.PassiveClock
+	entries          *inv.EntryCache
+	coalescer        *controller.Coalescer[cache.ObjectName]
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 
 	writes atomic.Int64
@@ -72,9 +75,10 @@ type Controller struct {
 
 // NewController wires the controller. configMapInformer must watch the operator's namespace
 // (it may be limited to the one ConfigMap by a field selector). maxNodes bounds the number of
-// entries (default inventory.DefaultMaxStatusNodes).
-func NewController(client kubernetes.Interface, namespace string, maxNodes int, nodeInformer coreinformers.NodeInformer,
-	configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
+// entries (default inventory.DefaultMaxStatusNodes); minInterval holds the ConfigMap to at
+// most one sync per interval under churn (0: no limit).
+func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval time.Duration,
+	nodeInformer coreinformers.NodeInformer, configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
 	c := &Controller{
 		client:           client,
 		nodes:            nodeInformer.Lister(),
@@ -85,8 +89,10 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 		queue:            controller.NewQueue[cache.ObjectName](Name),
 		maxNodes:         maxNodes,
 		clock:            clock.RealClock{},
+		entries:          inv.NewEntryCache(),
 	}
-	enqueue := func(any) { c.queue.Add(c.key) }
+	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock)
+	enqueue := func(any) { c.coalescer.Enqueue(c.queue, c.key) }
 	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		UpdateFunc: func(old, cur any) {
@@ -95,9 +101,14 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 			if ok1 && ok2 && !controller.NodeChanged(oldNode, curNode) {
 				return
 			}
-			c.queue.Add(c.key)
+			enqueue(cur)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if node, ok := controller.NodeFromObj(obj); ok {
+				c.entries.Forget(node.Name)
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
@@ -112,7 +123,7 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 		FilterFunc: isOurs,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    enqueue,
-			UpdateFunc: func(_, cur any) { c.queue.Add(c.key) },
+			UpdateFunc: func(_, cur any) { enqueue(cur) },
 			DeleteFunc: enqueue, // recreate it
 		},
 	}); err != nil {
@@ -145,6 +156,7 @@ func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
 }
 
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	c.coalescer.Synced(key)
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list nodes from cache: %w", err)
@@ -158,8 +170,8 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		previous = decode(klog.FromContext(ctx), current.Data) // the memory of last-known labels
 	}
 	// Malformed labels are logged by the inventory controller.
-	content, _ := inv.Compute(nodes, previous, c.clock.Now())
-	listed, omitted := inv.Truncate(content.Nodes, c.maxNodes, maxDataBytes)
+	content, _ := c.entries.Compute(nodes, previous, c.clock.Now())
+	listed, omitted := content.Listed(c.maxNodes, maxDataBytes)
 	data, err := Data(listed)
 	if err != nil {
 		return err

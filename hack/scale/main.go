@@ -1,0 +1,263 @@
+// Command scale measures the operator against a real kube-apiserver with a realistic fleet:
+// memory, start-up time, CPU under churn, status writes and change-to-status latency. It
+// prints the table of the README's "Performance" section. `make bench` runs it.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+func main() {
+	n := flag.Int("nodes", 5000, "Nodes in the fleet (half of them GPU nodes).")
+	rate := flag.Float64("churn", 50, "Ready flips per second during the churn phase.")
+	churnFor := flag.Duration("churn-duration", 30*time.Second, "Length of the churn phase.")
+	operator := flag.String("operator", "bin/gpu-inventory-operator", "Operator binary.")
+	probes := flag.Int("probes", 20, "Latency probes per phase.")
+	flag.Parse()
+	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
+		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int, rate float64, churnFor time.Duration, operator string, probes int) error {
+	ctx := context.Background()
+	env, err := testenv.Start(ctx, testenv.Options{})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	bulk := rest.CopyConfig(env.Config)
+	bulk.QPS = -1
+	kube := kubernetes.NewForConfigOrDie(bulk)
+	gpu := versioned.NewForConfigOrDie(bulk)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpu-inventory-system"}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := testenv.CreateFleet(ctx, kube, 0, n, 16); err != nil {
+		return err
+	}
+	sample, _ := kube.CoreV1().Nodes().Get(ctx, testenv.FleetNodeName(0), metav1.GetOptions{})
+	raw, _ := sample.Marshal()
+	fmt.Fprintf(os.Stderr, "created %d nodes in %s (a GPU node is %d bytes of protobuf, %d labels)\n", n, time.Since(start).Round(time.Second), len(raw), len(sample.Labels))
+	gpuNodes := int32((n + 1) / 2)
+
+	// The operator, as a separate process, so that its RSS and CPU are its own.
+	logPath := filepath.Join(env.Dir, "logs", "operator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(operator, "--kubeconfig="+env.KubeconfigPath(), "--namespace=gpu-inventory-system")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+
+	// First complete status.
+	var rv string
+	err = watchInventory(ctx, gpu, "", 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
+		rv = gi.ResourceVersion
+		return gi.Status.TotalGpuNodes == gpuNodes
+	})
+	if err != nil {
+		return fmt.Errorf("first complete status (operator log %s): %w", logPath, err)
+	}
+	firstStatus := time.Since(started)
+
+	// Quiet: no writes, steady memory, latency of single changes.
+	writes := &writeCounter{}
+	go writes.run(ctx, gpu, rv)
+	quietStart := writes.count()
+	time.Sleep(10 * time.Second) // measure a quiet period: no change is expected to watch for
+	quietWrites := writes.count() - quietStart
+	steadyRSS := readStatus(pid, "VmRSS")
+	quietLatency, err := probe(ctx, kube, gpu, probes, "quiet")
+	if err != nil {
+		return err
+	}
+
+	// Churn.
+	churnCtx, stop := context.WithTimeout(ctx, churnFor)
+	defer stop()
+	cpu0, wall0, writes0 := cpuTicks(pid), time.Now(), writes.count()
+	var flips int
+	var churnErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { flips, churnErr = testenv.Churn(churnCtx, kube, n, rate) })
+	churnLatency, err := probe(churnCtx, kube, gpu, probes, "churn")
+	if err != nil {
+		return err
+	}
+	wg.Wait()
+	if churnErr != nil {
+		return churnErr
+	}
+	wall := time.Since(wall0)
+	cpu := float64(cpuTicks(pid)-cpu0) / 100 / wall.Seconds() // clock ticks are 1/100 s
+	writesPerSec := float64(writes.count()-writes0) / wall.Seconds()
+	peakRSS := readStatus(pid, "VmHWM")
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	objBytes, err := gpu.HomelabV1().RESTClient().Get().Resource("gpuinventories").Name("cluster").DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("\nN=%d nodes (%d GPU nodes), churn %.0f flips/s for %s (%d flips), %d probes per phase\n\n", n, gi.Status.TotalGpuNodes, rate, churnFor, flips, probes)
+	fmt.Println("| figure | measured | target |")
+	fmt.Println("|---|---|---|")
+	fmt.Printf("| steady RSS after sync | %.0f MiB | ≤ 48 MiB |\n", steadyRSS/1024)
+	fmt.Printf("| peak RSS | %.0f MiB | ≤ 96 MiB |\n", peakRSS/1024)
+	fmt.Printf("| start to first complete status | %.2f s | ≤ 2 s |\n", firstStatus.Seconds())
+	fmt.Printf("| CPU while %.0f GPU nodes/s flip Ready | %.1f %% of a core | ≤ 5 %% of a core |\n", rate, cpu*100)
+	fmt.Printf("| status writes while quiet (10 s) | %d | 0 |\n", quietWrites)
+	fmt.Printf("| status writes/s under churn | %.1f | ≤ 2 per inventory |\n", writesPerSec)
+	fmt.Printf("| change -> status, p99 | %s quiet, %s under churn | ≤ 200 ms quiet, ≤ 1.5 s under churn |\n", p99(quietLatency), p99(churnLatency))
+	fmt.Printf("| status size | %.0f KiB at %d GPU nodes | ≤ 256 KiB at any size |\n", float64(len(objBytes))/1024, gi.Status.TotalGpuNodes)
+	return nil
+}
+
+// probe changes a marker node's product to a new value and measures the time until the
+// status's model summary shows it.
+func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interface, count int, phase string) ([]time.Duration, error) {
+	var out []time.Duration
+	marker := testenv.FleetNodeName(0)
+	for k := range count {
+		if ctx.Err() != nil {
+			break
+		}
+		product := fmt.Sprintf("PROBE-%s-%d-%d", phase, k, time.Now().UnixNano())
+		gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gpu.product":%q}}}`, product)
+		t0 := time.Now()
+		if _, err := kube.CoreV1().Nodes().Patch(ctx, marker, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return nil, err
+		}
+		err = watchInventory(ctx, gpu, gi.ResourceVersion, 30*time.Second, func(gi *homelabv1.GpuInventory) bool {
+			return slices.ContainsFunc(gi.Status.Models, func(m homelabv1.GpuModel) bool { return m.Product == product })
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return nil, fmt.Errorf("probe %d: %w", k, err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
+func watchInventory(ctx context.Context, gpu versioned.Interface, rv string, timeout time.Duration, done func(*homelabv1.GpuInventory) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster", ResourceVersion: rv})
+		if err != nil {
+			time.Sleep(100 * time.Millisecond) // the CRD is not installed yet
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if gi, ok := ev.Object.(*homelabv1.GpuInventory); ok && ev.Type != watch.Deleted {
+				rv = gi.ResourceVersion
+				if done(gi) {
+					w.Stop()
+					return nil
+				}
+			}
+		}
+	}
+	return fmt.Errorf("not reached within %s", timeout)
+}
+
+// writeCounter counts modifications of the GpuInventory.
+type writeCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (w *writeCounter) count() int { w.mu.Lock(); defer w.mu.Unlock(); return w.n }
+
+func (w *writeCounter) run(ctx context.Context, gpu versioned.Interface, rv string) {
+	_ = watchInventory(ctx, gpu, rv, 24*time.Hour, func(*homelabv1.GpuInventory) bool {
+		w.mu.Lock()
+		w.n++
+		w.mu.Unlock()
+		return false
+	})
+}
+
+// readStatus returns a KiB figure from /proc/PID/status.
+func readStatus(pid int, field string) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// cpuTicks returns utime+stime of a process, in clock ticks.
+func cpuTicks(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return utime + stime
+}
+
+func p99(d []time.Duration) string {
+	if len(d) == 0 {
+		return "n/a"
+	}
+	slices.Sort(d)
+	i := (len(d)*99 + 99) / 100
+	if i > len(d) {
+		i = len(d)
+	}
+	return d[i-1].Round(time.Millisecond).String()
+}

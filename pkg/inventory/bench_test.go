@@ -1,0 +1,71 @@
+package inventory
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// fleetNodes returns n generated fleet nodes with their labels, as the informer holds them
+// (resourceVersion set, so that an EntryCache can recognise them).
+func fleetNodes(n int) []*corev1.Node {
+	nodes := make([]*corev1.Node, n)
+	for i := range nodes {
+		node, labels := testenv.FleetNode(i)
+		for k, v := range labels {
+			node.Labels[k] = v
+		}
+		node.ResourceVersion = "1"
+		nodes[i] = node
+	}
+	return nodes
+}
+
+func BenchmarkEntry(b *testing.B) {
+	node := fleetNodes(1)[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		Entry(node)
+	}
+}
+
+// BenchmarkSync is what one sync costs: compute the inventory, hash it, choose the listed
+// nodes and encode the status.
+func BenchmarkSync(b *testing.B) {
+	for _, n := range []int{5000, 65000} {
+		nodes := fleetNodes(n)
+		b.Run(fmt.Sprintf("full/nodes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				syncOnce(nil, nodes)
+			}
+		})
+		b.Run(fmt.Sprintf("incremental/nodes=%d", n), func(b *testing.B) {
+			cache := NewEntryCache()
+			syncOnce(cache, nodes)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				// One node changed since the last sync, as under churn.
+				nodes[i%n] = nodes[i%n].DeepCopy()
+				nodes[i%n].ResourceVersion = fmt.Sprint(i + 2)
+				i++
+				syncOnce(cache, nodes)
+			}
+		})
+	}
+}
+
+func syncOnce(cache *EntryCache, nodes []*corev1.Node) {
+	inv, _ := cache.Compute(nodes, nil, t0)
+	listed, omitted := inv.Listed(DefaultMaxStatusNodes, MaxNodeListBytes)
+	status := homelabv1.GpuInventoryStatus{InventoryHash: inv.Hash, Models: inv.Models, Nodes: listed, Conditions: Conditions(inv, omitted, 1)}
+	if _, err := json.Marshal(status); err != nil {
+		panic(err)
+	}
+}
