@@ -29,6 +29,14 @@ test-unit: ## Unit tests (fake clientset, pure packages); no external process.
 test-integration: testbin ## Integration tests against a local etcd + kube-apiserver (builds them once).
 	TESTBIN_DIR="$(TESTBIN)" $(GO) test -tags integration -count=1 -timeout 20m ./pkg/integration/...
 
+N         ?= 5000
+CHURN     ?= 50
+
+.PHONY: bench
+bench: build testbin ## Benchmarks of the pure package, then the scale run on a real control plane (N=5000 CHURN=50).
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/inventory/
+	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --nodes $(N) --churn $(CHURN)
+
 .PHONY: testbin
 testbin: ## Build kube-apiserver, etcd and kwok from the Go module proxy into a cache (once, ~6 min).
 	@bash hack/testbin.sh >/dev/null

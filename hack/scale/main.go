@@ -158,6 +158,10 @@ func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interfa
 		if ctx.Err() != nil {
 			break
 		}
+		if phase == "quiet" {
+			// A quiet cluster: no change in the last sync interval (--min-sync-interval).
+			time.Sleep(time.Second)
+		}
 		product := fmt.Sprintf("PROBE-%s-%d-%d", phase, k, time.Now().UnixNano())
 		gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
 		if err != nil {

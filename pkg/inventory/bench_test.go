@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,15 +12,20 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
-// fleetNodes returns n generated fleet nodes with their labels, as the informer holds them
-// (resourceVersion set, so that an EntryCache can recognise them).
+// fleetNodes returns n generated fleet nodes roughly as the operator's informer holds them:
+// images and other kubelet status dropped, only the NVIDIA labels kept (the operator's
+// transform also drops the rest), resourceVersion set so that an EntryCache recognises them.
 func fleetNodes(n int) []*corev1.Node {
 	nodes := make([]*corev1.Node, n)
 	for i := range nodes {
 		node, labels := testenv.FleetNode(i)
+		node.Labels = map[string]string{}
 		for k, v := range labels {
-			node.Labels[k] = v
+			if strings.HasPrefix(k, "nvidia.com/") {
+				node.Labels[k] = v
+			}
 		}
+		node.Status.Images, node.Status.Addresses = nil, nil
 		node.ResourceVersion = "1"
 		nodes[i] = node
 	}

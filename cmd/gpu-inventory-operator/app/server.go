@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -286,6 +289,10 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	}
 }
 
+// configMapSyncFactor: the ConfigMap is a secondary mirror of up to 256 KiB; under churn it
+// is rewritten at most once per this many sync intervals.
+const configMapSyncFactor = 4
+
 // selectorKeys lists the label keys that the node selectors of all GpuInventories name.
 func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 	list, err := o.client.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
@@ -331,7 +338,7 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	if err != nil {
 		return err
 	}
-	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes, o.opts.MinSyncInterval, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
+	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes, configMapSyncFactor*o.opts.MinSyncInterval, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
 	if err != nil {
 		return err
 	}
@@ -349,6 +356,15 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 		nodeFactory.Shutdown()
 		configMapFactory.Shutdown()
 		inventoryFactory.Shutdown()
+	}()
+
+	// The initial list decodes every Node before the transform trims it; hand that memory
+	// back to the OS once the caches hold only the trimmed objects.
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced) {
+			runtime.GC()
+			debug.FreeOSMemory()
+		}
 	}()
 
 	errs := make(chan error, 2)
