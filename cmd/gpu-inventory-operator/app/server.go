@@ -7,6 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -74,12 +77,35 @@ func Main(args []string) int {
 		logger.Error(err, "Cannot start")
 		return 1
 	}
+	if opts.PprofAddress != "" {
+		if err := servePprof(ctx, opts.PprofAddress); err != nil {
+			logger.Error(err, "Cannot serve profiles")
+			return 1
+		}
+	}
 	if err := op.Run(ctx); err != nil {
 		logger.Error(err, "Operator stopped")
 		return 1
 	}
 	logger.Info("Operator stopped")
 	return 0
+}
+
+// servePprof serves Go's profiles until ctx is cancelled.
+func servePprof(ctx context.Context, addr string) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-bind-address %s: %w", addr, err)
+	}
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = server.Serve(listener) }()
+	context.AfterFunc(ctx, func() { _ = server.Close() })
+	return nil
 }
 
 // signalContext is cancelled by the first SIGTERM or SIGINT; a second one exits at once.
