@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // NodeTrimmer is an informer transform: it keeps only what the inventory and the node
@@ -35,8 +37,7 @@ func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 
 // Keeps reports whether the cache holds label key.
 func (t *NodeTrimmer) Keeps(key string) bool {
-	return t.selectorKeys[key] || strings.HasPrefix(key, "nvidia.com/") ||
-		strings.HasPrefix(key, "feature.node.kubernetes.io/pci-") && strings.Contains(key, "10de")
+	return t.selectorKeys[key] || inventory.ReadsLabel(key)
 }
 
 // maxInterned bounds the intern table, so that ever-changing values cannot grow it forever.

@@ -5,6 +5,9 @@
 package inventory
 
 import (
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -77,3 +80,18 @@ var gfdLabels = []string{LabelProduct, LabelCount, LabelMemory}
 // bytesThresholdMiB: no GPU has a tebibyte of memory, so an nvidia.com/gpu.memory value at or
 // above this many "MiB" was written in bytes by an old GFD release.
 const bytesThresholdMiB = 1 << 20
+
+// ReadsLabel reports whether the inventory reads a label (or may read it: every
+// nvidia.com/gpu.* key marks a GPU node). An informer may drop every other label without
+// changing any entry.
+func ReadsLabel(key string) bool {
+	switch {
+	case strings.HasPrefix(key, LabelGPUPrefix), strings.HasPrefix(key, "nvidia.com/cuda."):
+		return true
+	case key == LabelMIGCapable || key == LabelMIGStrategy || key == LabelMIGConfig || key == LabelMIGState:
+		return true
+	case strings.HasPrefix(key, labelMIGProfilePfx):
+		return strings.HasSuffix(key, ".count") || strings.HasSuffix(key, ".memory")
+	}
+	return slices.Contains(nfdNVIDIAPCILabels, key)
+}

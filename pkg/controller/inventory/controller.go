@@ -78,6 +78,9 @@ type Config struct {
 	// re-lists nodes with that key kept). Both nil: every label is kept.
 	KeepsLabel           func(key string) bool
 	OnUnknownSelectorKey func(key string)
+	// Entries caches parsed node entries; it may be shared with other controllers that read
+	// the same node cache. Nil: the controller makes its own.
+	Entries *inv.EntryCache
 	// MinSyncInterval holds each inventory to at most one sync (and so one status write) per
 	// interval under churn; a change in a quiet cluster is synced at once. 0 disables it.
 	MinSyncInterval time.Duration
@@ -89,6 +92,9 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{} // discards
 	}
+	if cfg.Entries == nil {
+		cfg.Entries = inv.NewEntryCache()
+	}
 	c := &Controller{
 		client:            client,
 		nodes:             nodeInformer.Lister(),
@@ -99,7 +105,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		clock:             clock.RealClock{},
 		recorder:          cfg.Recorder,
 		maxStatusNodes:    cfg.MaxStatusNodes,
-		entries:           inv.NewEntryCache(),
+		entries:           cfg.Entries,
 		keeps:             cfg.KeepsLabel,
 		unknown:           cfg.OnUnknownSelectorKey,
 		written:           map[cache.ObjectName]string{},

@@ -76,9 +76,13 @@ type Controller struct {
 // NewController wires the controller. configMapInformer must watch the operator's namespace
 // (it may be limited to the one ConfigMap by a field selector). maxNodes bounds the number of
 // entries (default inventory.DefaultMaxStatusNodes); minInterval holds the ConfigMap to at
-// most one sync per interval under churn (0: no limit).
-func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval time.Duration,
+// most one sync per interval under churn (0: no limit); entries may be shared with the
+// inventory controller (nil: a cache of its own).
+func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval time.Duration, entries *inv.EntryCache,
 	nodeInformer coreinformers.NodeInformer, configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
+	if entries == nil {
+		entries = inv.NewEntryCache()
+	}
 	c := &Controller{
 		client:           client,
 		nodes:            nodeInformer.Lister(),
@@ -89,7 +93,7 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 		queue:            controller.NewQueue[cache.ObjectName](Name),
 		maxNodes:         maxNodes,
 		clock:            clock.RealClock{},
-		entries:          inv.NewEntryCache(),
+		entries:          entries,
 	}
 	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock)
 	enqueue := func(any) { c.coalescer.Enqueue(c.queue, c.key) }
