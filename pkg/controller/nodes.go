@@ -143,3 +143,26 @@ func NodeFromObj(obj any) (*corev1.Node, bool) {
 	node, ok := obj.(*corev1.Node)
 	return node, ok
 }
+
+// NodeHandler returns the Node event handlers both controllers use: onNode(old, cur) for
+// adds (old nil), deletes (old nil, cur the last state) and the updates that change
+// something the operator reads (NodeChanged); a deleted node is also dropped from entries.
+func NodeHandler(entries *inventory.EntryCache, onNode func(old, cur any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { onNode(nil, obj) },
+		UpdateFunc: func(old, cur any) {
+			oldNode, ok1 := NodeFromObj(old)
+			curNode, ok2 := NodeFromObj(cur)
+			if ok1 && ok2 && !NodeChanged(oldNode, curNode) {
+				return
+			}
+			onNode(old, cur)
+		},
+		DeleteFunc: func(obj any) {
+			if node, ok := NodeFromObj(obj); ok {
+				entries.Forget(node.Name)
+			}
+			onNode(nil, obj)
+		},
+	}
+}

@@ -127,23 +127,9 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 	}, cfg.ResyncPeriod); err != nil {
 		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
-	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.handleNode(logger, nil, obj) },
-		UpdateFunc: func(old, cur any) {
-			oldNode, ok1 := controller.NodeFromObj(old)
-			curNode, ok2 := controller.NodeFromObj(cur)
-			if ok1 && ok2 && !controller.NodeChanged(oldNode, curNode) {
-				return
-			}
-			c.handleNode(logger, old, cur)
-		},
-		DeleteFunc: func(obj any) {
-			if node, ok := controller.NodeFromObj(obj); ok {
-				c.entries.Forget(node.Name)
-			}
-			c.handleNode(logger, nil, obj)
-		},
-	}); err != nil {
+	if _, err := nodeInformer.Informer().AddEventHandler(controller.NodeHandler(c.entries, func(old, cur any) {
+		c.handleNode(logger, old, cur)
+	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	return c, nil

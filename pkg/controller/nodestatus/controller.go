@@ -97,23 +97,7 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 	}
 	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock)
 	enqueue := func(any) { c.coalescer.Enqueue(c.queue, c.key) }
-	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
-		UpdateFunc: func(old, cur any) {
-			oldNode, ok1 := controller.NodeFromObj(old)
-			curNode, ok2 := controller.NodeFromObj(cur)
-			if ok1 && ok2 && !controller.NodeChanged(oldNode, curNode) {
-				return
-			}
-			enqueue(cur)
-		},
-		DeleteFunc: func(obj any) {
-			if node, ok := controller.NodeFromObj(obj); ok {
-				c.entries.Forget(node.Name)
-			}
-			enqueue(obj)
-		},
-	}); err != nil {
+	if _, err := nodeInformer.Informer().AddEventHandler(controller.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {
