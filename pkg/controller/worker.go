@@ -36,7 +36,10 @@ func Run[T comparable](ctx context.Context, name string, queue workqueue.TypedRa
 	logger.V(2).Info("Waiting for informer caches to sync")
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
 		queue.ShutDown()
-		return fmt.Errorf("controller %s: caches did not sync before shutdown", name)
+		if ctx.Err() != nil {
+			return nil // asked to stop before the caches synced
+		}
+		return fmt.Errorf("controller %s: caches did not sync", name)
 	}
 
 	var wg sync.WaitGroup

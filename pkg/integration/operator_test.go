@@ -176,7 +176,7 @@ func TestNoHotLoop(t *testing.T) {
 		}
 		return nil
 	})
-	writes := op.StatusWrites()
+	writes, skipped := op.StatusWrites(), op.StatusSkipped()
 
 	w, err := c.gpu.HomelabV1().GpuInventories().Watch(context.Background(), metav1.ListOptions{
 		FieldSelector: "metadata.name=cluster", ResourceVersion: gi.ResourceVersion,
@@ -201,6 +201,10 @@ func TestNoHotLoop(t *testing.T) {
 	}
 	if got := op.StatusWrites(); got != writes {
 		t.Errorf("status writes went from %d to %d while quiet", writes, got)
+	}
+	// ... although the inventory was re-examined once per resync period all along.
+	if got := op.StatusSkipped() - skipped; got < 5 {
+		t.Errorf("the inventory was re-examined %d times in six 1s resync periods, want at least 5", got)
 	}
 }
 

@@ -229,9 +229,10 @@ func SetNodeReady(ctx context.Context, kube kubernetes.Interface, name string, r
 }
 
 // Churn flips the Ready condition of random GPU nodes among the first n fleet nodes at rate
-// flips per second until ctx is done, and returns how many changes it made. Every tenth
-// change relabels a node instead (GFD's timestamp), as a GFD restart does. Changes are sent
-// concurrently, so that the rate holds whatever the API server's latency.
+// changes per second until ctx is done, and returns how many changes it made. Most changes
+// flip Ready; every tenth relabels a node instead (GFD's timestamp), as a GFD restart does;
+// every 25th makes a node leave the cluster and join it again (deleted and created anew).
+// Changes are sent concurrently, so that the rate holds whatever the API server's latency.
 func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
 	if rate <= 0 {
 		<-ctx.Done()
@@ -252,11 +253,15 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 		case <-ticker.C:
 			i := rng.IntN((n+1)/2) * 2 // a GPU node
 			relabel := changes%10 == 9
+			rejoin := changes%25 == 24
 			isReady, seen := ready[i]
 			if !seen {
 				isReady = true
 			}
-			if !relabel {
+			switch {
+			case rejoin:
+				delete(ready, i) // it joins Ready
+			case !relabel:
 				ready[i] = !isReady
 			}
 			changes++
@@ -264,7 +269,12 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 			wg.Go(func() {
 				defer func() { <-inFlight }()
 				var err error
-				if relabel {
+				if rejoin {
+					err = kube.CoreV1().Nodes().Delete(ctx, FleetNodeName(i), metav1.DeleteOptions{})
+					if err == nil {
+						err = createFleetNode(ctx, kube, i)
+					}
+				} else if relabel {
 					patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gfd.timestamp":"%d"}}}`, time.Now().UnixNano())
 					_, err = kube.CoreV1().Nodes().Patch(ctx, FleetNodeName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "nfd-master"})
 				} else {

@@ -190,6 +190,16 @@ func (o *Operator) StatusWrites() int64 {
 	return o.writesBefore + o.inventory.StatusWrites()
 }
 
+// StatusSkipped counts the syncs that found a status current (so wrote nothing).
+func (o *Operator) StatusSkipped() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inventory == nil {
+		return 0
+	}
+	return o.inventory.StatusSkipped()
+}
+
 // Run runs the operator until ctx is cancelled. With leader election, nothing is written
 // before the lease is held, and losing the lease is an error (the process should exit).
 func (o *Operator) Run(ctx context.Context) error {
@@ -353,7 +363,9 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
 			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
 		}))
-	inventoryFactory := externalversions.NewSharedInformerFactory(o.client, 0)
+	// The resync period must be the factory's too: an informer made without one ignores the
+	// per-handler period the inventory controller asks for.
+	inventoryFactory := externalversions.NewSharedInformerFactory(o.client, o.opts.ResyncPeriod)
 
 	nodeInformer := nodeFactory.Core().V1().Nodes()
 	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
