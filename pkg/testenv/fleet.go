@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -251,7 +252,7 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 		select {
 		case <-ctx.Done():
 		case <-ticker.C:
-			i := rng.IntN((n+1)/2) * 2 // a GPU node
+			i := (1 + rng.IntN(max(1, (n+1)/2-1))) * 2 // a GPU node, never node 0 (the probes' marker)
 			relabel := changes%10 == 9
 			rejoin := changes%25 == 24
 			isReady, seen := ready[i]
@@ -280,7 +281,9 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 				} else {
 					err = SetNodeReady(ctx, kube, FleetNodeName(i), !isReady)
 				}
-				if err != nil && ctx.Err() == nil {
+				// A change that meets a node in the middle of leaving and joining is lost, as
+				// a kubelet's would be.
+				if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
