@@ -113,7 +113,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	pprofAddr := "127.0.0.1:16060"
 	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system"}
 	if profileDir != "" {
-		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=2")
+		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=4") // -v=4 logs every sync with its duration
 		defer func() {
 			data, _ := os.ReadFile(logPath)
 			_ = os.WriteFile(filepath.Join(profileDir, "operator.log"), data, 0o644)
