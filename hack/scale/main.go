@@ -111,7 +111,8 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	}
 	defer logFile.Close()
 	pprofAddr := "127.0.0.1:16060"
-	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system"}
+	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
 	if profileDir != "" {
 		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=4") // -v=4 logs every sync with its duration
 		defer func() {

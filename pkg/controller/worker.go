@@ -12,6 +12,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	// Imported first for its side effect too: the workqueue metrics provider must be set
+	// before NewQueue makes a queue.
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 // NewQueue returns a named rate-limited queue (the name makes workqueue metrics exist). Failed
@@ -45,7 +49,7 @@ func Run[T comparable](ctx context.Context, name string, queue workqueue.TypedRa
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for processNext(ctx, queue, syncFn) {
+			for processNext(ctx, name, queue, syncFn) {
 			}
 		})
 	}
@@ -57,7 +61,7 @@ func Run[T comparable](ctx context.Context, name string, queue workqueue.TypedRa
 	return nil
 }
 
-func processNext[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) bool {
+func processNext[T comparable](ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) bool {
 	key, shutdown := queue.Get()
 	if shutdown {
 		return false
@@ -66,12 +70,15 @@ func processNext[T comparable](ctx context.Context, queue workqueue.TypedRateLim
 
 	start := time.Now()
 	err := sync(ctx, key)
+	metrics.SyncDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	if err == nil {
+		metrics.Syncs.WithLabelValues(name, "success").Inc()
 		queue.Forget(key)
 		logger.V(4).Info("Synced", "key", key, "duration", time.Since(start))
 		return true
 	}
+	metrics.Syncs.WithLabelValues(name, "error").Inc()
 	utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key, "retries", queue.NumRequeues(key))
 	queue.AddRateLimited(key)
 	return true

@@ -148,7 +148,8 @@ func startOperator(bin, kubeconfig, logPath string) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--namespace="+namespace)
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--namespace="+namespace,
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -110,6 +110,7 @@ func (o *runningOperator) stop(t *testing.T) error {
 func testOptions() *app.Options {
 	opts := app.NewOptions()
 	opts.Namespace = operatorNamespace
+	opts.MetricsAddress, opts.HealthAddress = "127.0.0.1:0", "127.0.0.1:0" // several operators per test process
 	return opts
 }
 

@@ -23,7 +23,8 @@ type subprocessOperator struct {
 
 func startSubprocessOperator(t *testing.T, c *cluster, extraArgs ...string) *subprocessOperator {
 	t.Helper()
-	args := append([]string{"--kubeconfig=" + c.env.KubeconfigPath(), "--namespace=" + operatorNamespace, "--leader-elect"}, extraArgs...)
+	args := append([]string{"--kubeconfig=" + c.env.KubeconfigPath(), "--namespace=" + operatorNamespace, "--leader-elect",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, extraArgs...)
 	cmd := exec.Command(operatorBinary, args...)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -26,6 +26,9 @@ type Options struct {
 	MaxStatusNodes   int
 	MinSyncInterval  time.Duration
 	PprofAddress     string
+	MetricsAddress   string
+	HealthAddress    string
+	PerNodeMetrics   bool
 	QPS              float64
 	Burst            int
 
@@ -45,6 +48,8 @@ func NewOptions() *Options {
 		Workers:          2,
 		MaxStatusNodes:   inventory.DefaultMaxStatusNodes,
 		MinSyncInterval:  500 * time.Millisecond,
+		MetricsAddress:   ":8080",
+		HealthAddress:    ":8081",
 		QPS:              20,
 		Burst:            40,
 		LeaderElectionID: "gpu-inventory-operator",
@@ -64,6 +69,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")
 	fs.IntVar(&o.MaxStatusNodes, "max-status-nodes", o.MaxStatusNodes, "Most GPU nodes listed in a GpuInventory's status.nodes and in the ConfigMap (problem nodes first); totals always count every node.")
 	fs.DurationVar(&o.MinSyncInterval, "min-sync-interval", o.MinSyncInterval, "Under churn, sync (and write) each inventory and the ConfigMap at most once per interval; a change in a quiet cluster is still synced at once.")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Serve /healthz and /readyz on this address; 0 turns it off.")
+	fs.BoolVar(&o.PerNodeMetrics, "metrics-per-node", o.PerNodeMetrics, "Also export a series per not-ready GPU node (label cardinality grows with the fleet).")
 	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")

@@ -44,6 +44,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
 	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 // Main parses args, runs the operator until SIGTERM or SIGINT, and returns the exit code.
@@ -139,6 +140,11 @@ type Operator struct {
 	apiext    apiextensionsclient.Interface
 	identity  string
 
+	leaderHealth *leaderelection.HealthzAdaptor
+	leading      atomic.Bool
+	metricsAddr  string
+	healthAddr   string
+
 	mu           sync.Mutex
 	inventory    *inventory.Controller
 	writesBefore int64 // by the controllers of earlier runs (before a re-list)
@@ -177,6 +183,10 @@ func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Operat
 	return o, nil
 }
 
+// MetricsAddress and HealthAddress are the bound addresses ("" when off or not started).
+func (o *Operator) MetricsAddress() string { o.mu.Lock(); defer o.mu.Unlock(); return o.metricsAddr }
+func (o *Operator) HealthAddress() string  { o.mu.Lock(); defer o.mu.Unlock(); return o.healthAddr }
+
 // Identity is this instance's leader-election identity.
 func (o *Operator) Identity() string { return o.identity }
 
@@ -205,7 +215,19 @@ func (o *Operator) StatusSkipped() int64 {
 func (o *Operator) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.config.Host, "leaderElect", o.opts.LeaderElect)
+	if o.opts.LeaderElect {
+		o.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	metricsAddr, healthAddr, err := o.serveEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.metricsAddr, o.healthAddr = metricsAddr, healthAddr
+	o.mu.Unlock()
 	if !o.opts.LeaderElect {
+		metrics.Leader.Set(1)
+		defer metrics.Leader.Set(0)
 		return o.runControllers(ctx)
 	}
 	return o.runWithLeaderElection(ctx)
@@ -233,9 +255,12 @@ func (o *Operator) runWithLeaderElection(ctx context.Context) error {
 		RetryPeriod:     o.opts.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            o.opts.LeaderElectionID,
+		WatchDog:        o.leaderHealth,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
 				led.Store(true)
+				o.leading.Store(true)
+				metrics.Leader.Set(1)
 				defer close(controllersDone)
 				logger.Info("Became leader, starting controllers")
 				runCtx, cancel := context.WithCancel(leadCtx)
@@ -245,7 +270,11 @@ func (o *Operator) runWithLeaderElection(ctx context.Context) error {
 				controllersErr = o.runControllers(runCtx)
 				stopElector() // controllers ended (shutdown or error): give the lease up
 			},
-			OnStoppedLeading: func() { logger.Info("No longer the leader") },
+			OnStoppedLeading: func() {
+				o.leading.Store(false)
+				metrics.Leader.Set(0)
+				logger.Info("No longer the leader")
+			},
 			OnNewLeader: func(identity string) {
 				if identity != o.identity {
 					logger.Info("Another instance leads", "leader", identity)
@@ -379,7 +408,8 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 		inventoryFactory.Homelab().V1().GpuInventories(), inventory.Config{
 			ResyncPeriod: o.opts.ResyncPeriod, MaxStatusNodes: o.opts.MaxStatusNodes, Recorder: recorder,
 			MinSyncInterval: o.opts.MinSyncInterval, KeepsLabel: trimmer.Keeps, OnUnknownSelectorKey: onUnknownKey,
-			Entries: entries,
+			PerNodeMetrics: o.opts.PerNodeMetrics,
+			Entries:        entries,
 		})
 	if err != nil {
 		return err

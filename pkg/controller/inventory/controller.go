@@ -24,13 +24,16 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 // Name names the controller and its workqueue.
@@ -48,10 +51,11 @@ type Controller struct {
 	recorder          record.EventRecorder
 	maxStatusNodes    int
 
-	entries   *inv.EntryCache
-	keeps     func(string) bool
-	unknown   func(string)
-	coalescer *controller.Coalescer[cache.ObjectName]
+	perNodeMetrics bool
+	entries        *inv.EntryCache
+	keeps          func(string) bool
+	unknown        func(string)
+	coalescer      *controller.Coalescer[cache.ObjectName]
 	// written remembers the hash of the last status this controller wrote per inventory, so
 	// that the update event of its own write is not taken for news.
 	writtenMu sync.Mutex
@@ -81,6 +85,8 @@ type Config struct {
 	// Entries caches parsed node entries; it may be shared with other controllers that read
 	// the same node cache. Nil: the controller makes its own.
 	Entries *inv.EntryCache
+	// PerNodeMetrics adds a gpu_inventory_node_not_ready series per not-ready node.
+	PerNodeMetrics bool
 	// MinSyncInterval holds each inventory to at most one sync (and so one status write) per
 	// interval under churn; a change in a quiet cluster is synced at once. 0 disables it.
 	MinSyncInterval time.Duration
@@ -106,6 +112,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		recorder:          cfg.Recorder,
 		maxStatusNodes:    cfg.MaxStatusNodes,
 		entries:           cfg.Entries,
+		perNodeMetrics:    cfg.PerNodeMetrics,
 		keeps:             cfg.KeepsLabel,
 		unknown:           cfg.OnUnknownSelectorKey,
 		written:           map[cache.ObjectName]string{},
@@ -118,6 +125,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		UpdateFunc: c.inventoryUpdated,
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+				forgetMetrics(key.Name)
 				c.coalescer.Forget(key)
 				c.writtenMu.Lock()
 				delete(c.written, key)
@@ -144,6 +152,17 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 // that found the stored status already current.
 func (c *Controller) StatusWrites() int64  { return c.statusWrites.Load() }
 func (c *Controller) StatusSkipped() int64 { return c.statusSkipped.Load() }
+
+// Synced reports whether the first sync of every inventory has been done: one sync per
+// known inventory, at least.
+func (c *Controller) Synced() bool {
+	return c.nodesSynced() && c.inventoriesSynced() && c.statusWrites.Load()+c.statusSkipped.Load() >= int64(len(c.inventoriesOrNil()))
+}
+
+func (c *Controller) inventoriesOrNil() []*homelabv1.GpuInventory {
+	list, _ := c.inventories.List(labels.Everything())
+	return list
+}
 
 // checkSelectorKeys tells the owner of the node cache about selector keys it drops.
 func (c *Controller) checkSelectorKeys(obj any) {
@@ -267,8 +286,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		conditions = inv.Conditions(content, omitted, gi.Generation)
 	}
 
+	c.observe(gi.Name, content)
 	if gi.Status.InventoryHash == content.Hash && gi.Status.ObservedGeneration == gi.Generation {
 		c.statusSkipped.Add(1)
+		metrics.StatusWrites.WithLabelValues(gi.Name, "skipped").Inc()
+		metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
 		return nil
 	}
 
@@ -312,6 +334,8 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
 	}
 	c.statusWrites.Add(1)
+	metrics.StatusWrites.WithLabelValues(gi.Name, "written").Inc()
+	metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
 	c.writtenMu.Lock()
 	c.written[key] = content.Hash
 	c.writtenMu.Unlock()
@@ -328,6 +352,40 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		}
 	}
 	return nil
+}
+
+// observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
+// inventory and per model, and per node only with PerNodeMetrics.
+func (c *Controller) observe(name string, content inv.Inventory) {
+	notReadyNodes := content.TotalGpuNodes - content.ReadyGpuNodes
+	metrics.GPUNodes.WithLabelValues(name, "true").Set(float64(content.ReadyGpuNodes))
+	metrics.GPUNodes.WithLabelValues(name, "false").Set(float64(notReadyNodes))
+	metrics.GPUs.WithLabelValues(name, "true").Set(float64(content.ReadyGpus))
+	metrics.GPUs.WithLabelValues(name, "false").Set(float64(content.TotalGpus - content.ReadyGpus))
+	metrics.UnhealthyGPUs.WithLabelValues(name).Set(float64(content.UnhealthyGpus))
+	metrics.LabelsMissingNodes.WithLabelValues(name).Set(float64(content.LabelsMissingNodes))
+	metrics.ModelGPUs.DeletePartialMatch(prometheus.Labels{"inventory": name})
+	for _, m := range content.Models {
+		metrics.ModelGPUs.WithLabelValues(name, m.Product, "true").Set(float64(m.ReadyGpus))
+		metrics.ModelGPUs.WithLabelValues(name, m.Product, "false").Set(float64(m.Gpus - m.ReadyGpus))
+	}
+	if c.perNodeMetrics {
+		metrics.NotReadyNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
+		for _, n := range content.Nodes {
+			if !n.Ready {
+				metrics.NotReadyNodes.WithLabelValues(name, n.Name).Set(1)
+			}
+		}
+	}
+}
+
+// forgetMetrics drops a deleted inventory's series.
+func forgetMetrics(name string) {
+	for _, vec := range []*prometheus.GaugeVec{metrics.GPUNodes, metrics.GPUs, metrics.ModelGPUs, metrics.UnhealthyGPUs,
+		metrics.LabelsMissingNodes, metrics.NotReadyNodes, metrics.LastSuccessfulSync} {
+		vec.DeletePartialMatch(prometheus.Labels{"inventory": name})
+	}
+	metrics.StatusWrites.DeletePartialMatch(prometheus.Labels{"inventory": name})
 }
 
 // statusApplyConfiguration converts a status into its apply configuration. Both share the

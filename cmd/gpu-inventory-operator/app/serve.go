@@ -1,0 +1,80 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+)
+
+// serveEndpoints starts the metrics and health servers (each unless its address is "0" or
+// empty) and stops them when ctx is done. It returns the bound addresses.
+func (o *Operator) serveEndpoints(ctx context.Context) (metricsAddr, healthAddr string, err error) {
+	if on(o.opts.MetricsAddress) {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+		if metricsAddr, err = serve(ctx, o.opts.MetricsAddress, mux); err != nil {
+			return "", "", fmt.Errorf("--metrics-bind-address: %w", err)
+		}
+	}
+	if on(o.opts.HealthAddress) {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			if o.leaderHealth != nil {
+				if err := o.leaderHealth.Check(r); err != nil {
+					http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+					return
+				}
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if why := o.notReady(); why != "" {
+				http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		if healthAddr, err = serve(ctx, o.opts.HealthAddress, mux); err != nil {
+			return "", "", fmt.Errorf("--health-probe-bind-address: %w", err)
+		}
+	}
+	return metricsAddr, healthAddr, nil
+}
+
+func on(addr string) bool { return addr != "" && addr != "0" }
+
+func serve(ctx context.Context, addr string, handler http.Handler) (string, error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = server.Serve(listener) }()
+	context.AfterFunc(ctx, func() { _ = server.Close() })
+	return listener.Addr().String(), nil
+}
+
+// notReady says why the operator is not ready, or "" when it is: a standby is ready (it has
+// nothing to sync); a leader, or an instance without leader election, once its caches have
+// synced and every inventory had its first sync.
+func (o *Operator) notReady() string {
+	if o.opts.LeaderElect && !o.leading.Load() {
+		return ""
+	}
+	o.mu.Lock()
+	c := o.inventory
+	o.mu.Unlock()
+	if c == nil {
+		return "controllers not started (CRD install or default inventory pending)"
+	}
+	if !c.Synced() {
+		return "caches not synced or first sync not done"
+	}
+	return ""
+}
