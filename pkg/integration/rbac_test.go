@@ -74,3 +74,57 @@ func TestOperatorRunsWithOnlyItsOwnRBAC(t *testing.T) {
 		t.Errorf("the operator made requests its ClusterRole/Role do not allow:\n%v", forbidden)
 	}
 }
+
+// Every manifest applies to a real API server (so a typo or an unknown API fails here), and
+// the ClusterRoles grant exactly the documented verbs.
+func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
+	c := startCluster(t)
+	applied, err := testenv.ApplyManifests(context.Background(), c.env.Config, "integration-test", "../../manifests")
+	if err != nil {
+		t.Fatalf("apply manifests/: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, obj := range applied {
+		kinds[obj.GetKind()]++
+	}
+	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2,
+		"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1} {
+		if kinds[kind] != n {
+			t.Errorf("applied %d %s, want %d (all: %v)", kinds[kind], kind, n, kinds)
+		}
+	}
+
+	documented := map[string][]string{
+		"gpu-inventory-operator": {
+			"/nodes: get,list,watch",
+			"homelab.youngju.dev/gpuinventories: get,list,watch,create",
+			"homelab.youngju.dev/gpuinventories/status: get,patch",
+			"/events: create,patch",
+		},
+		"gpu-inventory-operator-crd-installer": {
+			"apiextensions.k8s.io/customresourcedefinitions: create",
+			"apiextensions.k8s.io/customresourcedefinitions[gpuinventories.homelab.youngju.dev]: get,update",
+		},
+	}
+	for name, want := range documented {
+		role, err := c.kube.RbacV1().ClusterRoles().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range role.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					s := g + "/" + res
+					if len(r.ResourceNames) > 0 {
+						s += "[" + strings.Join(r.ResourceNames, ",") + "]"
+					}
+					got = append(got, s+": "+strings.Join(r.Verbs, ","))
+				}
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("ClusterRole %s grants:\n%s\nwant exactly:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
