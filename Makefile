@@ -16,7 +16,8 @@ build: ## Build bin/gpu-inventory-operator.
 
 .PHONY: demo
 demo: build testbin ## Run the operator on a local control plane loaded with the home lab (Ctrl-C to stop).
-	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/demo --operator $(BIN)/gpu-inventory-operator
+	$(GO) build -o $(BIN)/demo ./hack/demo
+	TESTBIN_DIR="$(TESTBIN)" $(BIN)/demo --operator $(BIN)/gpu-inventory-operator
 
 .PHONY: test
 test: test-unit test-integration ## Unit tests, then integration tests against a real kube-apiserver.

@@ -130,7 +130,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	fmt.Fprintf(out, `
 The cluster is yours until Ctrl-C. In another terminal:
   export KUBECONFIG=%s
-  kubectl get gpuinv                       # GPU-NODES, READY, GPUS
+  kubectl get gpuinv                       # GPU-NODES, READY, GPUS, READY-GPUS, DEGRADED
   kubectl get gpuinv cluster -o yaml       # the whole status
   kubectl get configmap -n %s gpu-node-status -o yaml
   # bring nuc1 back, and watch the table here change:
@@ -151,7 +151,9 @@ func startOperator(bin, kubeconfig, logPath string) (func() error, error) {
 	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--namespace="+namespace,
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group: Ctrl-C in the terminal reaches only the demo, which then stops
+	// the operator with one SIGTERM (a second signal would make the operator exit at once).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start operator: %w", err)
