@@ -190,12 +190,7 @@ func fromEncoded(entries []homelabv1.GpuNode, encoded [][]byte) Inventory {
 		}
 	}
 	inv.Models = Models(inv.Nodes)
-	h := sha256.New()
-	for _, b := range inv.encoded {
-		h.Write(b)
-		h.Write([]byte{'\n'})
-	}
-	inv.Hash = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	inv.Hash = hashEncoded(inv.encoded)
 	return inv
 }
 
@@ -259,11 +254,19 @@ func addSaturating(a, b int32) int32 {
 // struct fields encode in declaration order and map keys sorted, so neither the order in
 // which nodes were seen nor map iteration order can change the result.
 func Hash(sortedEntries []homelabv1.GpuNode) string {
-	h := sha256.New()
-	enc := json.NewEncoder(h)
+	encoded := make([][]byte, len(sortedEntries))
 	for i := range sortedEntries {
-		// Encoding a struct of strings, bools, integers and times cannot fail.
-		_ = enc.Encode(&sortedEntries[i])
+		encoded[i] = encode(&sortedEntries[i])
+	}
+	return hashEncoded(encoded)
+}
+
+// hashEncoded is Hash over entries already encoded, one JSON document per line.
+func hashEncoded(encoded [][]byte) string {
+	h := sha256.New()
+	for _, b := range encoded {
+		h.Write(b)
+		h.Write([]byte{'\n'})
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
