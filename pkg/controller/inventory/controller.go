@@ -60,6 +60,8 @@ type Controller struct {
 	// that the update event of its own write is not taken for news.
 	writtenMu sync.Mutex
 	written   map[cache.ObjectName]string
+	// synced holds the inventories that had a successful sync (for readiness).
+	synced map[cache.ObjectName]bool
 
 	statusWrites  atomic.Int64
 	statusSkipped atomic.Int64
@@ -116,6 +118,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		keeps:             cfg.KeepsLabel,
 		unknown:           cfg.OnUnknownSelectorKey,
 		written:           map[cache.ObjectName]string{},
+		synced:            map[cache.ObjectName]bool{},
 		warned:            map[inv.Warning]struct{}{},
 	}
 	c.coalescer = controller.NewCoalescer[cache.ObjectName](cfg.MinSyncInterval, c.clock)
@@ -129,6 +132,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 				c.coalescer.Forget(key)
 				c.writtenMu.Lock()
 				delete(c.written, key)
+				delete(c.synced, key)
 				c.writtenMu.Unlock()
 			}
 		},
@@ -153,15 +157,24 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 func (c *Controller) StatusWrites() int64  { return c.statusWrites.Load() }
 func (c *Controller) StatusSkipped() int64 { return c.statusSkipped.Load() }
 
-// Synced reports whether the first sync of every inventory has been done: one sync per
-// known inventory, at least.
+// Synced reports whether the caches have synced and every known inventory has had a
+// successful sync.
 func (c *Controller) Synced() bool {
-	return c.nodesSynced() && c.inventoriesSynced() && c.statusWrites.Load()+c.statusSkipped.Load() >= int64(len(c.inventoriesOrNil()))
-}
-
-func (c *Controller) inventoriesOrNil() []*homelabv1.GpuInventory {
-	list, _ := c.inventories.List(labels.Everything())
-	return list
+	if !c.nodesSynced() || !c.inventoriesSynced() {
+		return false
+	}
+	inventories, err := c.inventories.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	for _, gi := range inventories {
+		if !c.synced[cache.MetaObjectToName(gi)] {
+			return false
+		}
+	}
+	return true
 }
 
 // checkSelectorKeys tells the owner of the node cache about selector keys it drops.
@@ -289,6 +302,9 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	c.observe(gi.Name, content)
 	if gi.Status.InventoryHash == content.Hash && gi.Status.ObservedGeneration == gi.Generation {
 		c.statusSkipped.Add(1)
+		c.writtenMu.Lock()
+		c.synced[key] = true
+		c.writtenMu.Unlock()
 		metrics.StatusWrites.WithLabelValues(gi.Name, "skipped").Inc()
 		metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
 		return nil
@@ -338,6 +354,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
 	c.writtenMu.Lock()
 	c.written[key] = content.Hash
+	c.synced[key] = true
 	c.writtenMu.Unlock()
 	degraded := meta.FindStatusCondition(stored, homelabv1.ConditionDegraded)
 	logger.Info("Inventory changed", "gpuNodes", content.TotalGpuNodes, "readyGpuNodes", content.ReadyGpuNodes,

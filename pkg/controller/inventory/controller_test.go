@@ -395,3 +395,24 @@ func TestStatusNodesAreBounded(t *testing.T) {
 		t.Errorf("the NotReady node gpu-17 must be listed first")
 	}
 }
+
+// Readiness needs a successful sync of every inventory, not just as many syncs as there are
+// inventories.
+func TestSyncedNeedsEveryInventory(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	f := newFixture(t, nodes, gpuInventory("a", 1, storedStatus(nodes, 1)), gpuInventory("b", 1, storedStatus(nodes, 1)))
+	f.controller.nodesSynced = func() bool { return true }
+	f.controller.inventoriesSynced = func() bool { return true }
+	if f.controller.Synced() {
+		t.Fatal("ready before any sync")
+	}
+	f.sync("a")
+	f.sync("a")
+	if f.controller.Synced() {
+		t.Fatal("ready although inventory b was never synced")
+	}
+	f.sync("b")
+	if !f.controller.Synced() {
+		t.Fatal("not ready after every inventory was synced")
+	}
+}
