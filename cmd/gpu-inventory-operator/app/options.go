@@ -9,7 +9,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -37,6 +38,10 @@ type Options struct {
 	LeaseDuration    time.Duration
 	RenewDeadline    time.Duration
 	RetryPeriod      time.Duration
+
+	// Logging is component-base's logging configuration: --logging-format (text or json),
+	// -v, --vmodule, --log-flush-frequency, as in Kubernetes' own components.
+	Logging *logsapi.LoggingConfiguration
 }
 
 // NewOptions returns the defaults.
@@ -56,10 +61,11 @@ func NewOptions() *Options {
 		LeaseDuration:    15 * time.Second,
 		RenewDeadline:    10 * time.Second,
 		RetryPeriod:      2 * time.Second,
+		Logging:          logsapi.NewLoggingConfiguration(),
 	}
 }
 
-// AddFlags registers the options, and klog's flags (-v and friends), on fs.
+// AddFlags registers the options, and the logging flags (--logging-format, -v, --vmodule), on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Without it: the in-cluster config, else $KUBECONFIG or ~/.kube/config, as kubectl does.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the gpu-node-status ConfigMap and the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else \"default\".")
@@ -80,7 +86,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it gives up leadership.")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
-	klog.InitFlags(fs)
+	logsapi.AddGoFlags(o.Logging, fs)
 }
 
 // Validate reports settings that cannot work.
@@ -100,6 +106,9 @@ func (o *Options) Validate() error {
 	}
 	if o.QPS <= 0 || o.Burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if err := logsapi.Validate(o.Logging, nil, nil).ToAggregate(); err != nil {
+		errs = append(errs, fmt.Errorf("logging: %w", err))
 	}
 	if o.LeaderElect {
 		if o.LeaderElectionID == "" {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -66,7 +67,13 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "gpu-inventory-operator: %v\n", err)
 		return 2
 	}
-	defer klog.Flush()
+	// Main may run more than once in a process (tests); the same configuration is fine.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
+	if err := logsapi.ValidateAndApply(opts.Logging, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "gpu-inventory-operator: logging: %v\n", err)
+		return 2
+	}
+	defer klog.Flush() // also flushes the JSON logger (klog.FlushLogger)
 	if os.Getenv("GOGC") == "" {
 		// The heap is mostly the long-lived node cache; collecting at 50 % growth instead of
 		// 100 % keeps the resident set near it at little CPU cost (allocation is low after
