@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 func get(url string) (int, string, error) {
@@ -82,5 +87,46 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 	}
 	if strings.Contains(text, "gpu_inventory_node_not_ready{") {
 		t.Error("per-node series are exported without --metrics-per-node")
+	}
+	checkAlertRules(t, text)
+}
+
+// checkAlertRules fails when an alert in manifests/monitoring names a metric, or a label of
+// it, that the running operator does not export: such a rule would silently never fire.
+func checkAlertRules(t *testing.T, exposition string) {
+	t.Helper()
+	objs, err := testenv.ReadManifests("../../manifests/monitoring/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "groups")
+	metric := regexp.MustCompile(`\b((?:gpu_inventory|workqueue)_[a-z_]+)(\{[^}]*\})?`)
+	label := regexp.MustCompile(`([a-z_]+)\s*=~?\s*"`)
+	alerts := 0
+	for _, g := range groups {
+		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			alerts++
+			expr, _ := rule["expr"].(string)
+			matches := metric.FindAllStringSubmatch(expr, -1)
+			if len(matches) == 0 {
+				t.Errorf("alert %v names no operator metric: %s", rule["alert"], expr)
+			}
+			for _, m := range matches {
+				if !strings.Contains(exposition, "# TYPE "+m[1]+" ") {
+					t.Errorf("alert %v uses %s, which /metrics does not export", rule["alert"], m[1])
+					continue
+				}
+				for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+					if !regexp.MustCompile(`(?m)^` + m[1] + `\{[^}]*\b` + l[1] + `="`).MatchString(exposition) {
+						t.Errorf("alert %v selects %s by label %q, which its series do not carry", rule["alert"], m[1], l[1])
+					}
+				}
+			}
+		}
+	}
+	if alerts < 5 {
+		t.Errorf("manifests/monitoring has %d alerts, want at least the five documented ones", alerts)
 	}
 }

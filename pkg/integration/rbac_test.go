@@ -5,12 +5,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
@@ -75,23 +79,43 @@ func TestOperatorRunsWithOnlyItsOwnRBAC(t *testing.T) {
 	}
 }
 
-// Every manifest applies to a real API server (so a typo or an unknown API fails here), and
-// the ClusterRoles grant exactly the documented verbs.
+// `kubectl apply -k manifests/` and the samples apply to a real API server (rendered by the
+// kustomize library kubectl uses, so a kustomization.yaml that misses a file fails here too),
+// and the ClusterRoles grant exactly the documented verbs.
 func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 	c := startCluster(t)
-	applied, err := testenv.ApplyManifests(context.Background(), c.env.Config, "integration-test", "../../manifests")
+	ctx := context.Background()
+	objs, err := testenv.Kustomize("../../manifests")
 	if err != nil {
-		t.Fatalf("apply manifests/: %v", err)
+		t.Fatal(err)
+	}
+	samples, err := testenv.ReadManifests("../../manifests/samples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, err := testenv.ApplyObjects(ctx, c.env.Config, "integration-test", append(objs, samples...))
+	if err != nil {
+		t.Fatalf("apply manifests/ and manifests/samples/: %v", err)
 	}
 	kinds := map[string]int{}
 	for _, obj := range applied {
 		kinds[obj.GetKind()]++
 	}
 	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2,
-		"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1} {
+		"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1,
+		"GpuInventory": len(samples)} {
 		if kinds[kind] != n {
 			t.Errorf("applied %d %s, want %d (all: %v)", kinds[kind], kind, n, kinds)
 		}
+	}
+	// Every YAML file under manifests/ (outside the optional components and the samples) is
+	// part of the kustomization: a file left out of a kustomization.yaml would not be applied.
+	files, err := testenv.ReadManifests("../../manifests/namespace.yaml", "../../manifests/crd", "../../manifests/rbac", "../../manifests/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(objs) {
+		t.Errorf("manifests/ holds %d objects but its kustomization renders %d", len(files), len(objs))
 	}
 
 	documented := map[string][]string{
@@ -126,5 +150,77 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("ClusterRole %s grants:\n%s\nwant exactly:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
+	}
+}
+
+// The optional components, used the way the README says (an overlay of one's own), render and
+// apply: the ServiceMonitor and PrometheusRule against the Prometheus Operator's real CRDs, and
+// without-crd-install leaves out the CRD rights; an operator with only the remaining rights and
+// --install-crd=false does its whole job without a single Forbidden.
+func TestOptionalComponentsApply(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	ctx := context.Background()
+	overlay := t.TempDir()
+	manifests, err := filepath.Abs("../../manifests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(overlay, manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf("resources: [%s]\ncomponents: [%s, %s]\n", rel,
+		filepath.Join(rel, "monitoring"), filepath.Join(rel, "without-crd-install"))
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testenv.Kustomize(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, obj := range objs {
+		names = append(names, obj.GetKind()+"/"+obj.GetName())
+		if obj.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			if !slices.Contains(args, "--install-crd=false") {
+				t.Errorf("without-crd-install: Deployment args %v lack --install-crd=false", args)
+			}
+		}
+	}
+	for _, want := range []string{"ServiceMonitor/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator", "ClusterRole/gpu-inventory-operator"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("overlay renders %v, lacking %s", names, want)
+		}
+	}
+	for _, unwanted := range []string{"ClusterRole/gpu-inventory-operator-crd-installer", "ClusterRoleBinding/gpu-inventory-operator-crd-installer"} {
+		if slices.Contains(names, unwanted) {
+			t.Errorf("without-crd-install still renders %s", unwanted)
+		}
+	}
+
+	if _, err := testenv.ApplyManifests(ctx, c.env.Config, "integration-test", "testdata/prometheus-operator-crds"); err != nil {
+		t.Fatalf("install the Prometheus Operator CRDs: %v", err)
+	}
+	if _, err := testenv.ApplyObjects(ctx, c.env.Config, "integration-test", objs); err != nil {
+		t.Fatalf("apply the overlay: %v", err)
+	}
+
+	saConfig, err := c.env.ServiceAccountConfig(ctx, operatorNamespace, "gpu-inventory-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorder := &forbiddenRecorder{}
+	opts := testOptions()
+	opts.InstallCRD = false
+	op := startOperator(t, recorder.wrap(saConfig), opts)
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	if err := op.stop(t); err != nil {
+		t.Errorf("operator stopped with %v", err)
+	}
+	if forbidden := recorder.requests(); len(forbidden) != 0 {
+		t.Errorf("without CRD rights the operator made forbidden requests:\n%v", forbidden)
 	}
 }

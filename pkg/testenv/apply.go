@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // ApplyManifests server-side applies every object in the given YAML files, or in the *.yaml
@@ -30,6 +32,26 @@ func ApplyManifests(ctx context.Context, cfg *rest.Config, fieldManager string, 
 	if err != nil {
 		return nil, err
 	}
+	return ApplyObjects(ctx, cfg, fieldManager, objs)
+}
+
+// Kustomize renders a kustomization directory the way `kubectl apply -k DIR` does (same
+// library, sigs.k8s.io/kustomize/api), without kubectl.
+func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	data, err := resources.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	return decodeManifests(dir, data)
+}
+
+// ApplyObjects server-side applies objs in order; a CRD applied earlier in the batch is
+// found by the objects of its kind that follow it.
+func ApplyObjects(ctx context.Context, cfg *rest.Config, fieldManager string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -101,23 +123,33 @@ func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := decoder.Decode(&obj.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, fmt.Errorf("decode %s: %w", f, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
-				return nil, fmt.Errorf("%s: an object without apiVersion or kind", f)
-			}
-			objs = append(objs, obj)
+		decoded, err := decodeManifests(f, data)
+		if err != nil {
+			return nil, err
 		}
+		objs = append(objs, decoded...)
 	}
 	return objs, nil
+}
+
+// decodeManifests decodes a multi-document YAML (or JSON) stream read from source.
+func decodeManifests(source string, data []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := decoder.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("decode %s: %w", source, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("%s: an object without apiVersion or kind", source)
+		}
+		objs = append(objs, obj)
+	}
 }
