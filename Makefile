@@ -14,6 +14,15 @@ help: ## List the targets.
 build: ## Build bin/gpu-inventory-operator.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
 
+ARCH      ?= $(shell $(GO) env GOARCH)
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE     ?= gpu-inventory-operator:dev
+
+.PHONY: image
+image: ## Build the container image as bin/gpu-inventory-operator-image.tar without a daemon (ARCH, IMAGE); docker/podman load it.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/linux-$(ARCH)/gpu-inventory-operator ./cmd/gpu-inventory-operator
+	$(GO) run ./hack/image --binary $(BIN)/linux-$(ARCH)/gpu-inventory-operator --arch $(ARCH) --version $(VERSION) --tag $(IMAGE) --output $(BIN)/gpu-inventory-operator-image.tar
+
 .PHONY: demo
 demo: build testbin ## Run the operator on a local control plane loaded with the home lab (Ctrl-C to stop).
 	$(GO) build -o $(BIN)/demo ./hack/demo

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"debug/elf"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"sigs.k8s.io/yaml"
+)
+
+// The tarball `make image` writes, loaded back: entrypoint, non-root user matching the
+// Deployment, nothing but the static binary and the user database, and a binary that runs
+// with no shell or libc around it.
+func TestImageTarball(t *testing.T) {
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "gpu-inventory-operator")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", binary, "../../cmd/gpu-inventory-operator")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	output := filepath.Join(dir, "image.tar")
+	spec := Spec{Binary: binary, Arch: runtime.GOARCH, Version: "test", Created: time.Unix(0, 0).UTC()}
+	if err := run(spec, "gpu-inventory-operator:test", output); err != nil {
+		t.Fatal(err)
+	}
+
+	img, err := tarball.ImageFromPath(output, nil)
+	if err != nil {
+		t.Fatalf("load %s: %v", output, err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Config.Entrypoint; !slices.Equal(got, []string{"/gpu-inventory-operator"}) {
+		t.Errorf("entrypoint %q, want exec form [/gpu-inventory-operator] (no shell)", got)
+	}
+	if len(cfg.Config.Cmd) != 0 {
+		t.Errorf("cmd %q, want none", cfg.Config.Cmd)
+	}
+	if cfg.Config.User != "65532:65532" {
+		t.Errorf("user %q, want 65532:65532 (non-root)", cfg.Config.User)
+	}
+	if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
+		t.Errorf("platform %s/%s, want linux/%s", cfg.OS, cfg.Architecture, runtime.GOARCH)
+	}
+	deployment, err := os.ReadFile("../../manifests/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					SecurityContext struct {
+						RunAsUser int `json:"runAsUser"`
+					} `json:"securityContext"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(bytes.SplitN(deployment, []byte("\n---"), 2)[0], &d); err != nil {
+		t.Fatal(err)
+	}
+	if uid := d.Spec.Template.Spec.SecurityContext.RunAsUser; uid != NonRootUID {
+		t.Errorf("manifests/deployment.yaml runs as %d, the image as %d", uid, NonRootUID)
+	}
+
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 {
+		t.Fatalf("%d layers, want 1", len(layers))
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var files []string
+	var inImage []byte
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, h.Name)
+		if h.Name == "gpu-inventory-operator" {
+			if h.Mode&0o111 == 0 {
+				t.Errorf("the binary's mode is %o, not executable", h.Mode)
+			}
+			if inImage, err = io.ReadAll(tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if want := []string{"etc/", "etc/passwd", "etc/group", "gpu-inventory-operator"}; !slices.Equal(files, want) {
+		t.Errorf("layer holds %q, want %q", files, want)
+	}
+
+	extracted := filepath.Join(dir, "extracted")
+	if err := os.WriteFile(extracted, inImage, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := elf.Open(extracted)
+	if err != nil {
+		t.Fatalf("the image's binary is not an ELF file: %v", err)
+	}
+	defer exe.Close()
+	for _, p := range exe.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the binary needs a dynamic loader; the image has none")
+		}
+	}
+	if libs, _ := exe.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the binary links %v; the image has no libc", libs)
+	}
+	if runtime.GOOS == "linux" {
+		// Run as the entrypoint would: directly, with an empty environment and no shell.
+		cmd := exec.Command(extracted, "--help")
+		cmd.Env = []string{}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "-leader-elect") {
+			t.Errorf("the image's binary --help: %v\n%s", err, out)
+		}
+	}
+
+	// Reproducible: the same binary gives the same image, and the tarball holds it.
+	first, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := first.Digest()
+	d2, _ := second.Digest()
+	if d1 != d2 {
+		t.Errorf("two builds of the same binary differ: %s, %s", d1, d2)
+	}
+	c1, _ := first.ConfigName()
+	loaded, _ := img.ConfigName()
+	if c1 != loaded {
+		t.Errorf("the tarball's config %s is not the built image's %s", loaded, c1)
+	}
+}

@@ -1,0 +1,159 @@
+// Command image builds the operator's container image without a container daemon: one layer
+// holding the static binary (and an /etc/passwd naming the non-root user) on an empty base,
+// written as an image tarball that `docker load`, `podman load`, `kind load image-archive`
+// and `crane push` accept. `make image` runs it; hack/image/Dockerfile is the same image for
+// people who build with Docker.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// NonRootUID is the image's user: distroless's "nonroot", and the Deployment's runAsUser.
+const NonRootUID = 65532
+
+// Spec describes the image.
+type Spec struct {
+	Binary  string // path of a static linux binary
+	Arch    string // GOARCH of the binary
+	Version string // org.opencontainers.image.version
+	Created time.Time
+}
+
+// Build assembles the image.
+func Build(s Spec) (v1.Image, error) {
+	bin, err := os.ReadFile(s.Binary)
+	if err != nil {
+		return nil, err
+	}
+	entrypoint := "/" + path.Base(s.Binary)
+	layerTar, err := layerTar(entrypoint, bin)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
+		Created: v1.Time{Time: s.Created}, CreatedBy: "hack/image: COPY " + path.Base(s.Binary) + " " + entrypoint,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", s.Arch
+	cfg.Created = v1.Time{Time: s.Created}
+	cfg.Config = v1.Config{
+		Entrypoint: []string{entrypoint},
+		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootUID),
+		WorkingDir: "/",
+		Env:        []string{"PATH=/"},
+		Labels: map[string]string{
+			"org.opencontainers.image.title":   "gpu-inventory-operator",
+			"org.opencontainers.image.source":  "https://github.com/youngju-dev/gpu-inventory-operator",
+			"org.opencontainers.image.version": s.Version,
+		},
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// layerTar is the image's only layer: the binary, and /etc/passwd and /etc/group so that
+// tools resolving the user by name find "nonroot". No shell, no libc: the binary is static.
+func layerTar(entrypoint string, bin []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootUID, NonRootUID)},
+		{"etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", NonRootUID)},
+		{entrypoint[1:], 0o755, bin},
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "etc/", Mode: 0o755, Format: tar.FormatPAX}); err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Format: tar.FormatPAX}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func main() {
+	var s Spec
+	var tag, output string
+	flag.StringVar(&s.Binary, "binary", "bin/linux-amd64/gpu-inventory-operator", "static linux binary to put in the image")
+	flag.StringVar(&s.Arch, "arch", "amd64", "GOARCH the binary was built for")
+	flag.StringVar(&s.Version, "version", "dev", "image version label")
+	flag.StringVar(&tag, "tag", "gpu-inventory-operator:dev", "image reference recorded in the tarball")
+	flag.StringVar(&output, "output", "bin/gpu-inventory-operator-image.tar", "tarball to write")
+	flag.Parse()
+	// Reproducible by default: the same binary gives the same image digest.
+	s.Created = time.Unix(0, 0).UTC()
+	if epoch := os.Getenv("SOURCE_DATE_EPOCH"); epoch != "" {
+		secs, err := strconv.ParseInt(epoch, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "image: SOURCE_DATE_EPOCH %q is not a number of seconds\n", epoch)
+			os.Exit(2)
+		}
+		s.Created = time.Unix(secs, 0).UTC()
+	}
+	if err := run(s, tag, output); err != nil {
+		fmt.Fprintf(os.Stderr, "image: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(s Spec, tag, output string) error {
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return fmt.Errorf("--tag %q: %w", tag, err)
+	}
+	img, err := Build(s)
+	if err != nil {
+		return err
+	}
+	if err := tarball.WriteToFile(output, ref, img); err != nil {
+		return errors.Join(fmt.Errorf("write %s", output), err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: %s %s (linux/%s)\n", output, ref, digest, s.Arch)
+	return nil
+}
