@@ -3,14 +3,18 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
@@ -129,4 +133,61 @@ func checkAlertRules(t *testing.T, exposition string) {
 	if alerts < 5 {
 		t.Errorf("manifests/monitoring has %d alerts, want at least the five documented ones", alerts)
 	}
+}
+
+// /readyz stays 503 while the operator cannot sync (here: its ClusterRole lacks nodes, as in
+// a half-applied RBAC), /healthz stays 200 so the kubelet does not restart it, and both are
+// 200 once the rule is back and the first sync is done.
+func TestReadyzWaitsForTheFirstSync(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	ctx := context.Background()
+	if _, err := testenv.ApplyManifests(ctx, c.env.Config, "integration-test", "../../manifests/namespace.yaml", "../../manifests/rbac"); err != nil {
+		t.Fatal(err)
+	}
+	role, err := c.kube.RbacV1().ClusterRoles().Get(ctx, "gpu-inventory-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := role.DeepCopy()
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "nodes") })
+	if len(role.Rules) == len(full.Rules) {
+		t.Fatal("the ClusterRole has no nodes rule to take away")
+	}
+	if _, err := c.kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	saConfig, err := c.env.ServiceAccountConfig(ctx, operatorNamespace, "gpu-inventory-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := startOperator(t, saConfig, testOptions())
+
+	eventually(t, 20*time.Second, "/readyz reports the unsynced node cache", func() error {
+		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "caches not synced") {
+			return fmt.Errorf("%d %q %v", code, body, err)
+		}
+		return nil
+	})
+	if code, body, err := get("http://" + op.HealthAddress() + "/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("/healthz while not synced = %d %q %v, want 200 (alive; a restart would not help)", code, body, err)
+	}
+
+	role, err = c.kube.RbacV1().ClusterRoles().Get(ctx, "gpu-inventory-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules = full.Rules
+	if _, err := c.kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	eventually(t, 20*time.Second, "/readyz ok after the first sync", func() error {
+		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("%d %q %v", code, body, err)
+		}
+		return nil
+	})
 }
