@@ -1,0 +1,192 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+)
+
+// CRDNotInstalled is the message for a cluster without the GpuInventory CRD.
+const CRDNotInstalled = "the GpuInventory CRD is not installed; run the operator or use `kubectl gpuinv scan`"
+
+// clients are the API clients of one run, made on first use from the config flags (or
+// given, in unit tests).
+type clients struct {
+	flags    *genericclioptions.ConfigFlags
+	warnings io.Writer
+
+	host      string
+	gpu       versioned.Interface
+	kube      kubernetes.Interface
+	discovery discovery.DiscoveryInterface
+}
+
+func (c *clients) config() (*rest.Config, error) {
+	cfg, err := c.flags.ToRESTConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load the kubeconfig: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "kubectl-gpuinv/" + Version
+	// A scan pages through the node list; the client's default 5 requests/s would throttle it.
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.WarningHandler = rest.NewWarningWriter(c.warnings, rest.WarningWriterOptions{Deduplicate: true})
+	c.host = cfg.Host
+	return cfg, nil
+}
+
+// GPU returns the GpuInventory client (JSON: custom resources have no protobuf).
+func (c *clients) GPU() (versioned.Interface, error) {
+	if c.gpu == nil {
+		cfg, err := c.config()
+		if err != nil {
+			return nil, err
+		}
+		if c.gpu, err = versioned.NewForConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return c.gpu, nil
+}
+
+// Kube returns a client that reads Nodes as protobuf: a Node is about half the bytes, and
+// decodes several times faster, than in JSON.
+func (c *clients) Kube() (kubernetes.Interface, error) {
+	if c.kube == nil {
+		cfg, err := c.config()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return c.kube, nil
+}
+
+// Discovery returns a discovery client (no disk cache: it answers one question).
+func (c *clients) Discovery() (discovery.DiscoveryInterface, error) {
+	if c.discovery == nil {
+		cfg, err := c.config()
+		if err != nil {
+			return nil, err
+		}
+		if c.discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return c.discovery, nil
+}
+
+// crdInstalled asks discovery whether the API server serves gpuinventories. known is false
+// when discovery itself failed.
+func (c *clients) crdInstalled() (installed, known bool) {
+	disc, err := c.Discovery()
+	if err != nil {
+		return false, false
+	}
+	resources, err := disc.ServerResourcesForGroupVersion(homelabv1.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, true
+	}
+	if err != nil {
+		return false, false
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "gpuinventories" {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// request is an API call, for error messages.
+type request struct {
+	verb     string
+	resource string // plural
+	group    string // "" for the core group
+	name     string // for get
+}
+
+var (
+	getInventory   = func(name string) request { return request{"get", "gpuinventories", homelabv1.GroupName, name} }
+	listInventory  = request{"list", "gpuinventories", homelabv1.GroupName, ""}
+	watchInventory = request{"watch", "gpuinventories", homelabv1.GroupName, ""}
+	listNodes      = request{"list", "nodes", "", ""}
+)
+
+func (r request) groupResource() string {
+	if r.group == "" {
+		return r.resource
+	}
+	return r.resource + "." + r.group
+}
+
+// explain turns an API error into a message that says what to do.
+func (c *clients) explain(err error, r request) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		group := fmt.Sprintf("API group %q", r.group)
+		if r.group == "" {
+			group = `the core API group ("")`
+		}
+		return fmt.Errorf("permission denied: kubectl gpuinv needs %q on %s in %s (cluster-scoped); ask a cluster admin for a ClusterRole that grants it (`kubectl auth can-i %s %s` checks). The API server said: %v",
+			r.verb, r.resource, group, r.verb, r.groupResource(), err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server at %s did not accept your credentials (401 Unauthorized): check --kubeconfig, --context and --user, or log in again", c.hostOrUnknown())
+	case apierrors.IsNotFound(err) && r.group == homelabv1.GroupName:
+		installed, known := c.crdInstalled()
+		if (known && !installed) || (!known && isMissingResource(err)) {
+			return errors.New(CRDNotInstalled)
+		}
+		if r.name != "" {
+			return fmt.Errorf("GpuInventory %q not found; `kubectl gpuinv list` shows the inventories that exist", r.name)
+		}
+	case isConnectionError(err):
+		return fmt.Errorf("cannot reach the Kubernetes API server at %s: %v; check --kubeconfig, --context and --server", c.hostOrUnknown(), err)
+	}
+	return fmt.Errorf("%s %s: %w", r.verb, r.groupResource(), err)
+}
+
+func (c *clients) hostOrUnknown() string {
+	if c.host == "" {
+		return "(unknown)"
+	}
+	return c.host
+}
+
+// isMissingResource recognises the API server's answer for a resource it does not serve, as
+// opposed to an object that does not exist.
+func isMissingResource(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	s := status.Status()
+	return s.Details == nil || s.Details.Name == "" || strings.Contains(s.Message, "the server could not find the requested resource")
+}
+
+func isConnectionError(err error) bool {
+	var urlErr *url.Error
+	var opErr *net.OpError
+	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &urlErr) && errors.As(err, &opErr))
+}

@@ -1,0 +1,51 @@
+package plugin
+
+import (
+	"slices"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+)
+
+func newListCommand(env Environment, c *clients) *cobra.Command {
+	var output string
+	var failOnDegraded bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List every GpuInventory with its totals",
+		Example: `  kubectl gpuinv list
+  kubectl gpuinv list --fail-on-degraded   # 3 when any inventory is Degraded`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(output, false); err != nil {
+				return err
+			}
+			gpu, err := c.GPU()
+			if err != nil {
+				return err
+			}
+			list, err := gpu.HomelabV1().GpuInventories().List(cmd.Context(), metav1.ListOptions{})
+			if err != nil {
+				return c.explain(err, listInventory)
+			}
+			switch output {
+			case outputJSON, outputYAML:
+				err = printObject(env.Out, list, output)
+			default:
+				err = printer.List(env.Out, list.Items, printOptions(env, output))
+			}
+			if err != nil {
+				return err
+			}
+			if failOnDegraded && slices.ContainsFunc(list.Items, func(gi homelabv1.GpuInventory) bool { return degraded(&gi) }) {
+				return &exitError{code: ExitDegraded}
+			}
+			return nil
+		},
+	}
+	addOutputFlags(cmd, &output, nil, &failOnDegraded)
+	return cmd
+}

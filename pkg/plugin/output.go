@@ -1,0 +1,87 @@
+package plugin
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+)
+
+// Output formats of -o.
+const (
+	outputTable = ""
+	outputWide  = "wide"
+	outputJSON  = "json"
+	outputYAML  = "yaml"
+)
+
+func addOutputFlags(cmd *cobra.Command, output *string, problems, failOnDegraded *bool) {
+	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: wide (adds family, compute capability, driver and CUDA versions, sharing), json or yaml (the object as stored).")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	if problems != nil {
+		cmd.Flags().BoolVar(problems, "problems", false, "Show only the nodes that need attention (not Ready, unreachable, labels missing, unhealthy GPUs, MIG failures, cordoned, label warnings).")
+	}
+	cmd.Flags().BoolVar(failOnDegraded, "fail-on-degraded", false, "Exit with status 3 when the inventory is Degraded (a GPU node is not Ready or has unhealthy GPUs).")
+}
+
+func validateOutput(output string, problems bool) error {
+	switch output {
+	case outputTable, outputWide:
+		return nil
+	case outputJSON, outputYAML:
+		if problems {
+			return usagef("--problems filters tables; -o %s prints the status as stored (select problem nodes with: jq '.status.nodes[] | select(.conditions or .warnings)')", output)
+		}
+		return nil
+	}
+	return usagef("unknown output format %q: use wide, json or yaml", output)
+}
+
+func printOptions(env Environment, output string) printer.Options {
+	return printer.Options{Wide: output == outputWide, Color: env.color(), Now: env.now()}
+}
+
+// show prints one inventory in the chosen format.
+func show(w io.Writer, gi *homelabv1.GpuInventory, output string, opts printer.Options) error {
+	switch output {
+	case outputJSON, outputYAML:
+		return printObject(w, gi, output)
+	}
+	return printer.Report(w, gi, opts)
+}
+
+// printObject prints an object as kubectl -o json/yaml does (managed fields left out).
+func printObject(w io.Writer, obj runtime.Object, output string) error {
+	obj = obj.DeepCopyObject()
+	setKinds(obj)
+	var p printers.ResourcePrinter = &printers.JSONPrinter{}
+	if output == outputYAML {
+		p = &printers.YAMLPrinter{}
+	}
+	return (&printers.OmitManagedFieldsPrinter{Delegate: p}).PrintObj(obj, w)
+}
+
+// setKinds fills in apiVersion and kind, which typed clients leave empty.
+func setKinds(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *homelabv1.GpuInventory:
+		o.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
+	case *homelabv1.GpuInventoryList:
+		o.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventoryList"))
+		for i := range o.Items {
+			o.Items[i].SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
+			o.Items[i].ManagedFields = nil
+		}
+	}
+}
+
+// degraded reports whether the inventory's Degraded condition is True.
+func degraded(gi *homelabv1.GpuInventory) bool {
+	return meta.IsStatusConditionPresentAndEqual(gi.Status.Conditions, homelabv1.ConditionDegraded, metav1.ConditionTrue)
+}

@@ -1,0 +1,114 @@
+// Package plugin is `kubectl gpuinv`: the GpuInventory at a glance, for people and for
+// scripts. It reads the operator's GpuInventory (one object), follows it with a watch, or
+// computes the same inventory straight from the Nodes with the operator's own pure package
+// (pkg/inventory), so that the two never disagree.
+//
+// Run is the whole program: cmd/kubectl-gpuinv only wires it to the process, so tests call
+// it in-process with arguments, buffers and a "stdout is a terminal" switch.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Exit codes that scripts and cron jobs can rely on.
+const (
+	ExitOK = 0
+	// ExitError: the command could not do its job; stderr says why and what to do.
+	ExitError = 1
+	// ExitDegraded: with --fail-on-degraded, an inventory is Degraded (a GPU node is not
+	// Ready or has unhealthy GPUs). The output is printed as usual.
+	ExitDegraded = 3
+)
+
+// Version is the plugin's version, set at build time with
+// -ldflags "-X github.com/youngju-dev/gpu-inventory-operator/pkg/plugin.Version=v0.1.0".
+var Version = "dev"
+
+// Environment is what a run of the plugin reads of the world besides its arguments (and
+// the kubeconfig, which the config flags find as kubectl does).
+type Environment struct {
+	// Out receives the output, ErrOut the errors.
+	Out, ErrOut io.Writer
+	// Terminal says that Out is a terminal: tables are coloured (unless NO_COLOR is set) and
+	// --watch redraws the screen instead of printing a line per change.
+	Terminal bool
+	// Getenv reads environment variables (NO_COLOR); nil means os.Getenv.
+	Getenv func(string) string
+	// Now is the clock that relative ages ("3h ago") are measured against; nil means time.Now.
+	Now func() time.Time
+}
+
+func (e Environment) getenv(key string) string {
+	if e.Getenv == nil {
+		return os.Getenv(key)
+	}
+	return e.Getenv(key)
+}
+
+func (e Environment) now() time.Time {
+	if e.Now == nil {
+		return time.Now()
+	}
+	return e.Now()
+}
+
+// color reports whether output is coloured: only on a terminal, and never when NO_COLOR is
+// set to a non-empty value (https://no-color.org).
+func (e Environment) color() bool { return e.Terminal && e.getenv("NO_COLOR") == "" }
+
+// Run runs `kubectl gpuinv` with args (without the program name) and returns the exit code.
+func Run(ctx context.Context, args []string, env Environment) int {
+	return run(ctx, args, env, nil)
+}
+
+// run is Run with the API clients replaced by fakes when fake is not nil.
+func run(ctx context.Context, args []string, env Environment, fake *clients) int {
+	if env.Out == nil {
+		env.Out = io.Discard
+	}
+	if env.ErrOut == nil {
+		env.ErrOut = io.Discard
+	}
+	cmd := newRootCommand(env, fake)
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(env.Out)
+	cmd.SetErr(env.ErrOut)
+	err := cmd.ExecuteContext(ctx)
+	var exit *exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &exit):
+		return exit.code
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(env.ErrOut, "error: %v\nSee 'kubectl gpuinv --help' for usage.\n", err)
+		return ExitError
+	default:
+		fmt.Fprintf(env.ErrOut, "error: %v\n", err)
+		return ExitError
+	}
+}
+
+// exitError ends the run with a code other than 0 and 1, after the output was printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit code %d", e.code) }
+
+// errUsage marks errors in the command line.
+var errUsage = errors.New("usage")
+
+type usageError struct{ err error }
+
+func (e usageError) Error() string        { return e.err.Error() }
+func (e usageError) Is(target error) bool { return target == errUsage }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }

@@ -1,0 +1,411 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// statusTime is when the fixtures' inventories last changed; now is when the tests look.
+var (
+	statusTime = time.Date(2026, 11, 29, 21, 45, 38, 0, time.UTC)
+	now        = statusTime.Add(3*time.Hour + 5*time.Minute)
+)
+
+// mixedFleetNodes are testdata/mixed-fleet.yaml's nodes.
+func mixedFleetNodes(t *testing.T) []*corev1.Node {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "mixed-fleet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list corev1.NodeList
+	if err := yaml.UnmarshalStrict(data, &list); err != nil {
+		t.Fatalf("testdata/mixed-fleet.yaml: %v", err)
+	}
+	nodes := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	return nodes
+}
+
+// mixedFleetPrevious is what the operator knew of dgx-09 before its labels vanished 2 hours
+// before statusTime.
+var mixedFleetPrevious = []homelabv1.GpuNode{{
+	Name: "dgx-09", Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, Family: "hopper", ComputeCapability: "9.0",
+	LabelsMissing: true, LabelsMissingSince: &metav1.Time{Time: statusTime.Add(-2 * time.Hour)},
+}}
+
+// inventoryObject is a GpuInventory as the operator stores it for nodes.
+func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.GpuNode, selector *metav1.LabelSelector) *homelabv1.GpuInventory {
+	return &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, ResourceVersion: "1",
+			CreationTimestamp: metav1.NewTime(statusTime.Add(-24 * time.Hour))},
+		Spec:   homelabv1.GpuInventorySpec{NodeSelector: selector},
+		Status: inventoryStatus(nodes, previous, 500, 1, statusTime),
+	}
+}
+
+// fakeClients serves nodes and inventories; the GpuInventory CRD is installed when
+// crdInstalled is true.
+func fakeClients(nodes []*corev1.Node, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *clients {
+	var nodeObjs, invObjs []runtime.Object
+	for _, n := range nodes {
+		nodeObjs = append(nodeObjs, n.DeepCopy())
+	}
+	for _, gi := range inventories {
+		invObjs = append(invObjs, gi.DeepCopy())
+	}
+	gpu := gpufake.NewClientset(invObjs...)
+	disc := gpu.Discovery().(*fakediscovery.FakeDiscovery)
+	if crdInstalled {
+		disc.Resources = []*metav1.APIResourceList{{GroupVersion: homelabv1.SchemeGroupVersion.String(),
+			APIResources: []metav1.APIResource{{Name: "gpuinventories", Kind: "GpuInventory"}}}}
+	} else {
+		// What the API server answers for a resource it does not serve.
+		gpu.PrependReactor("*", "gpuinventories", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, action.GetVerb(),
+				homelabv1.Resource("gpuinventories"), "", "", 0, false)
+		})
+	}
+	return &clients{gpu: gpu, kube: kubefake.NewClientset(nodeObjs...), discovery: disc}
+}
+
+type result struct {
+	out, err string
+	code     int
+}
+
+// runPlugin runs the plugin in-process with fake clients.
+func runPlugin(ctx context.Context, c *clients, terminal bool, env map[string]string, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := run(ctx, args, Environment{Out: &out, ErrOut: &errOut, Terminal: terminal,
+		Getenv: func(k string) string { return env[k] }, Now: func() time.Time { return now }}, c)
+	return result{out.String(), errOut.String(), code}
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test ./pkg/plugin -update` to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (rerun with -update if the change is intended):\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
+
+func TestGoldenOutputs(t *testing.T) {
+	fleets := map[string]func() *clients{
+		"homelab": func() *clients {
+			nodes := fixtures.HomeLab()
+			return fakeClients(nodes, true, inventoryObject("cluster", nodes, nil, nil))
+		},
+		"mixed": func() *clients {
+			nodes := mixedFleetNodes(t)
+			return fakeClients(nodes, true, inventoryObject("cluster", nodes, mixedFleetPrevious, nil))
+		},
+	}
+	cases := []struct {
+		name     string
+		args     []string
+		terminal bool
+	}{
+		{"table", nil, false},
+		{"table-terminal", nil, true},
+		{"wide", []string{"-o", "wide"}, false},
+		{"wide-terminal", []string{"-o", "wide"}, true},
+		{"problems", []string{"--problems"}, false},
+		{"json", []string{"-o", "json"}, false},
+		{"yaml", []string{"-o", "yaml"}, false},
+		{"scan", []string{"scan"}, false},
+		{"scan-terminal", []string{"scan"}, true},
+		{"scan-json", []string{"scan", "-o", "json"}, false},
+		{"scan-selector", []string{"scan", "-l", "nvidia.com/gpu.family in (ampere,hopper)"}, false},
+	}
+	for fleet, clientsFor := range fleets {
+		for _, tc := range cases {
+			t.Run(fleet+"/"+tc.name, func(t *testing.T) {
+				r := runPlugin(context.Background(), clientsFor(), tc.terminal, nil, tc.args...)
+				if r.code != ExitOK || r.err != "" {
+					t.Fatalf("exit %d, stderr %q", r.code, r.err)
+				}
+				golden(t, fleet+"-"+tc.name+".golden", r.out)
+				if tc.terminal {
+					if !strings.Contains(r.out, "\x1b[") {
+						t.Errorf("terminal output has no colour")
+					}
+					plain := runPlugin(context.Background(), clientsFor(), false, nil, tc.args...)
+					if got := ansi.ReplaceAllString(r.out, ""); got != plain.out {
+						t.Errorf("terminal output without its colour codes differs from the plain output:\n--- terminal\n%s--- plain\n%s", got, plain.out)
+					}
+				} else if strings.Contains(r.out, "\x1b") {
+					t.Errorf("output to a non-terminal contains escape codes")
+				}
+			})
+		}
+	}
+}
+
+func TestNoColorTurnsColourOff(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	c := fakeClients(nodes, true, inventoryObject("cluster", nodes, nil, nil))
+	coloured := runPlugin(context.Background(), c, true, nil)
+	noColor := runPlugin(context.Background(), c, true, map[string]string{"NO_COLOR": "1"})
+	plain := runPlugin(context.Background(), c, false, nil)
+	if !strings.Contains(coloured.out, "\x1b[31m") {
+		t.Errorf("on a terminal without NO_COLOR, not-ready nodes are not red:\n%s", coloured.out)
+	}
+	if noColor.out != plain.out {
+		t.Errorf("with NO_COLOR=1 on a terminal the output differs from the plain output:\n--- NO_COLOR\n%q\n--- plain\n%q", noColor.out, plain.out)
+	}
+}
+
+func TestListGolden(t *testing.T) {
+	mixed := mixedFleetNodes(t)
+	home := fixtures.HomeLab()
+	c := func() *clients {
+		return fakeClients(append(mixed, home...), true,
+			inventoryObject("cluster", mixed, mixedFleetPrevious, nil),
+			inventoryObject("home-lab", home, nil, &metav1.LabelSelector{MatchLabels: map[string]string{"site": "home"}}),
+			&homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "new", ResourceVersion: "1"}})
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		terminal bool
+	}{
+		{"list", []string{"list"}, false},
+		{"list-terminal", []string{"list"}, true},
+		{"list-yaml", []string{"list", "-o", "yaml"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runPlugin(context.Background(), c(), tc.terminal, nil, tc.args...)
+			if r.code != ExitOK || r.err != "" {
+				t.Fatalf("exit %d, stderr %q", r.code, r.err)
+			}
+			golden(t, tc.name+".golden", r.out)
+		})
+	}
+	// An inventory the operator has not reported yet says so.
+	r := runPlugin(context.Background(), c(), false, nil, "new")
+	if r.code != ExitOK || !strings.Contains(r.out, "not reported yet") {
+		t.Errorf("exit %d, output:\n%s", r.code, r.out)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	home := fixtures.HomeLab() // every GPU node NotReady: Degraded
+	healthy := mixedFleetNodes(t)[:1]
+	c := fakeClients(append(home, healthy...), true,
+		inventoryObject("cluster", home, nil, nil), inventoryObject("healthy", healthy, nil, nil))
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, ExitOK},
+		{[]string{"--fail-on-degraded"}, ExitDegraded},
+		{[]string{"--fail-on-degraded", "-o", "json"}, ExitDegraded},
+		{[]string{"healthy", "--fail-on-degraded"}, ExitOK},
+		{[]string{"list", "--fail-on-degraded"}, ExitDegraded},
+		{[]string{"scan", "--fail-on-degraded"}, ExitDegraded},
+		{[]string{"scan", "--fail-on-degraded", "-l", "nvidia.com/gpu.family=hopper"}, ExitOK},
+		{[]string{"-o", "table"}, ExitError},
+		{[]string{"--problems", "-o", "json"}, ExitError},
+		{[]string{"scan", "-l", "a b c"}, ExitError},
+		{[]string{"--no-such-flag"}, ExitError},
+		{[]string{"a", "b"}, ExitError},
+	} {
+		r := runPlugin(context.Background(), c, false, nil, tc.args...)
+		if r.code != tc.want {
+			t.Errorf("kubectl gpuinv %s: exit %d, want %d (stderr %q)", strings.Join(tc.args, " "), r.code, tc.want, r.err)
+		}
+		if tc.want == ExitDegraded && r.out == "" {
+			t.Errorf("kubectl gpuinv %s: exit 3 without printing the inventory", strings.Join(tc.args, " "))
+		}
+		if (tc.want == ExitError) != (r.err != "") {
+			t.Errorf("kubectl gpuinv %s: exit %d with stderr %q", strings.Join(tc.args, " "), r.code, r.err)
+		}
+	}
+}
+
+func TestErrorMessagesSayWhatToDo(t *testing.T) {
+	forbidden := func(c *clients, resource string) *clients {
+		gr := schema.GroupResource{Group: homelabv1.GroupName, Resource: resource}
+		if resource == "nodes" {
+			gr.Group = ""
+			c.kube.(*kubefake.Clientset).PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(gr, "", nil)
+			})
+			return c
+		}
+		c.gpu.(*gpufake.Clientset).PrependReactor("*", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(gr, "cluster", nil)
+		})
+		return c
+	}
+	home := fixtures.HomeLab()
+	for _, tc := range []struct {
+		name    string
+		clients *clients
+		args    []string
+		want    string
+	}{
+		{"no CRD", fakeClients(home, false), nil, "error: " + CRDNotInstalled + "\n"},
+		{"no CRD, list", fakeClients(home, false), []string{"list"}, "error: " + CRDNotInstalled + "\n"},
+		{"no such inventory", fakeClients(home, true), []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
+		{"forbidden get", forbidden(fakeClients(home, true), "gpuinventories"), nil,
+			`error: permission denied: kubectl gpuinv needs "get" on gpuinventories in API group "homelab.youngju.dev" (cluster-scoped); ask a cluster admin for a ClusterRole that grants it (` + "`kubectl auth can-i get gpuinventories.homelab.youngju.dev`" + ` checks).`},
+		{"forbidden list nodes", forbidden(fakeClients(home, false), "nodes"), []string{"scan"},
+			`error: permission denied: kubectl gpuinv needs "list" on nodes in the core API group ("") (cluster-scoped)`},
+		{"unknown output", fakeClients(home, true), []string{"-o", "table"}, "error: unknown output format \"table\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runPlugin(context.Background(), tc.clients, false, nil, tc.args...)
+			if r.code != ExitError {
+				t.Errorf("exit %d, want %d", r.code, ExitError)
+			}
+			if !strings.HasPrefix(r.err, tc.want) {
+				t.Errorf("stderr:\n%s\nwant it to start with:\n%s", r.err, tc.want)
+			}
+			if r.out != "" {
+				t.Errorf("stdout %q, want nothing", r.out)
+			}
+		})
+	}
+	// Without the CRD, scan still works: it needs only the Nodes.
+	r := runPlugin(context.Background(), fakeClients(home, false), false, nil, "scan")
+	if r.code != ExitOK || !strings.Contains(r.out, "GPU nodes:       0/4 ready") {
+		t.Errorf("scan without the CRD: exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	home := fixtures.HomeLab()
+	c := fakeClients(home, true, inventoryObject("cluster", home, nil, nil), inventoryObject("home-lab", home, nil, nil))
+	r := runPlugin(context.Background(), c, false, nil, "__complete", "")
+	want := "cluster\t4 GPU nodes, 0 ready; 1 GPU, 0 ready\nhome-lab\t4 GPU nodes, 0 ready; 1 GPU, 0 ready\n:4\n"
+	if r.code != ExitOK || !strings.Contains(r.out, "\nscan\t") || !strings.HasSuffix(strings.SplitN(r.out, "Completion ended", 2)[0], want) {
+		t.Errorf("completion of NAME: exit %d, output %q, want the subcommands, then %q", r.code, r.out, want)
+	}
+	r = runPlugin(context.Background(), c, false, nil, "completion", "bash")
+	if r.code != ExitOK || !strings.Contains(r.out, "__start_kubectl-gpuinv") {
+		t.Errorf("completion bash: exit %d, output starts %.200q", r.code, r.out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a watching goroutine writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestWatchPrintsEachChange(t *testing.T) {
+	for _, terminal := range []bool{false, true} {
+		name := "watch-lines.golden"
+		if terminal {
+			name = "watch-terminal.golden"
+		}
+		t.Run(name, func(t *testing.T) {
+			home := fixtures.HomeLab()
+			gi := inventoryObject("cluster", home, nil, nil)
+			c := fakeClients(home, true, gi)
+			gpu := c.gpu.(*gpufake.Clientset)
+			watching := make(chan struct{}, 10)
+			gpu.PrependWatchReactor("gpuinventories", func(clienttesting.Action) (bool, watch.Interface, error) {
+				watching <- struct{}{}
+				return false, nil, nil // the tracker serves the watch
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out, errOut := &syncBuffer{}, &syncBuffer{}
+			done := make(chan int, 1)
+			go func() {
+				done <- run(ctx, []string{"--watch"}, Environment{Out: out, ErrOut: errOut, Terminal: terminal,
+					Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}, c)
+			}()
+			select {
+			case <-watching:
+			case code := <-done:
+				t.Fatalf("exited with %d before watching: %s", code, errOut.String())
+			case <-time.After(10 * time.Second):
+				t.Fatal("no watch within 10s")
+			}
+
+			// nuc1 comes back; then a write that changes nothing visible (same status).
+			home[0].Status.Conditions[0].Status = corev1.ConditionTrue
+			changed := inventoryObject("cluster", home, nil, nil)
+			changed.ResourceVersion = "2"
+			changed.Status.ObservedAt = &metav1.Time{Time: statusTime.Add(time.Hour)}
+			if err := gpu.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), changed, "", metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			same := changed.DeepCopy()
+			same.ResourceVersion = "3"
+			same.Annotations = map[string]string{"touched": "yes"}
+			if err := gpu.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), same, "", metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := gpu.Tracker().Delete(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), "", "cluster", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(out.String(), "deleted") && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond) // polls the output under test
+			}
+			cancel()
+			if code := <-done; code != ExitOK {
+				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())
+			}
+			golden(t, name, out.String())
+		})
+	}
+}

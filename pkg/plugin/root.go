@@ -1,0 +1,118 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+)
+
+type showOptions struct {
+	output         string
+	problems       bool
+	watch          bool
+	failOnDegraded bool
+}
+
+// newRootCommand builds `kubectl gpuinv` with its subcommands. fake, when not nil, replaces
+// the clients that the config flags would make.
+func newRootCommand(env Environment, fake *clients) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	c := fake
+	if c == nil {
+		c = &clients{flags: flags, warnings: env.ErrOut}
+	}
+	o := &showOptions{}
+	cmd := &cobra.Command{
+		Use:   "kubectl-gpuinv [NAME]",
+		Short: "The NVIDIA GPU nodes of a cluster at a glance, from its GpuInventory",
+		Long: `Show a GpuInventory (default: cluster): the totals, the per-model summary and one row per GPU
+node, as the gpu-inventory-operator keeps them in the object's status.
+
+Exit status: 0 fine; 1 on errors (the message says what to do); 3 with --fail-on-degraded
+when the inventory is Degraded.`,
+		Example: `  kubectl gpuinv                      # the cluster inventory
+  kubectl gpuinv a100-pool -o wide    # another inventory, with driver and CUDA versions
+  kubectl gpuinv --problems           # only the nodes that need attention
+  kubectl gpuinv --watch              # follow the changes
+  kubectl gpuinv -o json | jq .status.readyGpus
+  kubectl gpuinv --fail-on-degraded >/dev/null || alert   # 3 when Degraded
+  kubectl gpuinv scan                 # no operator needed`,
+		Args:              cobra.MaximumNArgs(1),
+		Version:           Version,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		ValidArgsFunction: c.completeInventoryNames,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gpuinv"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := homelabv1.DefaultInventoryName
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return o.run(cmd.Context(), env, c, name)
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// GpuInventories and Nodes are cluster-scoped, and discovery is not cached on disk.
+	flags.Namespace, flags.CacheDir = nil, nil
+	flags.AddFlags(cmd.PersistentFlags())
+	// Without a shorthand: kubectl's -v is verbosity.
+	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
+	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
+	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c))
+	return cmd
+}
+
+func (o *showOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+	if err := validateOutput(o.output, o.problems); err != nil {
+		return err
+	}
+	gpu, err := c.GPU()
+	if err != nil {
+		return err
+	}
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return c.explain(err, getInventory(name))
+	}
+	if o.watch {
+		return o.follow(ctx, env, c, gi)
+	}
+	popts := printOptions(env, o.output)
+	popts.Problems = o.problems
+	if err := show(env.Out, gi, o.output, popts); err != nil {
+		return err
+	}
+	if o.failOnDegraded && degraded(gi) {
+		return &exitError{code: ExitDegraded}
+	}
+	return nil
+}
+
+// completeInventoryNames completes NAME with the GpuInventory objects that exist.
+func (c *clients) completeInventoryNames(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	gpu, err := c.GPU()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	list, err := gpu.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for _, gi := range list.Items {
+		names = append(names, gi.Name+"\t"+printer.Summary(gi.Status))
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}

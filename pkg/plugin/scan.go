@@ -1,0 +1,185 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+)
+
+// ScanName is the name of the GpuInventory that a scan prints with -o json or -o yaml.
+const ScanName = "scan"
+
+type scanOptions struct {
+	selector       string
+	output         string
+	problems       bool
+	failOnDegraded bool
+	chunkSize      int64
+	maxNodes       int
+}
+
+func newScanCommand(env Environment, c *clients) *cobra.Command {
+	o := &scanOptions{chunkSize: 500, maxNodes: inventory.DefaultMaxStatusNodes}
+	cmd := &cobra.Command{
+		Use:   "scan [flags]",
+		Short: "Compute the inventory straight from the Nodes, without the operator or its CRD",
+		Long: `Compute the inventory straight from the Nodes, with the operator's own code, so that the
+result equals what the operator would write into a GpuInventory with the same node selector.
+It needs only "list" on nodes, and works on a cluster where the operator is not installed.
+
+A scan has no memory: a node whose GPU Feature Discovery labels are gone is shown as
+<unlabeled>, where the operator keeps its last-known product, count and memory.`,
+		Example: `  kubectl gpuinv scan
+  kubectl gpuinv scan -l pool=a100 --problems
+  kubectl gpuinv scan -o json | jq .status.totalGpus`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateOutput(o.output, o.problems); err != nil {
+				return err
+			}
+			if o.chunkSize < 0 || o.maxNodes < 0 {
+				return usagef("--chunk-size and --max-nodes must not be negative")
+			}
+			kube, err := c.Kube()
+			if err != nil {
+				return err
+			}
+			gi, read, err := scan(cmd.Context(), kube, o.selector, o.chunkSize, o.maxNodes, env.now())
+			if err != nil {
+				return c.explainScan(err)
+			}
+			popts := printOptions(env, o.output)
+			popts.Problems = o.problems
+			popts.Scan = &printer.ScanSource{Nodes: read, Selector: o.selector}
+			if err := show(env.Out, gi, o.output, popts); err != nil {
+				return err
+			}
+			if o.failOnDegraded && degraded(gi) {
+				return &exitError{code: ExitDegraded}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Label selector of the nodes to inventory (as a GpuInventory's spec.nodeSelector), e.g. pool=a100 or 'pool in (a100,h100)'.")
+	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
+	cmd.Flags().Int64Var(&o.chunkSize, "chunk-size", o.chunkSize, "Nodes per page of the node list: each page is reduced to what the inventory reads before the next is fetched. 0 lists all nodes in one response.")
+	cmd.Flags().IntVar(&o.maxNodes, "max-nodes", o.maxNodes, "Most GPU nodes listed (problem nodes first), as the operator's --max-status-nodes; totals and models always count all. 0 lists every node.")
+	return cmd
+}
+
+// scanError is an error of the node list, for explainScan.
+type scanError struct{ err error }
+
+func (e scanError) Error() string { return e.err.Error() }
+func (e scanError) Unwrap() error { return e.err }
+
+func (c *clients) explainScan(err error) error {
+	if se, ok := err.(scanError); ok {
+		return c.explain(se.err, listNodes)
+	}
+	return err
+}
+
+// scan computes a GpuInventory for the nodes matching selector exactly as the operator's
+// inventory controller does (inventory.Selector, NodeTrimmer, Compute, Listed, Conditions),
+// without memory of earlier scans. It reads the node list page by page and keeps only the
+// trimmed GPU nodes of each page, so the whole list is never held decoded. It returns the
+// inventory and how many nodes it read.
+func scan(ctx context.Context, kube kubernetes.Interface, selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
+	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: ScanName}}
+	gi.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
+	if selector != "" {
+		ls, err := metav1.ParseToLabelSelector(selector)
+		if err != nil {
+			return nil, 0, usagef("--selector %q: %v", selector, err)
+		}
+		gi.Spec.NodeSelector = ls
+	}
+	sel, err := inventory.Selector(gi.Spec.NodeSelector)
+	if err != nil {
+		return nil, 0, usagef("--selector %q: %v", selector, err)
+	}
+	nodes, read, err := gpuNodes(ctx, kube, sel, chunkSize)
+	if err != nil {
+		return nil, 0, err
+	}
+	gi.Status = inventoryStatus(nodes, nil, maxNodes, gi.Generation, now)
+	return gi, read, nil
+}
+
+// inventoryStatus is the status the operator's inventory controller writes for nodes
+// (trimmed or not) on its first sync, given the entries of a previous status (for last-known
+// labels): the same functions, the same size bound (maxNodes, 0 for no bound), conditions
+// whose transition time is now.
+func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNode, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
+	content, _ := inventory.Compute(nodes, previous, now) // warnings are in the entries too
+	listed, omitted := content.Nodes, 0
+	if maxNodes > 0 {
+		listed, omitted = content.Listed(maxNodes, inventory.MaxNodeListBytes)
+	}
+	conditions := inventory.Conditions(content, omitted, generation)
+	at := metav1.NewTime(now)
+	for i := range conditions {
+		conditions[i].LastTransitionTime = at
+	}
+	return homelabv1.GpuInventoryStatus{
+		ObservedGeneration: generation,
+		ObservedAt:         &at,
+		InventoryHash:      content.Hash,
+		TotalGpuNodes:      content.TotalGpuNodes,
+		ReadyGpuNodes:      content.ReadyGpuNodes,
+		TotalGpus:          content.TotalGpus,
+		ReadyGpus:          content.ReadyGpus,
+		UnlabeledGpus:      content.UnlabeledGpus,
+		UnhealthyGpus:      content.UnhealthyGpus,
+		LabelsMissingNodes: content.LabelsMissingNodes,
+		TotalModels:        int32(len(content.Models)),
+		ListedNodes:        int32(len(listed)),
+		Models:             content.Models,
+		Nodes:              listed,
+		Conditions:         conditions,
+	}
+}
+
+// gpuNodes lists the nodes matching sel, chunkSize at a time, and keeps the GPU nodes
+// trimmed to what the inventory reads (the operator's informer transform). A page of full
+// Nodes is garbage once its GPU nodes are trimmed.
+func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selector, chunkSize int64) ([]*corev1.Node, int, error) {
+	trimmer := controller.NewNodeTrimmer(nil) // the API server applies the selector
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: chunkSize}
+	var kept []*corev1.Node
+	read := 0
+	for {
+		list, err := kube.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, 0, scanError{err}
+		}
+		for i := range list.Items {
+			node := &list.Items[i]
+			read++
+			if !inventory.IsGPUNode(node) {
+				continue
+			}
+			trimmed, err := trimmer.Trim(node)
+			if err != nil {
+				return nil, 0, fmt.Errorf("trim node %s: %w", node.Name, err)
+			}
+			kept = append(kept, trimmed.(*corev1.Node))
+		}
+		if list.Continue == "" {
+			return kept, read, nil
+		}
+		opts.Continue = list.Continue
+	}
+}

@@ -1,0 +1,424 @@
+package printer
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// Options say how Report, List and Line render an inventory.
+type Options struct {
+	// Wide adds the family, compute capability, driver and CUDA versions and sharing of each
+	// node, and the allocatable GPUs of each model.
+	Wide bool
+	// Problems shows only the nodes that need attention (inventory.IsProblem).
+	Problems bool
+	// Color marks readiness and problems with ANSI colours.
+	Color bool
+	// Now is the clock relative ages are measured against ("3h ago").
+	Now time.Time
+	// Scan, when set, says that the status was computed from the Nodes by a scan rather than
+	// read from the operator's GpuInventory.
+	Scan *ScanSource
+}
+
+// ScanSource describes a scan: how many Nodes it read, with which label selector.
+type ScanSource struct {
+	Nodes    int
+	Selector string
+}
+
+// LastKnownMark follows a value that comes from last-known labels.
+const LastKnownMark = "*"
+
+// Report writes what `kubectl gpuinv` shows: a header with the totals, the per-model summary
+// and the node table.
+func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
+	s := gi.Status
+	var kv keyValues
+	if opts.Scan != nil {
+		what := "all nodes"
+		if opts.Scan.Selector != "" {
+			what = "nodes matching " + opts.Scan.Selector
+		}
+		kv.add("Scanned", plain(fmt.Sprintf("%s (%s), computed from the Nodes without the operator", count(opts.Scan.Nodes, "node", "nodes"), what)))
+	} else {
+		kv.add("Name", plain(gi.Name))
+		kv.add("Selector", plain(SelectorString(gi.Spec.NodeSelector)))
+		if gi.Spec.Note != "" {
+			kv.add("Note", plain(gi.Spec.Note))
+		}
+		if s.InventoryHash == "" && s.ObservedAt == nil {
+			kv.add("Status", colored("not reported yet: is the operator running? `kubectl gpuinv scan` computes the inventory from the Nodes", yellow))
+			return kv.write(w, opts.Color)
+		}
+	}
+	kv.add("GPU nodes", join(" ", readyCell(s.ReadyGpuNodes, s.TotalGpuNodes), plain("ready")))
+	gpus := join(" ", readyCell(s.ReadyGpus, s.TotalGpus), plain("ready"))
+	unhealthy := colored(fmt.Sprintf("%d unhealthy", s.UnhealthyGpus), red)
+	if s.UnhealthyGpus == 0 {
+		unhealthy = plain("0 unhealthy")
+	}
+	kv.add("GPUs", join(", ", gpus, unhealthy))
+	if s.LabelsMissingNodes > 0 {
+		kv.add("Labels missing", colored(fmt.Sprintf("%s (%s counted from last-known labels)",
+			count(int(s.LabelsMissingNodes), "node", "nodes"), count(int(s.UnlabeledGpus), "GPU", "GPUs")), yellow))
+	} else {
+		kv.add("Labels missing", plain("0 nodes"))
+	}
+	if opts.Scan == nil {
+		changed := "never"
+		if s.ObservedAt != nil {
+			changed = fmt.Sprintf("%s ago (%s)", age(s.ObservedAt.Time, opts.Now), s.ObservedAt.UTC().Format(time.RFC3339))
+		}
+		kv.add("Last changed", plain(changed))
+	}
+	if c := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionDegraded); c != nil {
+		text := fmt.Sprintf("%s (%s)", c.Status, c.Message)
+		if c.Status == metav1.ConditionTrue {
+			kv.add("Degraded", colored(text, red))
+		} else {
+			kv.add("Degraded", colored(text, green))
+		}
+	}
+	listed := listedNodes(s)
+	if listed < int(s.TotalGpuNodes) {
+		kv.add("Listed", colored(fmt.Sprintf("%d of %d GPU nodes (problem nodes first); totals and models count every node",
+			listed, s.TotalGpuNodes), yellow))
+	}
+	if err := kv.write(w, opts.Color); err != nil {
+		return err
+	}
+
+	if len(s.Models) > 0 {
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return err
+		}
+		if err := modelTable(w, s.Models, opts); err != nil {
+			return err
+		}
+	}
+
+	nodes := s.Nodes
+	if opts.Problems {
+		nodes = nil
+		for _, n := range s.Nodes {
+			if inventory.IsProblem(n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return err
+	}
+	switch {
+	case len(nodes) == 0 && opts.Problems:
+		_, err := fmt.Fprintf(w, "No GPU node needs attention (%s listed).\n", count(len(s.Nodes), "node", "nodes"))
+		return err
+	case len(nodes) == 0:
+		_, err := io.WriteString(w, "No GPU nodes.\n")
+		return err
+	}
+	if err := nodeTable(w, nodes, opts); err != nil {
+		return err
+	}
+	return footnotes(w, nodes)
+}
+
+// nodeTable writes NODE, READY, PRODUCT, GPUS, MEMORY, WORKLOAD, (wide: FAMILY, COMPUTE, DRIVER,
+// CUDA, SHARING,) NOTES.
+func nodeTable(w io.Writer, nodes []homelabv1.GpuNode, opts Options) error {
+	var t table
+	if opts.Wide {
+		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "NOTES")
+	} else {
+		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "NOTES")
+	}
+	for _, n := range nodes {
+		mark := ""
+		if n.LabelsMissing {
+			mark = LastKnownMark
+		}
+		product := n.Product
+		if product == "" {
+			product = Unlabeled
+		} else {
+			product += mark
+		}
+		memory := ""
+		if n.GpuMemoryMiB > 0 {
+			memory = strconv.FormatInt(n.GpuMemoryMiB, 10) + " MiB" + mark
+		}
+		ready := colored("true", green)
+		if !n.Ready {
+			ready = colored("false", red)
+		}
+		row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark), plain(memory), plain(n.WorkloadConfig)}
+		if opts.Wide {
+			row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)))
+		}
+		row = append(row, join(", ", notes(n, opts.Now)...))
+		t.row(row...)
+	}
+	return t.write(w, opts.Color)
+}
+
+// footnotes explains the last-known mark and lists the label warnings of the shown nodes.
+func footnotes(w io.Writer, nodes []homelabv1.GpuNode) error {
+	var b strings.Builder
+	for _, n := range nodes {
+		if n.LabelsMissing && n.Product != "" {
+			b.WriteString(LastKnownMark + " last-known value: GPU Feature Discovery's labels are gone from the node\n")
+			break
+		}
+	}
+	header := false
+	for _, n := range nodes {
+		for _, warning := range n.Warnings {
+			if !header {
+				b.WriteString("\nLabel warnings:\n")
+				header = true
+			}
+			fmt.Fprintf(&b, "  %s: %s\n", n.Name, warning)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// notes are the NOTES of a node: its conditions (NotReady, LabelsMissing since 3h,
+// 2 unhealthy, ...), its MIG layout and how many label warnings it has.
+func notes(n homelabv1.GpuNode, now time.Time) []cell {
+	var notes []cell
+	for _, c := range n.Conditions {
+		switch c {
+		case inventory.NodeNotReady, inventory.NodeUnreachable, inventory.NodeMIGConfigFailed:
+			notes = append(notes, colored(c, red))
+		case inventory.NodeUnhealthyGPUs:
+			notes = append(notes, colored(fmt.Sprintf("%d unhealthy", n.UnhealthyGpus), red))
+		case inventory.NodeLabelsMissing:
+			text := c
+			if n.LabelsMissingSince != nil {
+				text += " since " + age(n.LabelsMissingSince.Time, now)
+			}
+			notes = append(notes, colored(text, yellow))
+		default:
+			notes = append(notes, colored(c, yellow))
+		}
+	}
+	if m := n.MIG; m != nil {
+		var devices []string
+		for _, d := range m.Devices {
+			devices = append(devices, fmt.Sprintf("%dx%s", d.Count, d.Profile))
+		}
+		if _, variant := inventory.BaseModel(n.Product); len(devices) == 0 && strings.HasPrefix(variant, "MIG-") && n.GpuCount > 0 {
+			devices = append(devices, fmt.Sprintf("%dx%s", n.GpuCount, strings.TrimPrefix(variant, "MIG-")))
+		}
+		if len(devices) > 0 {
+			notes = append(notes, plain("MIG "+strings.Join(devices, "+")))
+		}
+		if m.ConfigState == "pending" || m.ConfigState == "rebooting" {
+			notes = append(notes, colored("MIG "+m.ConfigState, yellow))
+		}
+	}
+	if len(n.Warnings) > 0 {
+		notes = append(notes, colored(count(len(n.Warnings), "label warning", "label warnings"), yellow))
+	}
+	return notes
+}
+
+// modelTable writes the per-model summary.
+func modelTable(w io.Writer, models []homelabv1.GpuModel, opts Options) error {
+	var t table
+	headers := []string{"MODEL", "VARIANTS", "READY-NODES", "READY-GPUS", "UNHEALTHY", "MEMORY"}
+	if opts.Wide {
+		headers = append(headers, "ALLOCATABLE")
+	}
+	t.header(headers...)
+	for _, m := range models {
+		product := m.Product
+		if product == "" {
+			product = Unlabeled
+		}
+		memory := ""
+		if m.MemoryMiB > 0 {
+			memory = strconv.FormatInt(m.MemoryMiB, 10) + " MiB"
+		}
+		unhealthy := plain("0")
+		if m.UnhealthyGpus > 0 {
+			unhealthy = colored(strconv.Itoa(int(m.UnhealthyGpus)), red)
+		}
+		row := []cell{plain(product), plain(strings.Join(m.Variants, ",")), readyCell(m.ReadyNodes, m.Nodes),
+			readyCell(m.ReadyGpus, m.Gpus), unhealthy, plain(memory)}
+		if opts.Wide {
+			row = append(row, plain(strconv.Itoa(int(m.AllocatableGpus))))
+		}
+		t.row(row...)
+	}
+	return t.write(w, opts.Color)
+}
+
+// List writes one row per inventory: NAME, SELECTOR, READY-NODES, READY-GPUS, UNHEALTHY,
+// LABELS-MISSING, DEGRADED, CHANGED.
+func List(w io.Writer, items []homelabv1.GpuInventory, opts Options) error {
+	if len(items) == 0 {
+		_, err := io.WriteString(w, "No GpuInventory objects.\n")
+		return err
+	}
+	var t table
+	t.header("NAME", "SELECTOR", "READY-NODES", "READY-GPUS", "UNHEALTHY", "LABELS-MISSING", "DEGRADED", "CHANGED")
+	for i := range items {
+		gi := &items[i]
+		s := gi.Status
+		degraded := plain("")
+		if c := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionDegraded); c != nil {
+			degraded = colored(string(c.Status), green)
+			if c.Status == metav1.ConditionTrue {
+				degraded = colored(string(c.Status), red)
+			}
+		}
+		changed := "<never>"
+		if s.ObservedAt != nil {
+			changed = age(s.ObservedAt.Time, opts.Now)
+		}
+		unhealthy := plain("0")
+		if s.UnhealthyGpus > 0 {
+			unhealthy = colored(strconv.Itoa(int(s.UnhealthyGpus)), red)
+		}
+		missing := plain("0")
+		if s.LabelsMissingNodes > 0 {
+			missing = colored(strconv.Itoa(int(s.LabelsMissingNodes)), yellow)
+		}
+		t.row(plain(gi.Name), plain(SelectorString(gi.Spec.NodeSelector)), readyCell(s.ReadyGpuNodes, s.TotalGpuNodes),
+			readyCell(s.ReadyGpus, s.TotalGpus), unhealthy, missing, degraded, plain(changed))
+	}
+	return t.write(w, opts.Color)
+}
+
+// Line is a one-line account of an inventory for logs and pipes (`--watch` when the output
+// is not a terminal): when its content last changed, its name, the totals and the Degraded
+// condition.
+func Line(gi *homelabv1.GpuInventory) string {
+	s := gi.Status
+	at := "-"
+	if s.ObservedAt != nil {
+		at = s.ObservedAt.UTC().Format(time.RFC3339)
+	}
+	if s.InventoryHash == "" && s.ObservedAt == nil {
+		return fmt.Sprintf("%s %s: not reported yet", at, gi.Name)
+	}
+	parts := []string{Summary(s)}
+	if s.UnhealthyGpus > 0 {
+		parts = append(parts, fmt.Sprintf("%d unhealthy", s.UnhealthyGpus))
+	}
+	if s.LabelsMissingNodes > 0 {
+		parts = append(parts, fmt.Sprintf("labels missing on %s", count(int(s.LabelsMissingNodes), "node", "nodes")))
+	}
+	if c := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionDegraded); c != nil {
+		if c.Status == metav1.ConditionTrue {
+			parts = append(parts, "degraded: "+c.Message)
+		} else {
+			parts = append(parts, "not degraded")
+		}
+	}
+	return fmt.Sprintf("%s %s: %s", at, gi.Name, strings.Join(parts, "; "))
+}
+
+// SelectorString is an inventory's node selector as kubectl writes selectors, or "<all nodes>".
+func SelectorString(ls *metav1.LabelSelector) string {
+	if ls == nil || (len(ls.MatchLabels) == 0 && len(ls.MatchExpressions) == 0) {
+		return "<all nodes>"
+	}
+	return metav1.FormatLabelSelector(ls)
+}
+
+// keyValues is a header of "Key:  value" lines with aligned values.
+type keyValues struct {
+	keys   []string
+	values []cell
+}
+
+func (kv *keyValues) add(key string, value cell) {
+	kv.keys = append(kv.keys, key+":")
+	kv.values = append(kv.values, value)
+}
+
+func (kv *keyValues) write(w io.Writer, color bool) error {
+	var t table
+	for i := range kv.keys {
+		t.row(plain(kv.keys[i]), kv.values[i])
+	}
+	return t.write(w, color)
+}
+
+// readyCell is "ready/total", green when all are ready, red otherwise.
+func readyCell(ready, total int32) cell {
+	text := fmt.Sprintf("%d/%d", ready, total)
+	if ready < total {
+		return colored(text, red)
+	}
+	return colored(text, green)
+}
+
+// join joins cells, keeping each one's colour.
+func join(sep string, cells ...cell) cell {
+	var text, styled []string
+	anyStyled := false
+	for _, c := range cells {
+		text = append(text, c.text)
+		if c.styled != "" {
+			styled = append(styled, c.styled)
+			anyStyled = true
+		} else {
+			styled = append(styled, c.text)
+		}
+	}
+	out := cell{text: strings.Join(text, sep)}
+	if anyStyled {
+		out.styled = strings.Join(styled, sep)
+	}
+	return out
+}
+
+func sharing(s *homelabv1.GpuSharing) string {
+	if s == nil {
+		return ""
+	}
+	strategy := s.Strategy
+	if strategy == "" {
+		strategy = "shared"
+	}
+	if s.Replicas > 1 {
+		return fmt.Sprintf("%s x%d", strategy, s.Replicas)
+	}
+	return strategy
+}
+
+func listedNodes(s homelabv1.GpuInventoryStatus) int {
+	if s.ListedNodes > 0 {
+		return int(s.ListedNodes)
+	}
+	return len(s.Nodes)
+}
+
+// age is a relative age as kubectl prints it ("3h", "5m10s").
+func age(t, now time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		d = 0
+	}
+	return duration.HumanDuration(d)
+}
+
+func count(n int, one, many string) string {
+	return strconv.Itoa(n) + " " + plural(n, one, many)
+}

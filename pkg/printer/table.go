@@ -1,0 +1,87 @@
+package printer
+
+import (
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// ANSI colours, used only when the caller asks for colour (a terminal, NO_COLOR unset).
+const (
+	red    = "\x1b[31m"
+	green  = "\x1b[32m"
+	yellow = "\x1b[33m"
+	bold   = "\x1b[1m"
+	reset  = "\x1b[0m"
+)
+
+// cell is a table cell: its text, and the same text with colour codes (empty: no colour).
+type cell struct {
+	text   string
+	styled string
+}
+
+func plain(s string) cell { return cell{text: s} }
+
+// colored is a cell in one colour.
+func colored(s, code string) cell {
+	if s == "" || code == "" {
+		return cell{text: s}
+	}
+	return cell{text: s, styled: code + s + reset}
+}
+
+// table aligns columns like text/tabwriter (two spaces between columns, the last column not
+// padded), but measures the text without its colour codes so that coloured tables stay
+// aligned.
+type table struct {
+	rows [][]cell
+}
+
+func (t *table) header(names ...string) {
+	row := make([]cell, len(names))
+	for i, n := range names {
+		row[i] = cell{text: n}
+	}
+	t.rows = append(t.rows, row)
+}
+
+func (t *table) row(cells ...cell) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer, color bool) error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c.text))
+		}
+	}
+	var b strings.Builder
+	for _, r := range t.rows {
+		var line strings.Builder
+		for i, c := range r {
+			text := c.text
+			if color && c.styled != "" {
+				text = c.styled
+			}
+			line.WriteString(text)
+			if i < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c.text)+2))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// paint colours s when color is on.
+func paint(s, code string, color bool) string {
+	if !color || code == "" || s == "" {
+		return s
+	}
+	return code + s + reset
+}
