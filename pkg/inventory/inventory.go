@@ -49,8 +49,9 @@ func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) 
 // sync re-parses only the nodes that changed since the last one. A nil *EntryCache parses
 // every node. It is safe for concurrent use.
 type EntryCache struct {
-	mu      sync.Mutex
-	entries map[string]cachedEntry
+	mu       sync.Mutex
+	entries  map[string]*cachedEntry
+	lastGPUs int // GPU nodes the last Compute found: the next one's capacity
 }
 
 type cachedEntry struct {
@@ -62,7 +63,7 @@ type cachedEntry struct {
 }
 
 // NewEntryCache returns an empty cache.
-func NewEntryCache() *EntryCache { return &EntryCache{entries: map[string]cachedEntry{}} }
+func NewEntryCache() *EntryCache { return &EntryCache{entries: map[string]*cachedEntry{}} }
 
 // Forget drops a node (deleted) from the cache.
 func (c *EntryCache) Forget(name string) {
@@ -74,25 +75,22 @@ func (c *EntryCache) Forget(name string) {
 	c.mu.Unlock()
 }
 
-func (c *EntryCache) lookup(node *corev1.Node) cachedEntry {
+// lookupLocked returns the node's parsed entry, parsing it when the node changed since it was
+// cached. c.mu is held (or c is nil: no cache).
+func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	if c != nil && node.ResourceVersion != "" {
-		c.mu.Lock()
-		e, ok := c.entries[node.Name]
-		c.mu.Unlock()
-		if ok && e.resourceVersion == node.ResourceVersion {
+		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion {
 			return e
 		}
 	}
-	e := cachedEntry{resourceVersion: node.ResourceVersion, gpu: IsGPUNode(node)}
+	e := &cachedEntry{resourceVersion: node.ResourceVersion, gpu: IsGPUNode(node)}
 	if e.gpu {
 		e.gfd = HasGFDLabels(node)
 		e.entry, e.warnings = Entry(node)
 		e.encoded = encode(&e.entry)
 	}
 	if c != nil && node.ResourceVersion != "" {
-		c.mu.Lock()
 		c.entries[node.Name] = e
-		c.mu.Unlock()
 	}
 	return e
 }
@@ -106,8 +104,17 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 	var entries []homelabv1.GpuNode
 	var encoded [][]byte
 	var warnings []Warning
+	if c != nil {
+		// One lock for the whole pass: both controllers share the cache, and a sync touches
+		// every node.
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		entries = make([]homelabv1.GpuNode, 0, c.lastGPUs)
+		encoded = make([][]byte, 0, c.lastGPUs)
+		defer func() { c.lastGPUs = len(entries) }()
+	}
 	for _, node := range nodes {
-		cached := c.lookup(node)
+		cached := c.lookupLocked(node)
 		if !cached.gpu {
 			continue
 		}

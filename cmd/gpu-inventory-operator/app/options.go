@@ -32,6 +32,7 @@ type Options struct {
 	PerNodeMetrics   bool
 	QPS              float64
 	Burst            int
+	Compression      bool
 
 	LeaderElect      bool
 	LeaderElectionID string
@@ -81,6 +82,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
+	fs.BoolVar(&o.Compression, "kube-api-compression", o.Compression, "Ask the API server to gzip large responses: saves bandwidth on a slow link to a remote API server, costs CPU on both sides.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas writes.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")

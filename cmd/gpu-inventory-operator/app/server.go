@@ -141,8 +141,7 @@ type Operator struct {
 	opts      *Options
 	config    *rest.Config
 	namespace string
-	kubeNodes kubernetes.Interface // protobuf: Nodes are the bulk of what the operator reads
-	kube      kubernetes.Interface
+	kube      kubernetes.Interface // protobuf: Nodes and the ConfigMap are the bulk of what it reads
 	client    versioned.Interface
 	apiext    apiextensionsclient.Interface
 	identity  string
@@ -168,15 +167,19 @@ func New(opts *Options) (*Operator, error) {
 
 // NewForConfig builds an operator that talks to the API server of config.
 func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Operator, error) {
+	config = rest.CopyConfig(config)
+	// The operator's largest responses are its own status and ConfigMap (up to 256 KiB each,
+	// several times a second under churn); gzip costs CPU on both sides for no gain on a
+	// cluster network. Watches are never compressed.
+	config.DisableCompression = !opts.Compression
 	o := &Operator{opts: opts, config: config, namespace: namespace}
 	var err error
-	if o.kube, err = kubernetes.NewForConfig(config); err != nil {
-		return nil, fmt.Errorf("create Kubernetes client: %w", err)
-	}
+	// Built-in types (Nodes, the ConfigMap, Events, the Lease) travel as protobuf; the CRD
+	// clients below use JSON, the only encoding custom resources have.
 	protobuf := rest.CopyConfig(config)
 	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
 	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	if o.kubeNodes, err = kubernetes.NewForConfig(protobuf); err != nil {
+	if o.kube, err = kubernetes.NewForConfig(protobuf); err != nil {
 		return nil, fmt.Errorf("create Kubernetes client: %w", err)
 	}
 	if o.client, err = versioned.NewForConfig(config); err != nil {
@@ -393,7 +396,7 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 
 // runInformers runs the informers and both controllers until ctx is cancelled.
 func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTrimmer, onUnknownKey func(string)) error {
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(o.kubeNodes, 0, informers.WithTransform(trimmer.Trim))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0, informers.WithTransform(trimmer.Trim))
 	configMapFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
 		informers.WithNamespace(o.namespace),
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {

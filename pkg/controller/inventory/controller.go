@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -30,6 +32,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -339,14 +342,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		Nodes:              listed,
 		Conditions:         stored,
 	}
-	applyStatus, err := statusApplyConfiguration(status)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.HomelabV1().GpuInventories().ApplyStatus(ctx,
-		applyv1.GpuInventory(gi.Name).WithStatus(applyStatus),
-		metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true})
-	if err != nil {
+	if err := c.applyStatus(ctx, gi.Name, status); err != nil {
 		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
 	}
 	c.statusWrites.Add(1)
@@ -403,6 +399,52 @@ func forgetMetrics(name string) {
 		vec.DeletePartialMatch(prometheus.Labels{"inventory": name})
 	}
 	metrics.StatusWrites.DeletePartialMatch(prometheus.Labels{"inventory": name})
+}
+
+// applyStatus server-side applies status with the operator's field manager, always with
+// apiVersion and kind (the first version's HTTP 400). Against an API server the request goes
+// through the REST client and the answer, the whole object of up to 256 KiB, is not decoded:
+// nothing reads it, the informer brings the new object anyway. The generated fake clientset
+// has no REST client; there the typed ApplyStatus is used. TestApplyBodiesAgree keeps the
+// two request bodies identical.
+func (c *Controller) applyStatus(ctx context.Context, name string, status homelabv1.GpuInventoryStatus) error {
+	opts := metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true}
+	if rc, ok := c.client.HomelabV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		body, err := statusApplyBody(name, status)
+		if err != nil {
+			return err
+		}
+		patchOpts := opts.ToPatchOptions()
+		return rc.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
+			VersionedParams(&patchOpts, scheme.ParameterCodec).Body(body).Do(ctx).Error()
+	}
+	applyStatus, err := statusApplyConfiguration(status)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.HomelabV1().GpuInventories().ApplyStatus(ctx, applyv1.GpuInventory(name).WithStatus(applyStatus), opts)
+	return err
+}
+
+// statusApplyBody is the apply request for an inventory's status, encoded in one pass.
+func statusApplyBody(name string, status homelabv1.GpuInventoryStatus) ([]byte, error) {
+	body, err := json.Marshal(struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Status homelabv1.GpuInventoryStatus `json:"status"`
+	}{
+		TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuInventory"},
+		Metadata: struct {
+			Name string `json:"name"`
+		}{name},
+		Status: status,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	return body, nil
 }
 
 // statusApplyConfiguration converts a status into its apply configuration. Both share the

@@ -71,6 +71,14 @@ type Controller struct {
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 
 	writes atomic.Int64
+	// last is what this controller wrote last: while the ConfigMap is at that
+	// resourceVersion, its entries need not be decoded again (250 KiB of JSON values).
+	last *written
+}
+
+type written struct {
+	resourceVersion string
+	entries         []homelabv1.GpuNode
 }
 
 // NewController wires the controller. configMapInformer must watch the operator's namespace
@@ -153,9 +161,13 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
 	}
-	var previous []homelabv1.GpuNode
-	if current != nil {
-		previous = decode(klog.FromContext(ctx), current.Data) // the memory of last-known labels
+	var previous []homelabv1.GpuNode // the memory of last-known labels
+	switch {
+	case current == nil:
+	case c.last != nil && c.last.resourceVersion == current.ResourceVersion:
+		previous = c.last.entries
+	default: // first sync, or someone else changed it
+		previous = decode(klog.FromContext(ctx), current.Data)
 	}
 	// Malformed labels are logged by the inventory controller.
 	content, _ := c.entries.Compute(nodes, previous, c.clock.Now())
@@ -175,9 +187,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 				Labels: map[string]string{managedByLabel: homelabv1.FieldManager}, Annotations: annotations},
 			Data: data,
 		}
-		if _, err := configMaps.Create(ctx, cm, opts); err != nil {
+		created, err := configMaps.Create(ctx, cm, opts)
+		if err != nil {
 			return fmt.Errorf("create ConfigMap %s: %w", key, err)
 		}
+		c.last = &written{resourceVersion: created.ResourceVersion, entries: listed}
 	case maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == annotations[OmittedAnnotation]:
 		return nil
 	default:
@@ -189,9 +203,11 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 			cm.Annotations = map[string]string{}
 		}
 		cm.Annotations[OmittedAnnotation] = annotations[OmittedAnnotation]
-		if _, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager}); err != nil {
+		updated, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager})
+		if err != nil {
 			return fmt.Errorf("update ConfigMap %s: %w", key, err)
 		}
+		c.last = &written{resourceVersion: updated.ResourceVersion, entries: listed}
 	}
 	c.writes.Add(1)
 	klog.FromContext(ctx).Info("Updated GPU node status ConfigMap", "configMap", klog.KRef(key.Namespace, key.Name), "gpuNodes", len(data))
