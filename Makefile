@@ -11,8 +11,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/gpu-inventory-operator.
+build: ## Build bin/gpu-inventory-operator and the kubectl plugin bin/kubectl-gpuinv.
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X github.com/youngju-dev/gpu-inventory-operator/pkg/plugin.Version=$(VERSION)' -o $(BIN)/kubectl-gpuinv ./cmd/kubectl-gpuinv
 
 ARCH      ?= $(shell $(GO) env GOARCH)
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -43,9 +44,9 @@ N         ?= 5000
 CHURN     ?= 50
 
 .PHONY: bench
-bench: build testbin ## Benchmarks of the pure package, then the scale run on a real control plane (N=5000 CHURN=50).
+bench: build testbin ## Benchmarks of the pure package, then the scale run on a real control plane, operator and kubectl plugin (N=5000 CHURN=50).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/inventory/
-	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --nodes $(N) --churn $(CHURN)
+	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --plugin $(BIN)/kubectl-gpuinv --nodes $(N) --churn $(CHURN)
 
 .PHONY: testbin
 testbin: ## Build kube-apiserver, etcd and kwok from the Go module proxy into a cache (once, ~6 min).

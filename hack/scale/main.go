@@ -1,11 +1,13 @@
 // Command scale measures the operator against a real kube-apiserver with a realistic fleet:
-// memory, start-up time, CPU under churn, status writes and change-to-status latency. It
-// prints the table of the README's "Performance" section. `make bench` runs it.
+// memory, start-up time, CPU under churn, status writes and change-to-status latency; with
+// --plugin, also the time and memory of `kubectl gpuinv` and `kubectl gpuinv scan` on the same
+// fleet. It prints the table of the README's "Performance" section. `make bench` runs it.
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +44,8 @@ func main() {
 	operator := flag.String("operator", "bin/gpu-inventory-operator", "Operator binary.")
 	probes := flag.Int("probes", 20, "Latency probes per phase.")
 	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync) and CPU profile (during churn) here.")
+	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
+	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -49,7 +53,11 @@ func main() {
 	}
 }
 
-var profileDir string
+var (
+	profileDir   string
+	pluginBinary string
+	pluginRuns   int
+)
 
 // fetchProfile saves a profile from the operator's pprof endpoint.
 func fetchProfile(addr, path, file string) {
@@ -195,7 +203,144 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("| status writes/s under churn | %.1f | ≤ 2 per inventory |\n", writesPerSec)
 	fmt.Printf("| change -> status, p99 | %s quiet, %s under churn | ≤ 200 ms quiet, ≤ 1.5 s under churn |\n", p99(quietLatency), p99(churnLatency))
 	fmt.Printf("| status size | %.0f KiB at %d GPU nodes | ≤ 256 KiB at any size |\n", float64(len(objBytes))/1024, gi.Status.TotalGpuNodes)
+	if pluginBinary == "" {
+		return nil
+	}
+
+	// The plugin, once the status has settled after the churn.
+	if err := settle(ctx, gpu, 2*time.Second, 30*time.Second); err != nil {
+		return err
+	}
+	kubeconfig := env.KubeconfigPath()
+	show, err := measurePlugin(env.Dir, pluginBinary, kubeconfig, pluginRuns)
+	if err != nil {
+		return err
+	}
+	scanned, err := measurePlugin(env.Dir, pluginBinary, kubeconfig, pluginRuns, "scan")
+	if err != nil {
+		return err
+	}
+	agree, err := scanAgrees(ctx, gpu, pluginBinary, kubeconfig)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n`kubectl gpuinv` on the same fleet (%d runs each, output to /dev/null; median wall time, largest max RSS)\n\n", pluginRuns)
+	fmt.Println("| command | wall time | max RSS | target |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| `kubectl gpuinv` (reads the GpuInventory) | %s | %s | ≤ 0.3 s, ≤ 40 MiB |\n", show.wall(), show.rss())
+	fmt.Printf("| `kubectl gpuinv scan` (lists the %d nodes) | %s | %s | ≤ 2 s, ≤ 150 MiB |\n", n, scanned.wall(), scanned.rss())
+	fmt.Printf("\n`kubectl gpuinv scan` equals the operator's status: %s\n", agree)
 	return nil
+}
+
+// pluginRun is one run of the plugin: wall time and maximum resident set size.
+type pluginRun struct {
+	WallSeconds float64 `json:"wallSeconds"`
+	MaxRSSKiB   int64   `json:"maxRSSKiB"`
+	// SpawnerKiB is the peak RSS of the process that started the plugin: the plugin's figure
+	// cannot be below it (see hack/scale/measure), so a figure equal to it is an upper bound.
+	SpawnerKiB int64 `json:"spawnerKiB"`
+}
+
+type pluginResults []pluginRun
+
+func (r pluginResults) wall() string {
+	walls := make([]float64, len(r))
+	for i := range r {
+		walls[i] = r[i].WallSeconds
+	}
+	slices.Sort(walls)
+	return fmt.Sprintf("%.2f s (%.2f–%.2f)", walls[len(walls)/2], walls[0], walls[len(walls)-1])
+}
+
+func (r pluginResults) rss() string {
+	var most, spawner int64
+	for _, run := range r {
+		most, spawner = max(most, run.MaxRSSKiB), max(spawner, run.SpawnerKiB)
+	}
+	if most <= spawner {
+		return fmt.Sprintf("≤ %.0f MiB", float64(most)/1024)
+	}
+	return fmt.Sprintf("%.0f MiB", float64(most)/1024)
+}
+
+// measurePlugin runs the plugin binary runs times with args, each through hack/scale/measure
+// (built into dir): see there why the harness does not start the plugin itself.
+func measurePlugin(dir, binary, kubeconfig string, runs int, args ...string) (pluginResults, error) {
+	measure := filepath.Join(dir, "measure")
+	if _, err := os.Stat(measure); err != nil {
+		build := exec.Command("go", "build", "-o", measure, "github.com/youngju-dev/gpu-inventory-operator/hack/scale/measure")
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build hack/scale/measure: %w: %s", err, out)
+		}
+	}
+	var out pluginResults
+	for range runs {
+		cmd := exec.Command(measure, append([]string{binary, "--kubeconfig", kubeconfig}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		data, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w: %s", binary, strings.Join(args, " "), err, stderr.String())
+		}
+		var run pluginRun
+		if err := json.Unmarshal(data, &run); err != nil {
+			return nil, fmt.Errorf("measurement of %s %s: %w", binary, strings.Join(args, " "), err)
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}
+
+// scanAgrees compares the hash and totals of `kubectl gpuinv scan -o json` with the stored status.
+func scanAgrees(ctx context.Context, gpu versioned.Interface, binary, kubeconfig string) (string, error) {
+	data, err := exec.Command(binary, "--kubeconfig", kubeconfig, "scan", "-o", "json").Output()
+	if err != nil {
+		return "", fmt.Errorf("scan -o json: %w", err)
+	}
+	var scanned homelabv1.GpuInventory
+	if err := json.Unmarshal(data, &scanned); err != nil {
+		return "", fmt.Errorf("decode scan -o json: %w", err)
+	}
+	stored, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	a, b := stored.Status, scanned.Status
+	if a.InventoryHash == b.InventoryHash && a.TotalGpuNodes == b.TotalGpuNodes && a.ReadyGpus == b.ReadyGpus && a.ListedNodes == b.ListedNodes {
+		return fmt.Sprintf("yes (same inventory hash, %d GPU nodes, %d ready)", a.TotalGpuNodes, a.ReadyGpuNodes), nil
+	}
+	return fmt.Sprintf("NO: operator %s %d/%d nodes, scan %s %d/%d nodes", a.InventoryHash, a.ReadyGpuNodes, a.TotalGpuNodes,
+		b.InventoryHash, b.ReadyGpuNodes, b.TotalGpuNodes), nil
+}
+
+// settle waits until the inventory has not changed for quiet (at most timeout).
+func settle(ctx context.Context, gpu versioned.Interface, quiet, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster", ResourceVersion: gi.ResourceVersion})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	timer := time.NewTimer(quiet)
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("the inventory did not settle within %s", timeout)
+		case _, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch ended before the inventory settled")
+			}
+			timer.Reset(quiet)
+		}
+	}
 }
 
 // probe changes a marker node's product to a new value and measures the time until the

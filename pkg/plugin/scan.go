@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
@@ -152,34 +154,64 @@ func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNode, maxNode
 	}
 }
 
-// gpuNodes lists the nodes matching sel, chunkSize at a time, and keeps the GPU nodes
-// trimmed to what the inventory reads (the operator's informer transform). A page of full
-// Nodes is garbage once its GPU nodes are trimmed.
+// gpuNodes lists the nodes matching sel, chunkSize at a time, and keeps the GPU nodes reduced
+// to what the inventory reads, as the operator's informer transform (controller.NodeTrimmer)
+// does. Against an API server each page is read as a protobuf stream that skips what the
+// trimmer drops without decoding it (decodeNodeStream); a clientset without a REST client
+// (the fake of the unit tests) is listed and trimmed with NodeTrimmer itself.
 func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selector, chunkSize int64) ([]*corev1.Node, int, error) {
 	trimmer := controller.NewNodeTrimmer(nil) // the API server applies the selector
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: chunkSize}
 	var kept []*corev1.Node
+	keep := func(node *corev1.Node) {
+		if inventory.IsGPUNode(node) {
+			kept = append(kept, node)
+		}
+	}
+	rc, _ := kube.CoreV1().RESTClient().(*rest.RESTClient)
 	read := 0
 	for {
-		list, err := kube.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, 0, scanError{err}
-		}
-		for i := range list.Items {
-			node := &list.Items[i]
-			read++
-			if !inventory.IsGPUNode(node) {
-				continue
-			}
-			trimmed, err := trimmer.Trim(node)
+		var next string
+		if rc != nil {
+			meta, n, err := streamNodes(ctx, rc, opts, trimmer.Keeps, keep)
 			if err != nil {
-				return nil, 0, fmt.Errorf("trim node %s: %w", node.Name, err)
+				return nil, 0, err
 			}
-			kept = append(kept, trimmed.(*corev1.Node))
+			read += n
+			next = meta.Continue
+		} else {
+			list, err := kube.CoreV1().Nodes().List(ctx, opts)
+			if err != nil {
+				return nil, 0, scanError{err}
+			}
+			for i := range list.Items {
+				read++
+				trimmed, err := trimmer.Trim(&list.Items[i])
+				if err != nil {
+					return nil, 0, fmt.Errorf("trim node %s: %w", list.Items[i].Name, err)
+				}
+				keep(trimmed.(*corev1.Node))
+			}
+			next = list.Continue
 		}
-		if list.Continue == "" {
+		if next == "" {
 			return kept, read, nil
 		}
-		opts.Continue = list.Continue
+		opts.Continue = next
 	}
+}
+
+// streamNodes reads one page of the node list as a protobuf stream.
+func streamNodes(ctx context.Context, rc *rest.RESTClient, opts metav1.ListOptions, keepLabel func(string) bool, visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
+	body, err := rc.Get().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec).
+		SetHeader("Accept", "application/vnd.kubernetes.protobuf").Stream(ctx)
+	if err != nil {
+		return metav1.ListMeta{}, 0, scanError{err}
+	}
+	defer body.Close()
+	meta, n, err := decodeNodeStream(body, keepLabel, visit)
+	if err != nil {
+		return meta, n, fmt.Errorf("read the node list: %w", err)
+	}
+	return meta, n, nil
 }

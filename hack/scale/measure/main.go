@@ -1,0 +1,65 @@
+// Command measure runs one command, its output to /dev/null, and prints its wall time and
+// maximum resident set size as JSON. The scale harness starts the plugin through it because
+// on Linux a child's ru_maxrss starts from the resident size of the memory map it was
+// started from (Go starts children with vfork, sharing the parent's map): a plugin started
+// by the harness, which holds a fleet's worth of memory, would report the harness's size.
+// This program stays a few MiB, below anything it measures (spawnerKiB says how much).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type result struct {
+	WallSeconds float64 `json:"wallSeconds"`
+	MaxRSSKiB   int64   `json:"maxRSSKiB"`
+	SpawnerKiB  int64   `json:"spawnerKiB"`
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: measure COMMAND [ARG...]")
+		os.Exit(2)
+	}
+	cmd := exec.Command(os.Args[1], os.Args[2:]...)
+	cmd.Stderr = os.Stderr
+	spawner := peakRSS()
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", strings.Join(os.Args[1:], " "), err)
+		os.Exit(1)
+	}
+	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "no resource usage")
+		os.Exit(1)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(result{WallSeconds: wall.Seconds(), MaxRSSKiB: usage.Maxrss, SpawnerKiB: spawner})
+}
+
+// peakRSS is this process's VmHWM in KiB.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return v
+		}
+	}
+	return 0
+}

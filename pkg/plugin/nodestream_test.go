@@ -1,0 +1,109 @@
+package plugin
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/demo"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+)
+
+// protobufNodeList encodes nodes as the API server answers a protobuf list request.
+func protobufNodeList(t *testing.T, nodes []*corev1.Node, cont string) []byte {
+	t.Helper()
+	list := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
+	for _, n := range nodes {
+		list.Items = append(list.Items, *n)
+	}
+	encoder := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion)
+	var buf bytes.Buffer
+	if err := encoder.Encode(list, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// oddNodes exercise what fleets rarely have: managed fields, foreign taints, a node being
+// deleted, two Ready conditions, MIG resources, no labels at all.
+func oddNodes() []*corev1.Node {
+	at := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	return []*corev1.Node{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "going", UID: "u-1", ResourceVersion: "7", CreationTimestamp: at, DeletionTimestamp: &at,
+				Labels:        map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4", "team": "ml", "nvidia.com/mig-1g.5gb.count": "7", "nvidia.com/mig-1g.5gb.engines.copy": "1"},
+				Annotations:   map[string]string{"a": "b"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Time: &at}}},
+			Spec: corev1.NodeSpec{Unschedulable: true, PodCIDR: "10.0.0.0/24", Taints: []corev1.Taint{
+				{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute, TimeAdded: &at},
+				{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{
+				Capacity:    corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), "nvidia.com/mig-1g.5gb": resource.MustParse("7"), corev1.ResourceCPU: resource.MustParse("64")},
+				Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("6"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				Conditions: []corev1.NodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "old", LastHeartbeatTime: at},
+					{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status.", LastTransitionTime: at},
+				},
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			},
+		},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bare"}},
+	}
+}
+
+func TestNodeStreamEqualsTrimmedNodes(t *testing.T) {
+	var nodes []*corev1.Node
+	nodes = append(nodes, fleet(30)...)
+	nodes = append(nodes, fixtures.HomeLab()...)
+	nodes = append(nodes, demo.HealthyNodes()...)
+	nodes = append(nodes, mixedFleetNodes(t)...)
+	nodes = append(nodes, oddNodes()...)
+	trimmer := controller.NewNodeTrimmer(nil)
+	var got []*corev1.Node
+	meta, count, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nodes, "next-page")), trimmer.Keeps,
+		func(n *corev1.Node) { got = append(got, n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Continue != "next-page" || meta.ResourceVersion != "42" || count != len(nodes) || len(got) != len(nodes) {
+		t.Fatalf("list metadata %+v, %d nodes counted and %d visited; want continue next-page, resourceVersion 42, %d nodes", meta, count, len(got), len(nodes))
+	}
+	for i, n := range nodes {
+		want, _ := trimmer.Trim(n)
+		if !equality.Semantic.DeepEqual(want, got[i]) {
+			t.Errorf("node %s from the stream differs from NodeTrimmer.Trim (-trim +stream):\n%s", n.Name, cmp.Diff(want, got[i]))
+		}
+	}
+}
+
+func TestNodeStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
+	full := protobufNodeList(t, fleet(3), "")
+	keep := controller.NewNodeTrimmer(nil).Keeps
+	for name, data := range map[string][]byte{
+		"JSON":      []byte(`{"kind":"NodeList","apiVersion":"v1","items":[]}`),
+		"truncated": full[:len(full)-100],
+		"empty":     nil,
+	} {
+		if _, _, err := decodeNodeStream(bytes.NewReader(data), keep, func(*corev1.Node) {}); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	// An empty list is fine.
+	if _, n, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nil, "")), keep, func(*corev1.Node) {}); err != nil || n != 0 {
+		t.Errorf("empty list: %d nodes, %v", n, err)
+	}
+	if !strings.HasPrefix(string(full), "k8s\x00") {
+		t.Errorf("the encoder does not write the API server's protobuf envelope")
+	}
+}
