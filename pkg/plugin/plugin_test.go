@@ -397,10 +397,25 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			if err := gpu.Tracker().Delete(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), "", "cluster", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(out.String(), "deleted") && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond) // polls the output under test
+			waitFor := func(text string) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for !strings.Contains(out.String(), text) {
+					if time.Now().After(deadline) {
+						t.Fatalf("no %q in the output within 10s:\n%s", text, out.String())
+					}
+					time.Sleep(10 * time.Millisecond) // polls the output under test
+				}
 			}
+			waitFor("deleted")
+			// It comes back, and is followed again.
+			back := inventoryObject("cluster", home, nil, nil)
+			back.ResourceVersion = "4"
+			back.Status.ObservedAt = &metav1.Time{Time: statusTime.Add(2 * time.Hour)}
+			if err := gpu.Tracker().Create(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), back, "", metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(statusTime.Add(2 * time.Hour).Format(time.RFC3339))
 			cancel()
 			if code := <-done; code != ExitOK {
 				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())
