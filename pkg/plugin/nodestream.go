@@ -7,61 +7,33 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 )
 
-// protobufMagic starts every protobuf response of the API server (a runtime.Unknown follows).
-var protobufMagic = []byte("k8s\x00")
-
-// Field numbers of the Kubernetes protobuf messages that a node stream reads
-// (k8s.io/api/core/v1/generated.proto, k8s.io/apimachinery/.../generated.proto). They are part
-// of the API's compatibility guarantee.
+// Field numbers of the messages around the Nodes of a protobuf list response
+// (k8s.io/apimachinery runtime.Unknown, k8s.io/api core/v1 NodeList); part of the API's
+// compatibility guarantee.
 const (
-	unknownRaw = 2 // runtime.Unknown.raw: the NodeList
-
+	unknownRaw   = 2 // runtime.Unknown.raw: the NodeList
 	listMetadata = 1 // NodeList.metadata (ListMeta)
 	listItems    = 2 // NodeList.items
-
-	nodeMetadata = 1
-	nodeSpec     = 2
-	nodeStatus   = 3
-
-	metaName              = 1
-	metaUID               = 5
-	metaResourceVersion   = 6
-	metaCreationTimestamp = 8
-	metaDeletionTimestamp = 9
-	metaLabels            = 11
-
-	specUnschedulable = 4
-	specTaints        = 5
-
-	statusCapacity    = 1
-	statusAllocatable = 2
-	statusConditions  = 4
-
-	mapKey   = 1
-	mapValue = 2
 )
 
-// decodeNodeStream reads a protobuf NodeList response one Node at a time and hands visit
-// each Node reduced to what controller.NodeTrimmer keeps (name, uid, resourceVersion,
-// timestamps, the labels keep accepts, unschedulable, the node lifecycle taints, the
-// nvidia.com resources and the Ready condition). Images, addresses, managed fields and the
-// other labels are skipped without being decoded, and at most one Node's bytes are held at a
-// time. It returns the list's metadata (for the continue token) and how many nodes it read.
-// TestNodeStreamEqualsTrimmedNodes keeps it equal to NodeTrimmer.Trim.
-func decodeNodeStream(r io.Reader, keep func(string) bool, visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
+// decodeNodeStream reads a protobuf NodeList response one Node at a time: it hands each
+// Node's message to decode (NodeTrimmer.DecodeNode, the operator's informer decoder, which
+// reads only what the inventory needs and skips images, addresses, managed fields and the
+// other labels unread) and the result to visit. At most one Node's bytes are held at a time.
+// It returns the list's metadata (for the continue token) and how many nodes it read.
+func decodeNodeStream(r io.Reader, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
 	var meta metav1.ListMeta
 	br := bufio.NewReaderSize(r, 64<<10)
-	magic := make([]byte, len(protobufMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, protobufMagic) {
+	magic := make([]byte, len(controller.ProtobufMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, controller.ProtobufMagic) {
 		return meta, 0, errors.New("the node list is not protobuf")
 	}
 	envelope := &streamReader{r: br, n: -1}
@@ -110,7 +82,7 @@ func decodeNodeStream(r io.Reader, keep func(string) bool, visit func(*corev1.No
 				}
 				continue
 			}
-			node, err := trimmedNode(buf, keep)
+			node, err := decode(buf)
 			if err != nil {
 				return meta, count, fmt.Errorf("decode node %d of the list: %w", count+1, err)
 			}
@@ -219,154 +191,4 @@ func (s *streamReader) skip(typ protowire.Type) error {
 	}
 	s.consumed(int64(size))
 	return nil
-}
-
-// protoFields calls fn for each field of the message b: num, type, the value of a
-// length-delimited field or the varint.
-func protoFields(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte, varint uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var value []byte
-		var varint uint64
-		switch typ {
-		case protowire.BytesType:
-			value, n = protowire.ConsumeBytes(b)
-		case protowire.VarintType:
-			varint, n = protowire.ConsumeVarint(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, typ, value, varint); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// mapEntry returns the key and the value bytes of a protobuf map entry.
-func mapEntry(b []byte) (key string, value []byte, err error) {
-	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch {
-		case num == mapKey && typ == protowire.BytesType:
-			key = string(v)
-		case num == mapValue && typ == protowire.BytesType:
-			value = v
-		}
-		return nil
-	})
-	return key, value, err
-}
-
-// trimmedNode decodes the parts of a protobuf Node that NodeTrimmer keeps.
-func trimmedNode(b []byte, keep func(string) bool) (*corev1.Node, error) {
-	node := &corev1.Node{}
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case nodeMetadata:
-			return trimmedMeta(v, &node.ObjectMeta, keep)
-		case nodeSpec:
-			return trimmedSpec(v, &node.Spec)
-		case nodeStatus:
-			return trimmedStatus(v, &node.Status)
-		}
-		return nil
-	})
-	return node, err
-}
-
-func trimmedMeta(b []byte, meta *metav1.ObjectMeta, keep func(string) bool) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case metaName:
-			meta.Name = string(v)
-		case metaUID:
-			meta.UID = types.UID(v)
-		case metaResourceVersion:
-			meta.ResourceVersion = string(v)
-		case metaCreationTimestamp:
-			return meta.CreationTimestamp.Unmarshal(v)
-		case metaDeletionTimestamp:
-			meta.DeletionTimestamp = &metav1.Time{}
-			return meta.DeletionTimestamp.Unmarshal(v)
-		case metaLabels:
-			key, value, err := mapEntry(v)
-			if err != nil || !keep(key) {
-				return err
-			}
-			if meta.Labels == nil {
-				meta.Labels = map[string]string{}
-			}
-			meta.Labels[key] = string(value)
-		}
-		return nil
-	})
-}
-
-func trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
-		switch {
-		case num == specUnschedulable && typ == protowire.VarintType:
-			spec.Unschedulable = varint != 0
-		case num == specTaints && typ == protowire.BytesType:
-			var taint corev1.Taint
-			if err := taint.Unmarshal(v); err != nil {
-				return err
-			}
-			if strings.HasPrefix(taint.Key, "node.kubernetes.io/") { // the lifecycle taints, as NodeTrimmer keeps
-				spec.Taints = append(spec.Taints, corev1.Taint{Key: taint.Key, Effect: taint.Effect})
-			}
-		}
-		return nil
-	})
-}
-
-func trimmedStatus(b []byte, status *corev1.NodeStatus) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case statusCapacity, statusAllocatable:
-			key, value, err := mapEntry(v)
-			if err != nil || !strings.HasPrefix(key, "nvidia.com/") {
-				return err
-			}
-			var q resource.Quantity
-			if err := q.Unmarshal(value); err != nil {
-				return fmt.Errorf("resource %s: %w", key, err)
-			}
-			list := &status.Capacity
-			if num == statusAllocatable {
-				list = &status.Allocatable
-			}
-			if *list == nil {
-				*list = corev1.ResourceList{}
-			}
-			(*list)[corev1.ResourceName(key)] = q
-		case statusConditions:
-			var c corev1.NodeCondition
-			if err := c.Unmarshal(v); err != nil {
-				return err
-			}
-			if c.Type == corev1.NodeReady {
-				status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason,
-					Message: c.Message, LastTransitionTime: c.LastTransitionTime}}
-			}
-		}
-		return nil
-	})
 }

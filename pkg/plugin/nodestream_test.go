@@ -71,7 +71,7 @@ func TestNodeStreamEqualsTrimmedNodes(t *testing.T) {
 	nodes = append(nodes, oddNodes()...)
 	trimmer := controller.NewNodeTrimmer(nil)
 	var got []*corev1.Node
-	meta, count, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nodes, "next-page")), trimmer.Keeps,
+	meta, count, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nodes, "next-page")), trimmer.DecodeNode,
 		func(n *corev1.Node) { got = append(got, n) })
 	if err != nil {
 		t.Fatal(err)
@@ -89,18 +89,18 @@ func TestNodeStreamEqualsTrimmedNodes(t *testing.T) {
 
 func TestNodeStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
 	full := protobufNodeList(t, fleet(3), "")
-	keep := controller.NewNodeTrimmer(nil).Keeps
+	decode := controller.NewNodeTrimmer(nil).DecodeNode
 	for name, data := range map[string][]byte{
 		"JSON":      []byte(`{"kind":"NodeList","apiVersion":"v1","items":[]}`),
 		"truncated": full[:len(full)-100],
 		"empty":     nil,
 	} {
-		if _, _, err := decodeNodeStream(bytes.NewReader(data), keep, func(*corev1.Node) {}); err == nil {
+		if _, _, err := decodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
 	// An empty list is fine.
-	if _, n, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nil, "")), keep, func(*corev1.Node) {}); err != nil || n != 0 {
+	if _, n, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nil, "")), decode, func(*corev1.Node) {}); err != nil || n != 0 {
 		t.Errorf("empty list: %d nodes, %v", n, err)
 	}
 	if !strings.HasPrefix(string(full), "k8s\x00") {

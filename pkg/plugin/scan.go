@@ -173,7 +173,7 @@ func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selecto
 	for {
 		var next string
 		if rc != nil {
-			meta, n, err := streamNodes(ctx, rc, opts, trimmer.Keeps, keep)
+			meta, n, err := streamNodes(ctx, rc, opts, trimmer.DecodeNode, keep)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -202,14 +202,14 @@ func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selecto
 }
 
 // streamNodes reads one page of the node list as a protobuf stream.
-func streamNodes(ctx context.Context, rc *rest.RESTClient, opts metav1.ListOptions, keepLabel func(string) bool, visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
+func streamNodes(ctx context.Context, rc *rest.RESTClient, opts metav1.ListOptions, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
 	body, err := rc.Get().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec).
 		SetHeader("Accept", "application/vnd.kubernetes.protobuf").Stream(ctx)
 	if err != nil {
 		return metav1.ListMeta{}, 0, scanError{err}
 	}
 	defer body.Close()
-	meta, n, err := decodeNodeStream(body, keepLabel, visit)
+	meta, n, err := decodeNodeStream(body, decode, visit)
 	if err != nil {
 		return meta, n, fmt.Errorf("read the node list: %w", err)
 	}
