@@ -175,3 +175,26 @@ func nameList(names []string, max int) string {
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
+
+// Status is the GpuInventory status that reports inv: its exact totals and models, the listed
+// nodes (see Listed) and the conditions. The operator writes it; `kubectl gpuinv scan`
+// prints it, so the two cannot disagree on what a status holds.
+func (inv Inventory) Status(listed []homelabv1.GpuNode, conditions []metav1.Condition, generation int64, observedAt metav1.Time) homelabv1.GpuInventoryStatus {
+	return homelabv1.GpuInventoryStatus{
+		ObservedGeneration: generation,
+		ObservedAt:         &observedAt,
+		InventoryHash:      inv.Hash,
+		TotalGpuNodes:      inv.TotalGpuNodes,
+		ReadyGpuNodes:      inv.ReadyGpuNodes,
+		TotalGpus:          inv.TotalGpus,
+		ReadyGpus:          inv.ReadyGpus,
+		UnlabeledGpus:      inv.UnlabeledGpus,
+		UnhealthyGpus:      inv.UnhealthyGpus,
+		LabelsMissingNodes: inv.LabelsMissingNodes,
+		TotalModels:        int32(len(inv.Models)),
+		ListedNodes:        int32(len(listed)),
+		Models:             inv.Models,
+		Nodes:              listed,
+		Conditions:         conditions,
+	}
+}

@@ -135,23 +135,7 @@ func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNode, maxNode
 	for i := range conditions {
 		conditions[i].LastTransitionTime = at
 	}
-	return homelabv1.GpuInventoryStatus{
-		ObservedGeneration: generation,
-		ObservedAt:         &at,
-		InventoryHash:      content.Hash,
-		TotalGpuNodes:      content.TotalGpuNodes,
-		ReadyGpuNodes:      content.ReadyGpuNodes,
-		TotalGpus:          content.TotalGpus,
-		ReadyGpus:          content.ReadyGpus,
-		UnlabeledGpus:      content.UnlabeledGpus,
-		UnhealthyGpus:      content.UnhealthyGpus,
-		LabelsMissingNodes: content.LabelsMissingNodes,
-		TotalModels:        int32(len(content.Models)),
-		ListedNodes:        int32(len(listed)),
-		Models:             content.Models,
-		Nodes:              listed,
-		Conditions:         conditions,
-	}
+	return content.Status(listed, conditions, generation, at)
 }
 
 // gpuNodes lists the nodes matching sel, chunkSize at a time, and keeps the GPU nodes reduced

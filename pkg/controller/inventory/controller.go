@@ -325,23 +325,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		meta.SetStatusCondition(&stored, cond)
 	}
 
-	status := homelabv1.GpuInventoryStatus{
-		ObservedGeneration: gi.Generation,
-		ObservedAt:         &observedAt,
-		InventoryHash:      content.Hash,
-		TotalGpuNodes:      content.TotalGpuNodes,
-		ReadyGpuNodes:      content.ReadyGpuNodes,
-		TotalGpus:          content.TotalGpus,
-		ReadyGpus:          content.ReadyGpus,
-		UnlabeledGpus:      content.UnlabeledGpus,
-		UnhealthyGpus:      content.UnhealthyGpus,
-		LabelsMissingNodes: content.LabelsMissingNodes,
-		TotalModels:        int32(len(content.Models)),
-		ListedNodes:        int32(len(listed)),
-		Models:             content.Models,
-		Nodes:              listed,
-		Conditions:         stored,
-	}
+	status := content.Status(listed, stored, gi.Generation, observedAt)
 	if err := c.applyStatus(ctx, gi.Name, status); err != nil {
 		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
 	}
