@@ -9,11 +9,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/term"
+
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/demo"
 )
 
 func main() {
-	opts := demo.Options{Out: os.Stdout}
+	// Colour as kubectl gpuinv does: on a terminal, unless NO_COLOR is set.
+	opts := demo.Options{Out: os.Stdout, Color: term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""}
 	flag.StringVar(&opts.Operator, "operator", "bin/gpu-inventory-operator", "Path of the operator binary.")
 	flag.BoolVar(&opts.Once, "once", false, "Print the converged inventory and exit.")
 	flag.Parse()

@@ -36,6 +36,8 @@ type Options struct {
 	Once bool
 	// Out receives the report; progress goes there too.
 	Out io.Writer
+	// Color marks readiness and problems in the report (Out is a terminal).
+	Color bool
 }
 
 const namespace = "gpu-inventory-system"
@@ -121,7 +123,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("waiting for the inventory (operator log: %s): %w", logPath, err)
 	}
 	fmt.Fprintln(out)
-	if err := printer.Inventory(out, gi); err != nil {
+	if err := report(out, gi, opts.Color); err != nil {
 		return err
 	}
 	if opts.Once {
@@ -130,6 +132,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	fmt.Fprintf(out, `
 The cluster is yours until Ctrl-C. In another terminal:
   export KUBECONFIG=%s
+  bin/kubectl-gpuinv --problems            # or, with bin/ on the PATH: kubectl gpuinv --problems
   kubectl get gpuinv                       # GPU-NODES, READY, GPUS, READY-GPUS, DEGRADED
   kubectl get gpuinv cluster -o yaml       # the whole status
   kubectl get configmap -n %s gpu-node-status -o yaml
@@ -138,7 +141,12 @@ The cluster is yours until Ctrl-C. In another terminal:
     -p '[{"op":"replace","path":"/status/conditions/0/status","value":"True"}]'
 
 `, env.KubeconfigPath(), namespace)
-	return follow(ctx, gpu, gi.ResourceVersion, out)
+	return follow(ctx, gpu, gi.ResourceVersion, out, opts.Color)
+}
+
+// report prints what `kubectl gpuinv` prints for the inventory.
+func report(out io.Writer, gi *homelabv1.GpuInventory, color bool) error {
+	return printer.Report(out, gi, printer.Options{Color: color, Now: time.Now()})
 }
 
 // startOperator runs the operator binary against kubeconfig and returns a function that
@@ -206,7 +214,7 @@ func waitForInventory(ctx context.Context, gpu versioned.Interface, done func(*h
 }
 
 // follow prints the table again each time the inventory's status changes.
-func follow(ctx context.Context, gpu versioned.Interface, resourceVersion string, out io.Writer) error {
+func follow(ctx context.Context, gpu versioned.Interface, resourceVersion string, out io.Writer, color bool) error {
 	for {
 		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", homelabv1.DefaultInventoryName).String(),
@@ -225,7 +233,7 @@ func follow(ctx context.Context, gpu versioned.Interface, resourceVersion string
 			}
 			resourceVersion = gi.ResourceVersion
 			fmt.Fprintf(out, "\n--- %s: the inventory changed\n", time.Now().Format(time.TimeOnly))
-			if err := printer.Inventory(out, gi); err != nil {
+			if err := report(out, gi, color); err != nil {
 				return err
 			}
 		}
