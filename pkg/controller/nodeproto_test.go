@@ -95,3 +95,27 @@ func TestTrimmingDecoderKeepsTheBookmarkAndPassesOthers(t *testing.T) {
 		t.Errorf("a ConfigMap through the trimming decoder came out as %#v", other)
 	}
 }
+
+// Whatever bytes arrive, the decoder returns a node or an error; it never panics.
+func FuzzDecodeNode(f *testing.F) {
+	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	encoder := scheme.Codecs.EncoderForVersion(proto, corev1.SchemeGroupVersion)
+	for i := range 6 {
+		n, lbls := testenv.FleetNode(i)
+		for k, v := range lbls {
+			n.Labels[k] = v
+		}
+		data, err := runtime.Encode(encoder, n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("k8s\x00"))
+	decoder := NewTrimmingSerializer(scheme.Codecs.WithoutConversion(), NewNodeTrimmer(nil)).DecoderToVersion(proto, corev1.SchemeGroupVersion)
+	trimmer := NewNodeTrimmer(nil)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = runtime.Decode(decoder, data)
+		_, _ = trimmer.DecodeNode(data)
+	})
+}
