@@ -101,7 +101,9 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 	for i := range previous {
 		prev[previous[i].Name] = &previous[i]
 	}
-	var entries []homelabv1.GpuNode
+	// Cached entries are never modified (a changed node gets a new one), so they are
+	// referenced here and copied once, in order, into the result.
+	var entries []*homelabv1.GpuNode
 	var encoded [][]byte
 	var warnings []Warning
 	if c != nil {
@@ -109,7 +111,7 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 		// every node.
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		entries = make([]homelabv1.GpuNode, 0, c.lastGPUs)
+		entries = make([]*homelabv1.GpuNode, 0, c.lastGPUs)
 		encoded = make([][]byte, 0, c.lastGPUs)
 		defer func() { c.lastGPUs = len(entries) }()
 	}
@@ -118,10 +120,13 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 		if !cached.gpu {
 			continue
 		}
-		entry, enc := cached.entry, cached.encoded
+		entry, enc := &cached.entry, cached.encoded
 		warnings = append(warnings, cached.warnings...)
-		if !cached.gfd && carryLastKnown(&entry, prev[node.Name], now) {
-			enc = encode(&entry)
+		if !cached.gfd {
+			carried := cached.entry
+			if carryLastKnown(&carried, prev[node.Name], now) {
+				entry, enc = &carried, encode(&carried)
+			}
 		}
 		entries = append(entries, entry)
 		encoded = append(encoded, enc)
@@ -160,11 +165,12 @@ func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.
 
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
 func FromEntries(entries []homelabv1.GpuNode) Inventory {
+	refs := make([]*homelabv1.GpuNode, len(entries))
 	encoded := make([][]byte, len(entries))
 	for i := range entries {
-		encoded[i] = encode(&entries[i])
+		refs[i], encoded[i] = &entries[i], encode(&entries[i])
 	}
-	return fromEncoded(entries, encoded)
+	return fromEncoded(refs, encoded)
 }
 
 func encode(entry *homelabv1.GpuNode) []byte {
@@ -173,7 +179,7 @@ func encode(entry *homelabv1.GpuNode) []byte {
 }
 
 // fromEncoded is FromEntries for entries whose JSON is already known.
-func fromEncoded(entries []homelabv1.GpuNode, encoded [][]byte) Inventory {
+func fromEncoded(entries []*homelabv1.GpuNode, encoded [][]byte) Inventory {
 	order := make([]int, len(entries))
 	for i := range order {
 		order[i] = i
@@ -181,7 +187,7 @@ func fromEncoded(entries []homelabv1.GpuNode, encoded [][]byte) Inventory {
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entries[a].Name, entries[b].Name) })
 	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(entries)), encoded: make([][]byte, len(entries))}
 	for i, j := range order {
-		inv.Nodes[i], inv.encoded[i] = entries[j], encoded[j]
+		inv.Nodes[i], inv.encoded[i] = *entries[j], encoded[j]
 	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++
