@@ -18,10 +18,11 @@ import (
 // ProtobufMagic starts every protobuf object the API server sends (a runtime.Unknown follows).
 var ProtobufMagic = []byte("k8s\x00")
 
-// NewTrimmingSerializer wraps a client's serializer so that Nodes that arrive as protobuf
-// (list items and watch events alike) are decoded by t.DecodeNode instead of in full: a
-// realistic Node is about 20 KB, of which the inventory reads a few hundred bytes. Anything
-// else, and JSON, goes to the wrapped serializer.
+// NewTrimmingSerializer wraps a client's serializer so that every Node it decodes (list
+// items and watch events alike) comes out trimmed: protobuf Nodes are decoded by
+// t.DecodeNode instead of in full (a realistic Node is about 20 KB, of which the inventory
+// reads a few hundred bytes); Nodes and NodeLists in JSON are decoded by the wrapped
+// serializer and then trimmed. Other objects pass through untouched.
 func NewTrimmingSerializer(ns runtime.NegotiatedSerializer, t *NodeTrimmer) runtime.NegotiatedSerializer {
 	return trimmingSerializer{NegotiatedSerializer: ns, trimmer: t}
 }
@@ -58,7 +59,16 @@ func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 			return node, &gvk, nil
 		}
 	}
-	return d.next.Decode(data, defaults, into)
+	obj, gvk, err := d.next.Decode(data, defaults, into)
+	switch o := obj.(type) {
+	case *corev1.Node:
+		*o = *d.trimmer.trim(o)
+	case *corev1.NodeList:
+		for i := range o.Items {
+			o.Items[i] = *d.trimmer.trim(&o.Items[i])
+		}
+	}
+	return obj, gvk, err
 }
 
 // Field numbers of runtime.Unknown and runtime.TypeMeta.

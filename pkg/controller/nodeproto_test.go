@@ -4,10 +4,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -57,6 +59,47 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 		want, _ := trimmer.Trim(n)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: trimming decoder differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
+		}
+	}
+}
+
+// Nodes and NodeLists that arrive as JSON come out trimmed too, exactly as Trim makes them.
+func TestTrimmingDecoderTrimsJSONNodes(t *testing.T) {
+	trimmer := NewNodeTrimmer(nil)
+	js := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, jsonserializer.SerializerOptions{})
+	encoder := scheme.Codecs.EncoderForVersion(js, corev1.SchemeGroupVersion)
+	decoder := NewTrimmingSerializer(scheme.Codecs.WithoutConversion(), trimmer).DecoderToVersion(js, corev1.SchemeGroupVersion)
+	list := &corev1.NodeList{}
+	for i := range 3 {
+		n, lbls := testenv.FleetNode(i)
+		for k, v := range lbls {
+			n.Labels[k] = v
+		}
+		list.Items = append(list.Items, *n)
+	}
+	data, err := runtime.Encode(encoder, &list.Items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runtime.Decode(decoder, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := trimmer.Trim(&list.Items[0])
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(corev1.Node{}, "TypeMeta")); diff != "" {
+		t.Errorf("JSON Node (-Trim +decoder):\n%s", diff)
+	}
+	if data, err = runtime.Encode(encoder, list); err != nil {
+		t.Fatal(err)
+	}
+	gotList, err := runtime.Decode(decoder, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, item := range gotList.(*corev1.NodeList).Items {
+		want, _ := trimmer.Trim(&list.Items[i])
+		if diff := cmp.Diff(want, &item, cmpopts.IgnoreFields(corev1.Node{}, "TypeMeta")); diff != "" {
+			t.Errorf("JSON NodeList item %d (-Trim +decoder):\n%s", i, diff)
 		}
 	}
 }

@@ -63,6 +63,10 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	return t.trim(node), nil
+}
+
+func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	var labels map[string]string
 	for k, v := range node.Labels {
 		if t.Keeps(k) {
@@ -95,7 +99,11 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 			}}
 		}
 	}
-	return trimmed, nil
+	if v, ok := node.Annotations[metav1.InitialEventsAnnotationKey]; ok {
+		// The watch-list bookmark's marker: the reflector waits for it.
+		trimmed.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
+	}
+	return trimmed
 }
 
 // lifecycleTaints keeps the node lifecycle controller's taints (unreachable, not-ready).

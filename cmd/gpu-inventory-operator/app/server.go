@@ -377,7 +377,8 @@ func (o *Operator) runControllers(ctx context.Context) error {
 // nodeClient is a clientset for the Node informer whose decoder reads each protobuf Node
 // straight into the trimmer's compact form, skipping its images, addresses, managed fields
 // and other labels (about 95 % of a realistic Node's bytes) instead of decoding and then
-// dropping them.
+// dropping them; a Node that comes as JSON is trimmed right after decoding. So the cache
+// holds only trimmed Nodes without an informer transform doing the work a second time.
 func (o *Operator) nodeClient(trimmer *controller.NodeTrimmer) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(o.protobufConfig)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
@@ -421,9 +422,8 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	if err != nil {
 		return err
 	}
-	// The transform still runs (on nodes the decoder already trimmed, or that came as JSON):
-	// it interns the label strings and is the one definition of what the cache keeps.
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(nodes, 0, informers.WithTransform(trimmer.Trim))
+	// The node client's decoder trims every Node (see nodeClient): no transform needed.
+	nodeFactory := informers.NewSharedInformerFactory(nodes, 0)
 	configMapFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
 		informers.WithNamespace(o.namespace),
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
