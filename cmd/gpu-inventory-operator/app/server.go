@@ -429,9 +429,15 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
 			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
 		}))
+	// The GpuInventory informer's client leaves status.nodes out (see
+	// inventory.NewInformerClient): the controller's own writes come back without it.
+	inventories, err := inventory.NewInformerClient(o.config)
+	if err != nil {
+		return err
+	}
 	// The resync period must be the factory's too: an informer made without one ignores the
 	// per-handler period the inventory controller asks for.
-	inventoryFactory := externalversions.NewSharedInformerFactory(o.client, o.opts.ResyncPeriod)
+	inventoryFactory := externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod)
 
 	nodeInformer := nodeFactory.Core().V1().Nodes()
 	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.

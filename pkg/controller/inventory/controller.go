@@ -63,11 +63,15 @@ type Controller struct {
 	// that the update event of its own write is not taken for news.
 	writtenMu sync.Mutex
 	written   map[cache.ObjectName]string
+	// lastNodes remembers the node list of each inventory's status at a resourceVersion: the
+	// informer's objects come without it (see NewInformerClient).
+	lastNodes map[cache.ObjectName]storedNodes
 	// synced holds the inventories that had a successful sync (for readiness).
 	synced map[cache.ObjectName]bool
 
 	statusWrites  atomic.Int64
 	statusSkipped atomic.Int64
+	statusReads   atomic.Int64
 
 	warnedMu sync.Mutex
 	warned   map[inv.Warning]struct{}
@@ -121,6 +125,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		keeps:             cfg.KeepsLabel,
 		unknown:           cfg.OnUnknownSelectorKey,
 		written:           map[cache.ObjectName]string{},
+		lastNodes:         map[cache.ObjectName]storedNodes{},
 		synced:            map[cache.ObjectName]bool{},
 		warned:            map[inv.Warning]struct{}{},
 	}
@@ -135,6 +140,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 				c.coalescer.Forget(key)
 				c.writtenMu.Lock()
 				delete(c.written, key)
+				delete(c.lastNodes, key)
 				delete(c.synced, key)
 				c.writtenMu.Unlock()
 			}
@@ -159,6 +165,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 // that found the stored status already current.
 func (c *Controller) StatusWrites() int64  { return c.statusWrites.Load() }
 func (c *Controller) StatusSkipped() int64 { return c.statusSkipped.Load() }
+
+// StatusReads counts the GETs of a whole inventory that its cached copy (without node list)
+// made necessary.
+func (c *Controller) StatusReads() int64 { return c.statusReads.Load() }
 
 // Synced reports whether the caches have synced and every known inventory has had a
 // successful sync.
@@ -280,7 +290,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	}
 
 	var content inv.Inventory
-	var listed []homelabv1.GpuNode
+	var stored, listed []homelabv1.GpuNode
 	var conditions []metav1.Condition
 	sel, selErr := inv.Selector(gi.Spec.NodeSelector)
 	if selErr != nil {
@@ -292,10 +302,13 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		if err != nil {
 			return fmt.Errorf("list nodes from cache: %w", err)
 		}
+		if stored, err = c.storedNodes(ctx, gi); err != nil {
+			return err
+		}
 		var warnings []inv.Warning
 		// The stored status is the memory of last-known labels: it survives restarts and
 		// leader changes.
-		content, warnings = c.entries.Compute(nodes, gi.Status.Nodes, c.clock.Now())
+		content, warnings = c.entries.Compute(nodes, stored, c.clock.Now())
 		c.warnOnce(logger, warnings)
 		var omitted int
 		listed, omitted = content.Listed(c.maxStatusNodes, inv.MaxNodeListBytes)
@@ -318,15 +331,16 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if gi.Status.InventoryHash == content.Hash && gi.Status.ObservedAt != nil {
 		observedAt = *gi.Status.ObservedAt // only the generation moved; the content did not
 	}
-	stored := make([]metav1.Condition, len(gi.Status.Conditions))
-	copy(stored, gi.Status.Conditions) // never mutate what the lister returns
+	storedConditions := make([]metav1.Condition, len(gi.Status.Conditions))
+	copy(storedConditions, gi.Status.Conditions) // never mutate what the lister returns
 	for _, cond := range conditions {
 		cond.LastTransitionTime = now // kept from the stored condition unless its status flips
-		meta.SetStatusCondition(&stored, cond)
+		meta.SetStatusCondition(&storedConditions, cond)
 	}
 
-	status := content.Status(listed, stored, gi.Generation, observedAt)
-	if err := c.applyStatus(ctx, gi.Name, status); err != nil {
+	status := content.Status(listed, storedConditions, gi.Generation, observedAt)
+	resourceVersion, err := c.applyStatus(ctx, gi.Name, status)
+	if err != nil {
 		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
 	}
 	c.statusWrites.Add(1)
@@ -334,21 +348,52 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
 	c.writtenMu.Lock()
 	c.written[key] = content.Hash
+	c.lastNodes[key] = storedNodes{resourceVersion: resourceVersion, nodes: status.Nodes}
 	c.synced[key] = true
 	c.writtenMu.Unlock()
-	degraded := meta.FindStatusCondition(stored, homelabv1.ConditionDegraded)
+	degraded := meta.FindStatusCondition(storedConditions, homelabv1.ConditionDegraded)
 	logger.Info("Inventory changed", "gpuNodes", content.TotalGpuNodes, "readyGpuNodes", content.ReadyGpuNodes,
 		"gpus", content.TotalGpus, "readyGpus", content.ReadyGpus, "unhealthyGpus", content.UnhealthyGpus,
 		"labelsMissingNodes", content.LabelsMissingNodes, "degraded", degraded.Status, "reason", degraded.Reason)
 
 	// Events only after the first status: a new operator must not announce every node.
 	if gi.Status.InventoryHash != "" && selErr == nil {
-		complete := len(gi.Status.Nodes) == int(gi.Status.TotalGpuNodes)
-		for _, ev := range inv.Diff(gi.Status.Nodes, content.Nodes, complete) {
+		complete := len(stored) == int(gi.Status.TotalGpuNodes)
+		for _, ev := range inv.Diff(stored, content.Nodes, complete) {
 			c.recorder.Event(gi, ev.Type, ev.Reason, ev.Message)
 		}
 	}
 	return nil
+}
+
+// storedNodes is the node list of an inventory's stored status, read back when the cached
+// object comes without it: from memory when the controller wrote that very resourceVersion,
+// otherwise (at start, after a spec change or someone else's status write) from the server.
+type storedNodes struct {
+	resourceVersion string
+	nodes           []homelabv1.GpuNode
+}
+
+func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory) ([]homelabv1.GpuNode, error) {
+	if !nodesOmitted(gi) {
+		return gi.Status.Nodes, nil
+	}
+	key := cache.MetaObjectToName(gi)
+	c.writtenMu.Lock()
+	last, ok := c.lastNodes[key]
+	c.writtenMu.Unlock()
+	if ok && last.resourceVersion == gi.ResourceVersion {
+		return last.nodes, nil
+	}
+	full, err := c.client.HomelabV1().GpuInventories().Get(ctx, gi.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read the node list of GpuInventory %s: %w", gi.Name, err)
+	}
+	c.statusReads.Add(1)
+	c.writtenMu.Lock()
+	c.lastNodes[key] = storedNodes{resourceVersion: full.ResourceVersion, nodes: full.Status.Nodes}
+	c.writtenMu.Unlock()
+	return full.Status.Nodes, nil
 }
 
 // observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
@@ -386,28 +431,36 @@ func forgetMetrics(name string) {
 }
 
 // applyStatus server-side applies status with the operator's field manager, always with
-// apiVersion and kind (the first version's HTTP 400). Against an API server the request goes
-// through the REST client and the answer, the whole object of up to 256 KiB, is not decoded:
-// nothing reads it, the informer brings the new object anyway. The generated fake clientset
-// has no REST client; there the typed ApplyStatus is used. TestApplyBodiesAgree keeps the
-// two request bodies identical.
-func (c *Controller) applyStatus(ctx context.Context, name string, status homelabv1.GpuInventoryStatus) error {
+// apiVersion and kind (the first version's HTTP 400), and returns the resourceVersion the
+// object has afterwards. Against an API server the request goes through the REST client and
+// the answer, the whole object of up to 256 KiB, is read only as far as its resourceVersion:
+// the informer brings the new object anyway. The generated fake clientset has no REST
+// client; there the typed ApplyStatus is used. TestApplyBodiesAgree keeps the two request
+// bodies identical.
+func (c *Controller) applyStatus(ctx context.Context, name string, status homelabv1.GpuInventoryStatus) (string, error) {
 	opts := metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true}
 	if rc, ok := c.client.HomelabV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
 		body, err := statusApplyBody(name, status)
 		if err != nil {
-			return err
+			return "", err
 		}
 		patchOpts := opts.ToPatchOptions()
-		return rc.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
-			VersionedParams(&patchOpts, scheme.ParameterCodec).Body(body).Do(ctx).Error()
+		answer, err := rc.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
+			VersionedParams(&patchOpts, scheme.ParameterCodec).Body(body).Do(ctx).Raw()
+		if err != nil {
+			return "", err
+		}
+		return resourceVersionOf(answer)
 	}
 	applyStatus, err := statusApplyConfiguration(status)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = c.client.HomelabV1().GpuInventories().ApplyStatus(ctx, applyv1.GpuInventory(name).WithStatus(applyStatus), opts)
-	return err
+	applied, err := c.client.HomelabV1().GpuInventories().ApplyStatus(ctx, applyv1.GpuInventory(name).WithStatus(applyStatus), opts)
+	if err != nil {
+		return "", err
+	}
+	return applied.ResourceVersion, nil
 }
 
 // statusApplyBody is the apply request for an inventory's status, encoded in one pass.

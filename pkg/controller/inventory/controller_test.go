@@ -41,6 +41,8 @@ type fixture struct {
 	controller  *Controller
 	recorder    *record.FakeRecorder
 	nodeIndexer cache.Indexer
+	// invIndexer is the GpuInventory informer's cache.
+	invIndexer cache.Indexer
 }
 
 func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
@@ -59,14 +61,16 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 		t.Fatalf("NewController: %v", err)
 	}
 	c.clock = clocktesting.NewFakePassiveClock(t1)
-	f := &fixture{t: t, ctx: ctx, client: client, controller: c, recorder: recorder, nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer()}
+	f := &fixture{t: t, ctx: ctx, client: client, controller: c, recorder: recorder,
+		nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer(),
+		invIndexer:  invFactory.Homelab().V1().GpuInventories().Informer().GetIndexer()}
 	for _, n := range nodes {
 		if err := f.nodeIndexer.Add(n); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, gi := range inventories {
-		if err := invFactory.Homelab().V1().GpuInventories().Informer().GetIndexer().Add(gi); err != nil {
+		if err := f.invIndexer.Add(gi); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -414,5 +418,77 @@ func TestSyncedNeedsEveryInventory(t *testing.T) {
 	f.sync("b")
 	if !f.controller.Synced() {
 		t.Fatal("not ready after every inventory was synced")
+	}
+}
+
+// withoutNodes is gi as the operator's informer client decodes it: status.nodes left out.
+func withoutNodes(gi *homelabv1.GpuInventory) *homelabv1.GpuInventory {
+	gi = gi.DeepCopy()
+	gi.Status.ListedNodes = int32(len(gi.Status.Nodes))
+	gi.Status.Nodes = nil
+	return gi
+}
+
+// The informer's objects come without status.nodes: the controller reads the list back once
+// (last-known labels and events need it), then remembers the list it wrote for the
+// resourceVersion the write produced, and reads again only when the object moved on without
+// it (someone else's write).
+func TestNodeListIsReadBackOnlyWhenNotRemembered(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	stored := storedStatus(nodes, 1)
+	stored.ListedNodes = int32(len(stored.Nodes))
+	for _, k := range []string{inv.LabelProduct, inv.LabelCount, inv.LabelMemory} {
+		delete(nodes[0].Labels, k) // nuc1's labels vanished: only the stored list knows them
+	}
+	full := gpuInventory("cluster", 1, stored)
+	f := newFixture(t, nodes, full)
+	if err := f.invIndexer.Update(withoutNodes(full)); err != nil {
+		t.Fatal(err)
+	}
+
+	actions := f.sync("cluster")
+	if len(actions) != 2 || actions[0].GetVerb() != "get" || actions[1].GetVerb() != "patch" {
+		t.Fatalf("first sync: want a get of the whole inventory, then the status apply; got %v", actions)
+	}
+	written, err := f.client.HomelabV1().GpuInventories().Get(f.ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nuc1 := written.Status.Nodes[0]; !nuc1.LabelsMissing || nuc1.Product != "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED" {
+		t.Errorf("nuc1 = %+v, want its last-known product from the stored list", nuc1)
+	}
+	if ev := f.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning LabelsMissing GPU Feature Discovery labels vanished from node nuc1") {
+		t.Errorf("events = %v, want one LabelsMissing warning for nuc1", ev)
+	}
+
+	// The echo of that write, and then a node change: no read, and the events compare
+	// with the list the controller wrote.
+	if err := f.invIndexer.Update(withoutNodes(written)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.nodeIndexer.Update(setReady(nodes[2], corev1.ConditionTrue)); err != nil { // omen came back
+		t.Fatal(err)
+	}
+	got := f.appliedStatus(f.sync("cluster"), "cluster")
+	if nuc1 := got.Nodes[0]; !nuc1.LabelsMissing || nuc1.Product != "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED" {
+		t.Errorf("second sync: nuc1 = %+v, want the last-known product kept from memory", nuc1)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "Normal GPUNodeReady GPU node omen is Ready" {
+		t.Errorf("second sync: events = %v, want one GPUNodeReady for omen", ev)
+	}
+	if reads := f.controller.StatusReads(); reads != 1 {
+		t.Errorf("status reads = %d, want 1 (the first sync only)", reads)
+	}
+
+	// Someone else wrote the status: the object has a resourceVersion the controller did
+	// not produce, so its list is read again.
+	other := withoutNodes(written)
+	other.ResourceVersion = "someone-else"
+	other.Status.InventoryHash = "theirs"
+	if err := f.invIndexer.Update(other); err != nil {
+		t.Fatal(err)
+	}
+	if actions := f.sync("cluster"); len(actions) != 2 || actions[0].GetVerb() != "get" {
+		t.Errorf("after another writer: want a get, then the apply; got %v", actions)
 	}
 }

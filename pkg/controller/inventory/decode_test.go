@@ -1,0 +1,170 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+)
+
+// servedInventory is a GpuInventory as the API server sends it: apiVersion and kind set, a
+// full status with its node list.
+func servedInventory(t *testing.T) *homelabv1.GpuInventory {
+	t.Helper()
+	status := storedStatus(fixtures.HomeLab(), 3)
+	status.ListedNodes = int32(len(status.Nodes))
+	gi := gpuInventory("cluster", 3, status)
+	gi.TypeMeta = metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuInventory"}
+	gi.ResourceVersion = "42"
+	gi.Spec.Note = "every GPU node"
+	gi.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a100"}}
+	if len(gi.Status.Nodes) == 0 || len(gi.Status.Conditions) == 0 {
+		t.Fatal("fixture status has no nodes or conditions")
+	}
+	return gi
+}
+
+// withoutNodesDecoded is what the informer client must produce from servedInventory: the same
+// object without status.nodes (and without TypeMeta, like the generated client's decoder).
+func withoutNodesDecoded(gi *homelabv1.GpuInventory) *homelabv1.GpuInventory {
+	gi = gi.DeepCopy()
+	gi.TypeMeta = metav1.TypeMeta{}
+	gi.Status.Nodes = nil
+	return gi
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// The informer client reads lists, single objects and watch events without status.nodes,
+// everything else intact, and still decodes what is not a GpuInventory (a watch error).
+func TestInformerClientLeavesOutTheNodeList(t *testing.T) {
+	served := servedInventory(t)
+	list := homelabv1.GpuInventoryList{
+		TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuInventoryList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "43"},
+		Items:    []homelabv1.GpuInventory{*served, *served},
+	}
+	list.Items[1].Name = "other"
+	gone := metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure,
+		Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Query().Get("watch") == "true":
+			fmt.Fprintf(w, `{"type":"MODIFIED","object":%s}`+"\n", mustJSON(t, served))
+			fmt.Fprintf(w, `{"type":"ERROR","object":%s}`+"\n", mustJSON(t, gone))
+		case strings.HasSuffix(r.URL.Path, "/gpuinventories"):
+			fmt.Fprint(w, mustJSON(t, list))
+		case strings.HasSuffix(r.URL.Path, "/gpuinventories/cluster"):
+			fmt.Fprint(w, mustJSON(t, served))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	client, err := NewInformerClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want := withoutNodesDecoded(served)
+
+	gotList, err := client.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if len(gotList.Items) != 2 || gotList.ResourceVersion != "43" {
+		t.Fatalf("list: %d items at %q, want 2 at 43", len(gotList.Items), gotList.ResourceVersion)
+	}
+	if diff := cmp.Diff(want, &gotList.Items[0]); diff != "" {
+		t.Errorf("list item (-want +got):\n%s", diff)
+	}
+	if gotList.Items[1].Name != "other" {
+		t.Errorf("second item is %q, want other", gotList.Items[1].Name)
+	}
+
+	got, err := client.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("get (-want +got):\n%s", diff)
+	}
+	if !nodesOmitted(got) {
+		t.Error("nodesOmitted = false for an object decoded without its list")
+	}
+
+	w, err := client.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+	ev := <-w.ResultChan()
+	if diff := cmp.Diff(want, ev.Object); ev.Type != watch.Modified || diff != "" {
+		t.Errorf("watch event %s (-want +got):\n%s", ev.Type, diff)
+	}
+	ev = <-w.ResultChan()
+	if status, ok := ev.Object.(*metav1.Status); ev.Type != watch.Error || !ok || status.Code != http.StatusGone {
+		t.Errorf("watch error event = %s %#v, want the 410 Status", ev.Type, ev.Object)
+	}
+}
+
+// A malformed object is an error from the client, as without the shadow decoder.
+func TestInformerClientReportsMalformedObjects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"apiVersion":"homelab.youngju.dev/v1","kind":"GpuInventory","metadata":{"name":"cluster"},"status":{"totalGpus":"many","nodes":[]}}`)
+	}))
+	defer srv.Close()
+	client, err := NewInformerClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.HomelabV1().GpuInventories().Get(context.Background(), "cluster", metav1.GetOptions{})
+	if err == nil || !strings.Contains(err.Error(), "totalGpus") {
+		t.Errorf("get of a malformed object: err = %v, want one naming totalGpus", err)
+	}
+}
+
+func TestResourceVersionOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, json, want, wantErr string
+	}{
+		{name: "metadata first", json: `{"apiVersion":"v","kind":"K","metadata":{"name":"a","resourceVersion":"7"},"status":{"nodes":[1,2]}}`, want: "7"},
+		{name: "status first", json: `{"status":{"nodes":[{"name":"x"}]},"metadata":{"resourceVersion":"8"}}`, want: "8"},
+		{name: "no metadata", json: `{"status":{}}`, wantErr: "no metadata"},
+		{name: "not an object", json: `[1]`, wantErr: "not a JSON object"},
+		{name: "truncated", json: `{"kind":"K","metadata":{"resourceVers`, wantErr: "read resourceVersion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resourceVersionOf([]byte(tc.json))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("resourceVersionOf = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
