@@ -48,6 +48,7 @@ func main() {
 	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync) and CPU profile (during churn) here.")
 	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
 	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
+	flag.StringVar(&operatorArgs, "operator-args", "", "More flags for the operator, space-separated (e.g. --min-sync-interval=1s).")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -59,6 +60,7 @@ var (
 	profileDir   string
 	pluginBinary string
 	pluginRuns   int
+	operatorArgs string
 )
 
 // fetchProfile saves a profile from the operator's pprof endpoint.
@@ -129,6 +131,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	pprofAddr := "127.0.0.1:16060"
 	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system",
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
+	args = append(args, strings.Fields(operatorArgs)...)
 	if profileDir != "" {
 		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=4") // -v=4 logs every sync with its duration
 		defer func() {
@@ -164,6 +167,11 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	time.Sleep(10 * time.Second) // measure a quiet period: no change is expected to watch for
 	quietWrites := writes.count() - quietStart
 	steadyRSS := readStatus(pid, "VmRSS")
+	steadyAnon, steadyFile := readStatus(pid, "RssAnon"), readStatus(pid, "RssFile")
+	if profileDir != "" {
+		smaps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+		_ = os.WriteFile(filepath.Join(profileDir, "smaps"), smaps, 0o644)
+	}
 	fetchProfile(pprofAddr, "/debug/pprof/heap", "heap.pprof")
 	quietLatency, err := probe(ctx, kube, watcher, probes, "quiet")
 	if err != nil {
@@ -211,7 +219,8 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("| status writes/s under churn | %.1f | ≤ 2 per inventory |\n", writesPerSec)
 	fmt.Printf("| change -> status, p99 | %s quiet, %s under churn | ≤ 200 ms quiet, ≤ 1.5 s under churn |\n", p99(quietLatency), p99(churnLatency))
 	fmt.Printf("| status size | %.0f KiB at %d GPU nodes | ≤ 256 KiB at any size |\n", float64(len(objBytes))/1024, gi.Status.TotalGpuNodes)
-	fmt.Printf("\nchange -> status: median %s quiet, %s under churn\n", median(quietLatency), median(churnLatency))
+	fmt.Printf("\nsteady RSS: %.0f MiB anonymous (heap, stacks, runtime), %.0f MiB of mapped files (the binary)\n", steadyAnon/1024, steadyFile/1024)
+	fmt.Printf("change -> status: median %s quiet, %s under churn\n", median(quietLatency), median(churnLatency))
 	if pluginBinary == "" {
 		return nil
 	}

@@ -179,14 +179,12 @@ func mapEntry(b []byte) (key string, value []byte, err error) {
 }
 
 // DecodeNode decodes a protobuf Node (the message, without the envelope) straight into its
-// trimmed form: only what Trim keeps is decoded (labels interned), and images, addresses,
-// managed fields and the other labels are skipped unread. TestDecodeNodeEqualsTrim keeps it
-// equal to Trim of the fully decoded Node.
+// trimmed form: only what Trim keeps is decoded, and images, addresses, managed fields and
+// the other labels are skipped unread. Label sets, resource lists and taint lists that other
+// nodes already have are shared with them (see sharedSets); label strings are interned.
+// TestDecodeNodeEqualsTrim keeps the result equal to Trim of the fully decoded Node.
 func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
-	return decodeTrimmedNode(b, t.Keeps, t.intern)
-}
-
-func decodeTrimmedNode(b []byte, keep func(string) bool, intern func(string) string) (*corev1.Node, error) {
+	var scratch nodeScratch
 	node := &corev1.Node{}
 	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -194,19 +192,37 @@ func decodeTrimmedNode(b []byte, keep func(string) bool, intern func(string) str
 		}
 		switch num {
 		case nodeMetadata:
-			return trimmedMeta(v, &node.ObjectMeta, keep, intern)
+			return t.trimmedMeta(v, &node.ObjectMeta, &scratch)
 		case nodeSpec:
-			return trimmedSpec(v, &node.Spec)
+			return t.trimmedSpec(v, &node.Spec)
 		case nodeStatus:
-			return trimmedStatus(v, &node.Status)
+			return t.trimmedStatus(v, &node.Status, &scratch)
 		}
 		return nil
 	})
 	return node, err
 }
 
-func trimmedMeta(b []byte, meta *metav1.ObjectMeta, keep func(string) bool, intern func(string) string) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+// nodeScratch collects the raw map entries of one node before they are shared or decoded.
+type nodeScratch struct {
+	key         []byte
+	labels      [][]byte
+	capacity    [][]byte
+	allocatable [][]byte
+}
+
+// setKey is the identity of a list of raw protobuf entries: each length-prefixed, so that
+// different lists never have the same key.
+func (s *nodeScratch) setKey(entries [][]byte) []byte {
+	s.key = s.key[:0]
+	for _, e := range entries {
+		s.key = protowire.AppendBytes(s.key, e)
+	}
+	return s.key
+}
+
+func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeScratch) error {
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -223,14 +239,11 @@ func trimmedMeta(b []byte, meta *metav1.ObjectMeta, keep func(string) bool, inte
 			meta.DeletionTimestamp = &metav1.Time{}
 			return meta.DeletionTimestamp.Unmarshal(v)
 		case metaLabels:
-			key, value, err := mapEntry(v)
-			if err != nil || !keep(key) {
-				return err
+			key, _, err := mapEntry(v)
+			if err == nil && t.Keeps(key) {
+				scratch.labels = append(scratch.labels, v)
 			}
-			if meta.Labels == nil {
-				meta.Labels = map[string]string{}
-			}
-			meta.Labels[intern(key)] = intern(string(value))
+			return err
 		case metaAnnotations:
 			// Only the watch-list bookmark's marker: the reflector waits for it.
 			key, value, err := mapEntry(v)
@@ -241,10 +254,27 @@ func trimmedMeta(b []byte, meta *metav1.ObjectMeta, keep func(string) bool, inte
 		}
 		return nil
 	})
+	if err != nil || len(scratch.labels) == 0 {
+		return err
+	}
+	meta.Labels, err = t.labelSets.get(scratch.setKey(scratch.labels), func() (map[string]string, error) {
+		labels := make(map[string]string, len(scratch.labels))
+		for _, e := range scratch.labels {
+			key, value, err := mapEntry(e)
+			if err != nil {
+				return nil, err
+			}
+			labels[t.intern(key)] = t.intern(string(value))
+		}
+		return labels, nil
+	})
+	return err
 }
 
-func trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
+func (t *NodeTrimmer) trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
+	var taints []corev1.Taint
+	var key []byte
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
 		switch {
 		case num == specUnschedulable && typ == protowire.VarintType:
 			spec.Unschedulable = varint != 0
@@ -254,46 +284,75 @@ func trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
 				return err
 			}
 			if strings.HasPrefix(taint.Key, "node.kubernetes.io/") { // the lifecycle taints, as NodeTrimmer keeps
-				spec.Taints = append(spec.Taints, corev1.Taint{Key: taint.Key, Effect: taint.Effect})
+				taints = append(taints, corev1.Taint{Key: taint.Key, Effect: taint.Effect})
+				key = protowire.AppendString(protowire.AppendString(key, taint.Key), string(taint.Effect))
 			}
 		}
 		return nil
 	})
+	if err != nil || len(taints) == 0 {
+		return err
+	}
+	spec.Taints, err = t.taintLists.get(key, func() ([]corev1.Taint, error) { return taints, nil })
+	return err
 }
 
-func trimmedStatus(b []byte, status *corev1.NodeStatus) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch *nodeScratch) error {
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
 		case statusCapacity, statusAllocatable:
-			key, value, err := mapEntry(v)
+			key, _, err := mapEntry(v)
 			if err != nil || !strings.HasPrefix(key, "nvidia.com/") {
 				return err
 			}
-			var q resource.Quantity
-			if err := q.Unmarshal(value); err != nil {
-				return fmt.Errorf("resource %s: %w", key, err)
+			if num == statusCapacity {
+				scratch.capacity = append(scratch.capacity, v)
+			} else {
+				scratch.allocatable = append(scratch.allocatable, v)
 			}
-			list := &status.Capacity
-			if num == statusAllocatable {
-				list = &status.Allocatable
-			}
-			if *list == nil {
-				*list = corev1.ResourceList{}
-			}
-			(*list)[corev1.ResourceName(key)] = q
 		case statusConditions:
 			var c corev1.NodeCondition
 			if err := c.Unmarshal(v); err != nil {
 				return err
 			}
 			if c.Type == corev1.NodeReady {
-				status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason,
-					Message: c.Message, LastTransitionTime: c.LastTransitionTime}}
+				status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: t.intern(c.Reason),
+					Message: t.intern(c.Message), LastTransitionTime: c.LastTransitionTime}}
 			}
 		}
 		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if status.Capacity, err = t.resourceList(scratch, scratch.capacity); err != nil {
+		return err
+	}
+	status.Allocatable, err = t.resourceList(scratch, scratch.allocatable)
+	return err
+}
+
+// resourceList decodes (or shares) the nvidia.com resources among a node's raw entries.
+func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (corev1.ResourceList, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	return t.resourceLists.get(scratch.setKey(entries), func() (corev1.ResourceList, error) {
+		list := make(corev1.ResourceList, len(entries))
+		for _, e := range entries {
+			key, value, err := mapEntry(e)
+			if err != nil {
+				return nil, err
+			}
+			var q resource.Quantity
+			if err := q.Unmarshal(value); err != nil {
+				return nil, fmt.Errorf("resource %s: %w", key, err)
+			}
+			list[corev1.ResourceName(t.intern(key))] = q
+		}
+		return list, nil
 	})
 }

@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -161,4 +164,76 @@ func FuzzDecodeNode(f *testing.F) {
 		_, _ = runtime.Decode(decoder, data)
 		_, _ = trimmer.DecodeNode(data)
 	})
+}
+
+// Nodes with the same kept labels, nvidia.com resources and taints get one shared copy of
+// each (the point: 2,500 GPU nodes of a handful of models hold a handful of sets), and
+// sharing never changes what a node says, also after the table of sets starts over.
+func TestDecodedNodesShareIdenticalSets(t *testing.T) {
+	trimmer := NewNodeTrimmer(nil)
+	node := func(name, product string) *corev1.Node {
+		n, lbls := testenv.FleetNode(0)
+		for k, v := range lbls {
+			n.Labels[k] = v
+		}
+		n.Name, n.Labels["kubernetes.io/hostname"] = name, name
+		n.Labels[inventory.LabelProduct] = product
+		n.Spec.Taints = []corev1.Taint{{Key: inventory.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}}
+		return n
+	}
+	decode := func(n *corev1.Node) *corev1.Node {
+		t.Helper()
+		data, err := n.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := trimmer.DecodeNode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		want, _ := trimmer.Trim(n)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: decoded node differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
+		}
+		return got
+	}
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+
+	a, b, c := decode(node("a", "NVIDIA-H100-80GB-HBM3")), decode(node("b", "NVIDIA-H100-80GB-HBM3")), decode(node("c", "NVIDIA-A100-SXM4-80GB"))
+	if !same(a.Labels, b.Labels) || !same(a.Status.Capacity, b.Status.Capacity) || !same(a.Status.Allocatable, b.Status.Allocatable) || !same(a.Spec.Taints, b.Spec.Taints) {
+		t.Error("two nodes with identical kept labels, resources and taints do not share them")
+	}
+	if same(a.Labels, c.Labels) {
+		t.Error("nodes with different products share one label set")
+	}
+	if !same(a.Status.Capacity, c.Status.Capacity) {
+		t.Error("nodes with the same resources but other labels do not share the resource list")
+	}
+
+	for i := range maxShared + 10 { // the label table fills and starts over
+		decode(node(fmt.Sprintf("n%d", i), fmt.Sprintf("MODEL-%d", i)))
+	}
+	d, e := decode(node("d", "NVIDIA-H100-80GB-HBM3")), decode(node("e", "NVIDIA-H100-80GB-HBM3"))
+	if !same(d.Labels, e.Labels) {
+		t.Error("after the table started over, identical label sets are no longer shared")
+	}
+	if a.Labels[inventory.LabelProduct] != "NVIDIA-H100-80GB-HBM3" || c.Labels[inventory.LabelProduct] != "NVIDIA-A100-SXM4-80GB" {
+		t.Error("a node decoded earlier changed when the table started over")
+	}
+}
+
+// A set that fails to build is not remembered: the next node with the same bytes gets the
+// error too, not an empty set.
+func TestSharedSetsDoNotKeepFailures(t *testing.T) {
+	var sets sharedSets[map[string]string]
+	fail := func() (map[string]string, error) { return nil, errors.New("bad quantity") }
+	for range 2 {
+		if _, err := sets.get([]byte("k"), fail); err == nil {
+			t.Fatal("want the build error")
+		}
+	}
+	got, err := sets.get([]byte("k"), func() (map[string]string, error) { return map[string]string{"x": "y"}, nil })
+	if err != nil || got["x"] != "y" {
+		t.Errorf("get = %v, %v; want the built set", got, err)
+	}
 }

@@ -23,6 +23,13 @@ type NodeTrimmer struct {
 	selectorKeys map[string]bool
 	interned     sync.Map // string -> string: label keys and values repeat across nodes
 	internedLen  atomic.Int64
+
+	// GPU nodes of one model and configuration keep identical label sets and resource
+	// lists, and most nodes have the same taints (or none): the decoder gives them one
+	// shared copy each.
+	labelSets     sharedSets[map[string]string]
+	resourceLists sharedSets[corev1.ResourceList]
+	taintLists    sharedSets[[]corev1.Taint]
 }
 
 // NewNodeTrimmer returns a trimmer that also keeps the given label keys (those that node
@@ -42,6 +49,35 @@ func (t *NodeTrimmer) Keeps(key string) bool {
 
 // maxInterned bounds the intern table, so that ever-changing values cannot grow it forever.
 const maxInterned = 100_000
+
+// maxShared bounds each table of shared sets.
+const maxShared = 4096
+
+// sharedSets hands out one copy of each distinct set, built on first sight. The sets are
+// shared by the cached nodes like everything in an informer's cache: read-only. When the
+// table is full it starts over: nodes keep the sets they have, sets that no node uses any
+// more are freed, and sets seen from then on are shared again.
+type sharedSets[T any] struct {
+	mu   sync.Mutex
+	sets map[string]T
+}
+
+func (s *sharedSets[T]) get(key []byte, build func() (T, error)) (T, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if set, ok := s.sets[string(key)]; ok {
+		return set, nil
+	}
+	set, err := build()
+	if err != nil {
+		return set, err
+	}
+	if s.sets == nil || len(s.sets) >= maxShared {
+		s.sets = map[string]T{}
+	}
+	s.sets[string(key)] = set
+	return set, nil
+}
 
 func (t *NodeTrimmer) intern(s string) string {
 	if v, ok := t.interned.Load(s); ok {
