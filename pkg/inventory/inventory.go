@@ -32,8 +32,21 @@ type Inventory struct {
 	LabelsMissingNodes int32
 	// Hash identifies Nodes (and so everything else here, which derives from them).
 	Hash string
-	// encoded[i] is the JSON of Nodes[i]; shared with the EntryCache where possible.
-	encoded [][]byte
+	// digests[i] identifies Nodes[i] and gives the size of its JSON.
+	digests []entryDigest
+}
+
+// entryDigest is what a sync needs of an entry's JSON: its SHA-256 (for the hash) and its
+// length (for the size bound). Keeping these instead of the JSON saves about 350 bytes per
+// GPU node in the EntryCache.
+type entryDigest struct {
+	sum  [sha256.Size]byte
+	size int
+}
+
+func digest(entry *homelabv1.GpuNode) entryDigest {
+	b := encode(entry)
+	return entryDigest{sum: sha256.Sum256(b), size: len(b)}
 }
 
 // Compute builds the inventory of the GPU nodes among nodes. The order of nodes does not
@@ -57,8 +70,8 @@ type EntryCache struct {
 type cachedEntry struct {
 	resourceVersion string
 	gpu, gfd        bool
-	entry           homelabv1.GpuNode
-	encoded         []byte // JSON of entry
+	entry           *homelabv1.GpuNode // nil unless gpu: half the nodes of a typical fleet
+	digest          entryDigest
 	warnings        []Warning
 }
 
@@ -86,8 +99,8 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	e := &cachedEntry{resourceVersion: node.ResourceVersion, gpu: IsGPUNode(node)}
 	if e.gpu {
 		e.gfd = HasGFDLabels(node)
-		e.entry, e.warnings = Entry(node)
-		e.encoded = encode(&e.entry)
+		entry, warnings := Entry(node)
+		e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
 	}
 	if c != nil && node.ResourceVersion != "" {
 		c.entries[node.Name] = e
@@ -104,7 +117,7 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 	// Cached entries are never modified (a changed node gets a new one), so they are
 	// referenced here and copied once, in order, into the result.
 	var entries []*homelabv1.GpuNode
-	var encoded [][]byte
+	var digests []entryDigest
 	var warnings []Warning
 	if c != nil {
 		// One lock for the whole pass: both controllers share the cache, and a sync touches
@@ -112,7 +125,7 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		entries = make([]*homelabv1.GpuNode, 0, c.lastGPUs)
-		encoded = make([][]byte, 0, c.lastGPUs)
+		digests = make([]entryDigest, 0, c.lastGPUs)
 		defer func() { c.lastGPUs = len(entries) }()
 	}
 	for _, node := range nodes {
@@ -120,18 +133,18 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 		if !cached.gpu {
 			continue
 		}
-		entry, enc := &cached.entry, cached.encoded
+		entry, d := cached.entry, cached.digest
 		warnings = append(warnings, cached.warnings...)
 		if !cached.gfd {
-			carried := cached.entry
+			carried := *cached.entry
 			if carryLastKnown(&carried, prev[node.Name], now) {
-				entry, enc = &carried, encode(&carried)
+				entry, d = &carried, digest(&carried)
 			}
 		}
 		entries = append(entries, entry)
-		encoded = append(encoded, enc)
+		digests = append(digests, d)
 	}
-	return fromEncoded(entries, encoded), warnings
+	return fromDigests(entries, digests), warnings
 }
 
 // carryLastKnown fills a node that has no GFD labels now from what was last seen of it, and
@@ -166,11 +179,11 @@ func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
 func FromEntries(entries []homelabv1.GpuNode) Inventory {
 	refs := make([]*homelabv1.GpuNode, len(entries))
-	encoded := make([][]byte, len(entries))
+	digests := make([]entryDigest, len(entries))
 	for i := range entries {
-		refs[i], encoded[i] = &entries[i], encode(&entries[i])
+		refs[i], digests[i] = &entries[i], digest(&entries[i])
 	}
-	return fromEncoded(refs, encoded)
+	return fromDigests(refs, digests)
 }
 
 func encode(entry *homelabv1.GpuNode) []byte {
@@ -178,16 +191,16 @@ func encode(entry *homelabv1.GpuNode) []byte {
 	return b
 }
 
-// fromEncoded is FromEntries for entries whose JSON is already known.
-func fromEncoded(entries []*homelabv1.GpuNode, encoded [][]byte) Inventory {
+// fromDigests is FromEntries for entries whose digests are already known.
+func fromDigests(entries []*homelabv1.GpuNode, digests []entryDigest) Inventory {
 	order := make([]int, len(entries))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entries[a].Name, entries[b].Name) })
-	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(entries)), encoded: make([][]byte, len(entries))}
+	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(entries)), digests: make([]entryDigest, len(entries))}
 	for i, j := range order {
-		inv.Nodes[i], inv.encoded[i] = *entries[j], encoded[j]
+		inv.Nodes[i], inv.digests[i] = *entries[j], digests[j]
 	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++
@@ -203,7 +216,7 @@ func fromEncoded(entries []*homelabv1.GpuNode, encoded [][]byte) Inventory {
 		}
 	}
 	inv.Models = Models(inv.Nodes)
-	inv.Hash = hashEncoded(inv.encoded)
+	inv.Hash = hashDigests(inv.digests)
 	return inv
 }
 
@@ -263,23 +276,22 @@ func addSaturating(a, b int32) int32 {
 	return int32(^uint32(0) >> 1)
 }
 
-// Hash returns a deterministic digest of entries sorted by name. Entries are encoded as JSON:
-// struct fields encode in declaration order and map keys sorted, so neither the order in
-// which nodes were seen nor map iteration order can change the result.
+// Hash returns a deterministic digest of entries sorted by name: the SHA-256 of the entries'
+// SHA-256s, each over the entry's JSON. Struct fields encode in declaration order and map
+// keys sorted, so neither the order in which nodes were seen nor map iteration order can
+// change the result.
 func Hash(sortedEntries []homelabv1.GpuNode) string {
-	encoded := make([][]byte, len(sortedEntries))
+	digests := make([]entryDigest, len(sortedEntries))
 	for i := range sortedEntries {
-		encoded[i] = encode(&sortedEntries[i])
+		digests[i] = digest(&sortedEntries[i])
 	}
-	return hashEncoded(encoded)
+	return hashDigests(digests)
 }
 
-// hashEncoded is Hash over entries already encoded, one JSON document per line.
-func hashEncoded(encoded [][]byte) string {
+func hashDigests(digests []entryDigest) string {
 	h := sha256.New()
-	for _, b := range encoded {
-		h.Write(b)
-		h.Write([]byte{'\n'})
+	for i := range digests {
+		h.Write(digests[i].sum[:])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

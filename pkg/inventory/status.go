@@ -39,12 +39,12 @@ func Truncate(nodes []homelabv1.GpuNode, maxNodes, maxBytes int) (listed []homel
 
 // Listed is Truncate for the inventory's own nodes, whose encoded sizes it already knows.
 func (inv Inventory) Listed(maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
-	if len(inv.encoded) != len(inv.Nodes) {
+	if len(inv.digests) != len(inv.Nodes) {
 		return Truncate(inv.Nodes, maxNodes, maxBytes)
 	}
-	sizes := make([]int, len(inv.encoded))
-	for i, b := range inv.encoded {
-		sizes[i] = len(b) + 1
+	sizes := make([]int, len(inv.digests))
+	for i, d := range inv.digests {
+		sizes[i] = d.size + 1
 	}
 	return truncate(inv.Nodes, sizes, maxNodes, maxBytes)
 }
