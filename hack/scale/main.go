@@ -48,6 +48,7 @@ func main() {
 	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync) and CPU profile (during churn) here.")
 	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
 	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
+	flag.DurationVar(&quietGap, "quiet-gap", 2*time.Second, "Pause before each quiet-phase probe; keep it above the operator's --min-sync-interval.")
 	flag.StringVar(&operatorArgs, "operator-args", "", "More flags for the operator, space-separated (e.g. --min-sync-interval=1s).")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
@@ -61,6 +62,7 @@ var (
 	pluginBinary string
 	pluginRuns   int
 	operatorArgs string
+	quietGap     time.Duration
 )
 
 // fetchProfile saves a profile from the operator's pprof endpoint.
@@ -371,8 +373,9 @@ func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interfa
 			break
 		}
 		if phase == "quiet" {
-			// A quiet cluster: no change in the last sync interval (--min-sync-interval).
-			time.Sleep(time.Second)
+			// A quiet cluster: no change for longer than the operator's sync interval
+			// (--min-sync-interval); the previous probe's change is the last one.
+			time.Sleep(quietGap)
 		}
 		product := fmt.Sprintf("PROBE-%s-%d-%d", phase, k, time.Now().UnixNano())
 		gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})

@@ -8,44 +8,60 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Coalescer holds each key to at most one sync per interval: an event that arrives sooner
-// after the key's last sync is queued for the end of the interval, where the workqueue merges
-// it with every other event for the key. A quiet key is synced at once, so a single change is
-// seen without delay, while a burst of node events costs one sync per interval.
+// Coalescer holds each key to at most one write per interval: an event that arrives sooner
+// after the key's last sync that wrote is queued for the end of the interval, where the
+// workqueue merges it with every other event for the key. A quiet key is synced at once, so a
+// single change is seen without delay, while a burst of node events costs one sync per
+// interval. A sync that found nothing to write (a periodic resync, say) holds the key back
+// for a tenth of the interval only, so that a change right after it is not delayed.
 type Coalescer[T comparable] struct {
-	interval time.Duration
-	clock    clock.PassiveClock
-	mu       sync.Mutex
-	last     map[T]time.Time
+	interval  time.Duration
+	clock     clock.PassiveClock
+	mu        sync.Mutex
+	started   map[T]time.Time // when the key's current or last sync started
+	notBefore map[T]time.Time // when the key may be synced again
 }
 
 // NewCoalescer returns a Coalescer for interval (0 disables coalescing).
 func NewCoalescer[T comparable](interval time.Duration, clk clock.PassiveClock) *Coalescer[T] {
-	return &Coalescer[T]{interval: interval, clock: clk, last: map[T]time.Time{}}
+	return &Coalescer[T]{interval: interval, clock: clk, started: map[T]time.Time{}, notBefore: map[T]time.Time{}}
 }
 
-// Enqueue adds key to queue now, or at the end of its interval.
+// Enqueue adds key to queue now, or when it may be synced again.
 func (c *Coalescer[T]) Enqueue(queue workqueue.TypedDelayingInterface[T], key T) {
 	c.mu.Lock()
-	last, seen := c.last[key]
+	notBefore, seen := c.notBefore[key]
 	c.mu.Unlock()
-	if wait := c.interval - c.clock.Since(last); seen && wait > 0 {
+	if wait := notBefore.Sub(c.clock.Now()); seen && wait > 0 {
 		queue.AddAfter(key, wait)
 		return
 	}
 	queue.Add(key)
 }
 
-// Synced records that key is being synced now.
+// Synced records that a sync of key starts now. Until it ends (and, if it writes, for the
+// rest of the interval) events for the key wait.
 func (c *Coalescer[T]) Synced(key T) {
+	now := c.clock.Now()
 	c.mu.Lock()
-	c.last[key] = c.clock.Now()
+	c.started[key], c.notBefore[key] = now, now.Add(c.interval)
+	c.mu.Unlock()
+}
+
+// Skipped records that the sync of key that started last wrote nothing: the next event
+// waits for a tenth of the interval from that start only.
+func (c *Coalescer[T]) Skipped(key T) {
+	c.mu.Lock()
+	if started, ok := c.started[key]; ok {
+		c.notBefore[key] = started.Add(c.interval / 10)
+	}
 	c.mu.Unlock()
 }
 
 // Forget drops a key that no longer exists.
 func (c *Coalescer[T]) Forget(key T) {
 	c.mu.Lock()
-	delete(c.last, key)
+	delete(c.started, key)
+	delete(c.notBefore, key)
 	c.mu.Unlock()
 }

@@ -200,6 +200,7 @@ func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
 		}
 		return nil
 	})
+	dropUnlessGPU(node)
 	return node, err
 }
 

@@ -237,3 +237,41 @@ func TestSharedSetsDoNotKeepFailures(t *testing.T) {
 		t.Errorf("get = %v, %v; want the built set", got, err)
 	}
 }
+
+// Of a node that is no GPU node only its name and selector labels stay: its Ready flips and
+// taints cost no event, while a GPU node keeps them, and a node that gains GPU labels is whole
+// again.
+func TestNonGPUNodesKeepOnlyWhatMakesThemSo(t *testing.T) {
+	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})
+	decode := func(n *corev1.Node) *corev1.Node {
+		t.Helper()
+		data, err := n.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := trimmer.DecodeNode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	cpu, _ := testenv.FleetNode(1)
+	if inventory.IsGPUNode(cpu) {
+		t.Fatal("fleet node 1 is expected to be a CPU node")
+	}
+	cpu.Labels["topology.kubernetes.io/zone"] = "zone-a"
+	cpu.Spec.Taints = []corev1.Taint{{Key: inventory.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}}
+	before := decode(cpu)
+	if len(before.Status.Conditions) != 0 || len(before.Spec.Taints) != 0 || before.Labels["topology.kubernetes.io/zone"] != "zone-a" || before.Name != cpu.Name {
+		t.Errorf("CPU node decoded as %+v; want its name and zone label only", before)
+	}
+	cpu.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	if after := decode(cpu); NodeChanged(before, after) {
+		t.Error("a CPU node's Ready flip changed its cached form")
+	}
+
+	cpu.Labels[inventory.LabelProduct] = "NVIDIA-H100-80GB-HBM3" // GPU Feature Discovery labelled it
+	if gpu := decode(cpu); len(gpu.Status.Conditions) != 1 || len(gpu.Spec.Taints) != 1 || !NodeChanged(before, gpu) {
+		t.Errorf("a node that became a GPU node decoded as %+v; want its Ready condition and taint", gpu)
+	}
+}

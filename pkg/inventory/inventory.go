@@ -96,17 +96,23 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 			return e
 		}
 	}
-	e := &cachedEntry{resourceVersion: node.ResourceVersion, gpu: IsGPUNode(node)}
-	if e.gpu {
-		e.gfd = HasGFDLabels(node)
-		entry, warnings := Entry(node)
-		e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
+	if !IsGPUNode(node) {
+		if c != nil {
+			delete(c.entries, node.Name) // it may have been a GPU node
+		}
+		return &notGPU // not cached: the check is cheap, and half of a fleet is such nodes
 	}
+	e := &cachedEntry{resourceVersion: node.ResourceVersion, gpu: true, gfd: HasGFDLabels(node)}
+	entry, warnings := Entry(node)
+	e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
 	if c != nil && node.ResourceVersion != "" {
 		c.entries[node.Name] = e
 	}
 	return e
 }
+
+// notGPU is the entry of every node that is no GPU node.
+var notGPU = cachedEntry{}
 
 // Compute is the package-level Compute, with parsed entries taken from the cache.
 func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) (Inventory, []Warning) {

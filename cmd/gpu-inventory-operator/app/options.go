@@ -53,7 +53,7 @@ func NewOptions() *Options {
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
 		MaxStatusNodes:   inventory.DefaultMaxStatusNodes,
-		MinSyncInterval:  500 * time.Millisecond,
+		MinSyncInterval:  time.Second,
 		MetricsAddress:   ":8080",
 		HealthAddress:    ":8081",
 		QPS:              20,

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -439,6 +440,11 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	// per-handler period the inventory controller asks for.
 	inventoryFactory := externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod)
 
+	// Nodes have no namespace: the factory's default namespace index would only hold every
+	// node's name once more.
+	nodeFactory.InformerFor(&corev1.Node{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredNodeInformer(client, resync, cache.Indexers{}, nil)
+	})
 	nodeInformer := nodeFactory.Core().V1().Nodes()
 	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))

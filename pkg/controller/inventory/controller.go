@@ -317,6 +317,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 
 	c.observe(gi.Name, content)
 	if gi.Status.InventoryHash == content.Hash && gi.Status.ObservedGeneration == gi.Generation {
+		c.coalescer.Skipped(key)
 		c.statusSkipped.Add(1)
 		c.writtenMu.Lock()
 		c.synced[key] = true

@@ -193,6 +193,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		}
 		c.last = &written{resourceVersion: created.ResourceVersion, entries: listed}
 	case maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == annotations[OmittedAnnotation]:
+		c.coalescer.Skipped(key)
 		return nil
 	default:
 		// The whole data is replaced, so keys of nodes that are gone disappear whoever wrote
