@@ -49,6 +49,7 @@ func main() {
 	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
 	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
 	flag.DurationVar(&quietGap, "quiet-gap", 2*time.Second, "Pause before each quiet-phase probe; keep it above the operator's --min-sync-interval.")
+	flag.StringVar(&operatorEnv, "operator-env", "", "More environment for the operator, space-separated NAME=value pairs (e.g. GOGC=40).")
 	flag.StringVar(&operatorArgs, "operator-args", "", "More flags for the operator, space-separated (e.g. --min-sync-interval=1s).")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
@@ -62,6 +63,7 @@ var (
 	pluginBinary string
 	pluginRuns   int
 	operatorArgs string
+	operatorEnv  string
 	quietGap     time.Duration
 )
 
@@ -143,6 +145,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	}
 	cmd := exec.Command(operator, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), strings.Fields(operatorEnv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := time.Now()
 	if err := cmd.Start(); err != nil {

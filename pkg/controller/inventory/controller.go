@@ -451,7 +451,12 @@ func (c *Controller) applyStatus(ctx context.Context, name string, status homela
 		if err != nil {
 			return "", err
 		}
-		return resourceVersionOf(answer)
+		resourceVersion, err := resourceVersionOf(answer)
+		if err != nil {
+			// The write succeeded; without its version the next sync reads the node list back.
+			klog.FromContext(ctx).Error(err, "Cannot read the answer to a status write", "inventory", name)
+		}
+		return resourceVersion, nil
 	}
 	applyStatus, err := statusApplyConfiguration(status)
 	if err != nil {
