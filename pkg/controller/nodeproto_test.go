@@ -183,14 +183,7 @@ func TestDecodedNodesShareIdenticalSets(t *testing.T) {
 	}
 	decode := func(n *corev1.Node) *corev1.Node {
 		t.Helper()
-		data, err := n.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := trimmer.DecodeNode(data)
-		if err != nil {
-			t.Fatalf("%s: %v", n.Name, err)
-		}
+		got := decodeProtobuf(t, trimmer, n)
 		want, _ := trimmer.Trim(n)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("%s: decoded node differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
@@ -243,18 +236,7 @@ func TestSharedSetsDoNotKeepFailures(t *testing.T) {
 // again.
 func TestNonGPUNodesKeepOnlyWhatMakesThemSo(t *testing.T) {
 	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})
-	decode := func(n *corev1.Node) *corev1.Node {
-		t.Helper()
-		data, err := n.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := trimmer.DecodeNode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	decode := func(n *corev1.Node) *corev1.Node { t.Helper(); return decodeProtobuf(t, trimmer, n) }
 	cpu, _ := testenv.FleetNode(1)
 	if inventory.IsGPUNode(cpu) {
 		t.Fatal("fleet node 1 is expected to be a CPU node")
@@ -274,4 +256,18 @@ func TestNonGPUNodesKeepOnlyWhatMakesThemSo(t *testing.T) {
 	if gpu := decode(cpu); len(gpu.Status.Conditions) != 1 || len(gpu.Spec.Taints) != 1 || !NodeChanged(before, gpu) {
 		t.Errorf("a node that became a GPU node decoded as %+v; want its Ready condition and taint", gpu)
 	}
+}
+
+// decodeProtobuf encodes n as the API server does and decodes it with trimmer.
+func decodeProtobuf(t *testing.T, trimmer *NodeTrimmer, n *corev1.Node) *corev1.Node {
+	t.Helper()
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := trimmer.DecodeNode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", n.Name, err)
+	}
+	return got
 }
