@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync) and CPU profile (during churn) here.")
 	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
 	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
-	flag.DurationVar(&quietGap, "quiet-gap", 2*time.Second, "Pause before each quiet-phase probe; keep it above the operator's --min-sync-interval.")
+	flag.DurationVar(&quietGap, "quiet-gap", 5*time.Second, "Pause before each quiet-phase probe; keep it above four times the operator's --min-sync-interval (the ConfigMap's interval).")
 	flag.StringVar(&operatorEnv, "operator-env", "", "More environment for the operator, space-separated NAME=value pairs (e.g. GOGC=40).")
 	flag.StringVar(&operatorArgs, "operator-args", "", "More flags for the operator, space-separated (e.g. --min-sync-interval=1s).")
 	flag.Parse()
@@ -182,6 +182,10 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	if err != nil {
 		return err
 	}
+	serverApply, err := dryRunApplies(ctx, gpu, probes)
+	if err != nil {
+		return err
+	}
 
 	// Churn.
 	churnCtx, stop := context.WithTimeout(ctx, churnFor)
@@ -226,6 +230,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("| status size | %.0f KiB at %d GPU nodes | ≤ 256 KiB at any size |\n", float64(len(objBytes))/1024, gi.Status.TotalGpuNodes)
 	fmt.Printf("\nsteady RSS: %.0f MiB anonymous (heap, stacks, runtime), %.0f MiB of mapped files (the binary)\n", steadyAnon/1024, steadyFile/1024)
 	fmt.Printf("change -> status: median %s quiet, %s under churn\n", median(quietLatency), median(churnLatency))
+	fmt.Printf("the API server's share: a dry-run apply of the same status takes median %s, p99 %s\n", median(serverApply), p99(serverApply))
 	if pluginBinary == "" {
 		return nil
 	}
@@ -366,9 +371,18 @@ func settle(ctx context.Context, gpu versioned.Interface, quiet, timeout time.Du
 	}
 }
 
-// probe changes a marker node's product to a new value and measures the time until the
-// status's model summary shows it, on a watch opened before the change.
+// probe changes a marker node's product to a new value count times and measures each time
+// until the status's model summary shows it, on one watch opened before the first change.
 func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interface, count int, phase string) ([]time.Duration, error) {
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster", ResourceVersion: gi.ResourceVersion})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
 	var out []time.Duration
 	marker := testenv.FleetNodeName(0)
 	for k := range count {
@@ -376,27 +390,18 @@ func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interfa
 			break
 		}
 		if phase == "quiet" {
-			// A quiet cluster: no change for longer than the operator's sync interval
-			// (--min-sync-interval); the previous probe's change is the last one.
+			// A quiet cluster: no change for longer than the operator's sync intervals
+			// (--min-sync-interval, and four times that for the ConfigMap); the previous
+			// probe's change is the last one.
 			time.Sleep(quietGap)
 		}
 		product := fmt.Sprintf("PROBE-%s-%d-%d", phase, k, time.Now().UnixNano())
-		gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster", ResourceVersion: gi.ResourceVersion})
-		if err != nil {
-			return nil, err
-		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gpu.product":%q}}}`, product)
 		t0 := time.Now()
 		if _, err := kube.CoreV1().Nodes().Patch(ctx, marker, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			w.Stop()
 			return nil, err
 		}
 		latency, err := seen(ctx, w, t0, product)
-		w.Stop()
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -404,6 +409,37 @@ func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interfa
 			return nil, fmt.Errorf("probe %d: %w", k, err)
 		}
 		out = append(out, latency)
+	}
+	return out, nil
+}
+
+// dryRunApplies measures the API server's part of a status write: count server-side applies
+// of the inventory's current status with the operator's field manager and dryRun=All, which
+// does everything a write does (decoding, merging, validation, encoding the answer) except
+// storing it. One a second, as in the quiet phase.
+func dryRunApplies(ctx context.Context, gpu versioned.Interface, count int) ([]time.Duration, error) {
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": homelabv1.SchemeGroupVersion.String(), "kind": "GpuInventory",
+		"metadata": map[string]any{"name": gi.Name}, "status": gi.Status,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for range count {
+		time.Sleep(time.Second)
+		t0 := time.Now()
+		err := gpu.HomelabV1().RESTClient().Patch(types.ApplyPatchType).Resource("gpuinventories").Name(gi.Name).SubResource("status").
+			Param("fieldManager", homelabv1.FieldManager).Param("force", "true").Param("dryRun", metav1.DryRunAll).
+			Body(body).Do(ctx).Error()
+		if err != nil {
+			return nil, fmt.Errorf("dry-run apply: %w", err)
+		}
+		out = append(out, time.Since(t0))
 	}
 	return out, nil
 }
