@@ -13,9 +13,12 @@ import (
 // workqueue merges it with every other event for the key. A quiet key is synced at once, so a
 // single change is seen without delay, while a burst of node events costs one sync per
 // interval. A sync that found nothing to write (a periodic resync, say) holds the key back
-// for a tenth of the interval only, so that a change right after it is not delayed.
+// for a tenth of the interval only, so that a change right after it is not delayed. With a
+// delay, every event waits at least that long: a secondary writer follows the primary one
+// instead of competing with it at the API server.
 type Coalescer[T comparable] struct {
 	interval  time.Duration
+	delay     time.Duration
 	clock     clock.PassiveClock
 	mu        sync.Mutex
 	started   map[T]time.Time // when the key's current or last sync started
@@ -27,12 +30,22 @@ func NewCoalescer[T comparable](interval time.Duration, clk clock.PassiveClock) 
 	return &Coalescer[T]{interval: interval, clock: clk, started: map[T]time.Time{}, notBefore: map[T]time.Time{}}
 }
 
+// WithDelay makes every event wait at least d before its sync; it returns c.
+func (c *Coalescer[T]) WithDelay(d time.Duration) *Coalescer[T] {
+	c.delay = d
+	return c
+}
+
 // Enqueue adds key to queue now, or when it may be synced again.
 func (c *Coalescer[T]) Enqueue(queue workqueue.TypedDelayingInterface[T], key T) {
 	c.mu.Lock()
 	notBefore, seen := c.notBefore[key]
 	c.mu.Unlock()
-	if wait := notBefore.Sub(c.clock.Now()); seen && wait > 0 {
+	wait := c.delay
+	if held := notBefore.Sub(c.clock.Now()); seen && held > wait {
+		wait = held
+	}
+	if wait > 0 {
 		queue.AddAfter(key, wait)
 		return
 	}

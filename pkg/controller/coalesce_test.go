@@ -70,6 +70,24 @@ func TestCoalescer(t *testing.T) {
 		t.Errorf("a forgotten key waits %s", q.last(t))
 	}
 
+	// With a delay, a quiet key waits for the delay and a held one for the longer of both.
+	delayed := NewCoalescer[string](time.Second, clk).WithDelay(250 * time.Millisecond)
+	delayed.Enqueue(q, "a")
+	if q.last(t) != 250*time.Millisecond {
+		t.Errorf("with a 250ms delay, a first event waits %s; want 250ms", q.last(t))
+	}
+	delayed.Synced("a")
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	delayed.Enqueue(q, "a")
+	if q.last(t) != 900*time.Millisecond {
+		t.Errorf("with a 250ms delay, an event 100ms after a writing sync waits %s; want 900ms", q.last(t))
+	}
+	clk.SetTime(clk.Now().Add(800 * time.Millisecond))
+	delayed.Enqueue(q, "a")
+	if q.last(t) != 250*time.Millisecond {
+		t.Errorf("with a 250ms delay, an event 100ms before the end of the interval waits %s; want 250ms", q.last(t))
+	}
+
 	off := NewCoalescer[string](0, clk)
 	off.Synced("a")
 	off.Enqueue(q, "a")

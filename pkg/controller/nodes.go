@@ -1,13 +1,19 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -115,7 +121,6 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	trimmed := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              node.Name,
-			UID:               node.UID,
 			ResourceVersion:   node.ResourceVersion,
 			Labels:            labels,
 			CreationTimestamp: node.CreationTimestamp,
@@ -151,6 +156,58 @@ func dropUnlessGPU(node *corev1.Node) {
 	if !inventory.IsGPUNode(node) {
 		node.Spec.Taints, node.Spec.Unschedulable, node.Status.Conditions = nil, false, nil
 	}
+}
+
+// cacheForm is what the node cache keeps of a trimmed node that comes alone (a watch event):
+// the node itself when it is a GPU node; otherwise its name and resourceVersion only, as
+// PartialObjectMetadata, a third of a Node's 784 bytes: no inventory counts such a node, so
+// nothing else of it is read. (Nodes of a list response stay Nodes, trimmed by
+// dropUnlessGPU: the list's items are one array. The informer lists through a watch where
+// the API server supports it, as every supported one does.)
+func cacheForm(node *corev1.Node) runtime.Object {
+	if inventory.IsGPUNode(node) {
+		return node
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: node.Name, ResourceVersion: node.ResourceVersion, DeletionTimestamp: node.DeletionTimestamp,
+		Annotations: node.Annotations, // the watch-list bookmark's marker, if any
+	}}
+}
+
+// NewNodeInformer returns the node cache's informer for client, whose decoder must be a
+// trimming serializer's (see NewTrimmingSerializer): it holds a *corev1.Node for each GPU
+// node and a *metav1.PartialObjectMetadata for most others, so it has no example object
+// (an informer drops events of any other type than its example's), and no namespace index
+// (nodes have none). Read it with a NodeLister: client-go's fails on the metadata.
+func NewNodeInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	nodes := client.CoreV1().Nodes()
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return nodes.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, opts)
+		},
+	}, client), nil, resync, cache.Indexers{})
+}
+
+// NodeLister lists the Nodes of a node cache, leaving out the nodes it keeps as metadata.
+type NodeLister struct{ indexer cache.Indexer }
+
+// NewNodeLister returns a NodeLister for the cache of a node informer.
+func NewNodeLister(informer cache.SharedIndexInformer) NodeLister {
+	return NodeLister{indexer: informer.GetIndexer()}
+}
+
+// List returns the cached Nodes whose labels selector matches.
+func (l NodeLister) List(selector labels.Selector) ([]*corev1.Node, error) {
+	var nodes []*corev1.Node
+	err := cache.ListAll(l.indexer, selector, func(obj any) {
+		if node, ok := obj.(*corev1.Node); ok {
+			nodes = append(nodes, node)
+		}
+	})
+	return nodes, err
 }
 
 // lifecycleTaints keeps the node lifecycle controller's taints (unreachable, not-ready).
@@ -201,15 +258,22 @@ func NodeFromObj(obj any) (*corev1.Node, bool) {
 
 // NodeHandler returns the Node event handlers both controllers use: onNode(old, cur) for
 // adds (old nil), deletes (old nil, cur the last state) and the updates that change
-// something the operator reads (NodeChanged); a deleted node is also dropped from entries.
+// something the operator reads (NodeChanged); updates of a node that is kept as metadata
+// before and after (no GPU node) are dropped. A deleted node, and one that is no longer
+// cached as a Node, is also dropped from entries.
 func NodeHandler(entries *inventory.EntryCache, onNode func(old, cur any)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { onNode(nil, obj) },
 		UpdateFunc: func(old, cur any) {
 			oldNode, ok1 := NodeFromObj(old)
 			curNode, ok2 := NodeFromObj(cur)
-			if ok1 && ok2 && !NodeChanged(oldNode, curNode) {
+			switch {
+			case !ok1 && !ok2:
+				return // no GPU node before or after: nothing an inventory reads
+			case ok1 && ok2 && !NodeChanged(oldNode, curNode):
 				return
+			case ok1 && !ok2:
+				entries.Forget(oldNode.Name) // no GPU node any more: NodeLister leaves it out
 			}
 			onNode(old, cur)
 		},

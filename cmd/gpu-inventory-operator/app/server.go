@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -394,7 +393,10 @@ func (o *Operator) nodeClient(trimmer *controller.NodeTrimmer) (kubernetes.Inter
 }
 
 // configMapSyncFactor: the ConfigMap is a secondary mirror of up to 256 KiB; under churn it
-// is rewritten at most once per this many sync intervals.
+// is rewritten at most once per this many sync intervals, and after a change in a quiet
+// cluster it follows the GpuInventory status by one interval: the two largest writes of
+// the operator do not reach the API server together (each takes it about 100 ms at 5,000
+// nodes), so the status is not slowed down by its mirror.
 const configMapSyncFactor = 4
 
 // selectorKeys lists the label keys that the node selectors of all GpuInventories name.
@@ -440,12 +442,9 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	// per-handler period the inventory controller asks for.
 	inventoryFactory := externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod)
 
-	// Nodes have no namespace: the factory's default namespace index would only hold every
-	// node's name once more.
-	nodeFactory.InformerFor(&corev1.Node{}, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredNodeInformer(client, resync, cache.Indexers{}, nil)
-	})
-	nodeInformer := nodeFactory.Core().V1().Nodes()
+	// The node cache holds GPU nodes as Nodes and the others as metadata (see
+	// controller.NewNodeInformer).
+	nodeInformer := nodeFactory.InformerFor(&corev1.Node{}, controller.NewNodeInformer)
 	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
@@ -463,7 +462,8 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	if err != nil {
 		return err
 	}
-	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes, configMapSyncFactor*o.opts.MinSyncInterval, entries, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
+	statusController, err := nodestatus.NewController(o.kube, o.namespace, o.opts.MaxStatusNodes,
+		configMapSyncFactor*o.opts.MinSyncInterval, o.opts.MinSyncInterval, entries, nodeInformer, configMapFactory.Core().V1().ConfigMaps())
 	if err != nil {
 		return err
 	}
@@ -486,7 +486,7 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	// The initial list reads about 20 KB of protobuf per Node to keep a few hundred bytes of
 	// it; hand the buffers' memory back to the OS once the caches hold only trimmed objects.
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), nodeInformer.HasSynced) {
 			runtime.GC()
 			debug.FreeOSMemory()
 		}

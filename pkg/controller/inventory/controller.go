@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -45,7 +43,7 @@ const Name = "gpuinventory"
 // Controller reconciles GpuInventory status from the Node cache.
 type Controller struct {
 	client            versioned.Interface
-	nodes             corelisters.NodeLister
+	nodes             controller.NodeLister
 	nodesSynced       cache.InformerSynced
 	inventories       listersv1.GpuInventoryLister
 	inventoriesSynced cache.InformerSynced
@@ -102,7 +100,7 @@ type Config struct {
 }
 
 // NewController wires the controller to its informers.
-func NewController(ctx context.Context, client versioned.Interface, nodeInformer coreinformers.NodeInformer,
+func NewController(ctx context.Context, client versioned.Interface, nodeInformer cache.SharedIndexInformer,
 	inventoryInformer informersv1.GpuInventoryInformer, cfg Config) (*Controller, error) {
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{} // discards
@@ -112,8 +110,8 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 	}
 	c := &Controller{
 		client:            client,
-		nodes:             nodeInformer.Lister(),
-		nodesSynced:       nodeInformer.Informer().HasSynced,
+		nodes:             controller.NewNodeLister(nodeInformer),
+		nodesSynced:       nodeInformer.HasSynced,
 		inventories:       inventoryInformer.Lister(),
 		inventoriesSynced: inventoryInformer.Informer().HasSynced,
 		queue:             controller.NewQueue[cache.ObjectName](Name),
@@ -148,7 +146,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 	}, cfg.ResyncPeriod); err != nil {
 		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
-	if _, err := nodeInformer.Informer().AddEventHandler(controller.NodeHandler(c.entries, func(old, cur any) {
+	if _, err := nodeInformer.AddEventHandler(controller.NodeHandler(c.entries, func(old, cur any) {
 		c.handleNode(logger, old, cur)
 	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)

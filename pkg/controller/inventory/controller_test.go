@@ -55,7 +55,7 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 	kubeFactory := kubeinformers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
 	invFactory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := NewController(ctx, client, kubeFactory.Core().V1().Nodes(), invFactory.Homelab().V1().GpuInventories(),
+	c, err := NewController(ctx, client, kubeFactory.Core().V1().Nodes().Informer(), invFactory.Homelab().V1().GpuInventories(),
 		Config{ResyncPeriod: time.Minute, Recorder: recorder})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)

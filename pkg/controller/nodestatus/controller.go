@@ -59,7 +59,7 @@ func decode(logger klog.Logger, data map[string]string) []homelabv1.GpuNode {
 // Controller keeps the ConfigMap equal to the GPU nodes' entries.
 type Controller struct {
 	client           kubernetes.Interface
-	nodes            corelisters.NodeLister
+	nodes            controller.NodeLister
 	nodesSynced      cache.InformerSynced
 	configMaps       corelisters.ConfigMapLister
 	configMapsSynced cache.InformerSynced
@@ -84,17 +84,19 @@ type written struct {
 // NewController wires the controller. configMapInformer must watch the operator's namespace
 // (it may be limited to the one ConfigMap by a field selector). maxNodes bounds the number of
 // entries (default inventory.DefaultMaxStatusNodes); minInterval holds the ConfigMap to at
-// most one sync per interval under churn (0: no limit); entries may be shared with the
-// inventory controller (nil: a cache of its own).
-func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval time.Duration, entries *inv.EntryCache,
-	nodeInformer coreinformers.NodeInformer, configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
+// most one sync per interval under churn (0: no limit); every change waits at least delay
+// before it is synced, so that the ConfigMap follows the GpuInventory status (written at
+// once in a quiet cluster) instead of reaching the API server with it; entries may be
+// shared with the inventory controller (nil: a cache of its own).
+func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval, delay time.Duration, entries *inv.EntryCache,
+	nodeInformer cache.SharedIndexInformer, configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
 	if entries == nil {
 		entries = inv.NewEntryCache()
 	}
 	c := &Controller{
 		client:           client,
-		nodes:            nodeInformer.Lister(),
-		nodesSynced:      nodeInformer.Informer().HasSynced,
+		nodes:            controller.NewNodeLister(nodeInformer),
+		nodesSynced:      nodeInformer.HasSynced,
 		configMaps:       configMapInformer.Lister(),
 		configMapsSynced: configMapInformer.Informer().HasSynced,
 		key:              cache.ObjectName{Namespace: namespace, Name: homelabv1.NodeStatusConfigMapName},
@@ -103,9 +105,9 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 		clock:            clock.RealClock{},
 		entries:          entries,
 	}
-	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock)
+	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock).WithDelay(delay)
 	enqueue := func(any) { c.coalescer.Enqueue(c.queue, c.key) }
-	if _, err := nodeInformer.Informer().AddEventHandler(controller.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
+	if _, err := nodeInformer.AddEventHandler(controller.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {

@@ -35,7 +35,7 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 	}
 	client := k8sfake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(client, namespace, 500, 0, nil, factory.Core().V1().Nodes(), factory.Core().V1().ConfigMaps())
+	c, err := NewController(client, namespace, 500, 0, 0, nil, factory.Core().V1().Nodes().Informer(), factory.Core().V1().ConfigMaps())
 	if err != nil {
 		t.Fatal(err)
 	}
