@@ -21,9 +21,7 @@ var ProtobufMagic = []byte("k8s\x00")
 // items and watch events alike) comes out trimmed: protobuf Nodes are decoded by
 // t.DecodeNode instead of in full (a realistic Node is about 20 KB, of which the inventory
 // reads a few hundred bytes); Nodes and NodeLists in JSON are decoded by the wrapped
-// serializer and then trimmed. A Node decoded on its own (a watch event) comes out in its
-// cache form (see cacheForm): a Node only when it is a GPU node. Other objects pass through
-// untouched.
+// serializer and then trimmed. Other objects pass through untouched.
 func NewTrimmingSerializer(ns runtime.NegotiatedSerializer, t *NodeTrimmer) runtime.NegotiatedSerializer {
 	return trimmingSerializer{NegotiatedSerializer: ns, trimmer: t}
 }
@@ -57,16 +55,13 @@ func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 				*into.(*corev1.Node) = *node
 				return into, &gvk, nil
 			}
-			return cacheForm(node), &gvk, nil
+			return node, &gvk, nil
 		}
 	}
 	obj, gvk, err := d.next.Decode(data, defaults, into)
 	switch o := obj.(type) {
 	case *corev1.Node:
 		*o = *d.trimmer.trim(o)
-		if into == nil {
-			return cacheForm(o), gvk, err
-		}
 	case *corev1.NodeList:
 		for i := range o.Items {
 			o.Items[i] = *d.trimmer.trim(&o.Items[i])

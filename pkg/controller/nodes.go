@@ -158,37 +158,42 @@ func dropUnlessGPU(node *corev1.Node) {
 	}
 }
 
-// cacheForm is what the node cache keeps of a trimmed node that comes alone (a watch event):
-// the node itself when it is a GPU node; otherwise its name and resourceVersion only, as
-// PartialObjectMetadata, a third of a Node's 784 bytes: no inventory counts such a node, so
-// nothing else of it is read. (Nodes of a list response stay Nodes, trimmed by
-// dropUnlessGPU: the list's items are one array. The informer lists through a watch where
-// the API server supports it, as every supported one does.)
-func cacheForm(node *corev1.Node) runtime.Object {
-	if inventory.IsGPUNode(node) {
-		return node
+// cacheForm is the node informer's transform: the cache keeps a GPU node as the trimmed Node
+// it comes as, and any other node as its name and resourceVersion only
+// (PartialObjectMetadata, 288 bytes instead of a Node's 896): no inventory counts such a
+// node, so nothing else of it is read. Anything else passes untouched, so it may run twice.
+func cacheForm(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok || inventory.IsGPUNode(node) {
+		return obj, nil
 	}
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: node.Name, ResourceVersion: node.ResourceVersion, DeletionTimestamp: node.DeletionTimestamp,
-		Annotations: node.Annotations, // the watch-list bookmark's marker, if any
-	}}
+	}}, nil
 }
 
-// NewNodeInformer returns the node cache's informer for client, whose decoder must be a
-// trimming serializer's (see NewTrimmingSerializer): it holds a *corev1.Node for each GPU
-// node and a *metav1.PartialObjectMetadata for most others, so it has no example object
-// (an informer drops events of any other type than its example's), and no namespace index
-// (nodes have none). Read it with a NodeLister: client-go's fails on the metadata.
+// NewNodeInformer returns the node cache's informer for client (whose decoder should trim
+// nodes, see NewTrimmingSerializer). The cache holds a *corev1.Node for each GPU node and a
+// *metav1.PartialObjectMetadata for every other (see cacheForm), so the informer has no
+// example object (it would drop events of any other type than its example's); read it with
+// a NodeLister, as client-go's NodeLister fails on the metadata. No namespace index: nodes
+// have none.
 func NewNodeInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	nodes := client.CoreV1().Nodes()
-	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return nodes.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return nodes.Watch(ctx, opts)
 		},
-	}, client), nil, resync, cache.Indexers{})
+	}, client), nil, cache.SharedIndexInformerOptions{
+		ResyncPeriod:      resync,
+		Indexers:          cache.Indexers{},
+		ObjectDescription: "*v1.Node", // in the reflector's log lines
+	})
+	_ = informer.SetTransform(cacheForm) // fails only once the informer has started
+	return informer
 }
 
 // NodeLister lists the Nodes of a node cache, leaving out the nodes it keeps as metadata.

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -8,9 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
@@ -63,72 +63,68 @@ func TestTrimmedNodesGiveTheSameInventory(t *testing.T) {
 	}
 }
 
-// A node that comes alone (a watch event) is cached as a Node when it is a GPU node and as
-// its name and resourceVersion otherwise; the lister and the event handlers see only the
-// Nodes, and a node that stops being a GPU node reaches the handlers once.
+// The node informer caches a GPU node as a Node and any other node as its name and
+// resourceVersion; NodeLister lists only the Nodes; the handlers never hear of a node that
+// is no GPU node before and after an update, and hear once of a GPU node that stops being
+// one.
 func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
-	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	encoder := scheme.Codecs.EncoderForVersion(proto, corev1.SchemeGroupVersion)
-	decoder := NewTrimmingSerializer(scheme.Codecs.WithoutConversion(), NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})).
-		DecoderToVersion(proto, corev1.SchemeGroupVersion)
-	decode := func(n *corev1.Node) runtime.Object {
-		t.Helper()
-		data, err := runtime.Encode(encoder, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, err := runtime.Decode(decoder, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return obj
-	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	gpuNode, gpuLabels := testenv.FleetNode(0)
 	for k, v := range gpuLabels {
 		gpuNode.Labels[k] = v
 	}
 	cpuNode, _ := testenv.FleetNode(1)
-	gpuNode.ResourceVersion, cpuNode.ResourceVersion = "10", "11"
-
-	gpu, ok := decode(gpuNode).(*corev1.Node)
-	if !ok || gpu.Name != gpuNode.Name {
-		t.Fatalf("GPU node cached as %#v; want a Node", gpu)
+	client := k8sfake.NewClientset(gpuNode, cpuNode)
+	informer := NewNodeInformer(client, 0)
+	calls := make(chan [2]any, 10)
+	if _, err := informer.AddEventHandler(NodeHandler(inventory.NewEntryCache(), func(old, cur any) {
+		if old != nil { // adds are not what this test is about
+			calls <- [2]any{old, cur}
+		}
+	})); err != nil {
+		t.Fatal(err)
 	}
-	cpu := decode(cpuNode)
-	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpuNode.Name, ResourceVersion: "11"}}
-	if diff := cmp.Diff(want, cpu); diff != "" {
+	go informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the node cache did not sync")
+	}
+
+	cached, _, _ := informer.GetIndexer().GetByKey(cpuNode.Name)
+	if diff := cmp.Diff(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpuNode.Name}}, cached); diff != "" {
 		t.Errorf("CPU node cached as (-want +got):\n%s", diff)
 	}
-
-	informer := cache.NewSharedIndexInformer(nil, nil, 0, cache.Indexers{})
-	for _, obj := range []any{gpu, cpu} {
-		if err := informer.GetIndexer().Add(obj); err != nil {
-			t.Fatal(err)
-		}
+	if cached, _, _ := informer.GetIndexer().GetByKey(gpuNode.Name); reflect.TypeOf(cached) != reflect.TypeOf(&corev1.Node{}) {
+		t.Errorf("GPU node cached as %T; want a Node", cached)
 	}
 	listed, err := NewNodeLister(informer).List(labels.Everything())
-	if err != nil || len(listed) != 1 || listed[0] != gpu {
+	if err != nil || len(listed) != 1 || listed[0].Name != gpuNode.Name {
 		t.Errorf("NodeLister.List = %v, %v; want only the GPU node", listed, err)
 	}
 
-	var calls [][2]any
-	handler := NodeHandler(inventory.NewEntryCache(), func(old, cur any) { calls = append(calls, [2]any{old, cur}) })
-	cpuNode.ResourceVersion = "12" // a heartbeat
-	handler.OnUpdate(cpu, decode(cpuNode))
-	if len(calls) != 0 {
-		t.Errorf("an update of a node that is no GPU node reached the handler: %v", calls)
+	// A heartbeat of the CPU node, then the GPU node loses every GPU sign: the handlers hear
+	// of the second only (one informer delivers its events in order).
+	cpuNode.Status.Conditions[0].Message = "heartbeat"
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, cpuNode, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	gpuNode.ResourceVersion = "13"
 	for k := range gpuLabels {
-		delete(gpuNode.Labels, k) // every GPU label gone, and no GPU capacity
+		delete(gpuNode.Labels, k)
 	}
 	delete(gpuNode.Status.Capacity, inventory.ResourceGPU)
-	lost := decode(gpuNode)
-	if _, isNode := lost.(*corev1.Node); isNode {
-		t.Fatalf("a node without any GPU sign is cached as a Node: %+v", lost)
+	if _, err := client.CoreV1().Nodes().Update(ctx, gpuNode, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	handler.OnUpdate(gpu, lost)
-	if len(calls) != 1 || calls[0][0] != gpu || calls[0][1] != lost {
-		t.Errorf("a GPU node that lost its GPU signs reached the handler as %v; want once, old and new", calls)
+	select {
+	case call := <-calls:
+		old, isNode := call[0].(*corev1.Node)
+		if _, nowMetadata := call[1].(*metav1.PartialObjectMetadata); !isNode || old.Name != gpuNode.Name || !nowMetadata {
+			t.Errorf("the handlers heard first of %T -> %T; want the GPU node becoming metadata", call[0], call[1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handlers did not hear of the GPU node that lost its GPU signs")
+	}
+	if listed, _ := NewNodeLister(informer).List(labels.Everything()); len(listed) != 0 {
+		t.Errorf("NodeLister.List after the change = %v; want no node", listed)
 	}
 }

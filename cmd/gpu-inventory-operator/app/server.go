@@ -377,8 +377,9 @@ func (o *Operator) runControllers(ctx context.Context) error {
 // nodeClient is a clientset for the Node informer whose decoder reads each protobuf Node
 // straight into the trimmer's compact form, skipping its images, addresses, managed fields
 // and other labels (about 95 % of a realistic Node's bytes) instead of decoding and then
-// dropping them; a Node that comes as JSON is trimmed right after decoding. So the cache
-// holds only trimmed Nodes without an informer transform doing the work a second time.
+// dropping them; a Node that comes as JSON is trimmed right after decoding. So the informer
+// gets only trimmed Nodes; its transform (controller.NewNodeInformer) then keeps of the ones
+// that are no GPU node their name only.
 func (o *Operator) nodeClient(trimmer *controller.NodeTrimmer) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(o.protobufConfig)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
@@ -425,7 +426,7 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	if err != nil {
 		return err
 	}
-	// The node client's decoder trims every Node (see nodeClient): no transform needed.
+	// The node client's decoder trims every Node (see nodeClient).
 	nodeFactory := informers.NewSharedInformerFactory(nodes, 0)
 	configMapFactory := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
 		informers.WithNamespace(o.namespace),
