@@ -45,7 +45,7 @@ func main() {
 	churnFor := flag.Duration("churn-duration", 30*time.Second, "Length of the churn phase.")
 	operator := flag.String("operator", "bin/gpu-inventory-operator", "Operator binary.")
 	probes := flag.Int("probes", 20, "Latency probes per phase.")
-	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync) and CPU profile (during churn) here.")
+	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync), CPU profile (during churn), log (-v=4) and each probe's latency here.")
 	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
 	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
 	flag.DurationVar(&quietGap, "quiet-gap", 5*time.Second, "Pause before each quiet-phase probe; keep it above four times the operator's --min-sync-interval (the ConfigMap's interval).")
@@ -65,6 +65,7 @@ var (
 	operatorArgs string
 	operatorEnv  string
 	quietGap     time.Duration
+	probeLog     *os.File // with --profile-dir: each probe's start and latency
 )
 
 // fetchProfile saves a profile from the operator's pprof endpoint.
@@ -138,6 +139,10 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	args = append(args, strings.Fields(operatorArgs)...)
 	if profileDir != "" {
 		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=4") // -v=4 logs every sync with its duration
+		if probeLog, err = os.Create(filepath.Join(profileDir, "probes.log")); err != nil {
+			return err
+		}
+		defer probeLog.Close()
 		defer func() {
 			data, _ := os.ReadFile(logPath)
 			_ = os.WriteFile(filepath.Join(profileDir, "operator.log"), data, 0o644)
@@ -409,6 +414,10 @@ func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interfa
 			return nil, fmt.Errorf("probe %d: %w", k, err)
 		}
 		out = append(out, latency)
+		if probeLog != nil {
+			// To set against the operator's log of the same run (its sync durations at -v=4).
+			fmt.Fprintf(probeLog, "%s probe %d at %s: %s\n", phase, k, t0.UTC().Format("15:04:05.000000"), latency.Round(time.Millisecond))
+		}
 	}
 	return out, nil
 }
