@@ -109,20 +109,20 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 }
 
 func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
-	var labels map[string]string
+	var kept map[string]string
 	for k, v := range node.Labels {
 		if t.Keeps(k) {
-			if labels == nil {
-				labels = map[string]string{}
+			if kept == nil {
+				kept = map[string]string{}
 			}
-			labels[t.intern(k)] = t.intern(v)
+			kept[t.intern(k)] = t.intern(v)
 		}
 	}
 	trimmed := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              node.Name,
 			ResourceVersion:   node.ResourceVersion,
-			Labels:            labels,
+			Labels:            kept,
 			CreationTimestamp: node.CreationTimestamp,
 			DeletionTimestamp: node.DeletionTimestamp,
 		},
