@@ -198,7 +198,6 @@ func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
 		}
 		return nil
 	})
-	dropUnlessGPU(node)
 	return node, err
 }
 

@@ -231,30 +231,39 @@ func TestSharedSetsDoNotKeepFailures(t *testing.T) {
 	}
 }
 
-// Of a node that is no GPU node only its name and selector labels stay: its Ready flips and
-// taints cost no event, while a GPU node keeps them, and a node that gains GPU labels is whole
-// again.
+// Of a node that is no GPU node the cache keeps its name and resourceVersion only: its Ready
+// flips and taints change nothing cached, while a node that gains GPU labels is cached whole
+// (trimmed), with its Ready condition and taint.
 func TestNonGPUNodesKeepOnlyWhatMakesThemSo(t *testing.T) {
 	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})
-	decode := func(n *corev1.Node) *corev1.Node { t.Helper(); return decodeProtobuf(t, trimmer, n) }
+	cached := func(n *corev1.Node) any {
+		t.Helper()
+		obj, err := cacheForm(decodeProtobuf(t, trimmer, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
 	cpu, _ := testenv.FleetNode(1)
 	if inventory.IsGPUNode(cpu) {
 		t.Fatal("fleet node 1 is expected to be a CPU node")
 	}
+	cpu.ResourceVersion = "5"
 	cpu.Labels["topology.kubernetes.io/zone"] = "zone-a"
 	cpu.Spec.Taints = []corev1.Taint{{Key: inventory.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}}
-	before := decode(cpu)
-	if len(before.Status.Conditions) != 0 || len(before.Spec.Taints) != 0 || before.Labels["topology.kubernetes.io/zone"] != "zone-a" || before.Name != cpu.Name {
-		t.Errorf("CPU node decoded as %+v; want its name and zone label only", before)
+	before := cached(cpu)
+	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpu.Name, ResourceVersion: "5"}}
+	if diff := cmp.Diff(want, before); diff != "" {
+		t.Errorf("CPU node cached as (-want +got):\n%s", diff)
 	}
 	cpu.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
-	if after := decode(cpu); NodeChanged(before, after) {
-		t.Error("a CPU node's Ready flip changed its cached form")
+	if after := cached(cpu); !cmp.Equal(before, after) {
+		t.Errorf("a CPU node's Ready flip changed its cached form to %+v", after)
 	}
 
 	cpu.Labels[inventory.LabelProduct] = "NVIDIA-H100-80GB-HBM3" // GPU Feature Discovery labelled it
-	if gpu := decode(cpu); len(gpu.Status.Conditions) != 1 || len(gpu.Spec.Taints) != 1 || !NodeChanged(before, gpu) {
-		t.Errorf("a node that became a GPU node decoded as %+v; want its Ready condition and taint", gpu)
+	if gpu, ok := cached(cpu).(*corev1.Node); !ok || len(gpu.Status.Conditions) != 1 || len(gpu.Spec.Taints) != 1 {
+		t.Errorf("a node that became a GPU node cached as %+v; want the Node with its Ready condition and taint", gpu)
 	}
 }
 

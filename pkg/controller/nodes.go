@@ -144,18 +144,7 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 		// The watch-list bookmark's marker: the reflector waits for it.
 		trimmed.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
 	}
-	dropUnlessGPU(trimmed)
 	return trimmed
-}
-
-// dropUnlessGPU leaves of a node that is no GPU node (half of a typical fleet) only what
-// decides that, its name and its selector labels: its Ready condition and taints matter to
-// no inventory, and without them its heartbeats and Ready flips leave the cached node
-// unchanged. A node that becomes a GPU node arrives whole with the event that says so.
-func dropUnlessGPU(node *corev1.Node) {
-	if !inventory.IsGPUNode(node) {
-		node.Spec.Taints, node.Spec.Unschedulable, node.Status.Conditions = nil, false, nil
-	}
 }
 
 // cacheForm is the node informer's transform: the cache keeps a GPU node as the trimmed Node
