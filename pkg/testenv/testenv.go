@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -94,13 +95,46 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := e.prepare(); err != nil {
 		return nil, err
 	}
+	for attempt := 1; ; attempt++ {
+		if err := e.startControlPlane(ctx); err == nil {
+			return e, nil
+		} else if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+		e.stopControlPlane()
+	}
+}
+
+// startAttempts bounds Start's tries when a component cannot bind its port: freePort finds a
+// port free and closes it, and another socket may take it before the component binds it.
+const startAttempts = 3
+
+// startControlPlane starts etcd on an empty data directory and kube-apiserver, on new ports.
+func (e *Env) startControlPlane(ctx context.Context) error {
+	if err := e.choosePorts(); err != nil {
+		return err
+	}
+	etcdDir := filepath.Join(e.Dir, "etcd")
+	if err := os.RemoveAll(etcdDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(etcdDir, 0o755); err != nil {
+		return err
+	}
 	if err := e.startEtcd(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := e.StartAPIServer(ctx); err != nil {
-		return nil, err
+	return e.StartAPIServer(ctx)
+}
+
+// stopControlPlane stops what startControlPlane started.
+func (e *Env) stopControlPlane() {
+	for _, p := range []*process{e.apiserver, e.etcd} {
+		if p != nil {
+			p.stop(3 * time.Second)
+		}
 	}
-	return e, nil
+	e.apiserver, e.etcd = nil, nil
 }
 
 // prepare writes the service-account key, the token file and the admin kubeconfig.
@@ -123,9 +157,11 @@ func (e *Env) prepare() error {
 		return err
 	}
 	e.token = hex.EncodeToString(tokenBytes)
-	if err := os.WriteFile(filepath.Join(e.Dir, "tokens.csv"), []byte(e.token+",admin,admin,system:masters\n"), 0o600); err != nil {
-		return err
-	}
+	return os.WriteFile(filepath.Join(e.Dir, "tokens.csv"), []byte(e.token+",admin,admin,system:masters\n"), 0o600)
+}
+
+// choosePorts picks kube-apiserver's port and writes the admin config and kubeconfig for it.
+func (e *Env) choosePorts() (err error) {
 	if e.apiPort, err = freePort(); err != nil {
 		return err
 	}

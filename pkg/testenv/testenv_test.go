@@ -44,3 +44,31 @@ func TestStartWithoutBinariesSaysHowToGetThem(t *testing.T) {
 		t.Errorf("error = %v, want one naming the missing etcd", err)
 	}
 }
+
+// A component that cannot bind its port (freePort's port taken before the component bound
+// it) is started again on new ports, up to startAttempts times; any other failure is
+// reported at once.
+func TestStartRetriesOnlyAPortTakenMeanwhile(t *testing.T) {
+	for _, tc := range []struct {
+		failure  string
+		attempts string
+	}{
+		{"listen tcp 127.0.0.1:2379: bind: address already in use", "3"},
+		{"cannot access data directory: permission denied", "1"},
+	} {
+		bin, counter := t.TempDir(), filepath.Join(t.TempDir(), "attempts")
+		script := "n=$(cat " + counter + " 2>/dev/null || echo 0); echo $((n+1)) > " + counter + "\necho '" + tc.failure + "' >&2; exit 1\n"
+		for name, body := range map[string]string{"etcd": script, "kube-apiserver": "exit 1\n"} {
+			if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := Start(context.Background(), Options{BinDir: bin, Dir: t.TempDir(), StartTimeout: 10 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), tc.failure) {
+			t.Errorf("%s: Start error = %v; want one that says so", tc.failure, err)
+		}
+		if got, _ := os.ReadFile(counter); strings.TrimSpace(string(got)) != tc.attempts {
+			t.Errorf("%s: etcd started %s times; want %s", tc.failure, strings.TrimSpace(string(got)), tc.attempts)
+		}
+	}
+}
