@@ -96,9 +96,10 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		if err := e.startControlPlane(ctx); err == nil {
+		if err = e.startControlPlane(ctx); err == nil {
 			return e, nil
-		} else if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
+		}
+		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
 			return nil, err
 		}
 		e.stopControlPlane()
