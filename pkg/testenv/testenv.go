@@ -138,9 +138,10 @@ func (e *Env) stopControlPlane() {
 	e.apiserver, e.etcd = nil, nil
 }
 
-// prepare writes the service-account key, the token file and the admin kubeconfig.
+// prepare writes the service-account key and the token file (choosePorts writes the admin
+// kubeconfig, startControlPlane makes etcd's data directory).
 func (e *Env) prepare() error {
-	for _, d := range []string{"etcd", "certs", "logs"} {
+	for _, d := range []string{"certs", "logs"} {
 		if err := os.MkdirAll(filepath.Join(e.Dir, d), 0o755); err != nil {
 			return err
 		}
@@ -350,11 +351,10 @@ func (e *Env) WriteKubeconfig(path string, cfg *rest.Config) error {
 // Stop stops every process the environment started (kwok, kube-apiserver, etcd) and removes
 // the temporary directory it created. It is safe to call more than once.
 func (e *Env) Stop() {
-	for _, p := range []*process{e.kwok, e.apiserver, e.etcd} {
-		if p != nil {
-			p.stop(3 * time.Second)
-		}
+	if e.kwok != nil {
+		e.kwok.stop(3 * time.Second)
 	}
+	e.stopControlPlane()
 	if e.removeDir && e.Dir != "" {
 		_ = os.RemoveAll(e.Dir)
 	}
