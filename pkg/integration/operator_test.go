@@ -126,8 +126,35 @@ func TestHomeLabStatusEqualsFirstVersionReport(t *testing.T) {
 func TestStatusIsWrittenByServerSideApply(t *testing.T) {
 	c := startCluster(t)
 	c.loadHomeLab(t)
-	startOperator(t, c.env.Config, testOptions())
+	op := startOperator(t, c.env.Config, testOptions())
 	gi := c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+
+	// The answer to each apply (metadata only) gives the operator the resourceVersion its
+	// write produced, so the syncs after its own writes never read the whole inventory back.
+	eventually(t, 5*time.Second, "operator counted its write", func() error {
+		if op.StatusWrites() == 0 {
+			return fmt.Errorf("no write counted")
+		}
+		return nil
+	})
+	reads, writes := op.StatusReads(), op.StatusWrites()
+	for _, ready := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionTrue} {
+		c.setReady(t, "nuc1", ready)
+		want := totals{Nodes: 4, Gpus: 1}
+		if ready == corev1.ConditionTrue {
+			want.ReadyNodes, want.ReadyGpus = 1, 1
+		}
+		gi = c.waitTotals(t, "cluster", want)
+	}
+	eventually(t, 5*time.Second, "operator counted its writes", func() error {
+		if got := op.StatusWrites() - writes; got < 3 {
+			return fmt.Errorf("%d writes counted, want 3", got)
+		}
+		return nil
+	})
+	if got := op.StatusReads() - reads; got != 0 {
+		t.Errorf("the operator read the inventory back %d times after its own 3 writes, want 0", got)
+	}
 
 	var found bool
 	for _, mf := range gi.ManagedFields {

@@ -157,6 +157,7 @@ type Operator struct {
 	mu           sync.Mutex
 	inventory    *inventory.Controller
 	writesBefore int64 // by the controllers of earlier runs (before a re-list)
+	readsBefore  int64
 }
 
 // New builds an operator from options, resolving the kubeconfig.
@@ -212,6 +213,17 @@ func (o *Operator) StatusWrites() int64 {
 		return o.writesBefore
 	}
 	return o.writesBefore + o.inventory.StatusWrites()
+}
+
+// StatusReads counts the GETs of a whole inventory this instance made because its cached
+// copy (decoded without the node list) held a version it had not written itself.
+func (o *Operator) StatusReads() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inventory == nil {
+		return o.readsBefore
+	}
+	return o.readsBefore + o.inventory.StatusReads()
 }
 
 // StatusSkipped counts the syncs that found a status current (so wrote nothing).
@@ -471,6 +483,7 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	o.mu.Lock()
 	if o.inventory != nil {
 		o.writesBefore += o.inventory.StatusWrites()
+		o.readsBefore += o.inventory.StatusReads()
 	}
 	o.inventory = invController
 	o.mu.Unlock()
