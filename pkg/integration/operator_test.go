@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
@@ -327,4 +332,48 @@ func TestAPIServerRestart(t *testing.T) {
 	c.setReady(t, "nuc1", corev1.ConditionTrue)
 	c.patchLabels(t, "nuc2", map[string]string{"nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3060"})
 	c.waitTotals(t, "cluster", totals{Nodes: 4, ReadyNodes: 1, Gpus: 2, ReadyGpus: 1})
+}
+
+// Against an API server without streaming lists (or with KUBE_FEATURE_WatchListClient=false)
+// the caches fill from plain lists, through the same decoder and transform: the inventory is
+// the same, and a node first cached as metadata only is picked up when it becomes a GPU node.
+func TestNodeCacheWithoutStreamingList(t *testing.T) {
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	var mu sync.Mutex
+	var nodeQueries []url.Values
+	cfg := rest.CopyConfig(c.env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Path == "/api/v1/nodes" {
+				mu.Lock()
+				nodeQueries = append(nodeQueries, req.URL.Query())
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	startOperator(t, cfg, testOptions())
+	gi := c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	if diff := cmp.Diff(homeLabReport, inventory.ReportFields(gi.Status.Nodes)); diff != "" {
+		t.Errorf("status.nodes (-first version's report +got):\n%s", diff)
+	}
+	c.patchLabels(t, "worker1", map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.count": "1"})
+	c.waitTotals(t, "cluster", totals{Nodes: 5, ReadyNodes: 1, Gpus: 2, ReadyGpus: 1})
+
+	mu.Lock()
+	defer mu.Unlock()
+	var lists, streams int
+	for _, q := range nodeQueries {
+		switch {
+		case q.Get("watch") != "true":
+			lists++
+		case q.Get("sendInitialEvents") == "true":
+			streams++
+		}
+	}
+	if lists == 0 || streams != 0 {
+		t.Errorf("the operator made %d plain lists and %d streaming lists of nodes, want a plain list and no streaming one", lists, streams)
+	}
 }
