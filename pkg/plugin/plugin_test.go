@@ -348,6 +348,87 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// A watch whose resourceVersion expired (HTTP 410) is resumed from a fresh list: what changed
+// meanwhile is printed, and so is a deletion.
+func TestWatchResumesAfterExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// meanwhile changes the inventory while the watch is down and returns the text that
+		// must then appear.
+		meanwhile func(t *testing.T, gpu *gpufake.Clientset, home []*corev1.Node) string
+	}{
+		{"changed meanwhile", func(t *testing.T, gpu *gpufake.Clientset, home []*corev1.Node) string {
+			home[0].Status.Conditions[0].Status = corev1.ConditionTrue
+			changed := inventoryObject("cluster", home, nil, nil)
+			changed.ResourceVersion = "2"
+			changed.Status.ObservedAt = &metav1.Time{Time: statusTime.Add(time.Hour)}
+			if err := gpu.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), changed, "", metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return statusTime.Add(time.Hour).Format(time.RFC3339)
+		}},
+		{"deleted meanwhile", func(t *testing.T, gpu *gpufake.Clientset, _ []*corev1.Node) string {
+			if err := gpu.Tracker().Delete(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), "", "cluster", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return "deleted"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := fixtures.HomeLab()
+			c := fakeClients(home, true, inventoryObject("cluster", home, nil, nil))
+			gpu := c.gpu.(*gpufake.Clientset)
+			expiring := watch.NewFake()
+			watches := make(chan int, 10)
+			var count int
+			gpu.PrependWatchReactor("gpuinventories", func(clienttesting.Action) (bool, watch.Interface, error) {
+				count++
+				watches <- count
+				if count == 1 {
+					return true, expiring, nil
+				}
+				return false, nil, nil // the tracker serves the watches after the first
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out, errOut := &syncBuffer{}, &syncBuffer{}
+			done := make(chan int, 1)
+			go func() {
+				done <- run(ctx, []string{"--watch"}, Environment{Out: out, ErrOut: errOut,
+					Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}, c)
+			}()
+			waitWatch := func(n int) {
+				t.Helper()
+				select {
+				case got := <-watches:
+					if got != n {
+						t.Fatalf("watch %d started, want %d", got, n)
+					}
+				case code := <-done:
+					t.Fatalf("exited with %d before watch %d: %s", code, n, errOut.String())
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no watch %d within 10s", n)
+				}
+			}
+			waitWatch(1)
+			want := tc.meanwhile(t, gpu, home)
+			if strings.Contains(out.String(), want) {
+				t.Fatalf("%q printed before the watch expired:\n%s", want, out.String())
+			}
+			expiring.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
+				Message: "too old resource version: 1 (5)"})
+			waitWatch(2) // resumed after the list, which has printed what it found
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("no %q in the output after the watch was resumed:\n%s", want, out.String())
+			}
+			cancel()
+			if code := <-done; code != ExitOK {
+				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())
+			}
+		})
+	}
+}
+
 func TestWatchPrintsEachChange(t *testing.T) {
 	for _, terminal := range []bool{false, true} {
 		name := "watch-lines.golden"

@@ -120,9 +120,15 @@ func (o *showOptions) follow(ctx context.Context, env Environment, c *clients, g
 			return c.explain(err, listInventory)
 		}
 		rv = list.ResourceVersion
-		if len(list.Items) == 1 && changed(&list.Items[0]) {
+		switch {
+		case len(list.Items) == 1 && changed(&list.Items[0]):
 			last = &list.Items[0]
 			if err := d.draw(last); err != nil {
+				return err
+			}
+		case len(list.Items) == 0 && last != nil: // deleted while the watch was down
+			last = nil
+			if err := d.deleted(name); err != nil {
 				return err
 			}
 		}
