@@ -348,6 +348,20 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// nuc1ComesBack makes the home lab's nuc1 Ready and stores the inventory that says so
+// (resourceVersion 2, observed an hour after statusTime) in gpu's tracker.
+func nuc1ComesBack(t *testing.T, gpu *gpufake.Clientset, home []*corev1.Node) *homelabv1.GpuInventory {
+	t.Helper()
+	home[0].Status.Conditions[0].Status = corev1.ConditionTrue
+	changed := inventoryObject("cluster", home, nil, nil)
+	changed.ResourceVersion = "2"
+	changed.Status.ObservedAt = &metav1.Time{Time: statusTime.Add(time.Hour)}
+	if err := gpu.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), changed, "", metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return changed
+}
+
 // A watch whose resourceVersion expired (HTTP 410) is resumed from a fresh list: what changed
 // meanwhile is printed, and so is a deletion.
 func TestWatchResumesAfterExpiry(t *testing.T) {
@@ -358,13 +372,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 		meanwhile func(t *testing.T, gpu *gpufake.Clientset, home []*corev1.Node) string
 	}{
 		{"changed meanwhile", func(t *testing.T, gpu *gpufake.Clientset, home []*corev1.Node) string {
-			home[0].Status.Conditions[0].Status = corev1.ConditionTrue
-			changed := inventoryObject("cluster", home, nil, nil)
-			changed.ResourceVersion = "2"
-			changed.Status.ObservedAt = &metav1.Time{Time: statusTime.Add(time.Hour)}
-			if err := gpu.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), changed, "", metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			nuc1ComesBack(t, gpu, home)
 			return statusTime.Add(time.Hour).Format(time.RFC3339)
 		}},
 		{"deleted meanwhile", func(t *testing.T, gpu *gpufake.Clientset, _ []*corev1.Node) string {
@@ -462,13 +470,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			}
 
 			// nuc1 comes back; then a write that changes nothing visible (same status).
-			home[0].Status.Conditions[0].Status = corev1.ConditionTrue
-			changed := inventoryObject("cluster", home, nil, nil)
-			changed.ResourceVersion = "2"
-			changed.Status.ObservedAt = &metav1.Time{Time: statusTime.Add(time.Hour)}
-			if err := gpu.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), changed, "", metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			changed := nuc1ComesBack(t, gpu, home)
 			same := changed.DeepCopy()
 			same.ResourceVersion = "3"
 			same.Annotations = map[string]string{"touched": "yes"}

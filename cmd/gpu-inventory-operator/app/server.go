@@ -207,23 +207,23 @@ func (o *Operator) Identity() string { return o.identity }
 
 // StatusWrites counts the GpuInventory status writes this instance made (0 before it led).
 func (o *Operator) StatusWrites() int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.inventory == nil {
-		return o.writesBefore
-	}
-	return o.writesBefore + o.inventory.StatusWrites()
+	return o.counted(&o.writesBefore, (*inventory.Controller).StatusWrites)
 }
 
 // StatusReads counts the GETs of a whole inventory this instance made because its cached
 // copy (decoded without the node list) held a version it had not written itself.
 func (o *Operator) StatusReads() int64 {
+	return o.counted(&o.readsBefore, (*inventory.Controller).StatusReads)
+}
+
+// counted adds what the current inventory controller counted to what earlier ones did.
+func (o *Operator) counted(before *int64, current func(*inventory.Controller) int64) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.inventory == nil {
-		return o.readsBefore
+		return *before
 	}
-	return o.readsBefore + o.inventory.StatusReads()
+	return *before + current(o.inventory)
 }
 
 // StatusSkipped counts the syncs that found a status current (so wrote nothing).
