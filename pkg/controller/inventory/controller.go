@@ -437,9 +437,10 @@ func forgetMetrics(name string) {
 // object has afterwards. Against an API server the request goes through the REST client and
 // asks for an answer of metadata only (the informer brings the new object anyway, and the
 // whole one is up to 256 KiB), with fieldValidation=Ignore: the body is encoded from the
-// types the CRD's schema is generated from, so the API server's second, strict parse of it,
-// which only looks for unknown or duplicate fields to warn about, is skipped (a field the
-// schema lacked would still be pruned). Both save the API server work proportional to the
+// types the CRD's schema is generated from, so the API server's strict parse of it (a third
+// one, besides those for the audit log and the apply), which only looks for unknown or
+// duplicate fields to warn about, is skipped (a field the schema lacked would still be
+// pruned). Both save the API server work proportional to the
 // status's size on every write. The generated fake clientset has no REST client; there the
 // typed ApplyStatus is used. TestApplyBodiesAgree keeps the two request bodies identical.
 func (c *Controller) applyStatus(ctx context.Context, name string, status homelabv1.GpuInventoryStatus) (string, error) {
