@@ -91,6 +91,7 @@ type runningOperator struct {
 	*app.Operator
 	cancel context.CancelFunc
 	done   chan error
+	logs   func() string // what it logged so far
 }
 
 // stop cancels the operator and waits for Run to return, failing if it takes over 5 seconds.
@@ -121,8 +122,10 @@ func startOperator(t *testing.T, cfg *rest.Config, opts *app.Options) *runningOp
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(testContext(t))
-	r := &runningOperator{Operator: op, cancel: cancel, done: make(chan error, 1)}
+	logger := testLogger(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	r := &runningOperator{Operator: op, cancel: cancel, done: make(chan error, 1),
+		logs: logger.GetSink().(ktesting.Underlier).GetBuffer().String}
 	go func() {
 		err := op.Run(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -269,6 +272,10 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // testContext carries a logger that writes through t at verbosity 2 (the operator's
 // informative lines, without per-event detail).
 func testContext(t *testing.T) context.Context {
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
-	return klog.NewContext(context.Background(), logger)
+	return klog.NewContext(context.Background(), testLogger(t))
+}
+
+// testLogger is testContext's logger; it also keeps what it wrote (for runningOperator.logs).
+func testLogger(t *testing.T) klog.Logger {
+	return ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -376,4 +377,39 @@ func TestNodeCacheWithoutStreamingList(t *testing.T) {
 	if lists == 0 || streams != 0 {
 		t.Errorf("the operator made %d plain lists and %d streaming lists of nodes, want a plain list and no streaming one", lists, streams)
 	}
+}
+
+// With --install-crd=false and a CRD older than the operator (it lacks a field the operator
+// writes), every status write is refused; the log says why and what to do, and once the
+// current CRD is applied the status is written without a restart.
+func TestOlderCRDIsExplained(t *testing.T) {
+	c := startCluster(t)
+	older, err := crd.GpuInventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := older.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
+	delete(status.Properties["nodes"].Items.Schema.Properties, "workloadConfig") // as before the field existed
+	apiext := apiextensionsclient.NewForConfigOrDie(c.env.Config)
+	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), older, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := crd.WaitEstablished(context.Background(), apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.loadHomeLab(t)
+	opts := testOptions()
+	opts.InstallCRD = false
+	op := startOperator(t, c.env.Config, opts)
+	want := "the installed GpuInventory CRD is older than this operator: let the operator install it (--install-crd, the default) or apply manifests/crd of this release"
+	eventually(t, 20*time.Second, "the refused write explained in the log", func() error {
+		if !strings.Contains(op.logs(), want) || !strings.Contains(op.logs(), "workloadConfig: field not declared in schema") {
+			return fmt.Errorf("no %q naming the field in the log", want)
+		}
+		return nil
+	})
+	if _, err := crd.Ensure(context.Background(), apiext); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
 }

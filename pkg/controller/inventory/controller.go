@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -452,11 +453,13 @@ func (c *Controller) applyStatus(ctx context.Context, name string, status homela
 		}
 		patchOpts := opts.ToPatchOptions()
 		patchOpts.FieldValidation = metav1.FieldValidationIgnore
-		answer, err := rc.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
-			VersionedParams(&patchOpts, scheme.ParameterCodec).SetHeader("Accept", metadataOnly).Body(body).Do(ctx).Raw()
-		if err != nil {
-			return "", err
+		result := rc.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
+			VersionedParams(&patchOpts, scheme.ParameterCodec).SetHeader("Accept", metadataOnly).Body(body).Do(ctx)
+		// Error, not Raw: only Error reads the API server's reason out of a failure's answer.
+		if err := result.Error(); err != nil {
+			return "", explainApplyError(err)
 		}
+		answer, _ := result.Raw()
 		resourceVersion, err := resourceVersionOf(answer)
 		if err != nil {
 			// The write succeeded; without its version the next sync reads the node list back.
@@ -473,6 +476,16 @@ func (c *Controller) applyStatus(ctx context.Context, name string, status homela
 		return "", err
 	}
 	return applied.ResourceVersion, nil
+}
+
+// explainApplyError says what to do about a status write that a CRD older than the operator
+// refused: server-side apply rejects a field the CRD's schema does not declare, whatever the
+// field validation asked for.
+func explainApplyError(err error) error {
+	if strings.Contains(err.Error(), "field not declared in schema") {
+		return fmt.Errorf("the installed GpuInventory CRD is older than this operator: let the operator install it (--install-crd, the default) or apply manifests/crd of this release: %w", err)
+	}
+	return err
 }
 
 // statusApplyBody is the apply request for an inventory's status, encoded in one pass.
