@@ -437,13 +437,14 @@ func forgetMetrics(name string) {
 // apiVersion and kind (the first version's HTTP 400), and returns the resourceVersion the
 // object has afterwards. Against an API server the request goes through the REST client and
 // asks for an answer of metadata only (the informer brings the new object anyway, and the
-// whole one is up to 256 KiB), with fieldValidation=Ignore: the body is encoded from the
-// types the CRD's schema is generated from, so the API server's strict parse of it (a third
-// one, besides those for the audit log and the apply), which only looks for unknown or
-// duplicate fields to warn about, is skipped (a field the schema lacked would still be
-// pruned). Both save the API server work proportional to the
-// status's size on every write. The generated fake clientset has no REST client; there the
-// typed ApplyStatus is used. TestApplyBodiesAgree keeps the two request bodies identical.
+// whole one is up to 256 KiB), with fieldValidation=Ignore: the API server's strict parse of
+// the body (a third one, besides those for the audit log and the apply), which only looks
+// for unknown or duplicate fields to warn about, is skipped. The body is encoded from the
+// types the CRD's schema is generated from, and server-side apply refuses a field the
+// schema lacks whatever the validation (see explainApplyError), so nothing is lost. Both
+// save the API server work proportional to the status's size on every write. The
+// generated fake clientset has no REST client; there the typed ApplyStatus is used.
+// TestApplyBodiesAgree keeps the two request bodies identical.
 func (c *Controller) applyStatus(ctx context.Context, name string, status homelabv1.GpuInventoryStatus) (string, error) {
 	opts := metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true}
 	if rc, ok := c.client.HomelabV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
