@@ -446,7 +446,7 @@ func dryRunApplies(ctx context.Context, gpu versioned.Interface, count int) ([]t
 		err := gpu.HomelabV1().RESTClient().Patch(types.ApplyPatchType).Resource("gpuinventories").Name(gi.Name).SubResource("status").
 			Param("fieldManager", homelabv1.FieldManager).Param("force", "true").Param("dryRun", metav1.DryRunAll).
 			Param("fieldValidation", metav1.FieldValidationIgnore).
-			SetHeader("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").
+			SetHeader("Accept", inventory.MetadataOnly).
 			Body(body).Do(ctx).Error()
 		if err != nil {
 			return nil, fmt.Errorf("dry-run apply: %w", err)

@@ -41,8 +41,9 @@ import (
 // Name names the controller and its workqueue.
 const Name = "gpuinventory"
 
-// metadataOnly asks the API server to answer a write with the object's metadata only.
-const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+// MetadataOnly, as the Accept header, asks the API server to answer a write with the
+// object's metadata only (hack/scale's dry-run applies send it too).
+const MetadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 // Controller reconciles GpuInventory status from the Node cache.
 type Controller struct {
@@ -455,7 +456,7 @@ func (c *Controller) applyStatus(ctx context.Context, name string, status homela
 		patchOpts := opts.ToPatchOptions()
 		patchOpts.FieldValidation = metav1.FieldValidationIgnore
 		result := rc.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
-			VersionedParams(&patchOpts, scheme.ParameterCodec).SetHeader("Accept", metadataOnly).Body(body).Do(ctx)
+			VersionedParams(&patchOpts, scheme.ParameterCodec).SetHeader("Accept", MetadataOnly).Body(body).Do(ctx)
 		// Error, not Raw: only Error reads the API server's reason out of a failure's answer.
 		if err := result.Error(); err != nil {
 			return "", explainApplyError(err)
