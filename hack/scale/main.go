@@ -33,9 +33,11 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -96,7 +98,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	gpu := versioned.NewForConfigOrDie(bulk)
 	// The harness's own watches read inventories without their node list, as the operator's
 	// informer does, so that decoding them takes little of the 2 cores being measured.
-	watcher, err := inventory.NewInformerClient(bulk)
+	watcher, err := inventorycache.NewInformerClient(bulk)
 	if err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	if err := testenv.CreateFleet(ctx, kube, 0, n, 16); err != nil {
 		return err
 	}
-	sample, _ := kube.CoreV1().Nodes().Get(ctx, testenv.FleetNodeName(0), metav1.GetOptions{})
+	sample, _ := kube.CoreV1().Nodes().Get(ctx, fixtures.FleetNodeName(0), metav1.GetOptions{})
 	raw, _ := sample.Marshal()
 	fmt.Fprintf(os.Stderr, "created %d nodes in %s (a GPU node is %d bytes of protobuf, %d labels)\n", n, time.Since(start).Round(time.Second), len(raw), len(sample.Labels))
 	gpuNodes := int32((n + 1) / 2)
@@ -389,7 +391,7 @@ func probe(ctx context.Context, kube kubernetes.Interface, gpu versioned.Interfa
 	}
 	defer w.Stop()
 	var out []time.Duration
-	marker := testenv.FleetNodeName(0)
+	marker := fixtures.FleetNodeName(0)
 	for k := range count {
 		if ctx.Err() != nil {
 			break
@@ -446,7 +448,7 @@ func dryRunApplies(ctx context.Context, gpu versioned.Interface, count int) ([]t
 		err := gpu.HomelabV1().RESTClient().Patch(types.ApplyPatchType).Resource("gpuinventories").Name(gi.Name).SubResource("status").
 			Param("fieldManager", homelabv1.FieldManager).Param("force", "true").Param("dryRun", metav1.DryRunAll).
 			Param("fieldValidation", metav1.FieldValidationIgnore).
-			SetHeader("Accept", inventory.MetadataOnly).
+			SetHeader("Accept", gpuinventory.MetadataOnly).
 			Body(body).Do(ctx).Error()
 		if err != nil {
 			return nil, fmt.Errorf("dry-run apply: %w", err)

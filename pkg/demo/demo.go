@@ -15,7 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -41,34 +40,6 @@ type Options struct {
 }
 
 const namespace = "gpu-inventory-system"
-
-// HealthyNodes are the kwok-managed GPU nodes that the demo adds to the home lab.
-func HealthyNodes() []*corev1.Node {
-	gpuNode := func(name, product, count, memory string, capacity int64, extra map[string]string) *corev1.Node {
-		labels := map[string]string{
-			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-			"type": "kwok", "feature.node.kubernetes.io/pci-10de.present": "true",
-			"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
-			"nvidia.com/gpu.count": count, "nvidia.com/gpu.memory": memory,
-		}
-		for k, v := range extra {
-			labels[k] = v
-		}
-		gpus := *resource.NewQuantity(capacity, resource.DecimalSI)
-		return &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{testenv.KwokAnnotation: "fake"}},
-			Status: corev1.NodeStatus{
-				Capacity:    corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"), corev1.ResourcePods: resource.MustParse("110")},
-				Allocatable: corev1.ResourceList{"nvidia.com/gpu": gpus, corev1.ResourceCPU: resource.MustParse("63"), corev1.ResourceMemory: resource.MustParse("500Gi"), corev1.ResourcePods: resource.MustParse("110")},
-			},
-		}
-	}
-	return []*corev1.Node{
-		gpuNode("dgx-h100-1", "NVIDIA-H100-80GB-HBM3", "8", "81559", 8, map[string]string{"nvidia.com/gpu.family": "hopper"}),
-		gpuNode("a100-mig-1", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "14", "4864", 14, map[string]string{"nvidia.com/mig.strategy": "single"}),
-		gpuNode("l4-1", "NVIDIA-L4", "1", "23034", 1, map[string]string{"nvidia.com/gpu.workload.config": "container"}),
-	}
-}
 
 // Run starts everything, prints the inventory, and follows it until ctx is cancelled (or,
 // with Once, until it has printed it). Every process it started is stopped before it returns.
@@ -97,7 +68,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
-	healthy := HealthyNodes()
+	healthy := fixtures.HealthyNodes()
 	if err := testenv.CreateNodes(ctx, kube, append(fixtures.HomeLab(), healthy...)); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/demo"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
@@ -68,7 +68,7 @@ func TestPluginScanEqualsOperatorStatus(t *testing.T) {
 	ctx := context.Background()
 	// The demo's GPU nodes add MIG, more models and a selector to compare; without kwok they
 	// stay NotReady.
-	if err := testenv.CreateNodes(ctx, c.kube, demo.HealthyNodes()); err != nil {
+	if err := testenv.CreateNodes(ctx, c.kube, fixtures.HealthyNodes()); err != nil {
 		t.Fatal(err)
 	}
 	startOperator(t, c.env.Config, testOptions())

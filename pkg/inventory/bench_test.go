@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 )
 
 // fleetNodes returns n generated fleet nodes roughly as the operator's informer holds them:
@@ -18,7 +18,7 @@ import (
 func fleetNodes(n int) []*corev1.Node {
 	nodes := make([]*corev1.Node, n)
 	for i := range nodes {
-		node, labels := testenv.FleetNode(i)
+		node, labels := fixtures.FleetNode(i)
 		node.Labels = map[string]string{}
 		for k, v := range labels {
 			if strings.HasPrefix(k, "nvidia.com/") {

@@ -138,7 +138,7 @@ func TestGoldenOutputs(t *testing.T) {
 			return fakeClients(nodes, true, inventoryObject("cluster", nodes, nil, nil))
 		},
 		"mixed": func() *clients {
-			nodes := mixedFleetNodes(t)
+			nodes := fixtures.MixedFleet()
 			return fakeClients(nodes, true, inventoryObject("cluster", nodes, mixedFleetPrevious, nil))
 		},
 	}
@@ -198,7 +198,7 @@ func TestNoColorTurnsColourOff(t *testing.T) {
 }
 
 func TestListGolden(t *testing.T) {
-	mixed := mixedFleetNodes(t)
+	mixed := fixtures.MixedFleet()
 	home := fixtures.HomeLab()
 	c := func() *clients {
 		return fakeClients(append(mixed, home...), true,
@@ -232,7 +232,7 @@ func TestListGolden(t *testing.T) {
 
 func TestExitCodes(t *testing.T) {
 	home := fixtures.HomeLab() // every GPU node NotReady: Degraded
-	healthy := mixedFleetNodes(t)[:1]
+	healthy := fixtures.MixedFleet()[:1]
 	c := fakeClients(append(home, healthy...), true,
 		inventoryObject("cluster", home, nil, nil), inventoryObject("healthy", healthy, nil, nil))
 	for _, tc := range []struct {

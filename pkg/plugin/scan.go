@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -139,12 +139,12 @@ func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNode, maxNode
 }
 
 // gpuNodes lists the nodes matching sel, chunkSize at a time, and keeps the GPU nodes reduced
-// to what the inventory reads, as the operator's informer transform (controller.NodeTrimmer)
+// to what the inventory reads, as the operator's informer transform (nodecache.NodeTrimmer)
 // does. Against an API server each page is read as a protobuf stream that skips what the
-// trimmer drops without decoding it (decodeNodeStream); a clientset without a REST client
+// trimmer drops without decoding it (DecodeNodeStream); a clientset without a REST client
 // (the fake of the unit tests) is listed and trimmed with NodeTrimmer itself.
 func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selector, chunkSize int64) ([]*corev1.Node, int, error) {
-	trimmer := controller.NewNodeTrimmer(nil) // the API server applies the selector
+	trimmer := nodecache.NewNodeTrimmer(nil) // the API server applies the selector
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: chunkSize}
 	var kept []*corev1.Node
 	keep := func(node *corev1.Node) {
@@ -193,7 +193,7 @@ func streamNodes(ctx context.Context, rc *rest.RESTClient, opts metav1.ListOptio
 		return metav1.ListMeta{}, 0, scanError{err}
 	}
 	defer body.Close()
-	meta, n, err := decodeNodeStream(body, decode, visit)
+	meta, n, err := nodecache.DecodeNodeStream(body, decode, visit)
 	if err != nil {
 		return meta, n, fmt.Errorf("read the node list: %w", err)
 	}

@@ -13,8 +13,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // fleet returns the first n generated fleet nodes with their NFD and GFD labels, as the API
@@ -22,7 +22,7 @@ import (
 func fleet(n int) []*corev1.Node {
 	var nodes []*corev1.Node
 	for i := range n {
-		node, extra := testenv.FleetNode(i)
+		node, extra := fixtures.FleetNode(i)
 		for k, v := range extra {
 			node.Labels[k] = v
 		}
@@ -59,7 +59,7 @@ func pagedNodes(nodes []*corev1.Node, limits *[]int64) *kubefake.Clientset {
 }
 
 func TestScanReadsTheNodeListPageByPageAndKeepsOnlyWhatTheInventoryReads(t *testing.T) {
-	nodes := fleet(25)
+	nodes := fixtures.Fleet(25)
 	var limits []int64
 	kept, read, err := gpuNodes(context.Background(), pagedNodes(nodes, &limits), labels.Everything(), 10)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestScanReadsTheNodeListPageByPageAndKeepsOnlyWhatTheInventoryReads(t *test
 }
 
 func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
-	nodes := fleet(40)
+	nodes := fixtures.Fleet(40)
 	for _, selector := range []string{"", "topology.kubernetes.io/zone=us-east-1a", "nvidia.com/gpu.family in (hopper,ampere)"} {
 		var ls *metav1.LabelSelector
 		if selector != "" {

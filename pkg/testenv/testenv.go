@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -323,7 +324,7 @@ func (e *Env) StartKwok(ctx context.Context) error {
 }
 
 // KwokAnnotation marks the nodes that kwok keeps Ready (value "fake").
-const KwokAnnotation = "kwok.x-k8s.io/node"
+const KwokAnnotation = fixtures.KwokAnnotation
 
 // ServiceAccountConfig returns a client configuration that authenticates as the given
 // ServiceAccount (which must exist), with a token from the TokenRequest API.

@@ -38,15 +38,16 @@ import (
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
-	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
 // Main parses args, runs the operator until SIGTERM or SIGINT, and returns the exit code.
@@ -155,7 +156,7 @@ type Operator struct {
 	healthAddr   string
 
 	mu           sync.Mutex
-	inventory    *inventory.Controller
+	inventory    *gpuinventory.Controller
 	writesBefore int64 // by the controllers of earlier runs (before a re-list)
 	readsBefore  int64
 }
@@ -207,17 +208,17 @@ func (o *Operator) Identity() string { return o.identity }
 
 // StatusWrites counts the GpuInventory status writes this instance made (0 before it led).
 func (o *Operator) StatusWrites() int64 {
-	return o.counted(&o.writesBefore, (*inventory.Controller).StatusWrites)
+	return o.counted(&o.writesBefore, (*gpuinventory.Controller).StatusWrites)
 }
 
 // StatusReads counts the GETs of a whole inventory this instance made because its cached
 // copy (decoded without the node list) held a version it had not written itself.
 func (o *Operator) StatusReads() int64 {
-	return o.counted(&o.readsBefore, (*inventory.Controller).StatusReads)
+	return o.counted(&o.readsBefore, (*gpuinventory.Controller).StatusReads)
 }
 
 // counted adds what the current inventory controller counted to what earlier ones did.
-func (o *Operator) counted(before *int64, current func(*inventory.Controller) int64) int64 {
+func (o *Operator) counted(before *int64, current func(*gpuinventory.Controller) int64) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.inventory == nil {
@@ -366,7 +367,7 @@ func (o *Operator) runControllers(ctx context.Context) error {
 		}
 		relist := make(chan string, 1)
 		runCtx, cancel := context.WithCancel(ctx)
-		err = o.runInformers(runCtx, controller.NewNodeTrimmer(keys), func(key string) {
+		err = o.runInformers(runCtx, nodecache.NewNodeTrimmer(keys), func(key string) {
 			select {
 			case relist <- key:
 			default:
@@ -390,13 +391,13 @@ func (o *Operator) runControllers(ctx context.Context) error {
 // straight into the trimmer's compact form, skipping its images, addresses, managed fields
 // and other labels (about 95 % of a realistic Node's bytes) instead of decoding and then
 // dropping them; a Node that comes as JSON is trimmed right after decoding. So the informer
-// gets only trimmed Nodes; its transform (controller.NewNodeInformer) then keeps of the ones
+// gets only trimmed Nodes; its transform (nodecache.NewNodeInformer) then keeps of the ones
 // that are no GPU node their name only.
-func (o *Operator) nodeClient(trimmer *controller.NodeTrimmer) (kubernetes.Interface, error) {
+func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(o.protobufConfig)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = controller.NewTrimmingSerializer(
+	cfg.NegotiatedSerializer = nodecache.NewTrimmingSerializer(
 		rest.CodecFactoryForGeneratedClient(kubescheme.Scheme, kubescheme.Codecs).WithoutConversion(), trimmer)
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
@@ -420,7 +421,7 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 	}
 	var keys []string
 	for _, gi := range list.Items {
-		sel, err := inv.Selector(gi.Spec.NodeSelector)
+		sel, err := inventory.Selector(gi.Spec.NodeSelector)
 		if err != nil {
 			continue
 		}
@@ -433,7 +434,7 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 }
 
 // runInformers runs the informers and both controllers until ctx is cancelled.
-func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTrimmer, onUnknownKey func(string)) error {
+func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrimmer, onUnknownKey func(string)) error {
 	nodes, err := o.nodeClient(trimmer)
 	if err != nil {
 		return err
@@ -446,8 +447,8 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
 		}))
 	// The GpuInventory informer's client leaves status.nodes out (see
-	// inventory.NewInformerClient): the controller's own writes come back without it.
-	inventories, err := inventory.NewInformerClient(o.config)
+	// inventorycache.NewInformerClient): the controller's own writes come back without it.
+	inventories, err := inventorycache.NewInformerClient(o.config)
 	if err != nil {
 		return err
 	}
@@ -456,17 +457,17 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *controller.NodeTri
 	inventoryFactory := externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod)
 
 	// The node cache holds GPU nodes as Nodes and the others as metadata (see
-	// controller.NewNodeInformer).
-	nodeInformer := nodeFactory.InformerFor(&corev1.Node{}, controller.NewNodeInformer)
+	// nodecache.NewNodeInformer).
+	nodeInformer := nodeFactory.InformerFor(&corev1.Node{}, nodecache.NewNodeInformer)
 	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: homelabv1.FieldManager})
 
-	entries := inv.NewEntryCache() // both controllers read the same nodes
-	invController, err := inventory.NewController(ctx, o.client, nodeInformer,
-		inventoryFactory.Homelab().V1().GpuInventories(), inventory.Config{
+	entries := inventory.NewEntryCache() // both controllers read the same nodes
+	invController, err := gpuinventory.NewController(ctx, o.client, nodeInformer,
+		inventoryFactory.Homelab().V1().GpuInventories(), gpuinventory.Config{
 			ResyncPeriod: o.opts.ResyncPeriod, MaxStatusNodes: o.opts.MaxStatusNodes, Recorder: recorder,
 			MinSyncInterval: o.opts.MinSyncInterval, KeepsLabel: trimmer.Keeps, OnUnknownSelectorKey: onUnknownKey,
 			PerNodeMetrics: o.opts.PerNodeMetrics,

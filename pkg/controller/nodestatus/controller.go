@@ -26,7 +26,8 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
-	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
 // Name names the controller and its workqueue.
@@ -59,14 +60,14 @@ func decode(logger klog.Logger, data map[string]string) []homelabv1.GpuNode {
 // Controller keeps the ConfigMap equal to the GPU nodes' entries.
 type Controller struct {
 	client           kubernetes.Interface
-	nodes            controller.NodeLister
+	nodes            nodecache.NodeLister
 	nodesSynced      cache.InformerSynced
 	configMaps       corelisters.ConfigMapLister
 	configMapsSynced cache.InformerSynced
 	key              cache.ObjectName
 	maxNodes         int
 	clock            clock.PassiveClock
-	entries          *inv.EntryCache
+	entries          *inventory.EntryCache
 	coalescer        *controller.Coalescer[cache.ObjectName]
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 
@@ -88,14 +89,14 @@ type written struct {
 // before it is synced, so that the ConfigMap follows the GpuInventory status (written at
 // once in a quiet cluster) instead of reaching the API server with it; entries may be
 // shared with the inventory controller (nil: a cache of its own).
-func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval, delay time.Duration, entries *inv.EntryCache,
+func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval, delay time.Duration, entries *inventory.EntryCache,
 	nodeInformer cache.SharedIndexInformer, configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
 	if entries == nil {
-		entries = inv.NewEntryCache()
+		entries = inventory.NewEntryCache()
 	}
 	c := &Controller{
 		client:           client,
-		nodes:            controller.NewNodeLister(nodeInformer),
+		nodes:            nodecache.NewNodeLister(nodeInformer),
 		nodesSynced:      nodeInformer.HasSynced,
 		configMaps:       configMapInformer.Lister(),
 		configMapsSynced: configMapInformer.Informer().HasSynced,
@@ -107,7 +108,7 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 	}
 	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock).WithDelay(delay)
 	enqueue := func(any) { c.coalescer.Enqueue(c.queue, c.key) }
-	if _, err := nodeInformer.AddEventHandler(controller.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
+	if _, err := nodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {

@@ -18,7 +18,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
-	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 const namespace = "gpu-inventory-system"
@@ -56,7 +56,7 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 }
 
 func homeLabData(t *testing.T) map[string]string {
-	content, _ := inv.Compute(fixtures.HomeLab(), nil, time.Time{})
+	content, _ := inventory.Compute(fixtures.HomeLab(), nil, time.Time{})
 	data, err := Data(content.Nodes)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestCreatesConfigMapWithOneKeyPerGPUNode(t *testing.T) {
 		t.Fatalf("nuc1 value %q is not an entry: %v", cm.Data["nuc1"], err)
 	}
 	want := homelabv1.GpuNode{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"}
-	if got := inv.ReportFields([]homelabv1.GpuNode{nuc1})[0]; !equality.Semantic.DeepEqual(got, want) {
+	if got := inventory.ReportFields([]homelabv1.GpuNode{nuc1})[0]; !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("nuc1 = %+v, want %+v", nuc1, want)
 	}
 	if want := `{"name":"omen2","ready":false,"gpuCount":0,"workloadConfig":"container","conditions":["NotReady","Unreachable"]}`; cm.Data["omen2"] != want {

@@ -1,4 +1,4 @@
-package inventory
+package gpuinventory
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
-	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 var (
@@ -114,8 +114,8 @@ func gpuInventory(name string, generation int64, status homelabv1.GpuInventorySt
 
 // storedStatus is what the controller would have written for nodes at generation, at t0.
 func storedStatus(nodes []*corev1.Node, generation int64) homelabv1.GpuInventoryStatus {
-	content, _ := inv.Compute(nodes, nil, t0)
-	cond := inv.DegradedCondition(content, generation)
+	content, _ := inventory.Compute(nodes, nil, t0)
+	cond := inventory.DegradedCondition(content, generation)
 	cond.LastTransitionTime = metav1.NewTime(t0)
 	observed := metav1.NewTime(t0)
 	return homelabv1.GpuInventoryStatus{
@@ -153,7 +153,7 @@ func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
 		{Name: "omen", WorkloadConfig: "vm-passthrough"},
 		{Name: "omen2", WorkloadConfig: "container"},
 	}
-	if diff := cmp.Diff(want, inv.ReportFields(got.Nodes)); diff != "" {
+	if diff := cmp.Diff(want, inventory.ReportFields(got.Nodes)); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 	if got.TotalGpuNodes != 4 || got.ReadyGpuNodes != 0 || got.TotalGpus != 1 || got.ReadyGpus != 0 {
@@ -253,8 +253,8 @@ func TestInvalidSelectorIsReportedNotRetried(t *testing.T) {
 
 func TestMalformedLabelsDoNotFailTheSync(t *testing.T) {
 	nodes := fixtures.HomeLab()
-	nodes[0].Labels[inv.LabelCount] = "abc"
-	nodes[0].Labels[inv.LabelMemory] = "99999999999999999999"
+	nodes[0].Labels[inventory.LabelCount] = "abc"
+	nodes[0].Labels[inventory.LabelMemory] = "99999999999999999999"
 	f := newFixture(t, nodes, gpuInventory("cluster", 1, homelabv1.GpuInventoryStatus{}))
 	got := f.appliedStatus(f.sync("cluster"), "cluster")
 	if got.TotalGpuNodes != 4 || got.Nodes[0].Name != "nuc1" || got.Nodes[0].GpuCount != 0 || got.Nodes[0].GpuMemoryMiB != 0 ||
@@ -345,7 +345,7 @@ func TestChangesRecordEvents(t *testing.T) {
 func TestVanishedLabelsKeepLastKnownValues(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	stored := storedStatus(nodes, 1)
-	for _, k := range []string{inv.LabelProduct, inv.LabelCount, inv.LabelMemory} {
+	for _, k := range []string{inventory.LabelProduct, inventory.LabelCount, inventory.LabelMemory} {
 		delete(nodes[0].Labels, k)
 	}
 	f := newFixture(t, nodes, gpuInventory("cluster", 1, stored))
@@ -376,7 +376,7 @@ func TestStatusNodesAreBounded(t *testing.T) {
 	for i := range 30 {
 		n := fixtures.HomeLab()[4].DeepCopy() // cp1, Ready
 		n.Name = fmt.Sprintf("gpu-%02d", i)
-		n.Labels = map[string]string{inv.LabelProduct: "NVIDIA-L4", inv.LabelCount: "1"}
+		n.Labels = map[string]string{inventory.LabelProduct: "NVIDIA-L4", inventory.LabelCount: "1"}
 		nodes = append(nodes, n)
 	}
 	nodes[17] = setReady(nodes[17], corev1.ConditionFalse)
@@ -437,7 +437,7 @@ func TestNodeListIsReadBackOnlyWhenNotRemembered(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	stored := storedStatus(nodes, 1)
 	stored.ListedNodes = int32(len(stored.Nodes))
-	for _, k := range []string{inv.LabelProduct, inv.LabelCount, inv.LabelMemory} {
+	for _, k := range []string{inventory.LabelProduct, inventory.LabelCount, inventory.LabelMemory} {
 		delete(nodes[0].Labels, k) // nuc1's labels vanished: only the stored list knows them
 	}
 	full := gpuInventory("cluster", 1, stored)

@@ -1,7 +1,7 @@
 // Package inventory is the controller that keeps each GpuInventory's status equal to the
 // inventory of the nodes its selector covers. A status write happens only when the content
 // (its hash) or the spec generation changed, so a quiet cluster costs no writes at all.
-package inventory
+package gpuinventory
 
 import (
 	"context"
@@ -34,8 +34,10 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
-	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
 // Name names the controller and its workqueue.
@@ -48,7 +50,7 @@ const MetadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=
 // Controller reconciles GpuInventory status from the Node cache.
 type Controller struct {
 	client            versioned.Interface
-	nodes             controller.NodeLister
+	nodes             nodecache.NodeLister
 	nodesSynced       cache.InformerSynced
 	inventories       listersv1.GpuInventoryLister
 	inventoriesSynced cache.InformerSynced
@@ -58,7 +60,7 @@ type Controller struct {
 	maxStatusNodes    int
 
 	perNodeMetrics bool
-	entries        *inv.EntryCache
+	entries        *inventory.EntryCache
 	keeps          func(string) bool
 	unknown        func(string)
 	coalescer      *controller.Coalescer[cache.ObjectName]
@@ -77,7 +79,7 @@ type Controller struct {
 	statusReads   atomic.Int64
 
 	warnedMu sync.Mutex
-	warned   map[inv.Warning]struct{}
+	warned   map[inventory.Warning]struct{}
 }
 
 // Config holds the controller's settings.
@@ -96,7 +98,7 @@ type Config struct {
 	OnUnknownSelectorKey func(key string)
 	// Entries caches parsed node entries; it may be shared with other controllers that read
 	// the same node cache. Nil: the controller makes its own.
-	Entries *inv.EntryCache
+	Entries *inventory.EntryCache
 	// PerNodeMetrics adds a gpu_inventory_node_not_ready series per not-ready node.
 	PerNodeMetrics bool
 	// MinSyncInterval holds each inventory to at most one sync (and so one status write) per
@@ -111,11 +113,11 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		cfg.Recorder = &record.FakeRecorder{} // discards
 	}
 	if cfg.Entries == nil {
-		cfg.Entries = inv.NewEntryCache()
+		cfg.Entries = inventory.NewEntryCache()
 	}
 	c := &Controller{
 		client:            client,
-		nodes:             controller.NewNodeLister(nodeInformer),
+		nodes:             nodecache.NewNodeLister(nodeInformer),
 		nodesSynced:       nodeInformer.HasSynced,
 		inventories:       inventoryInformer.Lister(),
 		inventoriesSynced: inventoryInformer.Informer().HasSynced,
@@ -130,7 +132,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 		written:           map[cache.ObjectName]string{},
 		lastNodes:         map[cache.ObjectName]storedNodes{},
 		synced:            map[cache.ObjectName]bool{},
-		warned:            map[inv.Warning]struct{}{},
+		warned:            map[inventory.Warning]struct{}{},
 	}
 	c.coalescer = controller.NewCoalescer[cache.ObjectName](cfg.MinSyncInterval, c.clock)
 	logger := klog.FromContext(ctx)
@@ -151,7 +153,7 @@ func NewController(ctx context.Context, client versioned.Interface, nodeInformer
 	}, cfg.ResyncPeriod); err != nil {
 		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
-	if _, err := nodeInformer.AddEventHandler(controller.NodeHandler(c.entries, func(old, cur any) {
+	if _, err := nodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries, func(old, cur any) {
 		c.handleNode(logger, old, cur)
 	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
@@ -199,7 +201,7 @@ func (c *Controller) checkSelectorKeys(obj any) {
 	if !ok || c.keeps == nil || c.unknown == nil {
 		return
 	}
-	sel, err := inv.Selector(gi.Spec.NodeSelector)
+	sel, err := inventory.Selector(gi.Spec.NodeSelector)
 	if err != nil {
 		return
 	}
@@ -255,7 +257,7 @@ func (c *Controller) inventoryUpdated(old, cur any) {
 func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 	var labelSets []labels.Set
 	for _, obj := range []any{old, cur} {
-		if node, ok := controller.NodeFromObj(obj); ok {
+		if node, ok := nodecache.NodeFromObj(obj); ok {
 			labelSets = append(labelSets, labels.Set(node.Labels))
 		}
 	}
@@ -265,7 +267,7 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 		return
 	}
 	for _, gi := range inventories {
-		sel, err := inv.Selector(gi.Spec.NodeSelector)
+		sel, err := inventory.Selector(gi.Spec.NodeSelector)
 		if err != nil {
 			continue // reported by the inventory's own sync
 		}
@@ -292,14 +294,14 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return fmt.Errorf("get GpuInventory %s from cache: %w", key.Name, err)
 	}
 
-	var content inv.Inventory
+	var content inventory.Inventory
 	var stored, listed []homelabv1.GpuNode
 	var conditions []metav1.Condition
-	sel, selErr := inv.Selector(gi.Spec.NodeSelector)
+	sel, selErr := inventory.Selector(gi.Spec.NodeSelector)
 	if selErr != nil {
-		content = inv.FromEntries(nil)
+		content = inventory.FromEntries(nil)
 		content.Hash = "invalid-selector:" + selErr.Error()
-		conditions = []metav1.Condition{inv.InvalidSelectorCondition(selErr, gi.Generation)}
+		conditions = []metav1.Condition{inventory.InvalidSelectorCondition(selErr, gi.Generation)}
 	} else {
 		nodes, err := c.nodes.List(sel)
 		if err != nil {
@@ -308,14 +310,14 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		if stored, err = c.storedNodes(ctx, gi); err != nil {
 			return err
 		}
-		var warnings []inv.Warning
+		var warnings []inventory.Warning
 		// The stored status is the memory of last-known labels: it survives restarts and
 		// leader changes.
 		content, warnings = c.entries.Compute(nodes, stored, c.clock.Now())
 		c.warnOnce(logger, warnings)
 		var omitted int
-		listed, omitted = content.Listed(c.maxStatusNodes, inv.MaxNodeListBytes)
-		conditions = inv.Conditions(content, omitted, gi.Generation)
+		listed, omitted = content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
+		conditions = inventory.Conditions(content, omitted, gi.Generation)
 	}
 
 	c.observe(gi.Name, content)
@@ -363,7 +365,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	// Events only after the first status: a new operator must not announce every node.
 	if gi.Status.InventoryHash != "" && selErr == nil {
 		complete := len(stored) == int(gi.Status.TotalGpuNodes)
-		for _, ev := range inv.Diff(stored, content.Nodes, complete) {
+		for _, ev := range inventory.Diff(stored, content.Nodes, complete) {
 			c.recorder.Event(gi, ev.Type, ev.Reason, ev.Message)
 		}
 	}
@@ -379,7 +381,7 @@ type storedNodes struct {
 }
 
 func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory) ([]homelabv1.GpuNode, error) {
-	if !nodesOmitted(gi) {
+	if !inventorycache.NodesOmitted(gi) {
 		return gi.Status.Nodes, nil
 	}
 	key := cache.MetaObjectToName(gi)
@@ -402,7 +404,7 @@ func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory
 
 // observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
 // inventory and per model, and per node only with PerNodeMetrics.
-func (c *Controller) observe(name string, content inv.Inventory) {
+func (c *Controller) observe(name string, content inventory.Inventory) {
 	notReadyNodes := content.TotalGpuNodes - content.ReadyGpuNodes
 	metrics.GPUNodes.WithLabelValues(name, "true").Set(float64(content.ReadyGpuNodes))
 	metrics.GPUNodes.WithLabelValues(name, "false").Set(float64(notReadyNodes))
@@ -462,7 +464,7 @@ func (c *Controller) applyStatus(ctx context.Context, name string, status homela
 			return "", explainApplyError(err)
 		}
 		answer, _ := result.Raw()
-		resourceVersion, err := resourceVersionOf(answer)
+		resourceVersion, err := inventorycache.ResourceVersionOf(answer)
 		if err != nil {
 			// The write succeeded; without its version the next sync reads the node list back.
 			klog.FromContext(ctx).Error(err, "Cannot read the answer to a status write", "inventory", name)
@@ -527,7 +529,7 @@ func statusApplyConfiguration(status homelabv1.GpuInventoryStatus) (*applyv1.Gpu
 }
 
 // warnOnce logs each malformed label value the first time it is seen, not on every resync.
-func (c *Controller) warnOnce(logger klog.Logger, warnings []inv.Warning) {
+func (c *Controller) warnOnce(logger klog.Logger, warnings []inventory.Warning) {
 	if len(warnings) == 0 {
 		return
 	}

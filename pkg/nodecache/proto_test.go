@@ -1,4 +1,4 @@
-package controller
+package nodecache
 
 import (
 	"errors"
@@ -19,7 +19,6 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // A Node decoded from protobuf by the trimming decoder is exactly what Trim makes of the fully
@@ -27,7 +26,7 @@ import (
 func TestDecodeNodeEqualsTrim(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	for i := range 20 {
-		n, lbls := testenv.FleetNode(i)
+		n, lbls := fixtures.FleetNode(i)
 		for k, v := range lbls {
 			n.Labels[k] = v
 		}
@@ -74,7 +73,7 @@ func TestTrimmingDecoderTrimsJSONNodes(t *testing.T) {
 	decoder := NewTrimmingSerializer(scheme.Codecs.WithoutConversion(), trimmer).DecoderToVersion(js, corev1.SchemeGroupVersion)
 	list := &corev1.NodeList{}
 	for i := range 3 {
-		n, lbls := testenv.FleetNode(i)
+		n, lbls := fixtures.FleetNode(i)
 		for k, v := range lbls {
 			n.Labels[k] = v
 		}
@@ -147,7 +146,7 @@ func FuzzDecodeNode(f *testing.F) {
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	encoder := scheme.Codecs.EncoderForVersion(proto, corev1.SchemeGroupVersion)
 	for i := range 6 {
-		n, lbls := testenv.FleetNode(i)
+		n, lbls := fixtures.FleetNode(i)
 		for k, v := range lbls {
 			n.Labels[k] = v
 		}
@@ -172,7 +171,7 @@ func FuzzDecodeNode(f *testing.F) {
 func TestDecodedNodesShareIdenticalSets(t *testing.T) {
 	trimmer := NewNodeTrimmer(nil)
 	node := func(name, product string) *corev1.Node {
-		n, lbls := testenv.FleetNode(0)
+		n, lbls := fixtures.FleetNode(0)
 		for k, v := range lbls {
 			n.Labels[k] = v
 		}
@@ -244,7 +243,7 @@ func TestNonGPUNodesKeepOnlyWhatMakesThemSo(t *testing.T) {
 		}
 		return obj
 	}
-	cpu, _ := testenv.FleetNode(1)
+	cpu, _ := fixtures.FleetNode(1)
 	if inventory.IsGPUNode(cpu) {
 		t.Fatal("fleet node 1 is expected to be a CPU node")
 	}

@@ -1,4 +1,4 @@
-package inventory
+package inventorycache
 
 import (
 	"bytes"
@@ -133,14 +133,14 @@ func decodeListWithoutNodes(data []byte) (*homelabv1.GpuInventoryList, bool) {
 	return list, true
 }
 
-// nodesOmitted reports whether gi came through the informer client without its node list.
-func nodesOmitted(gi *homelabv1.GpuInventory) bool {
+// NodesOmitted reports whether gi came through the informer client without its node list.
+func NodesOmitted(gi *homelabv1.GpuInventory) bool {
 	return len(gi.Status.Nodes) == 0 && gi.Status.ListedNodes > 0
 }
 
-// resourceVersionOf reads metadata.resourceVersion from an object in JSON, stopping there:
+// ResourceVersionOf reads metadata.resourceVersion from an object in JSON, stopping there:
 // the API server writes metadata before spec and status, so the node list is never scanned.
-func resourceVersionOf(data []byte) (string, error) {
+func ResourceVersionOf(data []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return "", fmt.Errorf("read resourceVersion: not a JSON object")

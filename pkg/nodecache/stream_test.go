@@ -1,4 +1,4 @@
-package plugin
+package nodecache
 
 import (
 	"bytes"
@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/demo"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 )
 
@@ -64,14 +62,14 @@ func oddNodes() []*corev1.Node {
 
 func TestNodeStreamEqualsTrimmedNodes(t *testing.T) {
 	var nodes []*corev1.Node
-	nodes = append(nodes, fleet(30)...)
+	nodes = append(nodes, fixtures.Fleet(30)...)
 	nodes = append(nodes, fixtures.HomeLab()...)
-	nodes = append(nodes, demo.HealthyNodes()...)
-	nodes = append(nodes, mixedFleetNodes(t)...)
+	nodes = append(nodes, fixtures.HealthyNodes()...)
+	nodes = append(nodes, fixtures.MixedFleet()...)
 	nodes = append(nodes, oddNodes()...)
-	trimmer := controller.NewNodeTrimmer(nil)
+	trimmer := NewNodeTrimmer(nil)
 	var got []*corev1.Node
-	meta, count, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nodes, "next-page")), trimmer.DecodeNode,
+	meta, count, err := DecodeNodeStream(bytes.NewReader(protobufNodeList(t, nodes, "next-page")), trimmer.DecodeNode,
 		func(n *corev1.Node) { got = append(got, n) })
 	if err != nil {
 		t.Fatal(err)
@@ -88,19 +86,19 @@ func TestNodeStreamEqualsTrimmedNodes(t *testing.T) {
 }
 
 func TestNodeStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
-	full := protobufNodeList(t, fleet(3), "")
-	decode := controller.NewNodeTrimmer(nil).DecodeNode
+	full := protobufNodeList(t, fixtures.Fleet(3), "")
+	decode := NewNodeTrimmer(nil).DecodeNode
 	for name, data := range map[string][]byte{
 		"JSON":      []byte(`{"kind":"NodeList","apiVersion":"v1","items":[]}`),
 		"truncated": full[:len(full)-100],
 		"empty":     nil,
 	} {
-		if _, _, err := decodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {}); err == nil {
+		if _, _, err := DecodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
 	// An empty list is fine.
-	if _, n, err := decodeNodeStream(bytes.NewReader(protobufNodeList(t, nil, "")), decode, func(*corev1.Node) {}); err != nil || n != 0 {
+	if _, n, err := DecodeNodeStream(bytes.NewReader(protobufNodeList(t, nil, "")), decode, func(*corev1.Node) {}); err != nil || n != 0 {
 		t.Errorf("empty list: %d nodes, %v", n, err)
 	}
 	if !strings.HasPrefix(string(full), "k8s\x00") {

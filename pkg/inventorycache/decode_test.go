@@ -1,4 +1,4 @@
-package inventory
+package inventorycache
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,15 +17,21 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // servedInventory is a GpuInventory as the API server sends it: apiVersion and kind set, a
 // full status with its node list.
 func servedInventory(t *testing.T) *homelabv1.GpuInventory {
 	t.Helper()
-	status := storedStatus(fixtures.HomeLab(), 3)
+	at := time.Date(2026, 7, 10, 15, 50, 0, 0, time.UTC)
+	content, _ := inventory.Compute(fixtures.HomeLab(), nil, at)
+	cond := inventory.DegradedCondition(content, 3)
+	cond.LastTransitionTime = metav1.NewTime(at)
+	observed := metav1.NewTime(at)
+	status := content.Status(content.Nodes, []metav1.Condition{cond}, 3, observed)
 	status.ListedNodes = int32(len(status.Nodes))
-	gi := gpuInventory("cluster", 3, status)
+	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "cluster", Generation: 3}, Status: status}
 	gi.TypeMeta = metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuInventory"}
 	gi.ResourceVersion = "42"
 	gi.Spec.Note = "every GPU node"
@@ -108,8 +115,8 @@ func TestInformerClientLeavesOutTheNodeList(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("get (-want +got):\n%s", diff)
 	}
-	if !nodesOmitted(got) {
-		t.Error("nodesOmitted = false for an object decoded without its list")
+	if !NodesOmitted(got) {
+		t.Error("NodesOmitted = false for an object decoded without its list")
 	}
 
 	w, err := client.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{})
@@ -155,7 +162,7 @@ func TestResourceVersionOf(t *testing.T) {
 		{name: "truncated", json: `{"kind":"K","metadata":{"resourceVers`, wantErr: "read resourceVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resourceVersionOf([]byte(tc.json))
+			got, err := ResourceVersionOf([]byte(tc.json))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
@@ -163,7 +170,7 @@ func TestResourceVersionOf(t *testing.T) {
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Errorf("resourceVersionOf = %q, %v; want %q", got, err, tc.want)
+				t.Errorf("ResourceVersionOf = %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}

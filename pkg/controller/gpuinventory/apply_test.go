@@ -1,4 +1,4 @@
-package inventory
+package gpuinventory
 
 import (
 	"encoding/json"
@@ -12,8 +12,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
-	inv "github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // The operator sends statusApplyBody to the API server; the unit tests' fake clientset gets
@@ -22,20 +21,20 @@ import (
 func TestApplyBodiesAgree(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	for i := range 40 { // MIG single and mixed, shared, several models
-		node, labels := testenv.FleetNode(i)
+		node, labels := fixtures.FleetNode(i)
 		for k, v := range labels {
 			node.Labels[k] = v
 		}
 		nodes = append(nodes, node)
 	}
 	nodes[0].Status.Allocatable = corev1.ResourceList{} // unhealthy GPUs
-	content, _ := inv.Compute(nodes, nil, time.Unix(1800000000, 0))
+	content, _ := inventory.Compute(nodes, nil, time.Unix(1800000000, 0))
 	observedAt := metav1.NewTime(time.Unix(1800000000, 0).UTC())
 	status := homelabv1.GpuInventoryStatus{
 		ObservedGeneration: 3, ObservedAt: &observedAt, InventoryHash: content.Hash,
 		TotalGpuNodes: content.TotalGpuNodes, ReadyGpuNodes: content.ReadyGpuNodes, TotalGpus: content.TotalGpus,
 		Models: content.Models, Nodes: content.Nodes, ListedNodes: int32(len(content.Nodes)),
-		Conditions: inv.Conditions(content, 0, 3),
+		Conditions: inventory.Conditions(content, 0, 3),
 	}
 	for i := range status.Conditions {
 		status.Conditions[i].LastTransitionTime = observedAt // as syncHandler sets it

@@ -1,4 +1,4 @@
-package plugin
+package nodecache
 
 import (
 	"bufio"
@@ -11,29 +11,24 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 )
 
-// Field numbers of the messages around the Nodes of a protobuf list response
-// (k8s.io/apimachinery runtime.Unknown, k8s.io/api core/v1 NodeList); part of the API's
-// compatibility guarantee.
+// Field numbers of NodeList (k8s.io/api core/v1); the envelope's are in proto.go.
 const (
-	unknownRaw   = 2 // runtime.Unknown.raw: the NodeList
 	listMetadata = 1 // NodeList.metadata (ListMeta)
 	listItems    = 2 // NodeList.items
 )
 
-// decodeNodeStream reads a protobuf NodeList response one Node at a time: it hands each
+// DecodeNodeStream reads a protobuf NodeList response one Node at a time: it hands each
 // Node's message to decode (NodeTrimmer.DecodeNode, the operator's informer decoder, which
 // reads only what the inventory needs and skips images, addresses, managed fields and the
 // other labels unread) and the result to visit. At most one Node's bytes are held at a time.
 // It returns the list's metadata (for the continue token) and how many nodes it read.
-func decodeNodeStream(r io.Reader, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
+func DecodeNodeStream(r io.Reader, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
 	var meta metav1.ListMeta
 	br := bufio.NewReaderSize(r, 64<<10)
-	magic := make([]byte, len(controller.ProtobufMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, controller.ProtobufMagic) {
+	magic := make([]byte, len(ProtobufMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, ProtobufMagic) {
 		return meta, 0, errors.New("the node list is not protobuf")
 	}
 	envelope := &streamReader{r: br, n: -1}

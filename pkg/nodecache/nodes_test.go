@@ -1,4 +1,4 @@
-package controller
+package nodecache
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // The trimmed node the cache holds gives exactly the entry the whole node gives, and keeps
@@ -23,7 +22,7 @@ import (
 func TestTrimmedNodesGiveTheSameInventory(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	for i := range 20 {
-		n, lbls := testenv.FleetNode(i)
+		n, lbls := fixtures.FleetNode(i)
 		for k, v := range lbls {
 			n.Labels[k] = v
 		}
@@ -70,11 +69,11 @@ func TestTrimmedNodesGiveTheSameInventory(t *testing.T) {
 func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	gpuNode, gpuLabels := testenv.FleetNode(0)
+	gpuNode, gpuLabels := fixtures.FleetNode(0)
 	for k, v := range gpuLabels {
 		gpuNode.Labels[k] = v
 	}
-	cpuNode, _ := testenv.FleetNode(1)
+	cpuNode, _ := fixtures.FleetNode(1)
 	client := k8sfake.NewClientset(gpuNode, cpuNode)
 	informer := NewNodeInformer(client, 0)
 	calls := make(chan [2]any, 10)
