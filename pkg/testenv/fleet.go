@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -57,17 +58,58 @@ func createFleetNode(ctx context.Context, kube kubernetes.Interface, i int) erro
 	return nil
 }
 
-// SetNodeReady sets the Ready condition of a node as its kubelet would (status subresource).
+// Ready condition reasons and messages as a kubelet writes them.
+const (
+	readyReason     = "KubeletReady"
+	readyMessage    = "kubelet is posting ready status"
+	notReadyReason  = "KubeletNotReady"
+	notReadyMessage = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+)
+
+// heartbeatConditions are the conditions whose heartbeat a kubelet rewrites with every status
+// update besides Ready (those of fixtures.FleetNode).
+var heartbeatConditions = []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure}
+
+// SetNodeReady sets the Ready condition of a node as its kubelet would: a strategic merge
+// patch of the status subresource that rewrites every condition's heartbeat and Ready's
+// status, reason, message and transition time.
 func SetNodeReady(ctx context.Context, kube kubernetes.Interface, name string, ready bool) error {
-	status := corev1.ConditionFalse
-	reason := "KubeletNotReady"
+	readyCond := nodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: notReadyReason, Message: notReadyMessage}
 	if ready {
-		status, reason = corev1.ConditionTrue, "KubeletReady"
+		readyCond.Status, readyCond.Reason, readyCond.Message = corev1.ConditionTrue, readyReason, readyMessage
 	}
-	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":%q,"lastHeartbeatTime":%q}]}}`,
-		status, reason, time.Now().UTC().Format(time.RFC3339))
-	_, err := kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubelet"}, "status")
-	return err
+	now := metav1.Now().Rfc3339Copy()
+	readyCond.LastTransitionTime = &now
+	return patchConditions(ctx, kube, name, now, readyCond)
+}
+
+// nodeCondition is a condition in a strategic merge patch: fields left empty are not patched.
+type nodeCondition struct {
+	Type               corev1.NodeConditionType `json:"type"`
+	Status             corev1.ConditionStatus   `json:"status,omitempty"`
+	LastHeartbeatTime  metav1.Time              `json:"lastHeartbeatTime"`
+	LastTransitionTime *metav1.Time             `json:"lastTransitionTime,omitempty"`
+	Reason             string                   `json:"reason,omitempty"`
+	Message            string                   `json:"message,omitempty"`
+}
+
+// patchConditions patches ready and a heartbeat of the other kubelet conditions at now into
+// the node's status (conditions merge by type).
+func patchConditions(ctx context.Context, kube kubernetes.Interface, name string, now metav1.Time, ready nodeCondition) error {
+	ready.LastHeartbeatTime = now
+	conditions := []nodeCondition{}
+	for _, t := range heartbeatConditions {
+		conditions = append(conditions, nodeCondition{Type: t, LastHeartbeatTime: now})
+	}
+	conditions = append(conditions, ready)
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conditions}})
+	if err != nil {
+		return fmt.Errorf("encode status patch of node %s: %w", name, err)
+	}
+	if _, err := kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kubelet"}, "status"); err != nil {
+		return fmt.Errorf("patch status of node %s: %w", name, err)
+	}
+	return nil
 }
 
 // Churn flips the Ready condition of random GPU nodes among the first n fleet nodes at rate
