@@ -1,5 +1,5 @@
 // Package controller holds what every controller of the operator shares: the worker loop
-// around a named rate-limited workqueue, and the trimmed form in which Nodes are cached.
+// around a named rate-limited workqueue, and the limiter that spaces each key's writes.
 package controller
 
 import (
@@ -13,73 +13,78 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	// Imported first for its side effect too: the workqueue metrics provider must be set
-	// before NewQueue makes a queue.
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
-// NewQueue returns a named rate-limited queue (the name makes workqueue metrics exist). Failed
-// items are retried with per-item exponential backoff from 5ms to 5 minutes, and the queue as
-// a whole is held to 10 retries per second with bursts of 100.
-func NewQueue[T comparable](name string) workqueue.TypedRateLimitingInterface[T] {
+// NewQueue returns a named rate-limited queue whose metrics go to m. Failed items are retried
+// with per-item exponential backoff from 5ms to 5 minutes, and the queue as a whole is held
+// to 10 retries per second with bursts of 100.
+func NewQueue[T comparable](name string, m *metrics.Metrics) workqueue.TypedRateLimitingInterface[T] {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[T](),
-		workqueue.TypedRateLimitingQueueConfig[T]{Name: name},
+		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.QueueMetrics()},
 	)
 }
 
-// Run waits for the caches, runs workers that hand each queued key to sync until ctx is
-// cancelled, then shuts the queue down and waits for every worker to return. A key whose sync
-// fails is requeued with backoff; a key that succeeds has its backoff forgotten.
-func Run[T comparable](ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[T],
-	workers int, syncFn func(context.Context, T) error, synced ...cache.InformerSynced) error {
-	logger := klog.FromContext(ctx).WithValues("controller", name)
+// Loop hands each key of a queue to Sync, counting the results in Metrics.
+type Loop[T comparable] struct {
+	Name    string
+	Queue   workqueue.TypedRateLimitingInterface[T]
+	Sync    func(context.Context, T) error
+	Metrics *metrics.Metrics
+}
+
+// Run waits for the caches, runs workers until ctx is cancelled, then shuts the queue down
+// and waits for every worker to return. A key whose sync fails is requeued with backoff; a
+// key that succeeds has its backoff forgotten.
+func (l Loop[T]) Run(ctx context.Context, workers int, synced ...cache.InformerSynced) error {
+	logger := klog.FromContext(ctx).WithValues("controller", l.Name)
 	ctx = klog.NewContext(ctx, logger)
 	defer utilruntime.HandleCrashWithContext(ctx)
 
 	logger.V(2).Info("Waiting for informer caches to sync")
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
-		queue.ShutDown()
+		l.Queue.ShutDown()
 		if ctx.Err() != nil {
 			return nil // asked to stop before the caches synced
 		}
-		return fmt.Errorf("controller %s: caches did not sync", name)
+		return fmt.Errorf("controller %s: caches did not sync", l.Name)
 	}
 
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for processNext(ctx, name, queue, syncFn) {
+			for l.processNext(ctx) {
 			}
 		})
 	}
 	logger.V(2).Info("Started workers", "count", workers)
 	<-ctx.Done()
-	queue.ShutDown()
+	l.Queue.ShutDown()
 	wg.Wait()
 	logger.V(2).Info("Stopped workers")
 	return nil
 }
 
-func processNext[T comparable](ctx context.Context, name string, queue workqueue.TypedRateLimitingInterface[T], sync func(context.Context, T) error) bool {
-	key, shutdown := queue.Get()
+func (l Loop[T]) processNext(ctx context.Context) bool {
+	key, shutdown := l.Queue.Get()
 	if shutdown {
 		return false
 	}
-	defer queue.Done(key)
+	defer l.Queue.Done(key)
 
 	start := time.Now()
-	err := sync(ctx, key)
-	metrics.SyncDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	err := l.Sync(ctx, key)
+	l.Metrics.SyncDuration.WithLabelValues(l.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	if err == nil {
-		metrics.Syncs.WithLabelValues(name, "success").Inc()
-		queue.Forget(key)
+		l.Metrics.Syncs.WithLabelValues(l.Name, "success").Inc()
+		l.Queue.Forget(key)
 		logger.V(4).Info("Synced", "key", key, "duration", time.Since(start))
 		return true
 	}
-	metrics.Syncs.WithLabelValues(name, "error").Inc()
-	utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key, "retries", queue.NumRequeues(key))
-	queue.AddRateLimited(key)
+	l.Metrics.Syncs.WithLabelValues(l.Name, "error").Inc()
+	utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key, "retries", l.Queue.NumRequeues(key))
+	l.Queue.AddRateLimited(key)
 	return true
 }

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -136,6 +139,39 @@ func startOperator(t *testing.T, cfg *rest.Config, opts *app.Options) *runningOp
 	t.Cleanup(func() { _ = r.stop(t) })
 	return r
 }
+
+// counted sums the series of a counter vector whose labels include match.
+func counted(vec *prometheus.CounterVec, match map[string]string) int {
+	ch := make(chan prometheus.Metric)
+	go func() { vec.Collect(ch); close(ch) }()
+	total := 0.0
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			continue
+		}
+		matches := true
+		for _, l := range pb.GetLabel() {
+			if v, ok := match[l.GetName()]; ok && v != l.GetValue() {
+				matches = false
+			}
+		}
+		if matches {
+			total += pb.GetCounter().GetValue()
+		}
+	}
+	return int(total)
+}
+
+// statusWrites, statusSkipped and statusReads count an operator's status writes, syncs that
+// found the status current, and reads of whole inventories, over all inventories.
+func statusWrites(op *runningOperator) int {
+	return counted(op.Metrics().StatusWrites, map[string]string{"outcome": "written"})
+}
+func statusSkipped(op *runningOperator) int {
+	return counted(op.Metrics().StatusWrites, map[string]string{"outcome": "skipped"})
+}
+func statusReads(op *runningOperator) int { return counted(op.Metrics().StatusReads, nil) }
 
 // eventually polls check every 100ms until it returns nil, failing the test with the last
 // error when timeout passes.

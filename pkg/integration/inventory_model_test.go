@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -176,12 +177,7 @@ func TestLargeInventoryStaysUnderSizeBound(t *testing.T) {
 	if problems != n/100 {
 		t.Errorf("listed %d NotReady nodes, want all %d of them", problems, n/100)
 	}
-	var truncated *metav1.Condition
-	for i := range gi.Status.Conditions {
-		if gi.Status.Conditions[i].Type == homelabv1.ConditionTruncated {
-			truncated = &gi.Status.Conditions[i]
-		}
-	}
+	truncated := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionTruncated)
 	if truncated == nil || truncated.Status != metav1.ConditionTrue {
 		t.Errorf("Truncated = %+v, want True", truncated)
 	}

@@ -75,7 +75,7 @@ func TestLeaderElectionGracefulHandover(t *testing.T) {
 	// The leader writes; the standby, which watches nothing yet, writes nothing.
 	c.setReady(t, "nuc1", corev1.ConditionTrue)
 	c.waitTotals(t, "cluster", totals{Nodes: 4, ReadyNodes: 1, Gpus: 1, ReadyGpus: 1})
-	if w := standby.StatusWrites(); w != 0 {
+	if w := statusWrites(standby); w != 0 {
 		t.Fatalf("standby made %d status writes while another instance led", w)
 	}
 	if h := c.leaseHolder(t); h != leader {
@@ -103,7 +103,7 @@ func TestLeaderElectionGracefulHandover(t *testing.T) {
 
 	c.setReady(t, "nuc1", corev1.ConditionFalse)
 	c.waitTotals(t, "cluster", totals{Nodes: 4, ReadyNodes: 0, Gpus: 1, ReadyGpus: 0})
-	if standby.StatusWrites() == 0 {
+	if statusWrites(standby) == 0 {
 		t.Errorf("the new leader reports no status write, yet the status changed")
 	}
 }

@@ -138,12 +138,12 @@ func TestStatusIsWrittenByServerSideApply(t *testing.T) {
 	// The answer to each apply (metadata only) gives the operator the resourceVersion its
 	// write produced, so the syncs after its own writes never read the whole inventory back.
 	eventually(t, 5*time.Second, "operator counted its write", func() error {
-		if op.StatusWrites() == 0 {
+		if statusWrites(op) == 0 {
 			return fmt.Errorf("no write counted")
 		}
 		return nil
 	})
-	reads, writes := op.StatusReads(), op.StatusWrites()
+	reads, writes := statusReads(op), statusWrites(op)
 	for _, ready := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionTrue} {
 		c.setReady(t, "nuc1", ready)
 		want := totals{Nodes: 4, Gpus: 1}
@@ -153,12 +153,12 @@ func TestStatusIsWrittenByServerSideApply(t *testing.T) {
 		gi = c.waitTotals(t, "cluster", want)
 	}
 	eventually(t, 5*time.Second, "operator counted its writes", func() error {
-		if got := op.StatusWrites() - writes; got < 3 {
+		if got := statusWrites(op) - writes; got < 3 {
 			return fmt.Errorf("%d writes counted, want 3", got)
 		}
 		return nil
 	})
-	if got := op.StatusReads() - reads; got != 0 {
+	if got := statusReads(op) - reads; got != 0 {
 		t.Errorf("the operator read the inventory back %d times after its own 3 writes, want 0", got)
 	}
 
@@ -204,12 +204,12 @@ func TestNoHotLoop(t *testing.T) {
 	gi := c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
 	// The write that led to gi is counted once the apply call returns; wait for that.
 	eventually(t, 5*time.Second, "operator counted its write", func() error {
-		if op.StatusWrites() == 0 {
+		if statusWrites(op) == 0 {
 			return fmt.Errorf("no write counted")
 		}
 		return nil
 	})
-	writes, skipped := op.StatusWrites(), op.StatusSkipped()
+	writes, skipped := statusWrites(op), statusSkipped(op)
 
 	w, err := c.gpu.HomelabV1().GpuInventories().Watch(context.Background(), metav1.ListOptions{
 		FieldSelector: "metadata.name=cluster", ResourceVersion: gi.ResourceVersion,
@@ -232,11 +232,11 @@ func TestNoHotLoop(t *testing.T) {
 	if got := c.inventory(t, "cluster").ResourceVersion; got != gi.ResourceVersion {
 		t.Errorf("resourceVersion moved from %s to %s while quiet", gi.ResourceVersion, got)
 	}
-	if got := op.StatusWrites(); got != writes {
+	if got := statusWrites(op); got != writes {
 		t.Errorf("status writes went from %d to %d while quiet", writes, got)
 	}
 	// ... although the inventory was re-examined once per resync period all along.
-	if got := op.StatusSkipped() - skipped; got < 5 {
+	if got := statusSkipped(op) - skipped; got < 5 {
 		t.Errorf("the inventory was re-examined %d times in six 1s resync periods, want at least 5", got)
 	}
 }

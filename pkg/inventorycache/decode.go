@@ -2,7 +2,6 @@ package inventorycache
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,33 +135,4 @@ func decodeListWithoutNodes(data []byte) (*homelabv1.GpuInventoryList, bool) {
 // NodesOmitted reports whether gi came through the informer client without its node list.
 func NodesOmitted(gi *homelabv1.GpuInventory) bool {
 	return len(gi.Status.Nodes) == 0 && gi.Status.ListedNodes > 0
-}
-
-// ResourceVersionOf reads metadata.resourceVersion from an object in JSON, stopping there:
-// the API server writes metadata before spec and status, so the node list is never scanned.
-func ResourceVersionOf(data []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", fmt.Errorf("read resourceVersion: not a JSON object")
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", fmt.Errorf("read resourceVersion: %w", err)
-		}
-		if tok == "metadata" {
-			var meta struct {
-				ResourceVersion string `json:"resourceVersion"`
-			}
-			if err := dec.Decode(&meta); err != nil {
-				return "", fmt.Errorf("read resourceVersion: %w", err)
-			}
-			return meta.ResourceVersion, nil
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", fmt.Errorf("read resourceVersion: %w", err)
-		}
-	}
-	return "", fmt.Errorf("read resourceVersion: the object has no metadata")
 }

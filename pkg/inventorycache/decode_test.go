@@ -150,28 +150,3 @@ func TestInformerClientReportsMalformedObjects(t *testing.T) {
 		t.Errorf("get of a malformed object: err = %v, want one naming totalGpus", err)
 	}
 }
-
-func TestResourceVersionOf(t *testing.T) {
-	for _, tc := range []struct {
-		name, json, want, wantErr string
-	}{
-		{name: "metadata first", json: `{"apiVersion":"v","kind":"K","metadata":{"name":"a","resourceVersion":"7"},"status":{"nodes":[1,2]}}`, want: "7"},
-		{name: "status first", json: `{"status":{"nodes":[{"name":"x"}]},"metadata":{"resourceVersion":"8"}}`, want: "8"},
-		{name: "no metadata", json: `{"status":{}}`, wantErr: "no metadata"},
-		{name: "not an object", json: `[1]`, wantErr: "not a JSON object"},
-		{name: "truncated", json: `{"kind":"K","metadata":{"resourceVers`, wantErr: "read resourceVersion"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ResourceVersionOf([]byte(tc.json))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Errorf("ResourceVersionOf = %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-}

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
@@ -25,6 +28,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 var (
@@ -38,6 +42,8 @@ type fixture struct {
 	t           *testing.T
 	ctx         context.Context
 	client      *fake.Clientset
+	writer      *recordingWriter
+	metrics     *metrics.Metrics
 	controller  *Controller
 	recorder    *record.FakeRecorder
 	nodeIndexer cache.Indexer
@@ -55,13 +61,15 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 	kubeFactory := kubeinformers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
 	invFactory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := NewController(ctx, client, kubeFactory.Core().V1().Nodes().Informer(), invFactory.Homelab().V1().GpuInventories(),
-		Config{ResyncPeriod: time.Minute, Recorder: recorder})
+	writer := &recordingWriter{client: client}
+	m := metrics.New()
+	c, err := NewController(ctx, Config{Client: client, Writer: writer, Metrics: m,
+		NodeInformer: kubeFactory.Core().V1().Nodes().Informer(), InventoryInformer: invFactory.Homelab().V1().GpuInventories(),
+		ResyncPeriod: time.Minute, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
-	c.clock = clocktesting.NewFakePassiveClock(t1)
-	f := &fixture{t: t, ctx: ctx, client: client, controller: c, recorder: recorder,
+	f := &fixture{t: t, ctx: ctx, client: client, writer: writer, metrics: m, controller: c, recorder: recorder,
 		nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer(),
 		invIndexer:  invFactory.Homelab().V1().GpuInventories().Informer().GetIndexer()}
 	for _, n := range nodes {
@@ -77,35 +85,63 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 	return f
 }
 
-// sync runs the sync handler once for name and returns the actions it made.
+// recordingWriter is the status writer of the unit tests: it records each status and stores
+// it in the fake clientset's tracker under a new resourceVersion, as the API server would.
+// The real writer is tested against an API server (pkg/statuswriter, pkg/integration).
+type recordingWriter struct {
+	client  *fake.Clientset
+	written []homelabv1.GpuInventoryStatus
+	version int
+	fail    error
+}
+
+func (w *recordingWriter) ApplyStatus(ctx context.Context, name string, status homelabv1.GpuInventoryStatus) (string, error) {
+	if w.fail != nil {
+		return "", w.fail
+	}
+	gi, err := w.client.Tracker().Get(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), "", name)
+	if err != nil {
+		return "", err
+	}
+	stored := gi.(*homelabv1.GpuInventory).DeepCopy()
+	w.version++
+	stored.ResourceVersion = fmt.Sprintf("written-%d", w.version)
+	stored.Status = status
+	if err := w.client.Tracker().Update(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), stored, ""); err != nil {
+		return "", err
+	}
+	w.written = append(w.written, status)
+	return stored.ResourceVersion, nil
+}
+
+// sync runs the sync handler once for name and returns the API actions it made other than
+// status writes.
 func (f *fixture) sync(name string) []core.Action {
 	f.t.Helper()
 	f.client.ClearActions()
+	f.writer.written = nil
 	if err := f.controller.syncHandler(f.ctx, cache.ObjectName{Name: name}); err != nil {
 		f.t.Fatalf("sync %s: %v", name, err)
 	}
 	return f.client.Actions()
 }
 
-// appliedStatus checks that actions are exactly one server-side apply of the status of name
-// and returns the status the fake API server then stores.
+// appliedStatus checks that the last sync made no API call other than exactly one status
+// write (actions are the calls it made) and returns the status written.
 func (f *fixture) appliedStatus(actions []core.Action, name string) homelabv1.GpuInventoryStatus {
 	f.t.Helper()
-	if len(actions) != 1 {
-		f.t.Fatalf("want exactly one action (a status apply), got %d: %v", len(actions), actions)
+	if len(actions) != 0 {
+		f.t.Fatalf("want no API call besides the status write, got %v", actions)
 	}
-	patch, ok := actions[0].(core.PatchAction)
-	if !ok || patch.GetVerb() != "patch" || patch.GetSubresource() != "status" || patch.GetName() != name {
-		f.t.Fatalf("want a patch of %s/status, got %#v", name, actions[0])
+	if len(f.writer.written) != 1 {
+		f.t.Fatalf("want exactly one status write of %s, got %d", name, len(f.writer.written))
 	}
-	if patch.GetPatchType() != "application/apply-patch+yaml" {
-		f.t.Fatalf("want a server-side apply, got patch type %s", patch.GetPatchType())
-	}
-	stored, err := f.client.HomelabV1().GpuInventories().Get(f.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatalf("get %s after apply: %v", name, err)
-	}
-	return stored.Status
+	return f.writer.written[0]
+}
+
+// counter reads a counter of the controller's metrics.
+func (f *fixture) counter(vec *prometheus.CounterVec, labels ...string) int {
+	return int(testutil.ToFloat64(vec.WithLabelValues(labels...)))
 }
 
 func gpuInventory(name string, generation int64, status homelabv1.GpuInventoryStatus) *homelabv1.GpuInventory {
@@ -138,8 +174,9 @@ func TestUnchangedInventoryWritesNothing(t *testing.T) {
 	if actions := f.sync("cluster"); len(actions) != 0 {
 		t.Errorf("status is current: want no API call, got %v", actions)
 	}
-	if f.controller.StatusWrites() != 0 || f.controller.StatusSkipped() != 1 {
-		t.Errorf("writes %d skipped %d, want 0 and 1", f.controller.StatusWrites(), f.controller.StatusSkipped())
+	written, skipped := f.counter(f.metrics.StatusWrites, "cluster", "written"), f.counter(f.metrics.StatusWrites, "cluster", "skipped")
+	if written != 0 || skipped != 1 {
+		t.Errorf("writes %d skipped %d, want 0 and 1", written, skipped)
 	}
 }
 
@@ -166,8 +203,8 @@ func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
 		got.Conditions[0].Message != "4 of 4 GPU nodes are not Ready: nuc1, nuc2, omen, omen2" {
 		t.Errorf("conditions = %+v, want Degraded=True naming all four nodes", got.Conditions)
 	}
-	if f.controller.StatusWrites() != 1 {
-		t.Errorf("StatusWrites = %d, want 1", f.controller.StatusWrites())
+	if written := f.counter(f.metrics.StatusWrites, "cluster", "written"); written != 1 {
+		t.Errorf("status writes = %d, want 1", written)
 	}
 }
 
@@ -360,12 +397,7 @@ func TestVanishedLabelsKeepLastKnownValues(t *testing.T) {
 	if ev := f.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning LabelsMissing GPU Feature Discovery labels vanished from node nuc1") {
 		t.Errorf("events = %v, want one LabelsMissing warning for nuc1", ev)
 	}
-	var labelsMissing *metav1.Condition
-	for i := range got.Conditions {
-		if got.Conditions[i].Type == homelabv1.ConditionLabelsMissing {
-			labelsMissing = &got.Conditions[i]
-		}
-	}
+	labelsMissing := meta.FindStatusCondition(got.Conditions, homelabv1.ConditionLabelsMissing)
 	if labelsMissing == nil || labelsMissing.Status != metav1.ConditionTrue {
 		t.Errorf("LabelsMissing condition = %+v, want True", labelsMissing)
 	}
@@ -447,8 +479,8 @@ func TestNodeListIsReadBackOnlyWhenNotRemembered(t *testing.T) {
 	}
 
 	actions := f.sync("cluster")
-	if len(actions) != 2 || actions[0].GetVerb() != "get" || actions[1].GetVerb() != "patch" {
-		t.Fatalf("first sync: want a get of the whole inventory, then the status apply; got %v", actions)
+	if len(actions) != 1 || actions[0].GetVerb() != "get" || len(f.writer.written) != 1 {
+		t.Fatalf("first sync: want a get of the whole inventory, then the status write; got %v and %d writes", actions, len(f.writer.written))
 	}
 	written, err := f.client.HomelabV1().GpuInventories().Get(f.ctx, "cluster", metav1.GetOptions{})
 	if err != nil {
@@ -476,7 +508,7 @@ func TestNodeListIsReadBackOnlyWhenNotRemembered(t *testing.T) {
 	if ev := f.events(); len(ev) != 1 || ev[0] != "Normal GPUNodeReady GPU node omen is Ready" {
 		t.Errorf("second sync: events = %v, want one GPUNodeReady for omen", ev)
 	}
-	if reads := f.controller.StatusReads(); reads != 1 {
+	if reads := f.counter(f.metrics.StatusReads, "cluster"); reads != 1 {
 		t.Errorf("status reads = %d, want 1 (the first sync only)", reads)
 	}
 
@@ -488,7 +520,7 @@ func TestNodeListIsReadBackOnlyWhenNotRemembered(t *testing.T) {
 	if err := f.invIndexer.Update(other); err != nil {
 		t.Fatal(err)
 	}
-	if actions := f.sync("cluster"); len(actions) != 2 || actions[0].GetVerb() != "get" {
-		t.Errorf("after another writer: want a get, then the apply; got %v", actions)
+	if actions := f.sync("cluster"); len(actions) != 1 || actions[0].GetVerb() != "get" || len(f.writer.written) != 1 {
+		t.Errorf("after another writer: want a get, then the status write; got %v and %d writes", actions, len(f.writer.written))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +26,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
@@ -68,12 +68,12 @@ type Controller struct {
 	maxNodes         int
 	clock            clock.PassiveClock
 	entries          *inventory.EntryCache
-	coalescer        *controller.Coalescer[cache.ObjectName]
+	limiter          *controller.WriteLimiter[cache.ObjectName]
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	metrics          *metrics.Metrics
 
-	writes atomic.Int64
 	// last is what this controller wrote last: while the ConfigMap is at that
-	// resourceVersion, its entries need not be decoded again (250 KiB of JSON values).
+	// resourceVersion, its entries need not be decoded again.
 	last *written
 }
 
@@ -82,33 +82,55 @@ type written struct {
 	entries         []homelabv1.GpuNode
 }
 
-// NewController wires the controller. configMapInformer must watch the operator's namespace
-// (it may be limited to the one ConfigMap by a field selector). maxNodes bounds the number of
-// entries (default inventory.DefaultMaxStatusNodes); minInterval holds the ConfigMap to at
-// most one sync per interval under churn (0: no limit); every change waits at least delay
-// before it is synced, so that the ConfigMap follows the GpuInventory status (written at
-// once in a quiet cluster) instead of reaching the API server with it; entries may be
-// shared with the inventory controller (nil: a cache of its own).
-func NewController(client kubernetes.Interface, namespace string, maxNodes int, minInterval, delay time.Duration, entries *inventory.EntryCache,
-	nodeInformer cache.SharedIndexInformer, configMapInformer coreinformers.ConfigMapInformer) (*Controller, error) {
-	if entries == nil {
-		entries = inventory.NewEntryCache()
+// Config holds the controller's dependencies and settings.
+type Config struct {
+	Client       kubernetes.Interface
+	Namespace    string                    // of the ConfigMap
+	NodeInformer cache.SharedIndexInformer // from nodecache.NewNodeInformer
+	// ConfigMapInformer watches the namespace (it may be limited to the one ConfigMap by a
+	// field selector).
+	ConfigMapInformer coreinformers.ConfigMapInformer
+	Metrics           *metrics.Metrics
+	// Entries may be shared with the inventory controller; nil: a cache of its own.
+	Entries *inventory.EntryCache
+	// MaxNodes bounds the number of entries (0: inventory.DefaultMaxStatusNodes).
+	MaxNodes int
+	// MinInterval allows at most one write per interval under churn (0: no limit).
+	MinInterval time.Duration
+	// Delay is how long every change waits, so that the ConfigMap follows the GpuInventory
+	// status instead of reaching the API server with it.
+	Delay time.Duration
+	// Clock is the time source; nil: the real clock.
+	Clock clock.PassiveClock
+}
+
+// NewController wires the controller.
+func NewController(cfg Config) (*Controller, error) {
+	if cfg.Entries == nil {
+		cfg.Entries = inventory.NewEntryCache()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.MaxNodes == 0 {
+		cfg.MaxNodes = inventory.DefaultMaxStatusNodes
 	}
 	c := &Controller{
-		client:           client,
-		nodes:            nodecache.NewNodeLister(nodeInformer),
-		nodesSynced:      nodeInformer.HasSynced,
-		configMaps:       configMapInformer.Lister(),
-		configMapsSynced: configMapInformer.Informer().HasSynced,
-		key:              cache.ObjectName{Namespace: namespace, Name: homelabv1.NodeStatusConfigMapName},
-		queue:            controller.NewQueue[cache.ObjectName](Name),
-		maxNodes:         maxNodes,
-		clock:            clock.RealClock{},
-		entries:          entries,
+		client:           cfg.Client,
+		nodes:            nodecache.NewNodeLister(cfg.NodeInformer),
+		nodesSynced:      cfg.NodeInformer.HasSynced,
+		configMaps:       cfg.ConfigMapInformer.Lister(),
+		configMapsSynced: cfg.ConfigMapInformer.Informer().HasSynced,
+		key:              cache.ObjectName{Namespace: cfg.Namespace, Name: homelabv1.NodeStatusConfigMapName},
+		queue:            controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
+		maxNodes:         cfg.MaxNodes,
+		clock:            cfg.Clock,
+		entries:          cfg.Entries,
+		metrics:          cfg.Metrics,
 	}
-	c.coalescer = controller.NewCoalescer[cache.ObjectName](minInterval, c.clock).WithDelay(delay)
-	enqueue := func(any) { c.coalescer.Enqueue(c.queue, c.key) }
-	if _, err := nodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
+	c.limiter = controller.NewWriteLimiter[cache.ObjectName](cfg.MinInterval, 1, c.clock).WithDelay(cfg.Delay)
+	enqueue := func(any) { c.limiter.Enqueue(c.queue, c.key) }
+	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {
@@ -118,7 +140,7 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 		name, err := cache.ObjectToName(obj)
 		return err == nil && name == c.key
 	}
-	if _, err := configMapInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+	if _, err := cfg.ConfigMapInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: isOurs,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    enqueue,
@@ -135,11 +157,9 @@ func NewController(client kubernetes.Interface, namespace string, maxNodes int, 
 // one key.
 func (c *Controller) Run(ctx context.Context) error {
 	c.queue.Add(c.key) // nodes may be none at all, and the ConfigMap should exist anyway
-	return controller.Run(ctx, Name, c.queue, 1, c.syncHandler, c.nodesSynced, c.configMapsSynced)
+	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
+	return loop.Run(ctx, 1, c.nodesSynced, c.configMapsSynced)
 }
-
-// Writes counts the ConfigMap writes this controller made.
-func (c *Controller) Writes() int64 { return c.writes.Load() }
 
 // Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON.
 func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
@@ -155,7 +175,6 @@ func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
 }
 
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
-	c.coalescer.Synced(key)
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list nodes from cache: %w", err)
@@ -196,7 +215,6 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		}
 		c.last = &written{resourceVersion: created.ResourceVersion, entries: listed}
 	case maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == annotations[OmittedAnnotation]:
-		c.coalescer.Skipped(key)
 		return nil
 	default:
 		// The whole data is replaced, so keys of nodes that are gone disappear whoever wrote
@@ -213,7 +231,8 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		}
 		c.last = &written{resourceVersion: updated.ResourceVersion, entries: listed}
 	}
-	c.writes.Add(1)
+	c.limiter.Wrote(key)
+	c.metrics.ConfigMapWrites.Inc()
 	klog.FromContext(ctx).Info("Updated GPU node status ConfigMap", "configMap", klog.KRef(key.Namespace, key.Name), "gpuNodes", len(data))
 	return nil
 }

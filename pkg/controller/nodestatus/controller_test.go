@@ -19,6 +19,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 const namespace = "gpu-inventory-system"
@@ -35,7 +36,8 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 	}
 	client := k8sfake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(client, namespace, 500, 0, 0, nil, factory.Core().V1().Nodes().Informer(), factory.Core().V1().ConfigMaps())
+	c, err := NewController(Config{Client: client, Namespace: namespace, MaxNodes: 500, Metrics: metrics.New(),
+		NodeInformer: factory.Core().V1().Nodes().Informer(), ConfigMapInformer: factory.Core().V1().ConfigMaps()})
 	if err != nil {
 		t.Fatal(err)
 	}

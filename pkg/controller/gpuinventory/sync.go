@@ -1,0 +1,179 @@
+package gpuinventory
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
+)
+
+// computed is an inventory's content as the caches say it is now.
+type computed struct {
+	content    inventory.Inventory
+	listed     []homelabv1.GpuNode // the entries for status.nodes
+	conditions []metav1.Condition  // without transition times
+	stored     []homelabv1.GpuNode // the node list of the stored status
+	invalid    bool                // the selector is invalid: no nodes were read
+}
+
+// syncHandler brings one inventory's status up to date: compute, up to date?, write, announce.
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "inventory", key.Name)
+	ctx = klog.NewContext(ctx, logger)
+	gi, err := c.inventories.Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil // deleted; nothing to keep up to date
+	}
+	if err != nil {
+		return fmt.Errorf("get GpuInventory %s from cache: %w", key.Name, err)
+	}
+	now, err := c.compute(ctx, gi)
+	if err != nil {
+		return err
+	}
+	c.observe(gi.Name, now.content)
+	if upToDate(gi, now.content.Hash) {
+		c.memory.markSynced(key)
+		c.metrics.StatusWrites.WithLabelValues(gi.Name, "skipped").Inc()
+		c.metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
+		return nil
+	}
+	status := c.statusFor(gi, now)
+	if err := c.write(ctx, gi, now.content.Hash, status); err != nil {
+		return err
+	}
+	c.announce(ctx, gi, now, status)
+	return nil
+}
+
+// compute reads the nodes the inventory's selector covers and the stored node list (the
+// memory of last-known labels, which survives restarts and leader changes).
+func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (computed, error) {
+	sel, err := inventory.Selector(gi.Spec.NodeSelector)
+	if err != nil {
+		content := inventory.FromEntries(nil)
+		content.Hash = "invalid-selector:" + err.Error()
+		return computed{content: content, invalid: true,
+			conditions: []metav1.Condition{inventory.InvalidSelectorCondition(err, gi.Generation)}}, nil
+	}
+	nodes, err := c.nodes.List(sel)
+	if err != nil {
+		return computed{}, fmt.Errorf("list nodes from cache: %w", err)
+	}
+	stored, err := c.storedNodes(ctx, gi)
+	if err != nil {
+		return computed{}, err
+	}
+	content, warnings := c.entries.Compute(nodes, stored, c.clock.Now())
+	c.warnings.log(klog.FromContext(ctx), warnings)
+	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
+	return computed{content: content, listed: listed, stored: stored,
+		conditions: inventory.Conditions(content, omitted, gi.Generation)}, nil
+}
+
+// upToDate reports whether the stored status has this content for the current spec.
+func upToDate(gi *homelabv1.GpuInventory, hash string) bool {
+	return gi.Status.InventoryHash == hash && gi.Status.ObservedGeneration == gi.Generation
+}
+
+// statusFor is the status to write: conditions keep their transition time unless their
+// status flips, and observedAt moves only when the content changed.
+func (c *Controller) statusFor(gi *homelabv1.GpuInventory, now computed) homelabv1.GpuInventoryStatus {
+	at := metav1.NewTime(c.clock.Now())
+	observedAt := at
+	if gi.Status.InventoryHash == now.content.Hash && gi.Status.ObservedAt != nil {
+		observedAt = *gi.Status.ObservedAt // only the generation moved
+	}
+	conditions := make([]metav1.Condition, len(gi.Status.Conditions))
+	copy(conditions, gi.Status.Conditions) // never mutate what the lister returns
+	for _, cond := range now.conditions {
+		cond.LastTransitionTime = at
+		meta.SetStatusCondition(&conditions, cond)
+	}
+	return now.content.Status(now.listed, conditions, gi.Generation, observedAt)
+}
+
+// write applies status and remembers what was written.
+func (c *Controller) write(ctx context.Context, gi *homelabv1.GpuInventory, hash string, status homelabv1.GpuInventoryStatus) error {
+	key := cache.MetaObjectToName(gi)
+	resourceVersion, err := c.writer.ApplyStatus(ctx, gi.Name, status)
+	if err != nil {
+		return fmt.Errorf("apply status of GpuInventory %s: %w", gi.Name, err)
+	}
+	c.limiter.Wrote(key)
+	c.memory.wrote(key, hash, resourceVersion, status.Nodes)
+	c.metrics.StatusWrites.WithLabelValues(gi.Name, "written").Inc()
+	c.metrics.LastSuccessfulSync.WithLabelValues(gi.Name).SetToCurrentTime()
+	return nil
+}
+
+// announce logs the new content and records events for what changed since the stored
+// status (none for the first status: a new operator must not announce every node).
+func (c *Controller) announce(ctx context.Context, gi *homelabv1.GpuInventory, now computed, status homelabv1.GpuInventoryStatus) {
+	content := now.content
+	degraded := meta.FindStatusCondition(status.Conditions, homelabv1.ConditionDegraded)
+	klog.FromContext(ctx).Info("Inventory changed", "gpuNodes", content.TotalGpuNodes, "readyGpuNodes", content.ReadyGpuNodes,
+		"gpus", content.TotalGpus, "readyGpus", content.ReadyGpus, "unhealthyGpus", content.UnhealthyGpus,
+		"labelsMissingNodes", content.LabelsMissingNodes, "degraded", degraded.Status, "reason", degraded.Reason)
+	if gi.Status.InventoryHash == "" || now.invalid {
+		return
+	}
+	complete := len(now.stored) == int(gi.Status.TotalGpuNodes)
+	for _, ev := range inventory.Diff(now.stored, content.Nodes, complete) {
+		c.recorder.Event(gi, ev.Type, ev.Reason, ev.Message)
+	}
+}
+
+// storedNodes is the node list of gi's stored status: from the object when it has it, from
+// memory when this controller wrote that very resourceVersion, otherwise from the server.
+func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory) ([]homelabv1.GpuNode, error) {
+	if !inventorycache.NodesOmitted(gi) {
+		return gi.Status.Nodes, nil
+	}
+	key := cache.MetaObjectToName(gi)
+	if nodes, ok := c.memory.nodesAt(key, gi.ResourceVersion); ok {
+		return nodes, nil
+	}
+	full, err := c.client.HomelabV1().GpuInventories().Get(ctx, gi.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read the node list of GpuInventory %s: %w", gi.Name, err)
+	}
+	c.metrics.StatusReads.WithLabelValues(gi.Name).Inc()
+	c.memory.read(key, full.ResourceVersion, full.Status.Nodes)
+	return full.Status.Nodes, nil
+}
+
+// observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
+// inventory and per model, and per node only with PerNodeMetrics.
+func (c *Controller) observe(name string, content inventory.Inventory) {
+	m := c.metrics
+	m.GPUNodes.WithLabelValues(name, "true").Set(float64(content.ReadyGpuNodes))
+	m.GPUNodes.WithLabelValues(name, "false").Set(float64(content.TotalGpuNodes - content.ReadyGpuNodes))
+	m.GPUs.WithLabelValues(name, "true").Set(float64(content.ReadyGpus))
+	m.GPUs.WithLabelValues(name, "false").Set(float64(content.TotalGpus - content.ReadyGpus))
+	m.UnhealthyGPUs.WithLabelValues(name).Set(float64(content.UnhealthyGpus))
+	m.LabelsMissingNodes.WithLabelValues(name).Set(float64(content.LabelsMissingNodes))
+	m.ModelGPUs.DeletePartialMatch(prometheus.Labels{"inventory": name})
+	for _, model := range content.Models {
+		m.ModelGPUs.WithLabelValues(name, model.Product, "true").Set(float64(model.ReadyGpus))
+		m.ModelGPUs.WithLabelValues(name, model.Product, "false").Set(float64(model.Gpus - model.ReadyGpus))
+	}
+	if c.perNodeMetrics {
+		m.NotReadyNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
+		for _, n := range content.Nodes {
+			if !n.Ready {
+				m.NotReadyNodes.WithLabelValues(name, n.Name).Set(1)
+			}
+		}
+	}
+}
