@@ -21,10 +21,11 @@ import (
 
 // NodeTrimmer is an informer transform: it keeps only what the inventory and the node
 // selectors read (name, the NVIDIA labels, the labels that selectors name, the Ready
-// condition, unschedulable, lifecycle taints, nvidia.com resources) so that kubelet status
-// such as images, addresses, volumes, managedFields and the dozens of other feature labels
-// never enter the cache. Heartbeat times are dropped too, so a kubelet heartbeat leaves the
-// cached node unchanged. Objects other than Nodes pass through untouched.
+// condition's status, unschedulable, lifecycle taints, nvidia.com resources) so that kubelet
+// status such as images, addresses, volumes, managedFields and the dozens of other feature
+// labels never enter the cache. The Ready condition's heartbeat, reason and message are
+// dropped too: a kubelet's status update that leaves readiness as it was leaves the cached
+// node unchanged. Objects other than Nodes pass through untouched.
 type NodeTrimmer struct {
 	selectorKeys map[string]bool
 	interned     sync.Map // string -> string: label keys and values repeat across nodes
@@ -134,10 +135,7 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	}
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			trimmed.Status.Conditions = []corev1.NodeCondition{{
-				Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message,
-				LastTransitionTime: c.LastTransitionTime,
-			}}
+			trimmed.Status.Conditions = readyCondition(c.Status)
 		}
 	}
 	if v, ok := node.Annotations[metav1.InitialEventsAnnotationKey]; ok {
@@ -145,6 +143,12 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 		trimmed.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
 	}
 	return trimmed
+}
+
+// readyCondition is the Ready condition as the cache keeps it: its type and status are all
+// that the inventory reads.
+func readyCondition(status corev1.ConditionStatus) []corev1.NodeCondition {
+	return []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
 }
 
 // cacheForm is the node informer's transform: the cache keeps a GPU node as the trimmed Node

@@ -127,3 +127,58 @@ func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 		t.Errorf("NodeLister.List after the change = %v; want no node", listed)
 	}
 }
+
+// A kubelet's status update that leaves readiness as it was (a new heartbeat, reason or
+// message of the Ready condition) changes nothing the inventory shows, so it reaches no
+// controller; one that changes the Ready status does.
+func TestOnlyReadinessChangesOfTheReadyConditionReachHandlers(t *testing.T) {
+	node, lbls := fixtures.FleetNode(0)
+	for k, v := range lbls {
+		node.Labels[k] = v
+	}
+	trimmer := NewNodeTrimmer(nil)
+	// kubelet writes node's status as a kubelet does at a time: every heartbeat; the Ready
+	// condition's transition time only when its status changes.
+	kubelet := func(status corev1.ConditionStatus, reason, message string, at time.Time) *corev1.Node {
+		for i := range node.Status.Conditions {
+			c := &node.Status.Conditions[i]
+			c.LastHeartbeatTime = metav1.NewTime(at)
+			if c.Type == corev1.NodeReady {
+				if c.Status != status {
+					c.LastTransitionTime = metav1.NewTime(at)
+				}
+				c.Status, c.Reason, c.Message = status, reason, message
+			}
+		}
+		return decodeProtobuf(t, trimmer, node)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	cni := "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+	steps := []struct {
+		name   string
+		node   *corev1.Node
+		synced bool
+	}{
+		{"Ready", kubelet(corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", at), true},
+		{"heartbeat", kubelet(corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status", at.Add(10*time.Second)), false},
+		{"NotReady", kubelet(corev1.ConditionFalse, "KubeletNotReady", cni, at.Add(20*time.Second)), true},
+		{"NotReady, another message", kubelet(corev1.ConditionFalse, "KubeletNotReady", "PLEG is not healthy: pleg was last seen active 3m0s ago", at.Add(30*time.Second)), false},
+		{"Unknown", kubelet(corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", at.Add(70*time.Second)), true},
+	}
+	var calls int
+	handler := NodeHandler(inventory.NewEntryCache(), func(_, _ any) { calls++ })
+	handler.OnAdd(steps[0].node, true)
+	for i, step := range steps[1:] {
+		old := steps[i].node
+		calls = 0
+		handler.OnUpdate(old, step.node)
+		if got := calls == 1; got != step.synced {
+			t.Errorf("%s after %s: handlers called %d times, want a call: %v", step.name, steps[i].name, calls, step.synced)
+		}
+		oldEntry, _ := inventory.Entry(old)
+		newEntry, _ := inventory.Entry(step.node)
+		if shown := !cmp.Equal(oldEntry, newEntry); shown != step.synced {
+			t.Errorf("%s after %s: the entry changes: %v; the handlers are called: %v", step.name, steps[i].name, shown, step.synced)
+		}
+	}
+}

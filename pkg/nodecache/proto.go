@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -163,11 +164,11 @@ func protoFields(b []byte, fn func(num protowire.Number, typ protowire.Type, val
 }
 
 // mapEntry returns the key and the value bytes of a protobuf map entry.
-func mapEntry(b []byte) (key string, value []byte, err error) {
+func mapEntry(b []byte) (key, value []byte, err error) {
 	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		switch {
 		case num == mapKey && typ == protowire.BytesType:
-			key = string(v)
+			key = v
 		case num == mapValue && typ == protowire.BytesType:
 			value = v
 		}
@@ -182,7 +183,8 @@ func mapEntry(b []byte) (key string, value []byte, err error) {
 // nodes already have are shared with them (see sharedSets); label strings are interned.
 // TestDecodeNodeEqualsTrim keeps the result equal to Trim of the fully decoded Node.
 func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
-	var scratch nodeScratch
+	scratch := &nodeScratch{}
+	scratch.labels = scratch.labelsBuf[:0]
 	node := &corev1.Node{}
 	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -190,11 +192,11 @@ func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
 		}
 		switch num {
 		case nodeMetadata:
-			return t.trimmedMeta(v, &node.ObjectMeta, &scratch)
+			return t.trimmedMeta(v, &node.ObjectMeta, scratch)
 		case nodeSpec:
 			return t.trimmedSpec(v, &node.Spec)
 		case nodeStatus:
-			return t.trimmedStatus(v, &node.Status, &scratch)
+			return t.trimmedStatus(v, &node.Status, scratch)
 		}
 		return nil
 	})
@@ -207,11 +209,19 @@ type nodeScratch struct {
 	labels      [][]byte
 	capacity    [][]byte
 	allocatable [][]byte
+	labelsBuf   [40][]byte // room for a GPU node's kept labels without growing labels
 }
 
 // setKey is the identity of a list of raw protobuf entries: each length-prefixed, so that
 // different lists never have the same key.
 func (s *nodeScratch) setKey(entries [][]byte) []byte {
+	size := 0
+	for _, e := range entries {
+		size += protowire.SizeBytes(len(e))
+	}
+	if cap(s.key) < size {
+		s.key = make([]byte, 0, size)
+	}
 	s.key = s.key[:0]
 	for _, e := range entries {
 		s.key = protowire.AppendBytes(s.key, e)
@@ -236,17 +246,17 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 			return meta.DeletionTimestamp.Unmarshal(v)
 		case metaLabels:
 			key, _, err := mapEntry(v)
-			if err == nil && t.Keeps(key) {
+			if err == nil && t.Keeps(view(key)) {
 				scratch.labels = append(scratch.labels, v)
 			}
 			return err
 		case metaAnnotations:
 			// Only the watch-list bookmark's marker: the reflector waits for it.
 			key, value, err := mapEntry(v)
-			if err != nil || key != metav1.InitialEventsAnnotationKey {
+			if err != nil || string(key) != metav1.InitialEventsAnnotationKey {
 				return err
 			}
-			meta.Annotations = map[string]string{key: string(value)}
+			meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(value)}
 		}
 		return nil
 	})
@@ -260,7 +270,7 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 			if err != nil {
 				return nil, err
 			}
-			labels[t.intern(key)] = t.intern(string(value))
+			labels[t.intern(string(key))] = t.intern(string(value))
 		}
 		return labels, nil
 	})
@@ -301,7 +311,7 @@ func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch
 		switch num {
 		case statusCapacity, statusAllocatable:
 			key, _, err := mapEntry(v)
-			if err != nil || !strings.HasPrefix(key, "nvidia.com/") {
+			if err != nil || !bytes.HasPrefix(key, []byte("nvidia.com/")) {
 				return err
 			}
 			if num == statusCapacity {
@@ -310,14 +320,11 @@ func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch
 				scratch.allocatable = append(scratch.allocatable, v)
 			}
 		case statusConditions:
-			var c corev1.NodeCondition
-			if err := c.Unmarshal(v); err != nil {
-				return err
+			ready, readyStatus, err := readCondition(v)
+			if err == nil && ready {
+				status.Conditions = readyCondition(readyStatus)
 			}
-			if c.Type == corev1.NodeReady {
-				status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status, Reason: t.intern(c.Reason),
-					Message: t.intern(c.Message), LastTransitionTime: c.LastTransitionTime}}
-			}
+			return err
 		}
 		return nil
 	})
@@ -347,8 +354,50 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 			if err := q.Unmarshal(value); err != nil {
 				return nil, fmt.Errorf("resource %s: %w", key, err)
 			}
-			list[corev1.ResourceName(t.intern(key))] = q
+			list[corev1.ResourceName(t.intern(string(key)))] = q
 		}
 		return list, nil
 	})
+}
+
+// Field numbers of corev1.NodeCondition.
+const (
+	conditionTypeField   = 1
+	conditionStatusField = 2
+)
+
+// readCondition reads a NodeCondition's type and status only: whether it is the Ready
+// condition, and its status. Heartbeat, reason and message, which a kubelet rewrites, are
+// skipped unread.
+func readCondition(b []byte) (ready bool, status corev1.ConditionStatus, err error) {
+	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		switch {
+		case num == conditionTypeField && typ == protowire.BytesType:
+			ready = string(v) == string(corev1.NodeReady)
+		case num == conditionStatusField && typ == protowire.BytesType:
+			status = conditionStatusOf(v)
+		}
+		return nil
+	})
+	return ready, status, err
+}
+
+// conditionStatusOf returns the status named by v, without allocating for the three that
+// the API defines.
+func conditionStatusOf(v []byte) corev1.ConditionStatus {
+	switch string(v) {
+	case string(corev1.ConditionTrue):
+		return corev1.ConditionTrue
+	case string(corev1.ConditionFalse):
+		return corev1.ConditionFalse
+	case string(corev1.ConditionUnknown):
+		return corev1.ConditionUnknown
+	}
+	return corev1.ConditionStatus(v)
+}
+
+// view returns b as a string without copying it, for lookups that do not keep the string:
+// b must not change while the string is in use.
+func view(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

@@ -43,6 +43,11 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 			n.DeletionTimestamp = &now
 		}
 		n.Status.Capacity["nvidia.com/mig-1g.5gb"] = resource.MustParse("7")
+		if ready := &n.Status.Conditions[len(n.Status.Conditions)-1]; i%4 == 1 {
+			ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, "KubeletNotReady", "PLEG is not healthy"
+		} else if i%4 == 3 {
+			ready.Status, ready.Reason, ready.Message = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
+		}
 		nodes = append(nodes, n)
 	}
 	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})
