@@ -2,13 +2,14 @@ package app
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
@@ -66,29 +67,44 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags registers the options, and the logging flags (--logging-format, -v, --vmodule), on fs.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
+// Flags returns the options' flags in the sections --help prints, as Kubernetes' own
+// components group them.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.addGenericFlags(fss.FlagSet("generic"))
+	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
+	o.addMetricsFlags(fss.FlagSet("metrics"))
+	logsapi.AddFlags(o.Logging, fss.FlagSet("logging"))
+	return fss
+}
+
+func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Without it: the in-cluster config, else $KUBECONFIG or ~/.kube/config, as kubectl does.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the gpu-node-status ConfigMap and the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else \"default\".")
-	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuInventory CRD at startup. Set to false when the CRD is installed with `kubectl apply -f manifests/crd/` and the operator may not write CRDs.")
+	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuInventory CRD at startup. Set to false when the CRD is installed with 'kubectl apply -f manifests/crd/' and the operator may not write CRDs.")
 	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")
 	fs.IntVar(&o.MaxStatusNodes, "max-status-nodes", o.MaxStatusNodes, "Most GPU nodes listed in a GpuInventory's status.nodes and in the ConfigMap (problem nodes first); totals always count every node.")
 	fs.DurationVar(&o.MinSyncInterval, "min-sync-interval", o.MinSyncInterval, "Under churn, write each inventory's status at most once per interval (the ConfigMap once per 4 intervals); a change in a quiet cluster is still synced at once (the ConfigMap one interval after the status).")
-	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
-	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Serve /healthz and /readyz on this address; 0 turns it off.")
-	fs.BoolVar(&o.PerNodeMetrics, "metrics-per-node", o.PerNodeMetrics, "Also export a series per not-ready GPU node (label cardinality grows with the fleet).")
-	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
 	fs.BoolVar(&o.Compression, "kube-api-compression", o.Compression, "Ask the API server to gzip large responses: saves bandwidth on a slow link to a remote API server, costs CPU on both sides.")
+	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
+}
+
+func (o *Options) addLeaderElectionFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas writes.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it gives up leadership.")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
-	logsapi.AddGoFlags(o.Logging, fs)
+}
+
+func (o *Options) addMetricsFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Serve /healthz and /readyz on this address; 0 turns it off.")
+	fs.BoolVar(&o.PerNodeMetrics, "metrics-per-node", o.PerNodeMetrics, "Also export a series per not-ready GPU node (label cardinality grows with the fleet).")
 }
 
 // Validate reports settings that cannot work.
@@ -113,15 +129,21 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("logging: %w", err))
 	}
 	if o.LeaderElect {
-		if o.LeaderElectionID == "" {
-			errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
-		}
-		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-			errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
-				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
-		}
+		errs = append(errs, o.validateLeaderElection()...)
 	}
 	return errors.Join(errs...)
+}
+
+func (o *Options) validateLeaderElection() []error {
+	var errs []error
+	if o.LeaderElectionID == "" {
+		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
+	}
+	if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	}
+	return errs
 }
 
 // ClientConfig resolves the API server connection and the operator's namespace.
@@ -144,18 +166,20 @@ func (o *Options) ClientConfig() (*rest.Config, string, error) {
 	}
 	config.QPS, config.Burst = float32(o.QPS), o.Burst
 	config.UserAgent = "gpu-inventory-operator"
+	return config, o.namespace(loader), nil
+}
 
-	namespace := o.Namespace
-	if namespace == "" {
-		namespace = os.Getenv("POD_NAMESPACE")
+// namespace is --namespace, else $POD_NAMESPACE, else the kubeconfig's (in a cluster: the
+// ServiceAccount's), else "default".
+func (o *Options) namespace(loader clientcmd.ClientConfig) string {
+	if o.Namespace != "" {
+		return o.Namespace
 	}
-	if namespace == "" {
-		// In a cluster this reads the ServiceAccount's namespace; else the context's, else "default".
-		ns, _, err := loader.Namespace()
-		if err != nil || ns == "" {
-			ns = "default"
-		}
-		namespace = ns
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
 	}
-	return config, namespace, nil
+	if ns, _, err := loader.Namespace(); err == nil && ns != "" {
+		return ns
+	}
+	return "default"
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 // serveEndpoints starts the metrics and health servers (each unless its address is "0" or
@@ -17,29 +15,15 @@ import (
 func (o *Operator) serveEndpoints(ctx context.Context) (metricsAddr, healthAddr string, err error) {
 	if on(o.opts.MetricsAddress) {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(o.metrics.Registry, promhttp.HandlerOpts{}))
 		if metricsAddr, err = serve(ctx, o.opts.MetricsAddress, mux); err != nil {
 			return "", "", fmt.Errorf("--metrics-bind-address: %w", err)
 		}
 	}
 	if on(o.opts.HealthAddress) {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			if o.leaderHealth != nil {
-				if err := o.leaderHealth.Check(r); err != nil {
-					http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
-					return
-				}
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if why := o.notReady(); why != "" {
-				http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
+		mux.HandleFunc("/healthz", o.healthz)
+		mux.HandleFunc("/readyz", o.readyz)
 		if healthAddr, err = serve(ctx, o.opts.HealthAddress, mux); err != nil {
 			return "", "", fmt.Errorf("--health-probe-bind-address: %w", err)
 		}
@@ -58,6 +42,25 @@ func serve(ctx context.Context, addr string, handler http.Handler) (string, erro
 	go func() { _ = server.Serve(listener) }()
 	context.AfterFunc(ctx, func() { _ = server.Close() })
 	return listener.Addr().String(), nil
+}
+
+// healthz fails when a leader has not renewed its lease in time (the elector's watchdog).
+func (o *Operator) healthz(w http.ResponseWriter, r *http.Request) {
+	if o.leaderHealth != nil {
+		if err := o.leaderHealth.Check(r); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func (o *Operator) readyz(w http.ResponseWriter, _ *http.Request) {
+	if why := o.notReady(); why != "" {
+		http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
 }
 
 // notReady says why the operator is not ready, or "" when it is: a standby is ready (it has

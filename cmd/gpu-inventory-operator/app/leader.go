@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// candidacy is one run of the elector: whether this instance led, and how its controllers ended.
+type candidacy struct {
+	led             atomic.Bool
+	controllersDone chan struct{} // closed when the controllers have returned
+	controllersErr  error         // set before controllersDone is closed
+	stopElector     context.CancelFunc
+}
+
+// runWithLeaderElection runs the controllers while this instance holds the Lease. On
+// shutdown the controllers stop first and only then is the lease released, so no write can
+// follow the release.
+func (o *Operator) runWithLeaderElection(ctx context.Context) error {
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.opts.LeaderElectionID,
+		o.kube.CoreV1(), o.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.identity})
+	if err != nil {
+		return fmt.Errorf("create leader-election lock: %w", err)
+	}
+	// The elector runs on its own context: cancelling ctx must not release the lease.
+	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElector()
+	t := &candidacy{controllersDone: make(chan struct{}), stopElector: stopElector}
+	elector, err := leaderelection.NewLeaderElector(o.electionConfig(ctx, lock, t))
+	if err != nil {
+		return fmt.Errorf("configure leader election: %w", err)
+	}
+	go o.releaseAfterControllers(ctx, elector, t)
+	elector.Run(electorCtx)
+	if t.led.Load() {
+		<-t.controllersDone // the elector cancelled them; make sure no write is still under way
+	}
+
+	switch {
+	case ctx.Err() != nil:
+		return nil // asked to stop; the lease was released
+	case t.controllersErr != nil:
+		return t.controllersErr
+	default:
+		return fmt.Errorf("leader election lost: lease %s/%s is no longer held by %s", o.namespace, o.opts.LeaderElectionID, o.identity)
+	}
+}
+
+func (o *Operator) electionConfig(ctx context.Context, lock resourcelock.Interface, t *candidacy) leaderelection.LeaderElectionConfig {
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(o.namespace, o.opts.LeaderElectionID), "identity", o.identity)
+	return leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.opts.LeaseDuration,
+		RenewDeadline:   o.opts.RenewDeadline,
+		RetryPeriod:     o.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.opts.LeaderElectionID,
+		WatchDog:        o.leaderHealth,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leadCtx context.Context) {
+				o.lead(klog.NewContext(ctx, logger), leadCtx, t)
+			},
+			OnStoppedLeading: func() {
+				o.leading.Store(false)
+				o.metrics.Leader.Set(0)
+				logger.Info("No longer the leader")
+			},
+			OnNewLeader: func(identity string) {
+				if identity != o.identity {
+					logger.Info("Another instance leads", "leader", identity)
+				}
+			},
+		},
+	}
+}
+
+// lead runs the controllers until the lease is lost or ctx (the operator's) is cancelled,
+// then gives the lease up.
+func (o *Operator) lead(ctx, leadCtx context.Context, t *candidacy) {
+	t.led.Store(true)
+	o.leading.Store(true)
+	o.metrics.Leader.Set(1)
+	defer close(t.controllersDone)
+	klog.FromContext(ctx).Info("Became leader, starting controllers")
+	runCtx, cancel := context.WithCancel(leadCtx)
+	defer cancel()
+	stopOnShutdown := context.AfterFunc(ctx, cancel)
+	defer stopOnShutdown()
+	t.controllersErr = o.runControllers(runCtx)
+	t.stopElector() // controllers ended (shutdown or error): give the lease up
+}
+
+// releaseAfterControllers stops the elector once ctx is cancelled and the controllers have
+// finished (or the renew deadline has passed).
+func (o *Operator) releaseAfterControllers(ctx context.Context, elector *leaderelection.LeaderElector, t *candidacy) {
+	<-ctx.Done()
+	if elector.IsLeader() {
+		select {
+		case <-t.controllersDone:
+		case <-time.After(o.opts.RenewDeadline):
+		}
+	}
+	t.stopElector()
+}

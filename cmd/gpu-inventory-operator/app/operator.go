@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+)
+
+// Operator is one running instance of the operator.
+type Operator struct {
+	opts      *Options
+	config    *rest.Config
+	namespace string
+	metrics   *metrics.Metrics // one per operator: counters live across re-lists
+	identity  string
+
+	kube           kubernetes.Interface // protobuf: Nodes and the ConfigMap are most of what it reads
+	protobufConfig *rest.Config         // makes the Node informer's client (see nodeClient)
+	client         versioned.Interface
+	apiext         apiextensionsclient.Interface
+
+	leaderHealth *leaderelection.HealthzAdaptor
+	leading      atomic.Bool
+
+	mu          sync.Mutex
+	metricsAddr string
+	healthAddr  string
+	inventory   *gpuinventory.Controller // of the current run of the informers; nil before
+}
+
+// New builds an operator from options, resolving the kubeconfig.
+func New(opts *Options) (*Operator, error) {
+	config, namespace, err := opts.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return NewForConfig(opts, config, namespace)
+}
+
+// NewForConfig builds an operator that talks to the API server of config.
+func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Operator, error) {
+	o := &Operator{opts: opts, namespace: namespace, metrics: metrics.New()}
+	if err := o.newClients(config); err != nil {
+		return nil, err
+	}
+	hostname, _ := os.Hostname()
+	o.identity = hostname + "_" + string(uuid.NewUUID())
+	return o, nil
+}
+
+// MetricsAddress and HealthAddress are the bound addresses ("" when off or not started).
+func (o *Operator) MetricsAddress() string { o.mu.Lock(); defer o.mu.Unlock(); return o.metricsAddr }
+func (o *Operator) HealthAddress() string  { o.mu.Lock(); defer o.mu.Unlock(); return o.healthAddr }
+
+// Identity is this instance's leader-election identity.
+func (o *Operator) Identity() string { return o.identity }
+
+// Metrics are the operator's metrics, as served on /metrics.
+func (o *Operator) Metrics() *metrics.Metrics { return o.metrics }
+
+// Run runs the operator until ctx is cancelled. With leader election, nothing is written
+// before the lease is held, and losing the lease is an error (the process should exit).
+func (o *Operator) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.config.Host, "leaderElect", o.opts.LeaderElect)
+	o.metrics.ServeClientMetrics()
+	if o.opts.LeaderElect {
+		o.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	metricsAddr, healthAddr, err := o.serveEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.metricsAddr, o.healthAddr = metricsAddr, healthAddr
+	o.mu.Unlock()
+	if !o.opts.LeaderElect {
+		o.metrics.Leader.Set(1)
+		defer o.metrics.Leader.Set(0)
+		return o.runControllers(ctx)
+	}
+	return o.runWithLeaderElection(ctx)
+}
+
+// runControllers installs the CRD, makes sure the default inventory exists and runs both
+// controllers until ctx is cancelled.
+func (o *Operator) runControllers(ctx context.Context) error {
+	if o.opts.InstallCRD {
+		if err := o.installCRD(ctx); err != nil {
+			return err
+		}
+	}
+	if err := o.ensureDefaultInventory(ctx); err != nil {
+		return err
+	}
+	return o.runRelisting(ctx)
+}
+
+// installCRD creates or updates the GpuInventory CRD and waits until it is served.
+func (o *Operator) installCRD(ctx context.Context) error {
+	result, err := crd.Ensure(ctx, o.apiext)
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("GpuInventory CRD "+string(result), "crd", homelabv1.CustomResourceDefinitionName)
+	return crd.WaitEstablished(ctx, o.apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second)
+}
+
+// ensureDefaultInventory creates the GpuInventory that covers every node, if it is missing.
+func (o *Operator) ensureDefaultInventory(ctx context.Context) error {
+	name := o.opts.DefaultInventory
+	if name == "" {
+		return nil
+	}
+	_, err := o.client.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       homelabv1.GpuInventorySpec{Note: "Created by gpu-inventory-operator: every GPU node in the cluster."},
+	}, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).Info("Created default GpuInventory", "inventory", name)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("create default GpuInventory %s: the GpuInventory CRD is not installed "+
+			"(run with --install-crd=true, or `kubectl apply -f manifests/crd/`): %w", name, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("create default GpuInventory %s: the operator may not create gpuinventories.homelab.youngju.dev "+
+			"(apply the RBAC in manifests/, or run with --default-inventory=\"\"): %w", name, err)
+	default:
+		return fmt.Errorf("create default GpuInventory %s: %w", name, err)
+	}
+}

@@ -1,0 +1,252 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
+)
+
+// configMapSyncFactor: under churn the ConfigMap (a secondary mirror of up to 256 KiB) is
+// written at most once per this many sync intervals, and it follows the status by one
+// interval, so the operator's two largest writes do not reach the API server together.
+const configMapSyncFactor = 4
+
+// newClients makes the API clients: built-in types (Nodes, the ConfigMap, Events, the Lease)
+// travel as protobuf; custom resources as JSON, the only encoding they have.
+func (o *Operator) newClients(config *rest.Config) error {
+	config = rest.CopyConfig(config)
+	// Gzip costs CPU on both sides for no gain on a cluster network; watches are never compressed.
+	config.DisableCompression = !o.opts.Compression
+	o.config = config
+	protobuf := rest.CopyConfig(config)
+	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
+	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	o.protobufConfig = protobuf
+	var err error
+	if o.kube, err = kubernetes.NewForConfig(protobuf); err != nil {
+		return fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	if o.client, err = versioned.NewForConfig(config); err != nil {
+		return fmt.Errorf("create GpuInventory client: %w", err)
+	}
+	if o.apiext, err = apiextensionsclient.NewForConfig(config); err != nil {
+		return fmt.Errorf("create apiextensions client: %w", err)
+	}
+	return nil
+}
+
+// nodeClient is a clientset whose decoder reads each Node straight into the trimmer's
+// compact form (docs/design/node-cache.md), so the Node informer holds trimmed Nodes only.
+func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(o.protobufConfig)
+	cfg.GroupVersion = &corev1.SchemeGroupVersion
+	cfg.APIPath = "/api"
+	cfg.NegotiatedSerializer = nodecache.NewTrimmingSerializer(
+		rest.CodecFactoryForGeneratedClient(kubescheme.Scheme, kubescheme.Codecs).WithoutConversion(), trimmer)
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create Node client: %w", err)
+	}
+	return kubernetes.New(rc), nil
+}
+
+// runRelisting runs the informers and controllers with a node cache that keeps only the
+// labels the inventory and the current node selectors read. When a selector names another
+// label, everything is started again with that label kept (a re-list).
+func (o *Operator) runRelisting(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for {
+		keys, err := o.selectorKeys(ctx)
+		if err != nil {
+			return err
+		}
+		relist := make(chan string, 1)
+		runCtx, cancel := context.WithCancel(ctx)
+		err = o.runInformers(runCtx, nodecache.NewNodeTrimmer(keys), func(key string) {
+			select {
+			case relist <- key:
+			default:
+			}
+			cancel()
+		})
+		cancel()
+		select {
+		case key := <-relist:
+			if ctx.Err() == nil {
+				logger.Info("A node selector names a label the node cache drops; re-listing nodes", "label", key)
+				continue
+			}
+		default:
+		}
+		return err
+	}
+}
+
+// selectorKeys lists the label keys that the node selectors of all GpuInventories name.
+func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
+	list, err := o.client.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list GpuInventories: %w", err)
+	}
+	var keys []string
+	for _, gi := range list.Items {
+		sel, err := inventory.Selector(gi.Spec.NodeSelector)
+		if err != nil {
+			continue
+		}
+		reqs, _ := sel.Requirements()
+		for _, r := range reqs {
+			keys = append(keys, r.Key())
+		}
+	}
+	return keys, nil
+}
+
+// caches are the informers one run of the controllers reads.
+type caches struct {
+	nodeFactory      informers.SharedInformerFactory
+	configMapFactory informers.SharedInformerFactory
+	inventoryFactory externalversions.SharedInformerFactory
+	nodes            cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
+}
+
+func (o *Operator) newCaches(trimmer *nodecache.NodeTrimmer) (*caches, error) {
+	nodes, err := o.nodeClient(trimmer)
+	if err != nil {
+		return nil, err
+	}
+	// The inventory informer's client leaves status.nodes out: the controller's own writes
+	// come back without it.
+	inventories, err := inventorycache.NewInformerClient(o.config)
+	if err != nil {
+		return nil, err
+	}
+	c := &caches{
+		nodeFactory: informers.NewSharedInformerFactory(nodes, 0),
+		configMapFactory: informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
+			informers.WithNamespace(o.namespace),
+			informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
+				opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
+			})),
+		// The factory needs the resync period too: an informer made without one ignores
+		// the per-handler period the inventory controller asks for.
+		inventoryFactory: externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod),
+	}
+	c.nodes = c.nodeFactory.InformerFor(&corev1.Node{}, nodecache.NewNodeInformer)
+	return c, nil
+}
+
+func (c *caches) start(ctx context.Context) {
+	c.nodeFactory.Start(ctx.Done())
+	c.configMapFactory.Start(ctx.Done())
+	c.inventoryFactory.Start(ctx.Done())
+}
+
+func (c *caches) shutdown() {
+	c.nodeFactory.Shutdown()
+	c.configMapFactory.Shutdown()
+	c.inventoryFactory.Shutdown()
+}
+
+// runInformers runs the informers and both controllers until ctx is cancelled.
+func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrimmer, onUnknownKey func(string)) error {
+	c, err := o.newCaches(trimmer)
+	if err != nil {
+		return err
+	}
+	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: homelabv1.FieldManager})
+
+	invController, statusController, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, onUnknownKey)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.inventory = invController
+	o.mu.Unlock()
+
+	c.start(ctx)
+	defer c.shutdown()
+	go freeListBuffers(ctx, c.nodes)
+	errs := make(chan error, 2)
+	go func() { errs <- invController.Run(ctx, o.opts.Workers) }()
+	go func() { errs <- statusController.Run(ctx) }()
+	return errors.Join(<-errs, <-errs)
+}
+
+// newControllers makes both controllers on caches c; they share the parsed node entries.
+func (o *Operator) newControllers(ctx context.Context, c *caches, recorder record.EventRecorder,
+	keepsLabel func(string) bool, onUnknownKey func(string)) (*gpuinventory.Controller, *nodestatus.Controller, error) {
+	entries := inventory.NewEntryCache()
+	invController, err := gpuinventory.NewController(ctx, gpuinventory.Config{
+		Client:               o.client,
+		Writer:               statuswriter.New(o.client.HomelabV1().RESTClient()),
+		NodeInformer:         c.nodes,
+		InventoryInformer:    c.inventoryFactory.Homelab().V1().GpuInventories(),
+		Metrics:              o.metrics,
+		Recorder:             recorder,
+		Entries:              entries,
+		ResyncPeriod:         o.opts.ResyncPeriod,
+		MinSyncInterval:      o.opts.MinSyncInterval,
+		MaxStatusNodes:       o.opts.MaxStatusNodes,
+		PerNodeMetrics:       o.opts.PerNodeMetrics,
+		KeepsLabel:           keepsLabel,
+		OnUnknownSelectorKey: onUnknownKey,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	statusController, err := nodestatus.NewController(nodestatus.Config{
+		Client:            o.kube,
+		Namespace:         o.namespace,
+		NodeInformer:      c.nodes,
+		ConfigMapInformer: c.configMapFactory.Core().V1().ConfigMaps(),
+		Metrics:           o.metrics,
+		Entries:           entries,
+		MaxNodes:          o.opts.MaxStatusNodes,
+		MinInterval:       configMapSyncFactor * o.opts.MinSyncInterval,
+		Delay:             o.opts.MinSyncInterval,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return invController, statusController, nil
+}
+
+// freeListBuffers hands the initial list's buffers back to the OS once the node cache has
+// synced and holds only trimmed objects.
+func freeListBuffers(ctx context.Context, nodes cache.SharedIndexInformer) {
+	if cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced) {
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+}
