@@ -2,13 +2,15 @@ package nodecache
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -237,11 +239,15 @@ func nvidiaResources(list corev1.ResourceList) corev1.ResourceList {
 // as resyncs and heartbeats, are dropped before they reach a queue.
 func NodeChanged(old, cur *corev1.Node) bool {
 	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
-		!equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
-		!equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
-		!equality.Semantic.DeepEqual(old.Status.Conditions, cur.Status.Conditions) ||
-		!equality.Semantic.DeepEqual(old.Status.Capacity, cur.Status.Capacity) ||
-		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable)
+		!slices.Equal(old.Spec.Taints, cur.Spec.Taints) || // key and effect only
+		!maps.Equal(old.Labels, cur.Labels) ||
+		!slices.Equal(old.Status.Conditions, cur.Status.Conditions) || // Ready's type and status only
+		!sameResources(old.Status.Capacity, cur.Status.Capacity) ||
+		!sameResources(old.Status.Allocatable, cur.Status.Allocatable)
+}
+
+func sameResources(a, b corev1.ResourceList) bool {
+	return maps.EqualFunc(a, b, func(x, y resource.Quantity) bool { return x.Cmp(y) == 0 })
 }
 
 // NodeFromObj returns the Node inside an informer event object, including the final state of
