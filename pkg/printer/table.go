@@ -77,11 +77,3 @@ func (t *table) write(w io.Writer, color bool) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
-// paint colours s when color is on.
-func paint(s, code string, color bool) string {
-	if !color || code == "" || s == "" {
-		return s
-	}
-	return code + s + reset
-}
