@@ -43,8 +43,26 @@ const LastKnownMark = "*"
 // Report writes what `kubectl gpuinv` shows: a header with the totals, the per-model summary
 // and the node table.
 func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
+	kv, reported := header(gi, opts)
+	if err := kv.write(w, opts.Color); err != nil || !reported {
+		return err
+	}
 	s := gi.Status
-	var kv keyValues
+	if len(s.Models) > 0 {
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return err
+		}
+		if err := modelTable(w, s.Models, opts); err != nil {
+			return err
+		}
+	}
+	return nodeSection(w, s.Nodes, opts)
+}
+
+// header is the key-value block above the tables; reported is false when the operator has
+// not written a status yet (the header then says so, and nothing follows).
+func header(gi *homelabv1.GpuInventory, opts Options) (kv keyValues, reported bool) {
+	s := gi.Status
 	if opts.Scan != nil {
 		what := "all nodes"
 		if opts.Scan.Selector != "" {
@@ -59,7 +77,7 @@ func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
 		}
 		if s.InventoryHash == "" && s.ObservedAt == nil {
 			kv.add("Status", colored("not reported yet: is the operator running? `kubectl gpuinv scan` computes the inventory from the Nodes", yellow))
-			return kv.write(w, opts.Color)
+			return kv, false
 		}
 	}
 	kv.add("GPU nodes", join(" ", readyCell(s.ReadyGpuNodes, s.TotalGpuNodes), plain("ready")))
@@ -90,28 +108,20 @@ func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
 			kv.add("Degraded", colored(text, green))
 		}
 	}
-	listed := listedNodes(s)
-	if listed < int(s.TotalGpuNodes) {
+	if listed := listedNodes(s); listed < int(s.TotalGpuNodes) {
 		kv.add("Listed", colored(fmt.Sprintf("%d of %d GPU nodes (problem nodes first); totals and models count every node",
 			listed, s.TotalGpuNodes), yellow))
 	}
-	if err := kv.write(w, opts.Color); err != nil {
-		return err
-	}
+	return kv, true
+}
 
-	if len(s.Models) > 0 {
-		if _, err := io.WriteString(w, "\n"); err != nil {
-			return err
-		}
-		if err := modelTable(w, s.Models, opts); err != nil {
-			return err
-		}
-	}
-
-	nodes := s.Nodes
+// nodeSection writes the node table (only the problem nodes with opts.Problems) and its
+// footnotes, or a line saying there is nothing to list.
+func nodeSection(w io.Writer, all []homelabv1.GpuNode, opts Options) error {
+	nodes := all
 	if opts.Problems {
 		nodes = nil
-		for _, n := range s.Nodes {
+		for _, n := range all {
 			if inventory.IsProblem(n) {
 				nodes = append(nodes, n)
 			}
@@ -122,7 +132,7 @@ func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
 	}
 	switch {
 	case len(nodes) == 0 && opts.Problems:
-		_, err := fmt.Fprintf(w, "No GPU node needs attention (%s listed).\n", count(len(s.Nodes), "node", "nodes"))
+		_, err := fmt.Fprintf(w, "No GPU node needs attention (%s listed).\n", count(len(all), "node", "nodes"))
 		return err
 	case len(nodes) == 0:
 		_, err := io.WriteString(w, "No GPU nodes.\n")
