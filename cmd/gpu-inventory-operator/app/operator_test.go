@@ -12,6 +12,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 )
 
 func TestEnsureDefaultInventory(t *testing.T) {
@@ -32,7 +33,7 @@ func TestEnsureDefaultInventory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewClientset(tc.objects...)
+			client := newClientset(t, tc.objects...)
 			if tc.reactErr != nil {
 				client.PrependReactor("create", "gpuinventories", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.reactErr })
 			}
@@ -61,4 +62,19 @@ func TestEnsureDefaultInventory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newClientset is the generated fake on a plain object tracker: fake.NewClientset's
+// field-managed tracker refuses GpuInventory creates, having no OpenAPI schema for the type.
+func newClientset(t *testing.T, objects ...runtime.Object) *fake.Clientset {
+	t.Helper()
+	tracker := core.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	for _, obj := range objects {
+		if err := tracker.Add(obj); err != nil {
+			t.Fatalf("seed %T: %v", obj, err)
+		}
+	}
+	client := &fake.Clientset{}
+	client.AddReactor("*", "*", core.ObjectReaction(tracker))
+	return client
 }
