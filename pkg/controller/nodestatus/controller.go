@@ -174,6 +174,7 @@ func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
 	return data, nil
 }
 
+// syncHandler writes the ConfigMap when the entries of the GPU nodes differ from its data.
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
@@ -183,56 +184,67 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
 	}
-	var previous []homelabv1.GpuNode // the memory of last-known labels
-	switch {
-	case current == nil:
-	case c.last != nil && c.last.resourceVersion == current.ResourceVersion:
-		previous = c.last.entries
-	default: // first sync, or someone else changed it
-		previous = decode(klog.FromContext(ctx), current.Data)
-	}
 	// Malformed labels are logged by the inventory controller.
-	content, _ := c.entries.Compute(nodes, previous, c.clock.Now())
+	content, _ := c.entries.Compute(nodes, c.previous(ctx, current), c.clock.Now())
 	listed, omitted := content.Listed(c.maxNodes, maxDataBytes)
 	data, err := Data(listed)
 	if err != nil {
 		return err
 	}
-	annotations := map[string]string{OmittedAnnotation: strconv.Itoa(omitted)}
-
-	configMaps := c.client.CoreV1().ConfigMaps(key.Namespace)
-	opts := metav1.CreateOptions{FieldManager: homelabv1.FieldManager}
-	switch {
-	case current == nil: // first run, or someone deleted it
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
-				Labels: map[string]string{managedByLabel: homelabv1.FieldManager}, Annotations: annotations},
-			Data: data,
-		}
-		created, err := configMaps.Create(ctx, cm, opts)
-		if err != nil {
-			return fmt.Errorf("create ConfigMap %s: %w", key, err)
-		}
-		c.last = &written{resourceVersion: created.ResourceVersion, entries: listed}
-	case maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == annotations[OmittedAnnotation]:
+	omittedValue := strconv.Itoa(omitted)
+	if current != nil && maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == omittedValue {
 		return nil
-	default:
-		// The whole data is replaced, so keys of nodes that are gone disappear whoever wrote
-		// them. A concurrent change fails with a conflict and the sync is retried.
-		cm := current.DeepCopy()
-		cm.Data = data
-		if cm.Annotations == nil {
-			cm.Annotations = map[string]string{}
-		}
-		cm.Annotations[OmittedAnnotation] = annotations[OmittedAnnotation]
-		updated, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager})
-		if err != nil {
-			return fmt.Errorf("update ConfigMap %s: %w", key, err)
-		}
-		c.last = &written{resourceVersion: updated.ResourceVersion, entries: listed}
 	}
+	resourceVersion, err := c.write(ctx, key, current, data, omittedValue)
+	if err != nil {
+		return err
+	}
+	c.last = &written{resourceVersion: resourceVersion, entries: listed}
 	c.limiter.Wrote(key)
 	c.metrics.ConfigMapWrites.Inc()
 	klog.FromContext(ctx).Info("Updated GPU node status ConfigMap", "configMap", klog.KRef(key.Namespace, key.Name), "gpuNodes", len(data))
 	return nil
+}
+
+// previous returns the entries the ConfigMap holds: the memory of last-known labels.
+func (c *Controller) previous(ctx context.Context, current *corev1.ConfigMap) []homelabv1.GpuNode {
+	switch {
+	case current == nil:
+		return nil
+	case c.last != nil && c.last.resourceVersion == current.ResourceVersion:
+		return c.last.entries
+	default: // first sync, or someone else changed it
+		return decode(klog.FromContext(ctx), current.Data)
+	}
+}
+
+// write creates the ConfigMap (first run, or someone deleted it) or replaces its data, so
+// that keys of nodes that are gone disappear whoever wrote them; a concurrent change fails
+// with a conflict and the sync is retried. It returns the new resourceVersion.
+func (c *Controller) write(ctx context.Context, key cache.ObjectName, current *corev1.ConfigMap, data map[string]string, omitted string) (string, error) {
+	configMaps := c.client.CoreV1().ConfigMaps(key.Namespace)
+	if current == nil {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
+				Labels:      map[string]string{managedByLabel: homelabv1.FieldManager},
+				Annotations: map[string]string{OmittedAnnotation: omitted}},
+			Data: data,
+		}
+		created, err := configMaps.Create(ctx, cm, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
+		if err != nil {
+			return "", fmt.Errorf("create ConfigMap %s: %w", key, err)
+		}
+		return created.ResourceVersion, nil
+	}
+	cm := current.DeepCopy()
+	cm.Data = data
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[OmittedAnnotation] = omitted
+	updated, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager})
+	if err != nil {
+		return "", fmt.Errorf("update ConfigMap %s: %w", key, err)
+	}
+	return updated.ResourceVersion, nil
 }
