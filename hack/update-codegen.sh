@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates everything derived from the Go types in pkg/apis:
 #   - deepcopy functions (zz_generated.deepcopy.go)
+#   - OpenAPI definitions (pkg/generated/openapi), from which an OpenAPI schema is written so
+#     that the apply configurations know the type's structure (the fake clientset needs it
+#     to accept server-side apply)
 #   - clientset, listers, informers and apply configurations (pkg/generated)
 #   - the CRD manifest (manifests/crd), which the operator binary embeds
 # Generators are pinned in go.mod's tool block; nothing is installed outside the Go caches.
@@ -17,9 +20,22 @@ source "$codegen_dir/kube_codegen.sh"
 
 kube::codegen::gen_helpers --boilerplate "$boilerplate" "$root/pkg/apis"
 
+kube::codegen::gen_openapi \
+  --output-dir "$root/pkg/generated/openapi" \
+  --output-pkg "$module/pkg/generated/openapi" \
+  --report-filename "$root/hack/api-rule-violations.list" \
+  --update-report \
+  --boilerplate "$boilerplate" \
+  "$root/pkg/apis"
+
+schema=$(mktemp)
+trap 'rm -f "$schema"' EXIT
+go run ./hack/openapi-schema > "$schema"
+
 kube::codegen::gen_client \
   --with-watch \
   --with-applyconfig \
+  --applyconfig-openapi-schema "$schema" \
   --output-dir "$root/pkg/generated" \
   --output-pkg "$module/pkg/generated" \
   --boilerplate "$boilerplate" \

@@ -39,6 +39,434 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: Condition.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    fields:
+    - name: lastTransitionTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: message
+      type:
+        scalar: string
+      default: ""
+    - name: observedGeneration
+      type:
+        scalar: numeric
+    - name: reason
+      type:
+        scalar: string
+      default: ""
+    - name: status
+      type:
+        scalar: string
+      default: ""
+    - name: type
+      type:
+        scalar: string
+      default: ""
+- name: FieldsV1.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    elementType:
+      scalar: untyped
+      list:
+        elementType:
+          namedType: __untyped_atomic_
+        elementRelationship: atomic
+      map:
+        elementType:
+          namedType: __untyped_deduced_
+        elementRelationship: separable
+- name: LabelSelector.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    fields:
+    - name: matchExpressions
+      type:
+        list:
+          elementType:
+            namedType: LabelSelectorRequirement.v1.meta.apis.pkg.apimachinery.k8s.io
+          elementRelationship: atomic
+    - name: matchLabels
+      type:
+        map:
+          elementType:
+            scalar: string
+    elementRelationship: atomic
+- name: LabelSelectorRequirement.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+      default: ""
+    - name: operator
+      type:
+        scalar: string
+      default: ""
+    - name: values
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+- name: ManagedFieldsEntry.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: fieldsType
+      type:
+        scalar: string
+    - name: fieldsV1
+      type:
+        namedType: FieldsV1.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: manager
+      type:
+        scalar: string
+    - name: operation
+      type:
+        scalar: string
+    - name: subresource
+      type:
+        scalar: string
+    - name: time
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+- name: ObjectMeta.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    fields:
+    - name: annotations
+      type:
+        map:
+          elementType:
+            scalar: string
+    - name: creationTimestamp
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: deletionGracePeriodSeconds
+      type:
+        scalar: numeric
+    - name: deletionTimestamp
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: finalizers
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: generateName
+      type:
+        scalar: string
+    - name: generation
+      type:
+        scalar: numeric
+    - name: labels
+      type:
+        map:
+          elementType:
+            scalar: string
+    - name: managedFields
+      type:
+        list:
+          elementType:
+            namedType: ManagedFieldsEntry.v1.meta.apis.pkg.apimachinery.k8s.io
+          elementRelationship: atomic
+    - name: name
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
+    - name: ownerReferences
+      type:
+        list:
+          elementType:
+            namedType: OwnerReference.v1.meta.apis.pkg.apimachinery.k8s.io
+          elementRelationship: associative
+          keys:
+          - uid
+    - name: resourceVersion
+      type:
+        scalar: string
+    - name: selfLink
+      type:
+        scalar: string
+    - name: uid
+      type:
+        scalar: string
+- name: OwnerReference.v1.meta.apis.pkg.apimachinery.k8s.io
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+      default: ""
+    - name: blockOwnerDeletion
+      type:
+        scalar: boolean
+    - name: controller
+      type:
+        scalar: boolean
+    - name: kind
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: uid
+      type:
+        scalar: string
+      default: ""
+    elementRelationship: atomic
+- name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+  scalar: untyped
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventory
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: ObjectMeta.v1.meta.apis.pkg.apimachinery.k8s.io
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventorySpec
+      default: {}
+    - name: status
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventoryStatus
+      default: {}
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventorySpec
+  map:
+    fields:
+    - name: nodeSelector
+      type:
+        namedType: LabelSelector.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: note
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventoryStatus
+  map:
+    fields:
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: Condition.v1.meta.apis.pkg.apimachinery.k8s.io
+          elementRelationship: associative
+          keys:
+          - type
+    - name: inventoryHash
+      type:
+        scalar: string
+    - name: labelsMissingNodes
+      type:
+        scalar: numeric
+    - name: listedNodes
+      type:
+        scalar: numeric
+    - name: models
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuModel
+          elementRelationship: atomic
+    - name: nodes
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNode
+          elementRelationship: atomic
+    - name: observedAt
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: observedGeneration
+      type:
+        scalar: numeric
+    - name: readyGpuNodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: totalGpuNodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: totalGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: totalModels
+      type:
+        scalar: numeric
+    - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: unlabeledGpus
+      type:
+        scalar: numeric
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuModel
+  map:
+    fields:
+    - name: allocatableGpus
+      type:
+        scalar: numeric
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: memoryMiB
+      type:
+        scalar: numeric
+    - name: nodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: product
+      type:
+        scalar: string
+      default: ""
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: readyNodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: variants
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNode
+  map:
+    fields:
+    - name: allocatable
+      type:
+        scalar: numeric
+    - name: capacity
+      type:
+        scalar: numeric
+    - name: computeCapability
+      type:
+        scalar: string
+    - name: conditions
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: cudaVersion
+      type:
+        scalar: string
+    - name: driverVersion
+      type:
+        scalar: string
+    - name: family
+      type:
+        scalar: string
+    - name: gpuCount
+      type:
+        scalar: numeric
+      default: 0
+    - name: gpuMemoryMiB
+      type:
+        scalar: numeric
+    - name: labelsMissing
+      type:
+        scalar: boolean
+    - name: labelsMissingSince
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: mig
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigInfo
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: product
+      type:
+        scalar: string
+    - name: ready
+      type:
+        scalar: boolean
+      default: false
+    - name: sharing
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
+    - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: warnings
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: workloadConfig
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
+  map:
+    fields:
+    - name: replicas
+      type:
+        scalar: numeric
+    - name: strategy
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigDevice
+  map:
+    fields:
+    - name: count
+      type:
+        scalar: numeric
+      default: 0
+    - name: memoryMiB
+      type:
+        scalar: numeric
+    - name: profile
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigInfo
+  map:
+    fields:
+    - name: capable
+      type:
+        scalar: boolean
+    - name: config
+      type:
+        scalar: string
+    - name: configState
+      type:
+        scalar: string
+    - name: devices
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigDevice
+          elementRelationship: atomic
+    - name: strategy
+      type:
+        scalar: string
 - name: __untyped_atomic_
   scalar: untyped
   list:

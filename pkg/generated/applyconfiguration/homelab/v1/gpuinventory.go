@@ -19,8 +19,11 @@ limitations under the License.
 package v1
 
 import (
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	internal "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/internal"
 	apismetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	types "k8s.io/apimachinery/pkg/types"
+	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
 	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -44,6 +47,46 @@ func GpuInventory(name string) *GpuInventoryApplyConfiguration {
 	b.WithKind("GpuInventory")
 	b.WithAPIVersion("homelab.youngju.dev/v1")
 	return b
+}
+
+// ExtractGpuInventoryFrom extracts the applied configuration owned by fieldManager from
+// gpuInventory for the specified subresource. Pass an empty string for subresource to extract
+// the main resource. Common subresources include "status", "scale", etc.
+// gpuInventory must be a unmodified GpuInventory API object that was retrieved from the Kubernetes API.
+// ExtractGpuInventoryFrom provides a way to perform a extract/modify-in-place/apply workflow.
+// Note that an extracted apply configuration will contain fewer fields than what the fieldManager previously
+// applied if another fieldManager has updated or force applied any of the previously applied fields.
+func ExtractGpuInventoryFrom(gpuInventory *homelabv1.GpuInventory, fieldManager string, subresource string) (*GpuInventoryApplyConfiguration, error) {
+	b := &GpuInventoryApplyConfiguration{}
+	err := managedfields.ExtractInto(gpuInventory, internal.Parser().Type("com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventory"), fieldManager, b, subresource)
+	if err != nil {
+		return nil, err
+	}
+	b.WithName(gpuInventory.Name)
+
+	b.WithKind("GpuInventory")
+	b.WithAPIVersion("homelab.youngju.dev/v1")
+	return b, nil
+}
+
+// ExtractGpuInventory extracts the applied configuration owned by fieldManager from
+// gpuInventory. If no managedFields are found in gpuInventory for fieldManager, a
+// GpuInventoryApplyConfiguration is returned with only the Name, Namespace (if applicable),
+// APIVersion and Kind populated. It is possible that no managed fields were found for because other
+// field managers have taken ownership of all the fields previously owned by fieldManager, or because
+// the fieldManager never owned fields any fields.
+// gpuInventory must be a unmodified GpuInventory API object that was retrieved from the Kubernetes API.
+// ExtractGpuInventory provides a way to perform a extract/modify-in-place/apply workflow.
+// Note that an extracted apply configuration will contain fewer fields than what the fieldManager previously
+// applied if another fieldManager has updated or force applied any of the previously applied fields.
+func ExtractGpuInventory(gpuInventory *homelabv1.GpuInventory, fieldManager string) (*GpuInventoryApplyConfiguration, error) {
+	return ExtractGpuInventoryFrom(gpuInventory, fieldManager, "")
+}
+
+// ExtractGpuInventoryStatus extracts the applied configuration owned by fieldManager from
+// gpuInventory for the status subresource.
+func ExtractGpuInventoryStatus(gpuInventory *homelabv1.GpuInventory, fieldManager string) (*GpuInventoryApplyConfiguration, error) {
+	return ExtractGpuInventoryFrom(gpuInventory, fieldManager, "status")
 }
 
 func (b GpuInventoryApplyConfiguration) IsApplyConfiguration() {}
