@@ -1,3 +1,5 @@
+// Package inventorycache is where GpuInventories are cached: the informer's client decodes
+// them without their node lists, which the inventory controller remembers instead.
 package inventorycache
 
 import (
@@ -15,12 +17,9 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 )
 
-// NewInformerClient returns a clientset for the GpuInventory informer whose decoder leaves
-// status.nodes out of every GpuInventory it reads (list items and watch events). The node
-// list is almost all of an inventory's bytes (up to 192 KiB) and every status write the
-// controller makes comes back to it as a watch event; the controller remembers the list it
-// wrote instead (see Controller.storedNodes). Such an object has Status.ListedNodes > 0 and
-// no Status.Nodes. Anything else the server sends is decoded as usual.
+// NewInformerClient returns a clientset whose decoder leaves status.nodes out of every
+// GpuInventory it reads (such an object has ListedNodes > 0 and no Nodes; see NodesOmitted);
+// anything else is decoded as usual. docs/design/status-write.md says why.
 func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
 	cfg := rest.CopyConfig(config)
 	gv := homelabv1.SchemeGroupVersion
