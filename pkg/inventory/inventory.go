@@ -62,9 +62,15 @@ func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) 
 // sync re-parses only the nodes that changed since the last one. A nil *EntryCache parses
 // every node. It is safe for concurrent use.
 type EntryCache struct {
-	mu       sync.Mutex
-	entries  map[string]*cachedEntry
-	lastGPUs int // GPU nodes the last Compute found: the next one's capacity
+	mu      sync.Mutex
+	entries map[string]*cachedEntry
+	refs    []entryRef // Compute's scratch, reused from one Compute to the next
+}
+
+// entryRef is an entry and its digest, as Compute collects them before sorting.
+type entryRef struct {
+	entry  *homelabv1.GpuNode
+	digest entryDigest
 }
 
 type cachedEntry struct {
@@ -122,35 +128,32 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 	}
 	// Cached entries are never modified (a changed node gets a new one), so they are
 	// referenced here and copied once, in order, into the result.
-	var entries []*homelabv1.GpuNode
-	var digests []entryDigest
+	var refs []entryRef
 	var warnings []Warning
 	if c != nil {
 		// One lock for the whole pass: both controllers share the cache, and a sync touches
 		// every node.
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		entries = make([]*homelabv1.GpuNode, 0, c.lastGPUs)
-		digests = make([]entryDigest, 0, c.lastGPUs)
-		defer func() { c.lastGPUs = len(entries) }()
+		refs = c.refs[:0]
+		defer func() { clear(refs); c.refs = refs[:0] }() // keep the room, not the entries
 	}
 	for _, node := range nodes {
 		cached := c.lookupLocked(node)
 		if !cached.gpu {
 			continue
 		}
-		entry, d := cached.entry, cached.digest
+		ref := entryRef{cached.entry, cached.digest}
 		warnings = append(warnings, cached.warnings...)
 		if !cached.gfd {
 			carried := *cached.entry
 			if carryLastKnown(&carried, prev[node.Name], now) {
-				entry, d = &carried, digest(&carried)
+				ref = entryRef{&carried, digest(&carried)}
 			}
 		}
-		entries = append(entries, entry)
-		digests = append(digests, d)
+		refs = append(refs, ref)
 	}
-	return fromDigests(entries, digests), warnings
+	return fromRefs(refs), warnings
 }
 
 // carryLastKnown fills a node that has no GFD labels now from what was last seen of it, and
@@ -184,12 +187,11 @@ func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.
 
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
 func FromEntries(entries []homelabv1.GpuNode) Inventory {
-	refs := make([]*homelabv1.GpuNode, len(entries))
-	digests := make([]entryDigest, len(entries))
+	refs := make([]entryRef, len(entries))
 	for i := range entries {
-		refs[i], digests[i] = &entries[i], digest(&entries[i])
+		refs[i] = entryRef{&entries[i], digest(&entries[i])}
 	}
-	return fromDigests(refs, digests)
+	return fromRefs(refs)
 }
 
 func encode(entry *homelabv1.GpuNode) []byte {
@@ -197,16 +199,12 @@ func encode(entry *homelabv1.GpuNode) []byte {
 	return b
 }
 
-// fromDigests is FromEntries for entries whose digests are already known.
-func fromDigests(entries []*homelabv1.GpuNode, digests []entryDigest) Inventory {
-	order := make([]int, len(entries))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entries[a].Name, entries[b].Name) })
-	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(entries)), digests: make([]entryDigest, len(entries))}
-	for i, j := range order {
-		inv.Nodes[i], inv.digests[i] = *entries[j], digests[j]
+// fromRefs is FromEntries for entries whose digests are already known; it sorts refs.
+func fromRefs(refs []entryRef) Inventory {
+	slices.SortFunc(refs, func(a, b entryRef) int { return strings.Compare(a.entry.Name, b.entry.Name) })
+	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(refs)), digests: make([]entryDigest, len(refs))}
+	for i, r := range refs {
+		inv.Nodes[i], inv.digests[i] = *r.entry, r.digest
 	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++
