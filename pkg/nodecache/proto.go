@@ -129,6 +129,9 @@ const (
 	statusAllocatable = 2
 	statusConditions  = 4
 
+	conditionType   = 1
+	conditionStatus = 2
+
 	mapKey   = 1
 	mapValue = 2
 )
@@ -360,21 +363,15 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 	})
 }
 
-// Field numbers of corev1.NodeCondition.
-const (
-	conditionTypeField   = 1
-	conditionStatusField = 2
-)
-
 // readCondition reads a NodeCondition's type and status only: whether it is the Ready
 // condition, and its status. Heartbeat, reason and message, which a kubelet rewrites, are
 // skipped unread.
 func readCondition(b []byte) (ready bool, status corev1.ConditionStatus, err error) {
 	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		switch {
-		case num == conditionTypeField && typ == protowire.BytesType:
+		case num == conditionType && typ == protowire.BytesType:
 			ready = string(v) == string(corev1.NodeReady)
-		case num == conditionStatusField && typ == protowire.BytesType:
+		case num == conditionStatus && typ == protowire.BytesType:
 			status = conditionStatusOf(v)
 		}
 		return nil
