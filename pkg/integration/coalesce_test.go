@@ -71,12 +71,12 @@ func TestWritesComeInBurstsAndAreSpacedUnderChurn(t *testing.T) {
 	}
 	start := time.Now()
 	c.patchLabels(t, "nuc2", map[string]string{"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3060", "nvidia.com/gpu.count": "1"})
-	next(time.Second, "nuc2's labels back", func(gi *homelabv1.GpuInventory) bool { return !nuc2(gi).LabelsMissing })
+	next(200*time.Millisecond, "nuc2's labels back", func(gi *homelabv1.GpuInventory) bool { return !nuc2(gi).LabelsMissing })
 	labelsBack := time.Since(start)
 	start = time.Now()
 	c.setReady(t, "nuc2", corev1.ConditionTrue)
 	// Held for the whole interval, this change would take 2 s.
-	next(time.Second, "nuc2 Ready", func(gi *homelabv1.GpuInventory) bool { return nuc2(gi).Ready })
+	next(200*time.Millisecond, "nuc2 Ready", func(gi *homelabv1.GpuInventory) bool { return nuc2(gi).Ready })
 	t.Logf("after a quiet spell: labels back in the status after %s, Ready %s after that", labelsBack, time.Since(start))
 
 	// Churn: nuc1 flips every 100 ms for 6 s. Two writes of the burst, then one per 2 s.
