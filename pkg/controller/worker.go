@@ -5,6 +5,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -74,7 +75,7 @@ func (l Loop[T]) processNext(ctx context.Context) bool {
 	defer l.Queue.Done(key)
 
 	start := time.Now()
-	err := l.Sync(ctx, key)
+	err := l.syncRecovering(ctx, key)
 	l.Metrics.SyncDuration.WithLabelValues(l.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	if err == nil {
@@ -87,4 +88,17 @@ func (l Loop[T]) processNext(ctx context.Context) bool {
 	utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key, "retries", l.Queue.NumRequeues(key))
 	l.Queue.AddRateLimited(key)
 	return true
+}
+
+// syncRecovering runs Sync and turns a panic into an error, so that one bad object costs a
+// retry with backoff instead of the process. client-go's HandleCrash re-panics unless the
+// process-wide ReallyCrash is off, hence the recover here.
+func (l Loop[T]) syncRecovering(ctx context.Context, key T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.Metrics.SyncPanics.WithLabelValues(l.Name).Inc()
+			err = fmt.Errorf("sync of %v panicked: %v\n%s", key, r, debug.Stack())
+		}
+	}()
+	return l.Sync(ctx, key)
 }

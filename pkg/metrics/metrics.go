@@ -27,6 +27,8 @@ type Metrics struct {
 	Syncs *prometheus.CounterVec
 	// SyncDuration observes how long syncs take, by controller.
 	SyncDuration *prometheus.HistogramVec
+	// SyncPanics counts syncs that panicked (and were retried), by controller.
+	SyncPanics *prometheus.CounterVec
 	// StatusWrites counts status writes by inventory and outcome: written, or skipped
 	// because the inventory hash was unchanged.
 	StatusWrites *prometheus.CounterVec
@@ -61,6 +63,8 @@ func New() *Metrics {
 			Help: "Syncs by controller and result."}, []string{"controller", "result"}),
 		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "sync_duration_seconds",
 			Help: "Duration of syncs by controller.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"controller"}),
+		SyncPanics: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sync_panics_total",
+			Help: "Syncs that panicked, by controller; the item is retried with backoff."}, []string{"controller"}),
 		StatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "status_writes_total",
 			Help: "GpuInventory status writes, by outcome: written, or skipped because the inventory hash was unchanged."}, []string{"inventory", "outcome"}),
 		StatusReads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "status_reads_total",
@@ -90,7 +94,7 @@ func New() *Metrics {
 		queues: newQueueMetrics(),
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Syncs, m.SyncDuration, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.LastSuccessfulSync, m.Leader,
+		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.LastSuccessfulSync, m.Leader,
 		m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs, m.LabelsMissingNodes, m.NotReadyNodes,
 		m.requestLatency, m.requestResult)
 	m.queues.register(m.Registry)

@@ -1,0 +1,61 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+)
+
+// A sync that panics is counted and retried; the workers keep going.
+func TestLoopSurvivesAPanickingSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := metrics.New()
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "test", MetricsProvider: m.QueueMetrics()})
+	var calls atomic.Int32
+	done := make(chan string, 10)
+	loop := Loop[string]{Name: "test", Queue: queue, Metrics: m, Sync: func(_ context.Context, key string) error {
+		if key == "bad" && calls.Add(1) == 1 {
+			var nilMap map[string]int
+			nilMap["boom"]++ // a programming error in a sync
+		}
+		done <- key
+		return nil
+	}}
+	stopped := make(chan error, 1)
+	go func() { stopped <- loop.Run(ctx, 1) }()
+	queue.Add("bad")
+	queue.Add("good")
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case key := <-done:
+			seen[key] = true
+		case err := <-stopped:
+			t.Fatalf("the loop stopped: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("synced %v within 10s; want the panicking key retried and the other synced", seen)
+		}
+	}
+	if got := testutil.ToFloat64(m.SyncPanics.WithLabelValues("test")); got != 1 {
+		t.Errorf("sync_panics_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.Syncs.WithLabelValues("test", "error")); got != 1 {
+		t.Errorf("syncs_total{result=error} = %v, want 1 (the panic)", got)
+	}
+	cancel()
+	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v", err)
+	}
+}
