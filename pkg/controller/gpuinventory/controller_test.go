@@ -288,6 +288,51 @@ func TestInvalidSelectorIsReportedNotRetried(t *testing.T) {
 	}
 }
 
+// A huge selector value (the API server takes label values of any length in a selector's
+// In list) must not put a message into the status that the CRD refuses, and the conditions
+// that described the nodes go when no node is read any more.
+func TestInvalidSelectorWithAHugeValueIsReportedBounded(t *testing.T) {
+	nodes := fixtures.HomeLab()
+	stored := storedStatus(nodes, 1)
+	stored.Conditions = append(stored.Conditions,
+		metav1.Condition{Type: homelabv1.ConditionLabelsMissing, Status: metav1.ConditionTrue, Reason: "LabelsVanished", LastTransitionTime: metav1.NewTime(t0)},
+		metav1.Condition{Type: homelabv1.ConditionTruncated, Status: metav1.ConditionTrue, Reason: "TooManyNodes", LastTransitionTime: metav1.NewTime(t0)})
+	gi := gpuInventory("broken", 2, stored)
+	huge := strings.Repeat("x", 40<<10)
+	gi.Spec.NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{huge}}}}
+	f := newFixture(t, nodes, gi)
+	got := f.appliedStatus(f.sync("broken"), "broken")
+	degraded := meta.FindStatusCondition(got.Conditions, homelabv1.ConditionDegraded)
+	if degraded == nil || degraded.Reason != homelabv1.ReasonInvalidNodeSelector || len(degraded.Message) > maxMessageBytes ||
+		!strings.HasSuffix(degraded.Message, "(cut)") {
+		t.Fatalf("Degraded = %+v; want InvalidNodeSelector with a message of at most %d bytes, marked as cut", degraded, maxMessageBytes)
+	}
+	if len(got.InventoryHash) > 64 {
+		t.Errorf("inventoryHash is %d bytes; want it bounded whatever the selector", len(got.InventoryHash))
+	}
+	for _, stale := range []string{homelabv1.ConditionLabelsMissing, homelabv1.ConditionTruncated} {
+		if meta.FindStatusCondition(got.Conditions, stale) != nil {
+			t.Errorf("condition %s kept although no node is read any more", stale)
+		}
+	}
+}
+
+func TestCutKeepsRunesWhole(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 20, "short"},
+		{"aaaaaaaaaaaaaaaaaaaaaaaaa", 20, "aaaaaaaaaaa... (cut)"},
+		{"ééééééééééééééé", 20, "ééééé... (cut)"},
+	} {
+		if got := cut(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("cut(%q, %d) = %q; want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestMalformedLabelsDoNotFailTheSync(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	nodes[0].Labels[inventory.LabelCount] = "abc"

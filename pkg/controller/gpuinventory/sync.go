@@ -2,7 +2,10 @@ package gpuinventory
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -62,9 +65,11 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	sel, err := inventory.Selector(gi.Spec.NodeSelector)
 	if err != nil {
 		content := inventory.FromEntries(nil)
-		content.Hash = "invalid-selector:" + err.Error()
-		return computed{content: content, invalid: true,
-			conditions: []metav1.Condition{inventory.InvalidSelectorCondition(err, gi.Generation)}}, nil
+		sum := sha256.Sum256([]byte(err.Error()))
+		content.Hash = "invalid-selector:" + hex.EncodeToString(sum[:8])
+		cond := inventory.InvalidSelectorCondition(err, gi.Generation)
+		cond.Message = cut(cond.Message, maxMessageBytes)
+		return computed{content: content, invalid: true, conditions: []metav1.Condition{cond}}, nil
 	}
 	nodes, err := c.nodes.List(sel)
 	if err != nil {
@@ -79,6 +84,22 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
 	return computed{content: content, listed: listed, stored: stored,
 		conditions: inventory.Conditions(content, omitted, gi.Generation)}, nil
+}
+
+// maxMessageBytes bounds a condition message that quotes user input (the CRD allows 32 KiB).
+const maxMessageBytes = 1024
+
+// cut shortens s to at most n bytes on a rune boundary, marking that it was cut.
+func cut(s string, n int) string {
+	const marker = "... (cut)"
+	if len(s) <= n {
+		return s
+	}
+	end := n - len(marker)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + marker
 }
 
 // upToDate reports whether the stored status has this content for the current spec.
@@ -96,6 +117,10 @@ func (c *Controller) statusFor(gi *homelabv1.GpuInventory, now computed) homelab
 	}
 	conditions := make([]metav1.Condition, len(gi.Status.Conditions))
 	copy(conditions, gi.Status.Conditions) // never mutate what the lister returns
+	if now.invalid {                       // no nodes were read: what they said before no longer holds
+		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionLabelsMissing)
+		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionTruncated)
+	}
 	for _, cond := range now.conditions {
 		cond.LastTransitionTime = at
 		meta.SetStatusCondition(&conditions, cond)
