@@ -82,7 +82,9 @@ func fakeClients(nodes []*corev1.Node, crdInstalled bool, inventories ...*homela
 	for _, gi := range inventories {
 		invObjs = append(invObjs, gi.DeepCopy())
 	}
-	gpu := gpufake.NewClientset(invObjs...)
+	// Without field management: the apply configurations carry no schema, and the tests write
+	// through the tracker.
+	gpu := gpufake.NewSimpleClientset(invObjs...)
 	disc := gpu.Discovery().(*fakediscovery.FakeDiscovery)
 	if crdInstalled {
 		disc.Resources = []*metav1.APIResourceList{{GroupVersion: homelabv1.SchemeGroupVersion.String(),
@@ -348,6 +350,18 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// waitForOutput waits until the watching plugin has printed text (at most 10s).
+func waitForOutput(t *testing.T, out *syncBuffer, text string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output within 10s:\n%s", text, out.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polls the output under test
+	}
+}
+
 // nuc1ComesBack makes the home lab's nuc1 Ready and stores the inventory that says so
 // (resourceVersion 2, observed an hour after statusTime) in gpu's tracker.
 func nuc1ComesBack(t *testing.T, gpu *gpufake.Clientset, home []*corev1.Node) *homelabv1.GpuInventory {
@@ -425,10 +439,8 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 			}
 			expiring.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
 				Message: "too old resource version: 1 (5)"})
-			waitWatch(2) // resumed after the list, which has printed what it found
-			if !strings.Contains(out.String(), want) {
-				t.Errorf("no %q in the output after the watch was resumed:\n%s", want, out.String())
-			}
+			waitWatch(2) // resumed after the list
+			waitForOutput(t, out, want)
 			cancel()
 			if code := <-done; code != ExitOK {
 				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())
@@ -480,17 +492,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			if err := gpu.Tracker().Delete(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), "", "cluster", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor := func(text string) {
-				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for !strings.Contains(out.String(), text) {
-					if time.Now().After(deadline) {
-						t.Fatalf("no %q in the output within 10s:\n%s", text, out.String())
-					}
-					time.Sleep(10 * time.Millisecond) // polls the output under test
-				}
-			}
-			waitFor("deleted")
+			waitForOutput(t, out, "deleted")
 			// It comes back, and is followed again.
 			back := inventoryObject("cluster", home, nil, nil)
 			back.ResourceVersion = "4"
@@ -498,7 +500,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			if err := gpu.Tracker().Create(homelabv1.SchemeGroupVersion.WithResource("gpuinventories"), back, "", metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(statusTime.Add(2 * time.Hour).Format(time.RFC3339))
+			waitForOutput(t, out, statusTime.Add(2*time.Hour).Format(time.RFC3339))
 			cancel()
 			if code := <-done; code != ExitOK {
 				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())

@@ -2,137 +2,61 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // clearScreen moves the cursor home and clears the terminal.
 const clearScreen = "\x1b[H\x1b[2J"
 
-// follow prints the inventory, then follows it with a watch on that one object (a field
-// selector on metadata.name), printing it again whenever its spec or status changes, until
-// ctx ends. A watch that expired is resumed from a fresh list.
+// follow prints the inventory, then follows it (pkg/follow), printing it again whenever its
+// spec or status changes or it is deleted, until ctx ends.
 func (o *showOptions) follow(ctx context.Context, env Environment, c *clients, gi *homelabv1.GpuInventory) error {
 	gpu, err := c.GPU()
 	if err != nil {
 		return err
 	}
-	name := gi.Name
 	d := o.newDrawer(env)
 	if err := d.draw(gi); err != nil {
 		return err
 	}
-	last, rv := gi, gi.ResourceVersion
-	selector := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		opts.FieldSelector = selector
-		return gpu.HomelabV1().GpuInventories().Watch(ctx, opts)
-	}}
-	// The RetryWatcher logs its reconnects; what a user needs to know is reported here.
+	last := gi
+	// client-go logs its reconnects; what a user needs to know is reported here.
 	quiet := klog.NewContext(ctx, logr.Discard())
-	changed := func(cur *homelabv1.GpuInventory) bool {
-		return last == nil || !equality.Semantic.DeepEqual(last.Spec, cur.Spec) || !equality.Semantic.DeepEqual(last.Status, cur.Status)
-	}
-	done := func() error {
+	err = follow.Inventory(quiet, gpu, gi.Name, func(cur *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		switch {
+		case deleted && last != nil:
+			last = nil
+			return false, d.deleted(gi.Name)
+		case !deleted && (last == nil || !equality.Semantic.DeepEqual(last.Spec, cur.Spec) || !equality.Semantic.DeepEqual(last.Status, cur.Status)):
+			last = cur
+			return false, d.draw(cur)
+		}
+		return false, nil
+	})
+	var requestErr *follow.Error
+	switch {
+	case ctx.Err() != nil:
 		if o.failOnDegraded && last != nil && degraded(last) {
 			return &exitError{code: ExitDegraded}
 		}
 		return nil
+	case errors.As(err, &requestErr) && requestErr.Verb == "list":
+		return c.explain(requestErr.Err, listInventory)
+	case errors.As(err, &requestErr):
+		return c.explain(requestErr.Err, watchInventory)
 	}
-	for {
-		w, err := watchtools.NewRetryWatcherWithContext(quiet, rv, lw)
-		if err != nil {
-			return fmt.Errorf("watch GpuInventory %s: %w", name, err)
-		}
-		expired := false
-	events:
-		for {
-			select {
-			case <-ctx.Done():
-				w.Stop()
-				return done()
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					break events
-				}
-				switch ev.Type {
-				case watch.Added, watch.Modified:
-					cur, ok := ev.Object.(*homelabv1.GpuInventory)
-					if !ok {
-						continue
-					}
-					rv = cur.ResourceVersion
-					if !changed(cur) {
-						continue
-					}
-					last = cur
-					if err := d.draw(cur); err != nil {
-						w.Stop()
-						return err
-					}
-				case watch.Deleted:
-					if cur, ok := ev.Object.(*homelabv1.GpuInventory); ok {
-						rv = cur.ResourceVersion
-					}
-					last = nil
-					if err := d.deleted(name); err != nil {
-						w.Stop()
-						return err
-					}
-				case watch.Error:
-					err := apierrors.FromObject(ev.Object)
-					w.Stop()
-					if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
-						expired = true
-						break events
-					}
-					return c.explain(err, watchInventory)
-				}
-			}
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			return done()
-		}
-		if !expired {
-			return fmt.Errorf("the watch of GpuInventory %s ended unexpectedly", name)
-		}
-		// Too old a resourceVersion: list the object again and resume from there.
-		list, err := gpu.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{FieldSelector: selector})
-		if err != nil {
-			if ctx.Err() != nil {
-				return done()
-			}
-			return c.explain(err, listInventory)
-		}
-		rv = list.ResourceVersion
-		switch {
-		case len(list.Items) == 1 && changed(&list.Items[0]):
-			last = &list.Items[0]
-			if err := d.draw(last); err != nil {
-				return err
-			}
-		case len(list.Items) == 0 && last != nil: // deleted while the watch was down
-			last = nil
-			if err := d.deleted(name); err != nil {
-				return err
-			}
-		}
-	}
+	return err
 }
 
 // drawer prints each state of a followed inventory.
