@@ -15,13 +15,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
@@ -112,7 +112,7 @@ The cluster is yours until Ctrl-C. In another terminal:
     -p '[{"op":"replace","path":"/status/conditions/0/status","value":"True"}]'
 
 `, env.KubeconfigPath(), namespace)
-	return follow(ctx, gpu, gi.ResourceVersion, out, opts.Color)
+	return followChanges(ctx, gpu, gi, out, opts.Color)
 }
 
 // report prints what `kubectl gpuinv` prints for the inventory.
@@ -155,61 +155,56 @@ func startOperator(bin, kubeconfig, logPath string) (func() error, error) {
 	}, nil
 }
 
-// waitForInventory watches the default inventory until done accepts it (one minute at most).
+// waitForInventory follows the default inventory until done accepts it (one minute at most).
 func waitForInventory(ctx context.Context, gpu versioned.Interface, done func(*homelabv1.GpuInventory) bool) (*homelabv1.GpuInventory, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	var accepted *homelabv1.GpuInventory
 	for {
-		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("metadata.name", homelabv1.DefaultInventoryName).String(),
+		err := follow.Inventory(ctx, gpu, homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+			if !deleted && done(gi) {
+				accepted = gi
+				return true, nil
+			}
+			return false, nil
 		})
-		if err != nil {
-			// The CRD is not installed yet: the operator does that first.
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("GpuInventory %s never appeared: %w", homelabv1.DefaultInventoryName, err)
-			case <-time.After(200 * time.Millisecond):
-				continue
-			}
-		}
-		for ev := range w.ResultChan() {
-			if gi, ok := ev.Object.(*homelabv1.GpuInventory); ok && ev.Type != watch.Deleted && done(gi) {
-				w.Stop()
-				return gi, nil
-			}
-		}
-		if ctx.Err() != nil {
+		switch {
+		case err == nil:
+			return accepted, nil
+		case ctx.Err() != nil:
 			return nil, errors.New("the inventory did not converge within a minute")
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+		// The CRD is not installed yet: the operator does that first.
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("GpuInventory %s never appeared: %w", homelabv1.DefaultInventoryName, err)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// follow prints the table again each time the inventory's status changes.
-func follow(ctx context.Context, gpu versioned.Interface, resourceVersion string, out io.Writer, color bool) error {
-	for {
-		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", homelabv1.DefaultInventoryName).String(),
-			ResourceVersion: resourceVersion,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("watch the inventory: %w", err)
+// followChanges prints the table again each time the inventory changes after shown, and a
+// line when it is deleted, until ctx ends.
+func followChanges(ctx context.Context, gpu versioned.Interface, shown *homelabv1.GpuInventory, out io.Writer, color bool) error {
+	rv := shown.ResourceVersion
+	err := follow.Inventory(ctx, gpu, shown.Name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		at := time.Now().Format(time.TimeOnly)
+		switch {
+		case deleted:
+			rv = ""
+			_, err := fmt.Fprintf(out, "\n--- %s: the inventory was deleted\n", at)
+			return false, err
+		case gi.ResourceVersion != rv:
+			rv = gi.ResourceVersion
+			fmt.Fprintf(out, "\n--- %s: the inventory changed\n", at)
+			return false, report(out, gi, color)
 		}
-		for ev := range w.ResultChan() {
-			gi, ok := ev.Object.(*homelabv1.GpuInventory)
-			if !ok || ev.Type != watch.Modified {
-				continue
-			}
-			resourceVersion = gi.ResourceVersion
-			fmt.Fprintf(out, "\n--- %s: the inventory changed\n", time.Now().Format(time.TimeOnly))
-			if err := report(out, gi, color); err != nil {
-				return err
-			}
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
+		return false, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return fmt.Errorf("follow the inventory: %w", err)
 }
