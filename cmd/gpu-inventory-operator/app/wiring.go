@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -180,11 +183,12 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrim
 	if err != nil {
 		return err
 	}
-	// Events about GPU nodes go to the GpuInventory; the broadcaster aggregates repeats.
+	// Events about GPU nodes go to the GpuInventory, events about the ConfigMap to it; the
+	// broadcaster aggregates repeats.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: homelabv1.FieldManager})
+	recorder := broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: homelabv1.FieldManager})
 
 	invController, statusController, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, onUnknownKey)
 	if err != nil {
@@ -202,6 +206,14 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrim
 	go func() { errs <- statusController.Run(ctx) }()
 	return errors.Join(<-errs, <-errs)
 }
+
+// eventScheme names the kinds events are recorded about: GpuInventories and ConfigMaps.
+var eventScheme = func() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(kubescheme.AddToScheme(s))
+	utilruntime.Must(scheme.AddToScheme(s))
+	return s
+}()
 
 // newControllers makes both controllers on caches c; they share the parsed node entries.
 func (o *Operator) newControllers(ctx context.Context, c *caches, recorder record.EventRecorder,
@@ -232,6 +244,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		ConfigMapInformer: c.configMapFactory.Core().V1().ConfigMaps(),
 		Metrics:           o.metrics,
 		Entries:           entries,
+		Recorder:          recorder,
 		MaxNodes:          o.opts.MaxStatusNodes,
 		MinInterval:       configMapSyncFactor * o.opts.MinSyncInterval,
 		Delay:             o.opts.MinSyncInterval,

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -42,19 +45,37 @@ const OmittedAnnotation = "homelab.youngju.dev/omitted-nodes"
 // maxDataBytes bounds the ConfigMap's data, as inventory.MaxNodeListBytes bounds a status.
 const maxDataBytes = 256 << 10
 
-// decode reads the entries stored in the ConfigMap; unreadable values are skipped (and
-// rewritten by this sync).
-func decode(logger klog.Logger, data map[string]string) []homelabv1.GpuNode {
-	entries := make([]homelabv1.GpuNode, 0, len(data))
+// maxEntryBytes bounds one entry read back from the ConfigMap: the operator writes far less.
+const maxEntryBytes = 16 << 10
+
+// decode reads the entries stored in the ConfigMap as last-known memory. Anyone who may edit
+// the ConfigMap can write there, so only entries as the operator writes them are kept; the
+// others are returned as dropped (and disappear with the next write).
+func decode(data map[string]string) (entries []homelabv1.GpuNode, dropped []string) {
+	entries = make([]homelabv1.GpuNode, 0, len(data))
 	for name, value := range data {
-		var e homelabv1.GpuNode
-		if err := json.Unmarshal([]byte(value), &e); err != nil || e.Name != name {
-			logger.V(2).Info("Ignoring an unreadable ConfigMap entry", "key", name, "err", err)
-			continue
+		if e, ok := readEntry(name, value); ok {
+			entries = append(entries, e)
+		} else {
+			dropped = append(dropped, name)
 		}
-		entries = append(entries, e)
 	}
-	return entries
+	slices.Sort(dropped)
+	return entries, dropped
+}
+
+// readEntry decodes one entry strictly: known fields only, named after its key, plausible.
+func readEntry(name, value string) (homelabv1.GpuNode, bool) {
+	var e homelabv1.GpuNode
+	if len(value) > maxEntryBytes {
+		return e, false
+	}
+	dec := json.NewDecoder(strings.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || dec.More() || e.Name != name || e.GpuCount < 0 || e.GpuMemoryMiB < 0 {
+		return e, false
+	}
+	return e, true
 }
 
 // Controller keeps the ConfigMap equal to the GPU nodes' entries.
@@ -71,6 +92,8 @@ type Controller struct {
 	limiter          *controller.WriteLimiter[cache.ObjectName]
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	metrics          *metrics.Metrics
+
+	recorder record.EventRecorder
 
 	// last is what this controller wrote last: while the ConfigMap is at that
 	// resourceVersion, its entries need not be decoded again.
@@ -100,6 +123,8 @@ type Config struct {
 	// Delay is how long every change waits, so that the ConfigMap follows the GpuInventory
 	// status instead of reaching the API server with it.
 	Delay time.Duration
+	// Recorder receives an event when content the operator did not write is dropped; nil discards.
+	Recorder record.EventRecorder
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
 }
@@ -115,7 +140,11 @@ func NewController(cfg Config) (*Controller, error) {
 	if cfg.MaxNodes == 0 {
 		cfg.MaxNodes = inventory.DefaultMaxStatusNodes
 	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{} // discards
+	}
 	c := &Controller{
+		recorder:         cfg.Recorder,
 		client:           cfg.Client,
 		nodes:            nodecache.NewNodeLister(cfg.NodeInformer),
 		nodesSynced:      cfg.NodeInformer.HasSynced,
@@ -192,7 +221,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return err
 	}
 	omittedValue := strconv.Itoa(omitted)
-	if current != nil && maps.Equal(current.Data, data) && current.Annotations[OmittedAnnotation] == omittedValue {
+	if current != nil && maps.Equal(current.Data, data) && len(current.BinaryData) == 0 && current.Annotations[OmittedAnnotation] == omittedValue {
 		return nil
 	}
 	resourceVersion, err := c.write(ctx, key, current, data, omittedValue)
@@ -206,16 +235,32 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	return nil
 }
 
-// previous returns the entries the ConfigMap holds: the memory of last-known labels.
+// previous returns the entries the ConfigMap holds: the memory of last-known labels. What
+// the operator cannot have written is dropped, and an event says so.
 func (c *Controller) previous(ctx context.Context, current *corev1.ConfigMap) []homelabv1.GpuNode {
 	switch {
 	case current == nil:
 		return nil
 	case c.last != nil && c.last.resourceVersion == current.ResourceVersion:
 		return c.last.entries
-	default: // first sync, or someone else changed it
-		return decode(klog.FromContext(ctx), current.Data)
 	}
+	// First sync, or someone else changed it.
+	entries, dropped := decode(current.Data)
+	if len(dropped) > 0 || len(current.BinaryData) > 0 {
+		msg := fmt.Sprintf("Dropping content the operator did not write: %d data keys that are no entry of a GPU node (%s), %d binaryData keys",
+			len(dropped), nameList(dropped, 5), len(current.BinaryData))
+		klog.FromContext(ctx).Info(msg, "configMap", klog.KObj(current))
+		c.recorder.Event(current, corev1.EventTypeWarning, "ForeignContentDropped", msg)
+	}
+	return entries
+}
+
+// nameList joins the first max names and says how many more there are.
+func nameList(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
 
 // write creates the ConfigMap (first run, or someone deleted it) or replaces its data, so
@@ -237,7 +282,7 @@ func (c *Controller) write(ctx context.Context, key cache.ObjectName, current *c
 		return created.ResourceVersion, nil
 	}
 	cm := current.DeepCopy()
-	cm.Data = data
+	cm.Data, cm.BinaryData = data, nil
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}

@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -29,6 +31,14 @@ var key = cache.ObjectName{Namespace: namespace, Name: homelabv1.NodeStatusConfi
 // syncOnce seeds the caches, runs the sync handler and returns the client and its actions.
 func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*k8sfake.Clientset, []core.Action, context.Context) {
 	t.Helper()
+	client, actions, ctx, _ := syncRecorded(t, nodes, existing)
+	return client, actions, ctx
+}
+
+// syncRecorded is syncOnce that also returns the events recorded.
+func syncRecorded(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*k8sfake.Clientset, []core.Action, context.Context, *record.FakeRecorder) {
+	t.Helper()
+	recorder := record.NewFakeRecorder(10)
 	_, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	if existing != nil {
@@ -36,7 +46,7 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 	}
 	client := k8sfake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(Config{Client: client, Namespace: namespace, MaxNodes: 500, Metrics: metrics.New(),
+	c, err := NewController(Config{Client: client, Namespace: namespace, MaxNodes: 500, Metrics: metrics.New(), Recorder: recorder,
 		NodeInformer: factory.Core().V1().Nodes().Informer(), ConfigMapInformer: factory.Core().V1().ConfigMaps()})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +64,7 @@ func syncOnce(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap) (*
 	if err := c.syncHandler(ctx, key); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	return client, client.Actions(), ctx
+	return client, client.Actions(), ctx, recorder
 }
 
 func homeLabData(t *testing.T) map[string]string {
@@ -140,5 +150,48 @@ func TestNoGPUNodesStillCreatesAnEmptyConfigMap(t *testing.T) {
 	client, actions, ctx := syncOnce(t, nil, nil)
 	if cm := stored(t, client, actions, ctx, "create"); len(cm.Data) != 0 || cm.Labels["app.kubernetes.io/managed-by"] != homelabv1.FieldManager {
 		t.Errorf("ConfigMap = %+v, want empty data and the managed-by label", cm)
+	}
+}
+
+// Someone else's keys, forged entries and binaryData are not taken for memory, and go with
+// the next write (binaryData alone could keep the ConfigMap over 1 MiB, failing every update).
+func TestForeignContentIsDroppedAndReported(t *testing.T) {
+	data := homeLabData(t)
+	data["hello"] = "world"
+	data["nuc9"] = `{"name":"nuc9","ready":true,"gpuCount":8,"product":"NVIDIA-H100","extra":"field"}`
+	data["nuc8"] = `{"name":"other","gpuCount":8}`
+	data["nuc7"] = `{"name":"nuc7","gpuCount":-8}`
+	data["nuc6"] = `{"name":"nuc6","gpuCount":1,"product":"` + strings.Repeat("x", maxEntryBytes) + `"}`
+	existing := configMap(data)
+	existing.BinaryData = map[string][]byte{"blob": make([]byte, 900<<10)}
+	client, actions, ctx, recorder := syncRecorded(t, fixtures.HomeLab(), existing)
+	cm := stored(t, client, actions, ctx, "update")
+	if len(cm.Data) != 4 || len(cm.BinaryData) != 0 {
+		t.Errorf("data keys %d, binaryData keys %d; want the four GPU nodes and no binaryData", len(cm.Data), len(cm.BinaryData))
+	}
+	select {
+	case ev := <-recorder.Events:
+		for _, want := range []string{"Warning ForeignContentDropped", "5 data keys", "hello", "nuc6", "1 binaryData keys"} {
+			if !strings.Contains(ev, want) {
+				t.Errorf("event %q lacks %q", ev, want)
+			}
+		}
+	default:
+		t.Error("no event about the dropped content")
+	}
+}
+
+func TestReadEntryKeepsOnlyEntriesAsTheOperatorWritesThem(t *testing.T) {
+	good := `{"name":"dgx-1","ready":true,"product":"NVIDIA-H100-80GB-HBM3","gpuCount":8,"gpuMemoryMiB":81559}`
+	if e, ok := readEntry("dgx-1", good); !ok || e.GpuCount != 8 {
+		t.Errorf("readEntry of an entry the operator writes = %+v, %v", e, ok)
+	}
+	for name, value := range map[string]string{
+		"not json": "world", "two values": good + good, "unknown field": `{"name":"dgx-1","x":1}`,
+		"other name": `{"name":"dgx-2"}`, "negative count": `{"name":"dgx-1","gpuCount":-1}`,
+	} {
+		if _, ok := readEntry("dgx-1", value); ok {
+			t.Errorf("%s: readEntry accepted %q", name, value)
+		}
 	}
 }

@@ -1,0 +1,59 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+)
+
+// Someone with rights on the operator's namespace filled its ConfigMap: foreign keys, a
+// forged entry and 900 KiB of binaryData (with which no update of the 1 MiB object could
+// add the home lab's entries). The operator drops what it did not write and says so.
+func TestConfigMapFilledBySomeoneElse(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	ctx := context.Background()
+	_, err := c.kube.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: homelabv1.NodeStatusConfigMapName, Namespace: operatorNamespace},
+		Data: map[string]string{"hello": "world",
+			"nuc9": `{"name":"nuc9","ready":true,"gpuCount":8,"product":"NVIDIA-H100","forged":true}`},
+		BinaryData: map[string][]byte{"blob": make([]byte, 900<<10)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, c.env.Config, testOptions())
+	eventually(t, 20*time.Second, "the ConfigMap holds the home lab only", func() error {
+		cm, err := c.kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, homelabv1.NodeStatusConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(cm.Data) != 4 || len(cm.BinaryData) != 0 || cm.Data["nuc1"] == "" {
+			return fmt.Errorf("%d data keys, %d binaryData keys", len(cm.Data), len(cm.BinaryData))
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "an event about the dropped content", func() error {
+		events, err := c.kube.CoreV1().Events(operatorNamespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("reason", "ForeignContentDropped").String()})
+		if err != nil {
+			return err
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Kind == "ConfigMap" && strings.Contains(ev.Message, "hello") && strings.Contains(ev.Message, "1 binaryData keys") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d ForeignContentDropped events, none on the ConfigMap naming the dropped key", len(events.Items))
+	})
+}
