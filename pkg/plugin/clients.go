@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -23,25 +23,30 @@ import (
 // CRDNotInstalled is the message for a cluster without the GpuInventory CRD.
 const CRDNotInstalled = "the GpuInventory CRD is not installed; run the operator or use `kubectl gpuinv scan`"
 
-// clients are the API clients of one run, made on first use from the config flags (or
-// given, in unit tests).
+// clients are the API clients of one run, made on first use from the config flags (or, in
+// unit tests, from a given config or given fakes).
 type clients struct {
 	flags    *genericclioptions.ConfigFlags
+	base     *rest.Config // instead of the flags' config
 	warnings io.Writer
 
 	host      string
 	gpu       versioned.Interface
-	kube      kubernetes.Interface
+	core      rest.Interface
 	discovery discovery.DiscoveryInterface
 }
 
 func (c *clients) config() (*rest.Config, error) {
-	cfg, err := c.flags.ToRESTConfig()
-	if clientcmd.IsEmptyConfig(err) {
-		return nil, errors.New("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load the kubeconfig: %w", err)
+	cfg := c.base
+	if cfg == nil {
+		var err error
+		cfg, err = c.flags.ToRESTConfig()
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, errors.New("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load the kubeconfig: %w", err)
+		}
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "kubectl-gpuinv/" + Version
@@ -66,21 +71,23 @@ func (c *clients) GPU() (versioned.Interface, error) {
 	return c.gpu, nil
 }
 
-// Kube returns a client that reads Nodes as protobuf: a Node is about half the bytes, and
-// decodes several times faster, than in JSON.
-func (c *clients) Kube() (kubernetes.Interface, error) {
-	if c.kube == nil {
+// Core returns the REST client of the core API group, which reads Nodes as protobuf: a Node
+// is about half the bytes, and decodes several times faster, than in JSON.
+func (c *clients) Core() (rest.Interface, error) {
+	if c.core == nil {
 		cfg, err := c.config()
 		if err != nil {
 			return nil, err
 		}
 		cfg.ContentType = "application/vnd.kubernetes.protobuf"
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-		if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		core, err := corev1client.NewForConfig(cfg)
+		if err != nil {
 			return nil, err
 		}
+		c.core = core.RESTClient()
 	}
-	return c.kube, nil
+	return c.core, nil
 }
 
 // Discovery returns a discovery client (no disk cache: it answers one question).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 
@@ -72,13 +72,17 @@ func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.Gpu
 	}
 }
 
-// fakeClients serves nodes and inventories; the GpuInventory CRD is installed when
-// crdInstalled is true.
-func fakeClients(nodes []*corev1.Node, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *clients {
-	var nodeObjs, invObjs []runtime.Object
-	for _, n := range nodes {
-		nodeObjs = append(nodeObjs, n.DeepCopy())
-	}
+// fakeClients serves nodes (from a test server, as the API server does) and inventories;
+// the GpuInventory CRD is installed when crdInstalled is true.
+func fakeClients(t *testing.T, nodes []*corev1.Node, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *clients {
+	t.Helper()
+	return fakeClientsServing(t, &nodeServer{nodes: nodes}, crdInstalled, inventories...)
+}
+
+// fakeClientsServing is fakeClients with the nodes served by nodes.
+func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *clients {
+	t.Helper()
+	var invObjs []runtime.Object
 	for _, gi := range inventories {
 		invObjs = append(invObjs, gi.DeepCopy())
 	}
@@ -96,7 +100,7 @@ func fakeClients(nodes []*corev1.Node, crdInstalled bool, inventories ...*homela
 				homelabv1.Resource("gpuinventories"), "", "", 0, false)
 		})
 	}
-	return &clients{gpu: gpu, kube: kubefake.NewClientset(nodeObjs...), discovery: disc}
+	return &clients{base: nodes.start(t), warnings: io.Discard, gpu: gpu, discovery: disc}
 }
 
 type result struct {
@@ -137,11 +141,11 @@ func TestGoldenOutputs(t *testing.T) {
 	fleets := map[string]func() *clients{
 		"homelab": func() *clients {
 			nodes := fixtures.HomeLab()
-			return fakeClients(nodes, true, inventoryObject("cluster", nodes, nil, nil))
+			return fakeClients(t, nodes, true, inventoryObject("cluster", nodes, nil, nil))
 		},
 		"mixed": func() *clients {
 			nodes := fixtures.MixedFleet()
-			return fakeClients(nodes, true, inventoryObject("cluster", nodes, mixedFleetPrevious, nil))
+			return fakeClients(t, nodes, true, inventoryObject("cluster", nodes, mixedFleetPrevious, nil))
 		},
 	}
 	cases := []struct {
@@ -187,7 +191,7 @@ func TestGoldenOutputs(t *testing.T) {
 
 func TestNoColorTurnsColourOff(t *testing.T) {
 	nodes := fixtures.HomeLab()
-	c := fakeClients(nodes, true, inventoryObject("cluster", nodes, nil, nil))
+	c := fakeClients(t, nodes, true, inventoryObject("cluster", nodes, nil, nil))
 	coloured := runPlugin(context.Background(), c, true, nil)
 	noColor := runPlugin(context.Background(), c, true, map[string]string{"NO_COLOR": "1"})
 	plain := runPlugin(context.Background(), c, false, nil)
@@ -203,7 +207,7 @@ func TestListGolden(t *testing.T) {
 	mixed := fixtures.MixedFleet()
 	home := fixtures.HomeLab()
 	c := func() *clients {
-		return fakeClients(append(mixed, home...), true,
+		return fakeClients(t, append(mixed, home...), true,
 			inventoryObject("cluster", mixed, mixedFleetPrevious, nil),
 			inventoryObject("home-lab", home, nil, &metav1.LabelSelector{MatchLabels: map[string]string{"site": "home"}}),
 			&homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "new", ResourceVersion: "1"}})
@@ -235,7 +239,7 @@ func TestListGolden(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	home := fixtures.HomeLab() // every GPU node NotReady: Degraded
 	healthy := fixtures.MixedFleet()[:1]
-	c := fakeClients(append(home, healthy...), true,
+	c := fakeClients(t, append(home, healthy...), true,
 		inventoryObject("cluster", home, nil, nil), inventoryObject("healthy", healthy, nil, nil))
 	for _, tc := range []struct {
 		args []string
@@ -270,18 +274,12 @@ func TestExitCodes(t *testing.T) {
 func TestErrorMessagesSayWhatToDo(t *testing.T) {
 	forbidden := func(c *clients, resource string) *clients {
 		gr := schema.GroupResource{Group: homelabv1.GroupName, Resource: resource}
-		if resource == "nodes" {
-			gr.Group = ""
-			c.kube.(*kubefake.Clientset).PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewForbidden(gr, "", nil)
-			})
-			return c
-		}
 		c.gpu.(*gpufake.Clientset).PrependReactor("*", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(gr, "cluster", nil)
 		})
 		return c
 	}
+	forbiddenNodes := &nodeServer{fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}
 	home := fixtures.HomeLab()
 	for _, tc := range []struct {
 		name    string
@@ -289,14 +287,14 @@ func TestErrorMessagesSayWhatToDo(t *testing.T) {
 		args    []string
 		want    string
 	}{
-		{"no CRD", fakeClients(home, false), nil, "error: " + CRDNotInstalled + "\n"},
-		{"no CRD, list", fakeClients(home, false), []string{"list"}, "error: " + CRDNotInstalled + "\n"},
-		{"no such inventory", fakeClients(home, true), []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
-		{"forbidden get", forbidden(fakeClients(home, true), "gpuinventories"), nil,
+		{"no CRD", fakeClients(t, home, false), nil, "error: " + CRDNotInstalled + "\n"},
+		{"no CRD, list", fakeClients(t, home, false), []string{"list"}, "error: " + CRDNotInstalled + "\n"},
+		{"no such inventory", fakeClients(t, home, true), []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
+		{"forbidden get", forbidden(fakeClients(t, home, true), "gpuinventories"), nil,
 			`error: permission denied: kubectl gpuinv needs "get" on gpuinventories in API group "homelab.youngju.dev" (cluster-scoped); ask a cluster admin for a ClusterRole that grants it (` + "`kubectl auth can-i get gpuinventories.homelab.youngju.dev`" + ` checks).`},
-		{"forbidden list nodes", forbidden(fakeClients(home, false), "nodes"), []string{"scan"},
+		{"forbidden list nodes", fakeClientsServing(t, forbiddenNodes, false), []string{"scan"},
 			`error: permission denied: kubectl gpuinv needs "list" on nodes in the core API group ("") (cluster-scoped)`},
-		{"unknown output", fakeClients(home, true), []string{"-o", "table"}, "error: unknown output format \"table\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
+		{"unknown output", fakeClients(t, home, true), []string{"-o", "table"}, "error: unknown output format \"table\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients, false, nil, tc.args...)
@@ -312,7 +310,7 @@ func TestErrorMessagesSayWhatToDo(t *testing.T) {
 		})
 	}
 	// Without the CRD, scan still works: it needs only the Nodes.
-	r := runPlugin(context.Background(), fakeClients(home, false), false, nil, "scan")
+	r := runPlugin(context.Background(), fakeClients(t, home, false), false, nil, "scan")
 	if r.code != ExitOK || !strings.Contains(r.out, "GPU nodes:       0/4 ready") {
 		t.Errorf("scan without the CRD: exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
@@ -320,7 +318,7 @@ func TestErrorMessagesSayWhatToDo(t *testing.T) {
 
 func TestCompletion(t *testing.T) {
 	home := fixtures.HomeLab()
-	c := fakeClients(home, true, inventoryObject("cluster", home, nil, nil), inventoryObject("home-lab", home, nil, nil))
+	c := fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil), inventoryObject("home-lab", home, nil, nil))
 	r := runPlugin(context.Background(), c, false, nil, "__complete", "")
 	want := "cluster\t4 GPU nodes, 0 ready; 1 GPU, 0 ready\nhome-lab\t4 GPU nodes, 0 ready; 1 GPU, 0 ready\n:4\n"
 	if r.code != ExitOK || !strings.Contains(r.out, "\nscan\t") || !strings.HasSuffix(strings.SplitN(r.out, "Completion ended", 2)[0], want) {
@@ -398,7 +396,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := fixtures.HomeLab()
-			c := fakeClients(home, true, inventoryObject("cluster", home, nil, nil))
+			c := fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil))
 			gpu := c.gpu.(*gpufake.Clientset)
 			expiring := watch.NewFake()
 			watches := make(chan int, 10)
@@ -458,7 +456,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			home := fixtures.HomeLab()
 			gi := inventoryObject("cluster", home, nil, nil)
-			c := fakeClients(home, true, gi)
+			c := fakeClients(t, home, true, gi)
 			gpu := c.gpu.(*gpufake.Clientset)
 			watching := make(chan struct{}, 10)
 			gpu.PrependWatchReactor("gpuinventories", func(clienttesting.Action) (bool, watch.Interface, error) {

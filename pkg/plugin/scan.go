@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -53,11 +52,11 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
 			if o.chunkSize < 0 || o.maxNodes < 0 {
 				return usagef("--chunk-size and --max-nodes must not be negative")
 			}
-			kube, err := c.Kube()
+			core, err := c.Core()
 			if err != nil {
 				return err
 			}
-			gi, read, err := scan(cmd.Context(), kube, o.selector, o.chunkSize, o.maxNodes, env.now())
+			gi, read, err := scan(cmd.Context(), core, o.selector, o.chunkSize, o.maxNodes, env.now())
 			if err != nil {
 				return c.explainScan(err)
 			}
@@ -98,7 +97,7 @@ func (c *clients) explainScan(err error) error {
 // without memory of earlier scans. It reads the node list page by page and keeps only the
 // trimmed GPU nodes of each page, so the whole list is never held decoded. It returns the
 // inventory and how many nodes it read.
-func scan(ctx context.Context, kube kubernetes.Interface, selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
+func scan(ctx context.Context, core rest.Interface, selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: ScanName}}
 	gi.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
 	if selector != "" {
@@ -112,11 +111,11 @@ func scan(ctx context.Context, kube kubernetes.Interface, selector string, chunk
 	if err != nil {
 		return nil, 0, usagef("--selector %q: %v", selector, err)
 	}
-	nodes, read, err := gpuNodes(ctx, kube, sel, chunkSize)
+	kept, read, err := gpuNodes(ctx, core, sel, chunkSize)
 	if err != nil {
 		return nil, 0, err
 	}
-	gi.Status = inventoryStatus(nodes, nil, maxNodes, gi.Generation, now)
+	gi.Status = inventoryStatus(kept, nil, maxNodes, gi.Generation, now)
 	return gi, read, nil
 }
 
@@ -140,11 +139,10 @@ func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNode, maxNode
 
 // gpuNodes lists the nodes matching sel, chunkSize at a time, and keeps the GPU nodes reduced
 // to what the inventory reads, as the operator's informer transform (nodecache.NodeTrimmer)
-// does. Against an API server each page is read as a protobuf stream that skips what the
-// trimmer drops without decoding it (DecodeNodeStream); a clientset without a REST client
-// (the fake of the unit tests) is listed and trimmed with NodeTrimmer itself.
-func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selector, chunkSize int64) ([]*corev1.Node, int, error) {
-	trimmer := nodecache.NewNodeTrimmer(nil) // the API server applies the selector
+// does. Each page is read as a protobuf stream that skips what the trimmer drops without
+// decoding it (nodecache.DecodeNodeStream).
+func gpuNodes(ctx context.Context, core rest.Interface, sel labels.Selector, chunkSize int64) ([]*corev1.Node, int, error) {
+	decode := nodecache.NewNodeTrimmer(nil).DecodeNode // the API server applies the selector
 	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: chunkSize}
 	var kept []*corev1.Node
 	keep := func(node *corev1.Node) {
@@ -152,42 +150,23 @@ func gpuNodes(ctx context.Context, kube kubernetes.Interface, sel labels.Selecto
 			kept = append(kept, node)
 		}
 	}
-	rc, _ := kube.CoreV1().RESTClient().(*rest.RESTClient)
 	read := 0
 	for {
-		var next string
-		if rc != nil {
-			meta, n, err := streamNodes(ctx, rc, opts, trimmer.DecodeNode, keep)
-			if err != nil {
-				return nil, 0, err
-			}
-			read += n
-			next = meta.Continue
-		} else {
-			list, err := kube.CoreV1().Nodes().List(ctx, opts)
-			if err != nil {
-				return nil, 0, scanError{err}
-			}
-			for i := range list.Items {
-				read++
-				trimmed, err := trimmer.Trim(&list.Items[i])
-				if err != nil {
-					return nil, 0, fmt.Errorf("trim node %s: %w", list.Items[i].Name, err)
-				}
-				keep(trimmed.(*corev1.Node))
-			}
-			next = list.Continue
+		meta, n, err := streamNodes(ctx, core, opts, decode, keep)
+		if err != nil {
+			return nil, 0, err
 		}
-		if next == "" {
+		read += n
+		if meta.Continue == "" {
 			return kept, read, nil
 		}
-		opts.Continue = next
+		opts.Continue = meta.Continue
 	}
 }
 
 // streamNodes reads one page of the node list as a protobuf stream.
-func streamNodes(ctx context.Context, rc *rest.RESTClient, opts metav1.ListOptions, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
-	body, err := rc.Get().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec).
+func streamNodes(ctx context.Context, core rest.Interface, opts metav1.ListOptions, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
+	body, err := core.Get().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec).
 		SetHeader("Accept", "application/vnd.kubernetes.protobuf").Stream(ctx)
 	if err != nil {
 		return metav1.ListMeta{}, 0, scanError{err}

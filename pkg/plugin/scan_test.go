@@ -2,68 +2,27 @@ package plugin
 
 import (
 	"context"
-	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
-// fleet returns the first n generated fleet nodes with their NFD and GFD labels, as the API
-// server holds them.
-func fleet(n int) []*corev1.Node {
-	var nodes []*corev1.Node
-	for i := range n {
-		node, extra := fixtures.FleetNode(i)
-		for k, v := range extra {
-			node.Labels[k] = v
-		}
-		node.ResourceVersion = strconv.Itoa(i + 1)
-		nodes = append(nodes, node)
-	}
-	return nodes
-}
-
-// pagedNodes serves nodes as the API server does with limit and continue.
-func pagedNodes(nodes []*corev1.Node, limits *[]int64) *kubefake.Clientset {
-	kube := kubefake.NewClientset()
-	kube.PrependReactor("list", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		opts := action.(clienttesting.ListActionImpl).ListOptions
-		*limits = append(*limits, opts.Limit)
-		start := 0
-		if opts.Continue != "" {
-			start, _ = strconv.Atoi(opts.Continue)
-		}
-		end := len(nodes)
-		if opts.Limit > 0 {
-			end = min(end, start+int(opts.Limit))
-		}
-		list := &corev1.NodeList{}
-		for _, n := range nodes[start:end] {
-			list.Items = append(list.Items, *n.DeepCopy())
-		}
-		if end < len(nodes) {
-			list.Continue = strconv.Itoa(end)
-		}
-		return true, list, nil
-	})
-	return kube
-}
-
 func TestScanReadsTheNodeListPageByPageAndKeepsOnlyWhatTheInventoryReads(t *testing.T) {
 	nodes := fixtures.Fleet(25)
-	var limits []int64
-	kept, read, err := gpuNodes(context.Background(), pagedNodes(nodes, &limits), labels.Everything(), 10)
+	server := &nodeServer{nodes: nodes}
+	kept, read, err := gpuNodes(context.Background(), server.core(t), labels.Everything(), 10)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var limits []int64
+	for _, r := range server.listRequests() {
+		limits = append(limits, r.limit)
 	}
 	if want := []int64{10, 10, 10}; !cmp.Equal(limits, want) || read != 25 {
 		t.Errorf("list requests with limits %v reading %d nodes, want %v reading 25", limits, read, want)
@@ -106,16 +65,14 @@ func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
 				matching = append(matching, n)
 			}
 		}
-		var limits []int64
-		kube := pagedNodes(matching, &limits) // the API server applies the selector
-		var sent []string
-		kube.PrependReactor("list", "nodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
-			sent = append(sent, action.(clienttesting.ListActionImpl).ListOptions.LabelSelector)
-			return false, nil, nil
-		})
-		gi, read, err := scan(context.Background(), kube, selector, 7, 5, now)
+		server := &nodeServer{nodes: nodes} // the API server applies the selector
+		gi, read, err := scan(context.Background(), server.core(t), selector, 7, 5, now)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var sent []string
+		for _, r := range server.listRequests() {
+			sent = append(sent, r.selector)
 		}
 		if read != len(matching) || len(sent) != (len(matching)+6)/7 || sent[0] != sel.String() {
 			t.Errorf("selector %q: read %d nodes in requests with selectors %q, want %d nodes in pages of 7 with %q", selector, read, sent, len(matching), sel.String())
