@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -36,6 +37,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
@@ -163,7 +165,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 
 	// First complete status.
 	var rv string
-	err = watchInventory(ctx, watcher, "", 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
+	err = watchInventory(ctx, watcher, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
 		rv = gi.ResourceVersion
 		return gi.Status.TotalGpuNodes == gpuNodes
 	})
@@ -480,26 +482,25 @@ func seen(ctx context.Context, w watch.Interface, t0 time.Time, product string) 
 	}
 }
 
-func watchInventory(ctx context.Context, gpu versioned.Interface, rv string, timeout time.Duration, done func(*homelabv1.GpuInventory) bool) error {
+// watchInventory follows the inventory "cluster" until done accepts a state of it (timeout
+// at most), waiting for the CRD, which the operator installs first.
+func watchInventory(ctx context.Context, gpu versioned.Interface, timeout time.Duration, done func(*homelabv1.GpuInventory) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for ctx.Err() == nil {
-		w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster", ResourceVersion: rv})
-		if err != nil {
-			time.Sleep(100 * time.Millisecond) // the CRD is not installed yet
-			continue
+	for {
+		err := follow.Inventory(ctx, gpu, "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+			return !deleted && done(gi), nil
+		})
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("not reached within %s", timeout)
+		case !apierrors.IsNotFound(err):
+			return err
 		}
-		for ev := range w.ResultChan() {
-			if gi, ok := ev.Object.(*homelabv1.GpuInventory); ok && ev.Type != watch.Deleted {
-				rv = gi.ResourceVersion
-				if done(gi) {
-					w.Stop()
-					return nil
-				}
-			}
-		}
+		time.Sleep(100 * time.Millisecond) // the CRD is not installed yet
 	}
-	return fmt.Errorf("not reached within %s", timeout)
 }
 
 // writeCounter counts modifications of the GpuInventory.
@@ -510,11 +511,15 @@ type writeCounter struct {
 
 func (w *writeCounter) count() int { w.mu.Lock(); defer w.mu.Unlock(); return w.n }
 
+// run counts the states of the inventory after the one at resourceVersion rv.
 func (w *writeCounter) run(ctx context.Context, gpu versioned.Interface, rv string) {
-	_ = watchInventory(ctx, gpu, rv, 24*time.Hour, func(*homelabv1.GpuInventory) bool {
-		w.mu.Lock()
-		w.n++
-		w.mu.Unlock()
+	_ = watchInventory(ctx, gpu, 24*time.Hour, func(gi *homelabv1.GpuInventory) bool {
+		if gi.ResourceVersion != rv {
+			rv = gi.ResourceVersion
+			w.mu.Lock()
+			w.n++
+			w.mu.Unlock()
+		}
 		return false
 	})
 }
