@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"sigs.k8s.io/yaml"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
@@ -36,24 +35,6 @@ var (
 	statusTime = time.Date(2026, 11, 29, 21, 45, 38, 0, time.UTC)
 	now        = statusTime.Add(3*time.Hour + 5*time.Minute)
 )
-
-// mixedFleetNodes are testdata/mixed-fleet.yaml's nodes.
-func mixedFleetNodes(t *testing.T) []*corev1.Node {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "mixed-fleet.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list corev1.NodeList
-	if err := yaml.UnmarshalStrict(data, &list); err != nil {
-		t.Fatalf("testdata/mixed-fleet.yaml: %v", err)
-	}
-	nodes := make([]*corev1.Node, len(list.Items))
-	for i := range list.Items {
-		nodes[i] = &list.Items[i]
-	}
-	return nodes
-}
 
 // mixedFleetPrevious is what the operator knew of dgx-09 before its labels vanished 2 hours
 // before statusTime.
