@@ -16,7 +16,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -190,4 +192,89 @@ func TestReadyzWaitsForTheFirstSync(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Readiness covers every controller: without rights on ConfigMaps (a Role not applied) the
+// gpu-node-status controller cannot sync, and the pod must not look Ready.
+func TestReadyzNeedsTheConfigMapController(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	ctx := context.Background()
+	if _, err := testenv.ApplyManifests(ctx, c.env.Config, "integration-test", "../../manifests/namespace.yaml", "../../manifests/rbac"); err != nil {
+		t.Fatal(err)
+	}
+	role, err := c.kube.RbacV1().Roles(operatorNamespace).Get(ctx, "gpu-inventory-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := role.DeepCopy()
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "configmaps") })
+	if len(role.Rules) == len(full.Rules) {
+		t.Fatal("the Role has no configmaps rule to take away")
+	}
+	if _, err := c.kube.RbacV1().Roles(operatorNamespace).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	saConfig, err := c.env.ServiceAccountConfig(ctx, operatorNamespace, "gpu-inventory-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := startOperator(t, saConfig, testOptions())
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1}) // the inventory itself is fine
+	eventually(t, 20*time.Second, "/readyz names the ConfigMap controller", func() error {
+		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "gpu-node-status") {
+			return fmt.Errorf("%d %q %v", code, body, err)
+		}
+		return nil
+	})
+	role, err = c.kube.RbacV1().Roles(operatorNamespace).Get(ctx, "gpu-inventory-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role.Rules = full.Rules
+	if _, err := c.kube.RbacV1().Roles(operatorNamespace).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "/readyz ok once the Role is back", func() error {
+		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("%d %q %v", code, body, err)
+		}
+		return nil
+	})
+}
+
+// One inventory whose status can never be written (here the API server's answer to its
+// writes is replaced by a refusal) shows in its own metrics; it does not keep the operator
+// NotReady and block rollouts.
+func TestOneUnwritableInventoryDoesNotBlockReadiness(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	ctx := context.Background()
+	cfg := rest.CopyConfig(c.env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/gpuinventories/bad/status") {
+				body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the status of bad is refused","reason":"Invalid","code":422}`
+				return &http.Response{StatusCode: http.StatusUnprocessableEntity, Header: http.Header{"Content-Type": {"application/json"}},
+					Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	op := startOperator(t, cfg, testOptions())
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	if _, err := c.gpu.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "bad"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the refused writes counted", func() error {
+		if errs := counted(op.Metrics().Syncs, map[string]string{"controller": "gpuinventory", "result": "error"}); errs < 2 {
+			return fmt.Errorf("%d failed syncs", errs)
+		}
+		return nil
+	})
+	if code, body, err := get("http://" + op.HealthAddress() + "/readyz"); err != nil || code != http.StatusOK {
+		t.Errorf("/readyz = %d %q %v; want ok while only inventory bad fails", code, body, err)
+	}
 }

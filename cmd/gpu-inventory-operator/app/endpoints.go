@@ -64,20 +64,22 @@ func (o *Operator) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // notReady says why the operator is not ready, or "" when it is: a standby is ready (it has
-// nothing to sync); a leader, or an instance without leader election, once its caches have
-// synced and every inventory had its first sync.
+// nothing to sync); a leader, or an instance without leader election, once every
+// controller's caches have synced and it has made progress.
 func (o *Operator) notReady() string {
 	if o.opts.LeaderElect && !o.leading.Load() {
 		return ""
 	}
 	o.mu.Lock()
-	c := o.inventory
+	inventories, nodeStatus := o.inventory, o.nodeStatus
 	o.mu.Unlock()
-	if c == nil {
+	switch {
+	case inventories == nil || nodeStatus == nil:
 		return "controllers not started (CRD install or default inventory pending)"
-	}
-	if !c.Synced() {
-		return "caches not synced or first sync not done"
+	case !inventories.Synced():
+		return "GpuInventory controller: caches not synced or no inventory synced yet"
+	case !nodeStatus.Synced():
+		return "gpu-node-status controller: caches not synced or the ConfigMap not written yet"
 	}
 	return ""
 }

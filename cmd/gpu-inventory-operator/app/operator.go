@@ -19,6 +19,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
@@ -44,6 +45,7 @@ type Operator struct {
 	metricsAddr string
 	healthAddr  string
 	inventory   *gpuinventory.Controller // of the current run of the informers; nil before
+	nodeStatus  *nodestatus.Controller
 }
 
 // New builds an operator from options, resolving the kubeconfig.

@@ -195,7 +195,7 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrim
 		return err
 	}
 	o.mu.Lock()
-	o.inventory = invController
+	o.inventory, o.nodeStatus = invController, statusController
 	o.mu.Unlock()
 
 	c.start(ctx)

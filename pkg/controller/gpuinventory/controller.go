@@ -144,8 +144,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced)
 }
 
-// Synced reports whether the caches have synced and every known inventory has had a
-// successful sync.
+// Synced reports whether the caches have synced and the controller has made progress: an
+// inventory had a successful sync, or there is none. One inventory that cannot be written
+// shows in its own metrics, not here.
 func (c *Controller) Synced() bool {
 	if !c.nodesSynced() || !c.inventoriesSynced() {
 		return false
@@ -155,11 +156,11 @@ func (c *Controller) Synced() bool {
 		return false
 	}
 	for _, gi := range inventories {
-		if !c.memory.synced(cache.MetaObjectToName(gi)) {
-			return false
+		if c.memory.synced(cache.MetaObjectToName(gi)) {
+			return true
 		}
 	}
-	return true
+	return len(inventories) == 0
 }
 
 // checkSelectorKeys tells the owner of the node cache about selector keys it drops.

@@ -2,6 +2,7 @@ package gpuinventory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -477,24 +478,39 @@ func TestStatusNodesAreBounded(t *testing.T) {
 	}
 }
 
-// Readiness needs a successful sync of every inventory, not just as many syncs as there are
-// inventories.
-func TestSyncedNeedsEveryInventory(t *testing.T) {
+// Readiness needs the caches and one successful sync; an inventory that cannot be synced
+// does not hold the others (or a rollout) back.
+func TestSyncedNeedsProgressNotEveryInventory(t *testing.T) {
 	nodes := fixtures.HomeLab()
-	f := newFixture(t, nodes, gpuInventory("a", 1, storedStatus(nodes, 1)), gpuInventory("b", 1, storedStatus(nodes, 1)))
+	f := newFixture(t, nodes, gpuInventory("a", 1, storedStatus(nodes, 1)), gpuInventory("b", 1, homelabv1.GpuInventoryStatus{}))
+	f.controller.nodesSynced = func() bool { return false }
+	f.controller.inventoriesSynced = func() bool { return true }
+	f.sync("a")
+	if f.controller.Synced() {
+		t.Fatal("ready before the node cache synced")
+	}
+	f.controller.nodesSynced = func() bool { return true }
+	f.writer.fail = errors.New("the status of b can never be written")
+	if err := f.controller.syncHandler(f.ctx, cache.ObjectName{Name: "b"}); err == nil {
+		t.Fatal("sync of b: want the write's error")
+	}
+	if !f.controller.Synced() {
+		t.Fatal("not ready although inventory a was synced: one failing inventory must not hold readiness")
+	}
+}
+
+func TestSyncedBeforeAnyProgress(t *testing.T) {
+	f := newFixture(t, fixtures.HomeLab(), gpuInventory("a", 1, homelabv1.GpuInventoryStatus{}))
 	f.controller.nodesSynced = func() bool { return true }
 	f.controller.inventoriesSynced = func() bool { return true }
 	if f.controller.Synced() {
-		t.Fatal("ready before any sync")
+		t.Fatal("ready before any inventory was synced")
 	}
-	f.sync("a")
-	f.sync("a")
-	if f.controller.Synced() {
-		t.Fatal("ready although inventory b was never synced")
-	}
-	f.sync("b")
-	if !f.controller.Synced() {
-		t.Fatal("not ready after every inventory was synced")
+	none := newFixture(t, fixtures.HomeLab())
+	none.controller.nodesSynced = func() bool { return true }
+	none.controller.inventoriesSynced = func() bool { return true }
+	if !none.controller.Synced() {
+		t.Fatal("not ready with synced caches and no inventory to sync")
 	}
 }
 

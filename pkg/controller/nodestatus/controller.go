@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,7 +94,8 @@ type Controller struct {
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	metrics          *metrics.Metrics
 
-	recorder record.EventRecorder
+	recorder   record.EventRecorder
+	progressed atomic.Bool // a sync succeeded
 
 	// last is what this controller wrote last: while the ConfigMap is at that
 	// resourceVersion, its entries need not be decoded again.
@@ -203,8 +205,22 @@ func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
 	return data, nil
 }
 
-// syncHandler writes the ConfigMap when the entries of the GPU nodes differ from its data.
+// Synced reports whether the caches have synced and a sync succeeded (the ConfigMap is
+// current): without rights on ConfigMaps the operator is not ready.
+func (c *Controller) Synced() bool {
+	return c.nodesSynced() && c.configMapsSynced() && c.progressed.Load()
+}
+
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	err := c.sync(ctx, key)
+	if err == nil {
+		c.progressed.Store(true)
+	}
+	return err
+}
+
+// sync writes the ConfigMap when the entries of the GPU nodes differ from its data.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	nodes, err := c.nodes.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list nodes from cache: %w", err)
