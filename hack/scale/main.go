@@ -34,12 +34,12 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -436,23 +436,12 @@ func dryRunApplies(ctx context.Context, gpu versioned.Interface, count int) ([]t
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": homelabv1.SchemeGroupVersion.String(), "kind": "GpuInventory",
-		"metadata": map[string]any{"name": gi.Name}, "status": gi.Status,
-	})
-	if err != nil {
-		return nil, err
-	}
+	writer := statuswriter.New(gpu.HomelabV1().RESTClient()).DryRun()
 	var out []time.Duration
 	for range count {
 		time.Sleep(time.Second)
 		t0 := time.Now()
-		err := gpu.HomelabV1().RESTClient().Patch(types.ApplyPatchType).Resource("gpuinventories").Name(gi.Name).SubResource("status").
-			Param("fieldManager", homelabv1.FieldManager).Param("force", "true").Param("dryRun", metav1.DryRunAll).
-			Param("fieldValidation", metav1.FieldValidationIgnore).
-			SetHeader("Accept", gpuinventory.MetadataOnly).
-			Body(body).Do(ctx).Error()
-		if err != nil {
+		if _, err := writer.ApplyStatus(ctx, gi.Name, gi.Status); err != nil {
 			return nil, fmt.Errorf("dry-run apply: %w", err)
 		}
 		out = append(out, time.Since(t0))
