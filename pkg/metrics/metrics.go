@@ -149,13 +149,13 @@ func (resultAdapter) Increment(_ context.Context, code, method, host string) {
 // queueMetrics is a workqueue metrics provider with the names workqueue dashboards expect
 // (workqueue_depth, workqueue_adds_total, ...), labelled by queue name.
 type queueMetrics struct {
-	depth       *prometheus.GaugeVec
-	adds        *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	work        *prometheus.HistogramVec
-	unfinished  *prometheus.GaugeVec
-	longest     *prometheus.GaugeVec
-	retries     *prometheus.CounterVec
+	depth      *prometheus.GaugeVec
+	adds       *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	work       *prometheus.HistogramVec
+	unfinished *prometheus.GaugeVec
+	longest    *prometheus.GaugeVec
+	retries    *prometheus.CounterVec
 }
 
 func newQueueMetrics() queueMetrics {
@@ -178,7 +178,9 @@ func (q queueMetrics) register(r *prometheus.Registry) {
 	r.MustRegister(q.depth, q.adds, q.latency, q.work, q.unfinished, q.longest, q.retries)
 }
 
-func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric { return q.depth.WithLabelValues(name) }
+func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(name)
+}
 func (q queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
 	return q.adds.WithLabelValues(name)
 }
