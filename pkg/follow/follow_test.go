@@ -115,7 +115,7 @@ func wait(t *testing.T, ch <-chan struct{}, what string) {
 
 func TestFollowsChangesDeletionAndRecreation(t *testing.T) {
 	// Another inventory shares the fake's list and watch (it ignores field selectors).
-	client := fake.NewSimpleClientset(inventory("cluster", "1", 0), inventory("other", "1", 5))
+	client := fake.NewClientset(inventory("cluster", "1", 0), inventory("other", "1", 5))
 	watching := watchStarted(client)
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -148,7 +148,7 @@ func TestFollowsChangesDeletionAndRecreation(t *testing.T) {
 }
 
 func TestReportsAnInventoryThatDoesNotExistThenItsCreation(t *testing.T) {
-	client := fake.NewSimpleClientset()
+	client := fake.NewClientset()
 	watching := watchStarted(client)
 	_, ctx := ktesting.NewTestContext(t)
 	f := start(t, ctx, client, func(s state) bool { return !s.deleted })
@@ -178,7 +178,7 @@ func TestResumesAfterExpiry(t *testing.T) {
 		}, state{deleted: true}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := fake.NewSimpleClientset(inventory("cluster", "1", 0))
+			client := fake.NewClientset(inventory("cluster", "1", 0))
 			expiring := watch.NewFake()
 			watches := make(chan int, 10)
 			count := 0
@@ -228,7 +228,7 @@ func TestReturnsRequestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			client := fake.NewSimpleClientset(inventory("cluster", "1", 0))
+			client := fake.NewClientset(inventory("cluster", "1", 0))
 			if tc.verb == "list" {
 				client.PrependReactor("list", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 					return true, nil, tc.err
@@ -251,7 +251,7 @@ func TestReturnsRequestErrors(t *testing.T) {
 }
 
 func TestReturnsWhatOnEventReturns(t *testing.T) {
-	client := fake.NewSimpleClientset(inventory("cluster", "1", 0))
+	client := fake.NewClientset(inventory("cluster", "1", 0))
 	stop := errors.New("stop")
 	_, ctx := ktesting.NewTestContext(t)
 	err := Inventory(ctx, client, "cluster", func(*homelabv1.GpuInventory, bool) (bool, error) {

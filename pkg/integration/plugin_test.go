@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,24 +122,6 @@ func tableFrom(out, header string) string {
 	return ""
 }
 
-// lockedBuffer is written by the watching plugin while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
-}
-
 func TestPluginWatchSeesNodeFlip(t *testing.T) {
 	c := startCluster(t)
 	c.loadHomeLab(t)
@@ -149,7 +130,7 @@ func TestPluginWatchSeesNodeFlip(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := &testenv.Buffer{}, &testenv.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- plugin.Run(ctx, []string{"--kubeconfig", c.env.KubeconfigPath(), "--watch"}, plugin.Environment{
@@ -159,9 +140,9 @@ func TestPluginWatchSeesNodeFlip(t *testing.T) {
 	waitLine := func(n int, want string) {
 		t.Helper()
 		eventually(t, 20*time.Second, fmt.Sprintf("line %d of --watch says %q", n, want), func() error {
-			lines := out.lines()
+			lines := out.Lines()
 			if len(lines) < n || !strings.Contains(lines[n-1], want) {
-				return fmt.Errorf("output %q, stderr %q", lines, errOut.lines())
+				return fmt.Errorf("output %q, stderr %q", lines, errOut.Lines())
 			}
 			return nil
 		})
@@ -175,12 +156,12 @@ func TestPluginWatchSeesNodeFlip(t *testing.T) {
 	select {
 	case code := <-done:
 		if code != plugin.ExitOK {
-			t.Errorf("--watch exited %d when cancelled; stderr %q", code, errOut.lines())
+			t.Errorf("--watch exited %d when cancelled; stderr %q", code, errOut.Lines())
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("--watch did not return within 5s of cancellation")
 	}
-	if lines := out.lines(); len(lines) != 3 {
+	if lines := out.Lines(); len(lines) != 3 {
 		t.Errorf("--watch printed %d lines for 2 changes, want 3:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }

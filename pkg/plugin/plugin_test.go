@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -69,7 +69,7 @@ func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inve
 	}
 	// Without field management: the apply configurations carry no schema, and the tests write
 	// through the tracker.
-	gpu := gpufake.NewSimpleClientset(invObjs...)
+	gpu := gpufake.NewClientset(invObjs...)
 	disc := gpu.Discovery().(*fakediscovery.FakeDiscovery)
 	if crdInstalled {
 		disc.Resources = []*metav1.APIResourceList{{GroupVersion: homelabv1.SchemeGroupVersion.String(),
@@ -311,26 +311,8 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a watching goroutine writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // waitForOutput waits until the watching plugin has printed text (at most 10s).
-func waitForOutput(t *testing.T, out *syncBuffer, text string) {
+func waitForOutput(t *testing.T, out *testenv.Buffer, text string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(out.String(), text) {
@@ -392,7 +374,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			out, errOut := &syncBuffer{}, &syncBuffer{}
+			out, errOut := &testenv.Buffer{}, &testenv.Buffer{}
 			done := make(chan int, 1)
 			go func() {
 				done <- run(ctx, []string{"--watch"}, Environment{Out: out, ErrOut: errOut,
@@ -446,7 +428,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			out, errOut := &syncBuffer{}, &syncBuffer{}
+			out, errOut := &testenv.Buffer{}, &testenv.Buffer{}
 			done := make(chan int, 1)
 			go func() {
 				done <- run(ctx, []string{"--watch"}, Environment{Out: out, ErrOut: errOut, Terminal: terminal,
