@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime"
 	"runtime/debug"
 
@@ -32,6 +33,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 )
 
@@ -46,6 +48,8 @@ func (o *Operator) newClients(config *rest.Config) error {
 	config = rest.CopyConfig(config)
 	// Gzip costs CPU on both sides for no gain on a cluster network; watches are never compressed.
 	config.DisableCompression = !o.opts.Compression
+	// Reads wait for an API server that is away, so informers resume as soon as it is back.
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reconnect.Transport(rt, reconnect.DefaultPolicy) })
 	o.config = config
 	protobuf := rest.CopyConfig(config)
 	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
