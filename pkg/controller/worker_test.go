@@ -27,8 +27,7 @@ func TestLoopSurvivesAPanickingSync(t *testing.T) {
 	done := make(chan string, 10)
 	loop := Loop[string]{Name: "test", Queue: queue, Metrics: m, Sync: func(_ context.Context, key string) error {
 		if key == "bad" && calls.Add(1) == 1 {
-			var nilMap map[string]int
-			nilMap["boom"]++ // a programming error in a sync
+			panic("a programming error in a sync")
 		}
 		done <- key
 		return nil
