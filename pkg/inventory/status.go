@@ -62,6 +62,7 @@ func truncate(nodes []homelabv1.GpuNode, sizes []int, maxNodes, maxBytes int) (l
 	}
 	size := 0
 	full := false
+	listed = make([]homelabv1.GpuNode, 0, min(maxNodes, len(nodes)))
 	for _, problems := range []bool{true, false} {
 		for i := 0; i < len(nodes) && !full; i++ {
 			if IsProblem(nodes[i]) != problems {
