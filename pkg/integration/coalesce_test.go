@@ -54,7 +54,10 @@ func TestWritesComeInBurstsAndAreSpacedUnderChurn(t *testing.T) {
 	quiet := time.After(opts.MinSyncInterval)
 	for done := false; !done; {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch of the inventory ended")
+			}
 			t.Fatalf("the inventory changed while the cluster was quiet: %s", ev.Type)
 		case <-quiet:
 			done = true
@@ -95,7 +98,10 @@ func TestWritesComeInBurstsAndAreSpacedUnderChurn(t *testing.T) {
 			} else {
 				ready = corev1.ConditionTrue
 			}
-		case ev := <-w.ResultChan():
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch of the inventory ended")
+			}
 			if ev.Type == watch.Modified {
 				writes++
 			}

@@ -96,7 +96,10 @@ func TestLabelsVanishAndComeBack(t *testing.T) {
 	var gi *homelabv1.GpuInventory
 	for gi == nil {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, open := <-w.ResultChan():
+			if !open {
+				t.Fatal("the watch of the inventory ended")
+			}
 			obj, ok := ev.Object.(*homelabv1.GpuInventory)
 			if !ok {
 				continue

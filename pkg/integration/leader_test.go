@@ -82,24 +82,26 @@ func TestLeaderElectionGracefulHandover(t *testing.T) {
 		t.Fatalf("lease moved from %s to %s without a reason", leader, h)
 	}
 
-	// SIGTERM: the leader exits 0 within 5 seconds and releases the lease.
+	// SIGTERM: the leader exits 0 and releases the lease. Its controllers get up to the
+	// renew deadline to finish before the lease is released; the standby then takes over
+	// at its next retry.
 	signalled := time.Now()
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	exitWithin := opts.RenewDeadline + 2*time.Second
 	select {
 	case <-first.exited:
 		if first.exitErr != nil {
 			t.Errorf("leader exited with %v after SIGTERM, want exit status 0", first.exitErr)
 		}
-		if d := time.Since(signalled); d > 5*time.Second {
-			t.Errorf("leader took %s to exit after SIGTERM, want at most 5s", d)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("leader still running 5s after SIGTERM")
+	case <-time.After(exitWithin):
+		t.Fatalf("leader still running %s after SIGTERM", exitWithin)
 	}
-	c.waitLeader(t, 5*time.Second-time.Since(signalled), func(h string) bool { return h == standby.Identity() })
-	t.Logf("standby took over %s after SIGTERM", time.Since(signalled).Round(time.Millisecond))
+	exited := time.Now()
+	c.waitLeader(t, 3*opts.RetryPeriod, func(h string) bool { return h == standby.Identity() })
+	t.Logf("leader exited %s after SIGTERM, standby took over %s after that", exited.Sub(signalled).Round(time.Millisecond),
+		time.Since(exited).Round(time.Millisecond))
 
 	c.setReady(t, "nuc1", corev1.ConditionFalse)
 	c.waitTotals(t, "cluster", totals{Nodes: 4, ReadyNodes: 0, Gpus: 1, ReadyGpus: 0})

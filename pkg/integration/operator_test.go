@@ -221,7 +221,10 @@ func TestNoHotLoop(t *testing.T) {
 	quiet := time.After(6 * time.Second) // six resync periods
 	for done := false; !done; {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch of the inventory ended")
+			}
 			if ev.Type != watch.Bookmark {
 				t.Fatalf("GpuInventory changed while the cluster was quiet: %s %+v", ev.Type, ev.Object)
 			}
