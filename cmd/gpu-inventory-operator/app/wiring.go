@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"time"
 
+	"golang.org/x/time/rate"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
@@ -88,6 +90,7 @@ func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interf
 // label, everything is started again with that label kept (a re-list).
 func (o *Operator) runRelisting(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	relists := rate.NewLimiter(rate.Every(relistEvery), relistBurst)
 	for {
 		keys, err := o.selectorKeys(ctx)
 		if err != nil {
@@ -105,19 +108,38 @@ func (o *Operator) runRelisting(ctx context.Context) error {
 		cancel()
 		select {
 		case key := <-relist:
-			if ctx.Err() == nil {
-				logger.Info("A node selector names a label the node cache drops; re-listing nodes", "label", key)
-				continue
+			if ctx.Err() != nil {
+				return err
 			}
+			// Anyone who may edit an inventory could cycle selector keys: re-lists are spaced.
+			wait := relists.Reserve().Delay()
+			logger.Info("A node selector names a label the node cache drops; re-listing nodes", "label", key, "after", wait)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
 		default:
 		}
 		return err
 	}
 }
 
-// selectorKeys lists the label keys that the node selectors of all GpuInventories name.
+// relistEvery and relistBurst space the node re-lists that selector changes cause.
+const (
+	relistEvery = 30 * time.Second
+	relistBurst = 3
+)
+
+// selectorKeys lists the label keys that the node selectors of all GpuInventories name,
+// reading the inventories without their node lists.
 func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
-	list, err := o.client.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	light, err := inventorycache.NewInformerClient(o.config)
+	if err != nil {
+		return nil, err
+	}
+	list, err := light.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list GpuInventories: %w", err)
 	}

@@ -84,8 +84,9 @@ type Controller struct {
 	keeps             func(string) bool
 	unknown           func(string)
 
-	memory   *memory   // what this controller wrote, per inventory
-	warnings *warnings // malformed label values already logged
+	memory    *memory    // what this controller wrote, per inventory
+	warnings  *warnings  // malformed label values already logged
+	selectors *selectors // parsed node selectors
 }
 
 // NewController wires the controller to its informers.
@@ -121,6 +122,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		unknown:           cfg.OnUnknownSelectorKey,
 		memory:            newMemory(),
 		warnings:          newWarnings(),
+		selectors:         newSelectors(),
 	}
 	if _, err := cfg.InventoryInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueInventory,
@@ -224,6 +226,7 @@ func (c *Controller) inventoryDeleted(obj any) {
 	c.metrics.ForgetInventory(key.Name)
 	c.limiter.Forget(key)
 	c.memory.forget(key)
+	c.selectors.forget(key)
 }
 
 // handleNode enqueues the inventories whose selector matches the node before or after the
@@ -241,7 +244,7 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 		return
 	}
 	for _, gi := range inventories {
-		sel, err := inventory.Selector(gi.Spec.NodeSelector)
+		sel, err := c.selectors.get(gi)
 		if err != nil {
 			continue // reported by the inventory's own sync
 		}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -583,5 +584,27 @@ func TestNodeListIsReadBackOnlyWhenNotRemembered(t *testing.T) {
 	}
 	if actions := f.sync("cluster"); len(actions) != 1 || actions[0].GetVerb() != "get" || len(f.writer.written) != 1 {
 		t.Errorf("after another writer: want a get, then the status write; got %v and %d writes", actions, len(f.writer.written))
+	}
+}
+
+func TestSelectorsAreParsedOncePerGeneration(t *testing.T) {
+	s := newSelectors()
+	gi := gpuInventory("laptops", 1, homelabv1.GpuInventoryStatus{})
+	gi.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "laptops"}}
+	if _, err := s.get(gi); err != nil {
+		t.Fatal(err)
+	}
+	// The same generation is not parsed again (a spec edited in place shows it).
+	same := gi.DeepCopy()
+	same.Spec.NodeSelector.MatchLabels["pool"] = "desktops"
+	if sel, _ := s.get(same); !sel.Matches(labels.Set{"pool": "laptops"}) {
+		t.Errorf("generation 1 parsed again: %s", sel)
+	}
+	changed := gi.DeepCopy()
+	changed.Generation = 2
+	changed.Spec.NodeSelector.MatchLabels["pool"] = "servers"
+	sel, _ := s.get(changed)
+	if !sel.Matches(labels.Set{"pool": "servers"}) || sel.Matches(labels.Set{"pool": "laptops"}) {
+		t.Errorf("after a spec change the selector is %s; want pool=servers", sel)
 	}
 }

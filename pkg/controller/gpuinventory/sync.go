@@ -62,7 +62,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 // compute reads the nodes the inventory's selector covers and the stored node list (the
 // memory of last-known labels, which survives restarts and leader changes).
 func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (computed, error) {
-	sel, err := inventory.Selector(gi.Spec.NodeSelector)
+	sel, err := c.selectors.get(gi)
 	if err != nil {
 		content := inventory.FromEntries(nil)
 		sum := sha256.Sum256([]byte(err.Error()))
