@@ -137,6 +137,13 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
+	if _, err := cfg.NodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if node, ok := nodecache.NodeFromObj(obj); ok {
+			c.warnings.forgetNode(node.Name)
+		}
+	}}); err != nil {
+		return nil, fmt.Errorf("add Node event handler: %w", err)
+	}
 	return c, nil
 }
 

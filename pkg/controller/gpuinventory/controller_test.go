@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -607,4 +608,46 @@ func TestSelectorsAreParsedOncePerGeneration(t *testing.T) {
 	if !sel.Matches(labels.Set{"pool": "servers"}) || sel.Matches(labels.Set{"pool": "laptops"}) {
 		t.Errorf("after a spec change the selector is %s; want pool=servers", sel)
 	}
+}
+
+// A node that keeps changing a malformed value costs a bounded memory and log, and its
+// memory goes with the node.
+func TestWarningsAreBoundedPerNode(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	var lines int
+	logger = logger.WithSink(countingSink{LogSink: logger.GetSink(), count: &lines})
+	w := newWarnings()
+	for i := range 1000 {
+		w.log(logger, []inventory.Warning{{Node: "bad", Label: inventory.LabelCount, Value: fmt.Sprintf("abc%d", i), Reason: "not a whole number"}})
+		w.log(logger, []inventory.Warning{{Node: "bad", Label: fmt.Sprintf("nvidia.com/mig-%d.count", i), Value: "x", Reason: "not a whole number"}})
+	}
+	if lines > warningBurst {
+		t.Errorf("%d log lines for one node's 2,000 malformed values; want at most %d", lines, warningBurst)
+	}
+	if got := len(w.nodes["bad"].values); got > maxWarnedLabelsPerNode {
+		t.Errorf("%d labels remembered for one node; want at most %d", got, maxWarnedLabelsPerNode)
+	}
+	w.log(logger, []inventory.Warning{{Node: "good", Label: inventory.LabelCount, Value: "x"}})
+	if lines != warningBurst+1 {
+		t.Errorf("another node's first warning was not logged (%d lines)", lines)
+	}
+	w.forgetNode("bad")
+	if _, ok := w.nodes["bad"]; ok || len(w.nodes) != 1 {
+		t.Errorf("nodes remembered after bad went: %v", w.nodes)
+	}
+}
+
+// countingSink counts the lines logged through it.
+type countingSink struct {
+	logr.LogSink
+	count *int
+}
+
+func (s countingSink) Info(level int, msg string, kv ...any) {
+	*s.count++
+	s.LogSink.Info(level, msg, kv...)
+}
+
+func (s countingSink) WithValues(kv ...any) logr.LogSink {
+	return countingSink{LogSink: s.LogSink.WithValues(kv...), count: s.count}
 }
