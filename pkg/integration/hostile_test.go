@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -56,4 +57,19 @@ func TestConfigMapFilledBySomeoneElse(t *testing.T) {
 		}
 		return fmt.Errorf("%d ForeignContentDropped events, none on the ConfigMap naming the dropped key", len(events.Items))
 	})
+}
+
+// A 1.3 MB note would push the object past etcd's limit once the status is added; the CRD
+// refuses it with a validation error that says why.
+func TestHugeNoteIsRefusedClearly(t *testing.T) {
+	c := startCluster(t)
+	startOperator(t, c.env.Config, testOptions())
+	c.waitTotals(t, "cluster", totals{}) // the CRD is installed and the default inventory synced
+	_, err := c.gpu.HomelabV1().GpuInventories().Create(context.Background(), &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: "noted"},
+		Spec:       homelabv1.GpuInventorySpec{Note: strings.Repeat("n", 1300<<10)},
+	}, metav1.CreateOptions{})
+	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.note") || !strings.Contains(err.Error(), "4096") {
+		t.Fatalf("create with a 1.3 MB note: %v; want a validation error naming spec.note and its 4096 limit", err)
+	}
 }

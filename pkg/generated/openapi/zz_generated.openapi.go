@@ -203,7 +203,7 @@ func schema_pkg_apis_homelab_v1_GpuInventorySpec(ref common.ReferenceCallback) c
 				Properties: map[string]spec.Schema{
 					"note": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Note is free text for the humans who read the inventory.",
+							Description: "Note is free text for the humans who read the inventory, at most 4096 characters.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

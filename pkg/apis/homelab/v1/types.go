@@ -59,8 +59,9 @@ type GpuInventory struct {
 
 // GpuInventorySpec says which nodes an inventory covers.
 type GpuInventorySpec struct {
-	// Note is free text for the humans who read the inventory.
+	// Note is free text for the humans who read the inventory, at most 4096 characters.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	Note string `json:"note,omitempty"`
 
 	// NodeSelector limits the inventory to matching nodes (for example one node pool).

@@ -27,7 +27,7 @@ import (
 //
 // GpuInventorySpec says which nodes an inventory covers.
 type GpuInventorySpecApplyConfiguration struct {
-	// Note is free text for the humans who read the inventory.
+	// Note is free text for the humans who read the inventory, at most 4096 characters.
 	Note *string `json:"note,omitempty"`
 	// NodeSelector limits the inventory to matching nodes (for example one node pool).
 	// Absent means every node in the cluster.
