@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,9 @@ func DecodeNodeStream(r io.Reader, decode func([]byte) (*corev1.Node, error), vi
 		size, err := envelope.varint()
 		if err != nil {
 			return meta, count, err
+		}
+		if size > math.MaxInt64 {
+			return meta, count, fmt.Errorf("the node list claims an impossible size of %d bytes", size)
 		}
 		list := &streamReader{r: br, n: int64(size)}
 		envelope.consumed(int64(size))
@@ -139,11 +143,18 @@ func (s *streamReader) tag() (protowire.Number, protowire.Type, error) {
 	return num, typ, nil
 }
 
+// MaxNodeBytes bounds one Node's message in a stream: far above any Node etcd stores, far
+// below what a claimed size from a broken or hostile server could make the reader allocate.
+const MaxNodeBytes = 64 << 20
+
 // bytes reads a length-delimited field's value into buf (grown as needed).
 func (s *streamReader) bytes(buf []byte) ([]byte, error) {
 	size, err := s.varint()
 	if err != nil {
 		return buf, err
+	}
+	if size > MaxNodeBytes {
+		return buf, fmt.Errorf("a field of %d bytes in the node list exceeds the %d-byte limit of one Node", size, MaxNodeBytes)
 	}
 	if s.n >= 0 && int64(size) > s.n {
 		return buf, io.ErrUnexpectedEOF

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,7 +19,7 @@ import (
 )
 
 // protobufNodeList encodes nodes as the API server answers a protobuf list request.
-func protobufNodeList(t *testing.T, nodes []*corev1.Node, cont string) []byte {
+func protobufNodeList(t testing.TB, nodes []*corev1.Node, cont string) []byte {
 	t.Helper()
 	list := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
 	for _, n := range nodes {
@@ -104,4 +105,37 @@ func TestNodeStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
 	if !strings.HasPrefix(string(full), "k8s\x00") {
 		t.Errorf("the encoder does not write the API server's protobuf envelope")
 	}
+}
+
+// A broken or hostile endpoint that claims huge sizes gets an error, not an allocation of
+// the size it claims.
+func TestNodeStreamRefusesClaimedSizes(t *testing.T) {
+	decode := NewNodeTrimmer(nil).DecodeNode
+	envelope := func(list []byte) []byte {
+		b := append([]byte{}, ProtobufMagic...)
+		return protowire.AppendBytes(protowire.AppendTag(b, unknownRaw, protowire.BytesType), list)
+	}
+	hugeItem := protowire.AppendTag(nil, listItems, protowire.BytesType)
+	hugeItem = protowire.AppendVarint(hugeItem, 1<<40) // a 1 TiB Node, with nothing behind it
+	hugeList := append([]byte{}, ProtobufMagic...)
+	hugeList = protowire.AppendTag(hugeList, unknownRaw, protowire.BytesType)
+	hugeList = protowire.AppendVarint(hugeList, 1<<63+5) // longer than any int64
+	for name, data := range map[string][]byte{
+		"node of 1 TiB": envelope(hugeItem),
+		"list of 2^63":  hugeList,
+	} {
+		_, _, err := DecodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {})
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func FuzzDecodeNodeStream(f *testing.F) {
+	f.Add(protobufNodeList(f, fixtures.HomeLab(), "next"))
+	f.Add([]byte("k8s\x00\x12\xff\xff\xff\xff\xff\xff\xff\xff\x7f"))
+	decode := NewNodeTrimmer(nil).DecodeNode
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _, _ = DecodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {})
+	})
 }
