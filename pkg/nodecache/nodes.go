@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,11 +48,6 @@ func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 		t.selectorKeys[k] = true
 	}
 	return t
-}
-
-// Keeps reports whether the cache holds label key.
-func (t *NodeTrimmer) Keeps(key string) bool {
-	return t.selectorKeys[key] || inventory.ReadsLabel(key)
 }
 
 // maxInterned bounds the intern table, so that ever-changing values cannot grow it forever.
@@ -147,16 +141,9 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	return trimmed
 }
 
-// readyCondition is the Ready condition as the cache keeps it: its type and status are all
-// that the inventory reads.
-func readyCondition(status corev1.ConditionStatus) []corev1.NodeCondition {
-	return []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
-}
-
 // cacheForm is the node informer's transform: the cache keeps a GPU node as the trimmed Node
-// it comes as, and any other node as its name and resourceVersion only
-// (PartialObjectMetadata, 288 bytes instead of a Node's 896): no inventory counts such a
-// node, so nothing else of it is read. Anything else passes untouched, so it may run twice.
+// it comes as, and any other node as metadata only (no inventory counts it). Anything else
+// passes untouched, so it may run twice.
 func cacheForm(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok || inventory.IsGPUNode(node) {
@@ -210,21 +197,22 @@ func (l NodeLister) List(selector labels.Selector) ([]*corev1.Node, error) {
 	return nodes, err
 }
 
-// lifecycleTaints keeps the node lifecycle controller's taints (unreachable, not-ready).
+// lifecycleTaints returns the taints the cache keeps.
 func lifecycleTaints(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range taints {
-		if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
-			out = append(out, corev1.Taint{Key: t.Key, Effect: t.Effect})
+		if keepsTaint(t.Key) {
+			out = append(out, keptTaint(t))
 		}
 	}
 	return out
 }
 
+// nvidiaResources returns the resources the cache keeps.
 func nvidiaResources(list corev1.ResourceList) corev1.ResourceList {
 	var out corev1.ResourceList
 	for name, q := range list {
-		if strings.HasPrefix(string(name), "nvidia.com/") {
+		if keepsResource(string(name)) {
 			if out == nil {
 				out = corev1.ResourceList{}
 			}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -20,9 +19,8 @@ var ProtobufMagic = []byte("k8s\x00")
 
 // NewTrimmingSerializer wraps a client's serializer so that every Node it decodes (list
 // items and watch events alike) comes out trimmed: protobuf Nodes are decoded by
-// t.DecodeNode instead of in full (a realistic Node is about 20 KB, of which the inventory
-// reads a few hundred bytes); Nodes and NodeLists in JSON are decoded by the wrapped
-// serializer and then trimmed. Other objects pass through untouched.
+// t.DecodeNode, which reads only what is kept; Nodes and NodeLists in JSON are decoded by the
+// wrapped serializer and then trimmed. Other objects pass through untouched.
 func NewTrimmingSerializer(ns runtime.NegotiatedSerializer, t *NodeTrimmer) runtime.NegotiatedSerializer {
 	return trimmingSerializer{NegotiatedSerializer: ns, trimmer: t}
 }
@@ -292,8 +290,8 @@ func (t *NodeTrimmer) trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
 			if err := taint.Unmarshal(v); err != nil {
 				return err
 			}
-			if strings.HasPrefix(taint.Key, "node.kubernetes.io/") { // the lifecycle taints, as NodeTrimmer keeps
-				taints = append(taints, corev1.Taint{Key: taint.Key, Effect: taint.Effect})
+			if keepsTaint(taint.Key) {
+				taints = append(taints, keptTaint(taint))
 				key = protowire.AppendString(protowire.AppendString(key, taint.Key), string(taint.Effect))
 			}
 		}
@@ -314,7 +312,7 @@ func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch
 		switch num {
 		case statusCapacity, statusAllocatable:
 			key, _, err := mapEntry(v)
-			if err != nil || !bytes.HasPrefix(key, []byte("nvidia.com/")) {
+			if err != nil || !keepsResourceBytes(key) {
 				return err
 			}
 			if num == statusCapacity {

@@ -1,0 +1,47 @@
+// Package nodecache is where Nodes are cached: each Node is decoded straight into a trimmed
+// form (what the keep-rules below name), GPU nodes are held as Nodes and the others as
+// metadata, behind an informer, a lister and the event handlers the controllers share. The
+// same decoder reads the node lists of `kubectl gpuinv scan`. docs/design/node-cache.md
+// says why.
+package nodecache
+
+import (
+	"bytes"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// The keep-rules: what the node cache holds of a Node. Both the typed trim (Trim) and the
+// protobuf decoder (DecodeNode) use these, so the two forms cannot drift apart.
+const (
+	// lifecycleTaintPrefix: the node lifecycle controller's taints (unreachable, not-ready).
+	lifecycleTaintPrefix = "node.kubernetes.io/"
+	// resourcePrefix: the capacity and allocatable resources the inventory reads.
+	resourcePrefix = "nvidia.com/"
+)
+
+// Keeps reports whether the cache holds label key: the labels the inventory reads and those
+// that node selectors name.
+func (t *NodeTrimmer) Keeps(key string) bool {
+	return t.selectorKeys[key] || inventory.ReadsLabel(key)
+}
+
+// keepsTaint reports whether the cache holds a taint with key.
+func keepsTaint(key string) bool { return strings.HasPrefix(key, lifecycleTaintPrefix) }
+
+// keptTaint is the part of a kept taint the cache holds.
+func keptTaint(t corev1.Taint) corev1.Taint { return corev1.Taint{Key: t.Key, Effect: t.Effect} }
+
+// keepsResource reports whether the cache holds a capacity or allocatable resource.
+func keepsResource(name string) bool { return strings.HasPrefix(name, resourcePrefix) }
+
+func keepsResourceBytes(name []byte) bool { return bytes.HasPrefix(name, []byte(resourcePrefix)) }
+
+// readyCondition is the Ready condition as the cache keeps it: its type and status are all
+// that the inventory reads.
+func readyCondition(status corev1.ConditionStatus) []corev1.NodeCondition {
+	return []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+}
