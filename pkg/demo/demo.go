@@ -43,6 +43,7 @@ const namespace = "gpu-inventory-system"
 
 // Run starts everything, prints the inventory, and follows it until ctx is cancelled (or,
 // with Once, until it has printed it). Every process it started is stopped before it returns.
+// It is long because it is the demo's script, one step after the other.
 func Run(ctx context.Context, opts Options) (err error) {
 	out := opts.Out
 	if _, err := os.Stat(opts.Operator); err != nil {

@@ -33,6 +33,18 @@ func get(url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// waitReadyz waits until op's /readyz answers code with a body that contains text.
+func waitReadyz(t *testing.T, op *runningOperator, timeout time.Duration, code int, text string) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("/readyz %d %q", code, text), func() error {
+		got, body, err := get("http://" + op.HealthAddress() + "/readyz")
+		if err != nil || got != code || !strings.Contains(body, text) {
+			return fmt.Errorf("%d %q %v", got, body, err)
+		}
+		return nil
+	})
+}
+
 // The /metrics endpoint of a running operator, on the home lab: names, types and values.
 func TestMetricsAndHealthEndpoints(t *testing.T) {
 	c := startCluster(t)
@@ -177,13 +189,7 @@ func TestReadyzWaitsForTheFirstSync(t *testing.T) {
 	}
 	op := startOperator(t, saConfig, testOptions())
 
-	eventually(t, 20*time.Second, "/readyz reports the unsynced node cache", func() error {
-		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "caches not synced") {
-			return fmt.Errorf("%d %q %v", code, body, err)
-		}
-		return nil
-	})
+	waitReadyz(t, op, 20*time.Second, http.StatusServiceUnavailable, "caches not synced")
 	if code, body, err := get("http://" + op.HealthAddress() + "/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz while not synced = %d %q %v, want 200 (alive; a restart would not help)", code, body, err)
 	}
@@ -197,13 +203,7 @@ func TestReadyzWaitsForTheFirstSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
-	eventually(t, 20*time.Second, "/readyz ok after the first sync", func() error {
-		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("%d %q %v", code, body, err)
-		}
-		return nil
-	})
+	waitReadyz(t, op, 20*time.Second, http.StatusOK, "ok")
 }
 
 // Readiness covers every controller: without rights on ConfigMaps (a Role not applied) the
@@ -233,13 +233,7 @@ func TestReadyzNeedsTheConfigMapController(t *testing.T) {
 	}
 	op := startOperator(t, saConfig, testOptions())
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1}) // the inventory itself is fine
-	eventually(t, 20*time.Second, "/readyz names the ConfigMap controller", func() error {
-		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "gpu-node-status") {
-			return fmt.Errorf("%d %q %v", code, body, err)
-		}
-		return nil
-	})
+	waitReadyz(t, op, 20*time.Second, http.StatusServiceUnavailable, "gpu-node-status")
 	role, err = c.kube.RbacV1().Roles(operatorNamespace).Get(ctx, "gpu-inventory-operator", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -248,13 +242,7 @@ func TestReadyzNeedsTheConfigMapController(t *testing.T) {
 	if _, err := c.kube.RbacV1().Roles(operatorNamespace).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "/readyz ok once the Role is back", func() error {
-		code, body, err := get("http://" + op.HealthAddress() + "/readyz")
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("%d %q %v", code, body, err)
-		}
-		return nil
-	})
+	waitReadyz(t, op, 30*time.Second, http.StatusOK, "ok")
 }
 
 // One inventory whose status can never be written (here the API server's answer to its

@@ -77,6 +77,7 @@ func HasGFDLabels(node *corev1.Node) bool {
 // Entry reads one GPU node's inventory entry from its labels and status. Malformed label
 // values never fail: the field stays zero and a Warning says what was ignored. Entry knows
 // nothing of earlier scans; Compute adds last-known values for nodes that lost their labels.
+// It is long because it is one pass over the label families GFD writes, in their order.
 func Entry(node *corev1.Node) (homelabv1.GpuNode, []Warning) {
 	r := reader{node: node}
 	lbl := node.Labels

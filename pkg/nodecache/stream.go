@@ -25,6 +25,8 @@ const (
 // reads only what the inventory needs and skips images, addresses, managed fields and the
 // other labels unread) and the result to visit. At most one Node's bytes are held at a time.
 // It returns the list's metadata (for the continue token) and how many nodes it read.
+// It is one loop over the envelope and one over the list, kept together so that no more
+// than one Node's bytes are held at a time.
 func DecodeNodeStream(r io.Reader, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
 	var meta metav1.ListMeta
 	br := bufio.NewReaderSize(r, 64<<10)

@@ -12,25 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // protobufNodeList encodes nodes as the API server answers a protobuf list request.
 func protobufNodeList(t testing.TB, nodes []*corev1.Node, cont string) []byte {
 	t.Helper()
-	list := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
-	for _, n := range nodes {
-		list.Items = append(list.Items, *n)
-	}
-	encoder := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion)
-	var buf bytes.Buffer
-	if err := encoder.Encode(list, &buf); err != nil {
+	data, err := testenv.ProtobufNodeList(nodes, cont)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return data
 }
 
 // oddNodes exercise what fleets rarely have: managed fields, foreign taints, a node being

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,12 +11,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -113,27 +110,13 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if end < len(matching) {
 		cont = strconv.Itoa(end)
 	}
-	body, err := protobufNodeList(matching[start:end], cont)
+	body, err := testenv.ProtobufNodeList(matching[start:end], cont)
 	if err != nil {
 		writeStatus(w, apierrors.NewInternalError(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
 	_, _ = w.Write(body)
-}
-
-// protobufNodeList encodes nodes as the API server answers a protobuf list request.
-func protobufNodeList(nodes []*corev1.Node, cont string) ([]byte, error) {
-	list := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
-	for _, n := range nodes {
-		list.Items = append(list.Items, *n)
-	}
-	encoder := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion)
-	var buf bytes.Buffer
-	if err := encoder.Encode(list, &buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // writeStatus answers with err's Status, as the API server does for a failed request.

@@ -117,6 +117,7 @@ func patchConditions(ctx context.Context, kube kubernetes.Interface, name string
 // flip Ready; every tenth relabels a node instead (GFD's timestamp), as a GFD restart does;
 // every 25th makes a node leave the cluster and join it again (deleted and created anew).
 // Changes are sent concurrently, so that the rate holds whatever the API server's latency.
+// It is long because the three kinds of change are chosen and sent in one loop.
 func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
 	if rate <= 0 {
 		<-ctx.Done()
