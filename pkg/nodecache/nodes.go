@@ -251,9 +251,9 @@ func NodeFromObj(obj any) (*corev1.Node, bool) {
 // NodeHandler returns the Node event handlers both controllers use: onNode(old, cur) for
 // adds (old nil), deletes (old nil, cur the last state) and the updates that change
 // something the operator reads (NodeChanged); updates of a node that is kept as metadata
-// before and after (no GPU node) are dropped. A deleted node, and one that is no longer
-// cached as a Node, is also dropped from entries.
-func NodeHandler(entries *inventory.EntryCache, onNode func(old, cur any)) cache.ResourceEventHandlerFuncs {
+// before and after (no GPU node) are dropped. forget is called with the name of a deleted
+// node and of one that is no longer cached as a Node (no GPU node any more).
+func NodeHandler(forget func(name string), onNode func(old, cur any)) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { onNode(nil, obj) },
 		UpdateFunc: func(old, cur any) {
@@ -265,13 +265,13 @@ func NodeHandler(entries *inventory.EntryCache, onNode func(old, cur any)) cache
 			case ok1 && ok2 && !NodeChanged(oldNode, curNode):
 				return
 			case ok1 && !ok2:
-				entries.Forget(oldNode.Name) // no GPU node any more: NodeLister leaves it out
+				forget(oldNode.Name) // no GPU node any more: NodeLister leaves it out
 			}
 			onNode(old, cur)
 		},
 		DeleteFunc: func(obj any) {
 			if node, ok := NodeFromObj(obj); ok {
-				entries.Forget(node.Name)
+				forget(node.Name)
 			}
 			onNode(nil, obj)
 		},

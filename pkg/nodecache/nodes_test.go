@@ -77,7 +77,7 @@ func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 	client := k8sfake.NewClientset(gpuNode, cpuNode)
 	informer := NewNodeInformer(client, 0)
 	calls := make(chan [2]any, 10)
-	if _, err := informer.AddEventHandler(NodeHandler(inventory.NewEntryCache(), func(old, cur any) {
+	if _, err := informer.AddEventHandler(NodeHandler(inventory.NewEntryCache().Forget, func(old, cur any) {
 		if old != nil { // adds are not what this test is about
 			calls <- [2]any{old, cur}
 		}
@@ -166,7 +166,7 @@ func TestOnlyReadinessChangesOfTheReadyConditionReachHandlers(t *testing.T) {
 		{"Unknown", kubelet(corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status.", at.Add(70*time.Second)), true},
 	}
 	var calls int
-	handler := NodeHandler(inventory.NewEntryCache(), func(_, _ any) { calls++ })
+	handler := NodeHandler(inventory.NewEntryCache().Forget, func(_, _ any) { calls++ })
 	handler.OnAdd(steps[0].node, true)
 	for i, step := range steps[1:] {
 		old := steps[i].node

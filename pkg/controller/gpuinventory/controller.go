@@ -132,16 +132,13 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
 	logger := klog.FromContext(ctx)
-	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries, func(old, cur any) {
+	forget := func(name string) {
+		c.entries.Forget(name)
+		c.warnings.forgetNode(name)
+	}
+	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(forget, func(old, cur any) {
 		c.handleNode(logger, old, cur)
 	})); err != nil {
-		return nil, fmt.Errorf("add Node event handler: %w", err)
-	}
-	if _, err := cfg.NodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if node, ok := nodecache.NodeFromObj(obj); ok {
-			c.warnings.forgetNode(node.Name)
-		}
-	}}); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	return c, nil

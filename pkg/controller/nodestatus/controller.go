@@ -161,7 +161,7 @@ func NewController(cfg Config) (*Controller, error) {
 	}
 	c.limiter = controller.NewWriteLimiter[cache.ObjectName](cfg.MinInterval, 1, c.clock).WithDelay(cfg.Delay)
 	enqueue := func(any) { c.limiter.Enqueue(c.queue, c.key) }
-	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries, func(_, cur any) { enqueue(cur) })); err != nil {
+	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, func(_, cur any) { enqueue(cur) })); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {
