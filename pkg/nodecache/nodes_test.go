@@ -3,6 +3,7 @@ package nodecache
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -180,5 +181,25 @@ func TestOnlyReadinessChangesOfTheReadyConditionReachHandlers(t *testing.T) {
 		if shown := !cmp.Equal(oldEntry, newEntry); shown != step.synced {
 			t.Errorf("%s after %s: the entry changes: %v; the handlers are called: %v", step.name, steps[i].name, shown, step.synced)
 		}
+	}
+}
+
+// Events hands every event to each handler added to it, in order.
+func TestEventsFanOut(t *testing.T) {
+	var got []string
+	e := &Events{}
+	for _, name := range []string{"a", "b"} {
+		_, _ = e.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { got = append(got, name+" add") },
+			UpdateFunc: func(_, _ any) { got = append(got, name+" update") },
+			DeleteFunc: func(any) { got = append(got, name+" delete") },
+		})
+	}
+	e.OnAdd(nil, false)
+	e.OnUpdate(nil, nil)
+	e.OnDelete(nil)
+	want := []string{"a add", "b add", "a update", "b update", "a delete", "b delete"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
 	}
 }

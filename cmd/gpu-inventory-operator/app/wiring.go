@@ -241,14 +241,17 @@ var eventScheme = func() *k8sruntime.Scheme {
 	return s
 }()
 
-// newControllers makes both controllers on caches c; they share the parsed node entries.
+// newControllers makes both controllers on caches c; they share the parsed node entries and
+// one listener of the node informer.
 func (o *Operator) newControllers(ctx context.Context, c *caches, recorder record.EventRecorder,
 	keepsLabel func(string) bool, onUnknownKey func(string)) (*gpuinventory.Controller, *nodestatus.Controller, error) {
 	entries := inventory.NewEntryCache()
+	nodeEvents := &nodecache.Events{}
 	invController, err := gpuinventory.NewController(ctx, gpuinventory.Config{
 		Client:               o.client,
 		Writer:               statuswriter.New(o.client.HomelabV1().RESTClient()),
 		NodeInformer:         c.nodes,
+		NodeEvents:           nodeEvents,
 		InventoryInformer:    c.inventoryFactory.Homelab().V1().GpuInventories(),
 		Metrics:              o.metrics,
 		Recorder:             recorder,
@@ -267,6 +270,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		Client:            o.kube,
 		Namespace:         o.namespace,
 		NodeInformer:      c.nodes,
+		NodeEvents:        nodeEvents,
 		ConfigMapInformer: c.configMapFactory.Core().V1().ConfigMaps(),
 		Metrics:           o.metrics,
 		Entries:           entries,
@@ -277,6 +281,9 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if _, err := c.nodes.AddEventHandler(nodeEvents); err != nil {
+		return nil, nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	return invController, statusController, nil
 }

@@ -39,8 +39,10 @@ type Config struct {
 	// Client reads a whole inventory when the cached one lacks its node list.
 	Client versioned.Interface
 	// Writer writes the status.
-	Writer            statuswriter.Writer
-	NodeInformer      cache.SharedIndexInformer // from nodecache.NewNodeInformer
+	Writer       statuswriter.Writer
+	NodeInformer cache.SharedIndexInformer // from nodecache.NewNodeInformer
+	// NodeEvents is where the node event handler goes; nil: NodeInformer.
+	NodeEvents        nodecache.EventSource
 	InventoryInformer informersv1.GpuInventoryInformer
 	Metrics           *metrics.Metrics
 	// Recorder receives the events about GPU nodes (joined, left, NotReady, ...); nil discards.
@@ -100,6 +102,9 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.NodeEvents == nil {
+		cfg.NodeEvents = cfg.NodeInformer
+	}
 	if cfg.MaxStatusNodes == 0 {
 		cfg.MaxStatusNodes = inventory.DefaultMaxStatusNodes
 	}
@@ -136,7 +141,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		c.entries.Forget(name)
 		c.warnings.forgetNode(name)
 	}
-	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(forget, func(old, cur any) {
+	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(forget, func(old, cur any) {
 		c.handleNode(logger, old, cur)
 	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)

@@ -112,6 +112,8 @@ type Config struct {
 	Client       kubernetes.Interface
 	Namespace    string                    // of the ConfigMap
 	NodeInformer cache.SharedIndexInformer // from nodecache.NewNodeInformer
+	// NodeEvents is where the node event handler goes; nil: NodeInformer.
+	NodeEvents nodecache.EventSource
 	// ConfigMapInformer watches the namespace (it may be limited to the one ConfigMap by a
 	// field selector).
 	ConfigMapInformer coreinformers.ConfigMapInformer
@@ -139,6 +141,9 @@ func NewController(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.NodeEvents == nil {
+		cfg.NodeEvents = cfg.NodeInformer
+	}
 	if cfg.MaxNodes == 0 {
 		cfg.MaxNodes = inventory.DefaultMaxStatusNodes
 	}
@@ -161,7 +166,7 @@ func NewController(cfg Config) (*Controller, error) {
 	}
 	c.limiter = controller.NewWriteLimiter[cache.ObjectName](cfg.MinInterval, 1, c.clock).WithDelay(cfg.Delay)
 	enqueue := func(any) { c.limiter.Enqueue(c.queue, c.key) }
-	if _, err := cfg.NodeInformer.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, func(_, cur any) { enqueue(cur) })); err != nil {
+	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, func(_, cur any) { enqueue(cur) })); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {

@@ -1,0 +1,40 @@
+package nodecache
+
+import "k8s.io/client-go/tools/cache"
+
+// EventSource is what a controller registers its node event handler with: the node
+// informer itself, or Events to share one listener.
+type EventSource interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}
+
+// Events hands the node cache's events to several controllers through one informer
+// listener: each listener costs the informer two goroutine hand-offs per event. Register it
+// with the informer once every controller has added its handler.
+type Events struct {
+	handlers []cache.ResourceEventHandler
+}
+
+// AddEventHandler adds h; it returns no registration (Events is registered as a whole).
+func (e *Events) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	e.handlers = append(e.handlers, h)
+	return nil, nil
+}
+
+func (e *Events) OnAdd(obj any, isInInitialList bool) {
+	for _, h := range e.handlers {
+		h.OnAdd(obj, isInInitialList)
+	}
+}
+
+func (e *Events) OnUpdate(old, cur any) {
+	for _, h := range e.handlers {
+		h.OnUpdate(old, cur)
+	}
+}
+
+func (e *Events) OnDelete(obj any) {
+	for _, h := range e.handlers {
+		h.OnDelete(obj)
+	}
+}
