@@ -146,6 +146,22 @@ func TestEntryMalformedValuesKeepTheNode(t *testing.T) {
 	}
 }
 
+// A node that claims 2,147,483,647 GPUs must not saturate the fleet's totals.
+func TestEntryCapsImplausibleCounts(t *testing.T) {
+	liar := node("liar", corev1.ConditionTrue, map[string]string{
+		LabelGPUPresent: "true", LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "2147483647"})
+	honest := node("honest", corev1.ConditionTrue, map[string]string{
+		LabelGPUPresent: "true", LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "8"})
+	entry, warnings := Entry(liar)
+	if entry.GpuCount != MaxGpusPerNode || len(warnings) != 1 || !strings.Contains(warnings[0].Reason, "not physical") {
+		t.Errorf("entry count %d, warnings %v; want %d and one warning that says why", entry.GpuCount, warnings, MaxGpusPerNode)
+	}
+	content, _ := Compute([]*corev1.Node{liar, honest}, nil, time.Time{})
+	if content.TotalGpus != MaxGpusPerNode+8 {
+		t.Errorf("totalGpus = %d, want %d", content.TotalGpus, MaxGpusPerNode+8)
+	}
+}
+
 func TestEntryWorkloadConfigDefaultsToContainer(t *testing.T) {
 	entry, _ := Entry(node("n", corev1.ConditionTrue, map[string]string{LabelGPUPresent: "true"}))
 	if entry.WorkloadConfig != "container" {

@@ -91,7 +91,7 @@ func Entry(node *corev1.Node) (homelabv1.GpuNode, []Warning) {
 	if entry.WorkloadConfig == "" {
 		entry.WorkloadConfig = homelabv1.DefaultWorkloadConfig
 	}
-	entry.GpuCount = int32(r.count(LabelCount, 32))
+	entry.GpuCount = int32(r.gpuCount())
 	if mem := r.count(LabelMemory, 64); mem >= bytesThresholdMiB {
 		entry.GpuMemoryMiB = mem / (1 << 20) // an old GFD release wrote bytes
 	} else {
@@ -176,6 +176,21 @@ func (r *reader) count(label string, bits int) int64 {
 	if err != nil {
 		r.warn(label, value, err.Error())
 		return 0
+	}
+	return n
+}
+
+// MaxGpusPerNode is the most GPUs (or MIG devices, with the single strategy) one node is
+// counted with: 16 GPUs of 7 MIG devices each fit with room to spare, and a kubelet that
+// claims more cannot saturate the fleet's totals.
+const MaxGpusPerNode = 256
+
+// gpuCount reads the count label, capped at MaxGpusPerNode with a warning.
+func (r *reader) gpuCount() int64 {
+	n := r.count(LabelCount, 32)
+	if n > MaxGpusPerNode {
+		r.warn(LabelCount, r.node.Labels[LabelCount], fmt.Sprintf("more than %d GPUs on one node is not physical; counted as %d", MaxGpusPerNode, MaxGpusPerNode))
+		return MaxGpusPerNode
 	}
 	return n
 }
