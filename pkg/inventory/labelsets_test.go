@@ -271,11 +271,37 @@ func TestHundredsOfLabelsAndHugeValues(t *testing.T) {
 	}
 	n := gfdNode("big", labels, gpus(8), gpus(8))
 	entry, warnings := Entry(n)
-	if entry.Name != "big" || entry.GpuCount != 0 || entry.GpuMemoryMiB != 0 || len(entry.Warnings) == 0 || len(warnings) != len(entry.Warnings) {
-		t.Errorf("entry %q count %d memory %d with %d warnings (%d returned)", entry.Name, entry.GpuCount, entry.GpuMemoryMiB, len(entry.Warnings), len(warnings))
+	if entry.Name != "big" || entry.GpuCount != 0 || entry.GpuMemoryMiB != 0 || len(entry.Warnings) != maxEntryWarnings || len(warnings) <= maxEntryWarnings {
+		t.Errorf("entry %q count %d memory %d with %d warnings (%d returned); want %d in the entry, all returned for the log",
+			entry.Name, entry.GpuCount, entry.GpuMemoryMiB, len(entry.Warnings), len(warnings), maxEntryWarnings)
+	}
+	if size := len(encode(&entry)); size > 4<<10 {
+		t.Errorf("the entry is %d bytes; want it bounded to a few KiB whatever the labels", size)
 	}
 	inv := FromEntries([]homelabv1.GpuNode{entry})
-	if listed, omitted := Truncate(inv.Nodes, DefaultMaxStatusNodes, MaxNodeListBytes); len(listed)+omitted != 1 {
-		t.Errorf("truncate lost the node: listed %d omitted %d", len(listed), omitted)
+	if listed, omitted := Truncate(inv.Nodes, DefaultMaxStatusNodes, MaxNodeListBytes); len(listed) != 1 || omitted != 0 {
+		t.Errorf("the only node is not listed: listed %d omitted %d", len(listed), omitted)
+	}
+}
+
+// A NotReady node with thousands of MIG labels is bounded like any other, and an entry
+// that does not fit the node list is skipped: it does not keep every other node out.
+func TestOneHugeProblemNodeDoesNotBlankTheList(t *testing.T) {
+	labels := map[string]string{LabelProduct: "NVIDIA-A100-SXM4-40GB", LabelCount: "8", LabelMIGStrategy: "mixed"}
+	for i := range 3000 {
+		labels[fmt.Sprintf("nvidia.com/mig-%dg.%dgb.count", i, i)] = "1"
+	}
+	huge := gfdNode("huge", labels, gpus(8), gpus(8))
+	huge.Status.Conditions[0].Status = corev1.ConditionFalse
+	entry, _ := Entry(huge)
+	if entry.MIG == nil || len(entry.MIG.Devices) != maxMIGDevices || len(encode(&entry)) > 4<<10 {
+		t.Fatalf("entry of a node with 3,000 MIG labels: %d devices, %d bytes; want %d devices and a few KiB", len(entry.MIG.Devices), len(encode(&entry)), maxMIGDevices)
+	}
+	// An entry over the budget (as an older operator wrote it) is skipped, not the end.
+	big := homelabv1.GpuNode{Name: "a-big", Product: strings.Repeat("x", 300<<10)}
+	nodes := []homelabv1.GpuNode{big, {Name: "b"}, {Name: "c", Ready: true}}
+	listed, omitted := Truncate(nodes, DefaultMaxStatusNodes, MaxNodeListBytes)
+	if len(listed) != 2 || omitted != 1 || listed[0].Name != "b" {
+		t.Errorf("listed %v, omitted %d; want b and c listed, the oversized entry skipped", listed, omitted)
 	}
 }

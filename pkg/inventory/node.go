@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -153,7 +154,57 @@ func Entry(node *corev1.Node) (homelabv1.GpuNode, []Warning) {
 	for _, w := range r.warnings {
 		entry.Warnings = append(entry.Warnings, w.short())
 	}
+	bound(&entry)
 	return entry, r.warnings
+}
+
+// Bounds of one node's entry, so that no node can take more than a small share of the
+// node list however many labels, or how long ones, it has.
+const (
+	maxEntryString   = 128 // any string field
+	maxEntryWarnings = 8
+	maxMIGDevices    = 16 // MIG profiles listed; real GPUs offer fewer than ten
+)
+
+// bound cuts an entry's strings and lists to the bounds above, saying what was left out.
+func bound(e *homelabv1.GpuNode) {
+	for _, s := range []*string{&e.Product, &e.WorkloadConfig, &e.Family, &e.ComputeCapability, &e.DriverVersion, &e.CudaVersion} {
+		*s = cut(*s, maxEntryString)
+	}
+	if e.Sharing != nil {
+		e.Sharing.Strategy = cut(e.Sharing.Strategy, maxEntryString)
+	}
+	if m := e.MIG; m != nil {
+		for _, s := range []*string{&m.Strategy, &m.Config, &m.ConfigState} {
+			*s = cut(*s, maxEntryString)
+		}
+		if extra := len(m.Devices) - maxMIGDevices; extra > 0 {
+			m.Devices = m.Devices[:maxMIGDevices]
+			e.Warnings = append(e.Warnings, fmt.Sprintf("%d more MIG profiles not listed", extra))
+		}
+		for i := range m.Devices {
+			m.Devices[i].Profile = cut(m.Devices[i].Profile, maxEntryString)
+		}
+	}
+	if extra := len(e.Warnings) - maxEntryWarnings; extra > 0 {
+		e.Warnings = append(e.Warnings[:maxEntryWarnings-1], fmt.Sprintf("and %d more warnings", extra+1))
+	}
+	for i := range e.Warnings {
+		e.Warnings[i] = cut(e.Warnings[i], 2*maxEntryString)
+	}
+}
+
+// cut shortens s to at most n bytes on a rune boundary, marking that it was cut.
+func cut(s string, n int) string {
+	const marker = "...(cut)"
+	if len(s) <= n {
+		return s
+	}
+	end := n - len(marker)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + marker
 }
 
 // reader reads numeric labels of one node, collecting warnings.

@@ -61,16 +61,11 @@ func truncate(nodes []homelabv1.GpuNode, sizes []int, maxNodes, maxBytes int) (l
 		return slices.Clone(nodes), 0
 	}
 	size := 0
-	full := false
 	listed = make([]homelabv1.GpuNode, 0, min(maxNodes, len(nodes)))
 	for _, problems := range []bool{true, false} {
-		for i := 0; i < len(nodes) && !full; i++ {
-			if IsProblem(nodes[i]) != problems {
-				continue
-			}
-			if len(listed) >= maxNodes || size+sizes[i] > maxBytes {
-				full = true // a problem node that does not fit keeps every healthy one out too
-				break
+		for i := 0; i < len(nodes) && len(listed) < maxNodes; i++ {
+			if IsProblem(nodes[i]) != problems || size+sizes[i] > maxBytes {
+				continue // an entry that does not fit is skipped, not the end of the list
 			}
 			listed = append(listed, nodes[i])
 			size += sizes[i]
