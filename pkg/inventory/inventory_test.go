@@ -292,3 +292,19 @@ func TestSelector(t *testing.T) {
 }
 
 var t1 = t0.Add(time.Hour)
+
+func TestCutKeepsRunesWhole(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 20, "short"},
+		{"aaaaaaaaaaaaaaaaaaaaaaaaa", 20, "aaaaaaaaaaaa...(cut)"},
+		{"ééééééééééééééé", 20, "éééééé...(cut)"},
+	} {
+		if got := Cut(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("Cut(%q, %d) = %q; want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

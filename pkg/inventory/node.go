@@ -169,33 +169,33 @@ const (
 // bound cuts an entry's strings and lists to the bounds above, saying what was left out.
 func bound(e *homelabv1.GpuNode) {
 	for _, s := range []*string{&e.Product, &e.WorkloadConfig, &e.Family, &e.ComputeCapability, &e.DriverVersion, &e.CudaVersion} {
-		*s = cut(*s, maxEntryString)
+		*s = Cut(*s, maxEntryString)
 	}
 	if e.Sharing != nil {
-		e.Sharing.Strategy = cut(e.Sharing.Strategy, maxEntryString)
+		e.Sharing.Strategy = Cut(e.Sharing.Strategy, maxEntryString)
 	}
 	if m := e.MIG; m != nil {
 		for _, s := range []*string{&m.Strategy, &m.Config, &m.ConfigState} {
-			*s = cut(*s, maxEntryString)
+			*s = Cut(*s, maxEntryString)
 		}
 		if extra := len(m.Devices) - maxMIGDevices; extra > 0 {
 			m.Devices = m.Devices[:maxMIGDevices]
 			e.Warnings = append(e.Warnings, fmt.Sprintf("%d more MIG profiles not listed", extra))
 		}
 		for i := range m.Devices {
-			m.Devices[i].Profile = cut(m.Devices[i].Profile, maxEntryString)
+			m.Devices[i].Profile = Cut(m.Devices[i].Profile, maxEntryString)
 		}
 	}
 	if extra := len(e.Warnings) - maxEntryWarnings; extra > 0 {
 		e.Warnings = append(e.Warnings[:maxEntryWarnings-1], fmt.Sprintf("and %d more warnings", extra+1))
 	}
 	for i := range e.Warnings {
-		e.Warnings[i] = cut(e.Warnings[i], 2*maxEntryString)
+		e.Warnings[i] = Cut(e.Warnings[i], 2*maxEntryString)
 	}
 }
 
-// cut shortens s to at most n bytes on a rune boundary, marking that it was cut.
-func cut(s string, n int) string {
+// Cut shortens s to at most n bytes on a rune boundary, marking that it was cut.
+func Cut(s string, n int) string {
 	const marker = "...(cut)"
 	if len(s) <= n {
 		return s

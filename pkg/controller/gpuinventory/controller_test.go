@@ -320,22 +320,6 @@ func TestInvalidSelectorWithAHugeValueIsReportedBounded(t *testing.T) {
 	}
 }
 
-func TestCutKeepsRunesWhole(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 20, "short"},
-		{"aaaaaaaaaaaaaaaaaaaaaaaaa", 20, "aaaaaaaaaaa... (cut)"},
-		{"ééééééééééééééé", 20, "ééééé... (cut)"},
-	} {
-		if got := cut(tc.in, tc.n); got != tc.want || len(got) > tc.n {
-			t.Errorf("cut(%q, %d) = %q; want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
-
 func TestMalformedLabelsDoNotFailTheSync(t *testing.T) {
 	nodes := fixtures.HomeLab()
 	nodes[0].Labels[inventory.LabelCount] = "abc"

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -68,7 +67,7 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 		sum := sha256.Sum256([]byte(err.Error()))
 		content.Hash = "invalid-selector:" + hex.EncodeToString(sum[:8])
 		cond := inventory.InvalidSelectorCondition(err, gi.Generation)
-		cond.Message = cut(cond.Message, maxMessageBytes)
+		cond.Message = inventory.Cut(cond.Message, maxMessageBytes)
 		return computed{content: content, invalid: true, conditions: []metav1.Condition{cond}}, nil
 	}
 	nodes, err := c.nodes.List(sel)
@@ -88,19 +87,6 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 
 // maxMessageBytes bounds a condition message that quotes user input (the CRD allows 32 KiB).
 const maxMessageBytes = 1024
-
-// cut shortens s to at most n bytes on a rune boundary, marking that it was cut.
-func cut(s string, n int) string {
-	const marker = "... (cut)"
-	if len(s) <= n {
-		return s
-	}
-	end := n - len(marker)
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + marker
-}
 
 // upToDate reports whether the stored status has this content for the current spec.
 func upToDate(gi *homelabv1.GpuInventory, hash string) bool {
