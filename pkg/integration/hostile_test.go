@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,5 +72,29 @@ func TestHugeNoteIsRefusedClearly(t *testing.T) {
 	}, metav1.CreateOptions{})
 	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.note") || !strings.Contains(err.Error(), "4096") {
 		t.Fatalf("create with a 1.3 MB note: %v; want a validation error naming spec.note and its 4096 limit", err)
+	}
+}
+
+// A sync that panics (injected through the test hook) is recovered and retried: the
+// operator keeps running, counts the panic, and the inventory gets its status.
+func TestPanickingSyncIsRecovered(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	opts := testOptions()
+	var panicked atomic.Bool
+	opts.BeforeInventorySync = func(name string) {
+		if name == "cluster" && panicked.CompareAndSwap(false, true) {
+			panic("injected by the test")
+		}
+	}
+	op := startOperator(t, c.env.Config, opts)
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	if got := counted(op.Metrics().SyncPanics, nil); got != 1 {
+		t.Errorf("sync_panics_total = %d, want 1", got)
+	}
+	select {
+	case err := <-op.done:
+		t.Fatalf("the operator stopped: %v", err)
+	default:
 	}
 }

@@ -44,6 +44,9 @@ type Options struct {
 	// Logging is component-base's logging configuration: --logging-format (text or json),
 	// -v, --vmodule, --log-flush-frequency, as in Kubernetes' own components.
 	Logging *logsapi.LoggingConfiguration
+
+	// BeforeInventorySync, for tests only (no flag), runs at the start of every inventory sync.
+	BeforeInventorySync func(name string)
 }
 
 // NewOptions returns the defaults.

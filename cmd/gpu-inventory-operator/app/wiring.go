@@ -262,6 +262,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		PerNodeMetrics:       o.opts.PerNodeMetrics,
 		KeepsLabel:           keepsLabel,
 		OnUnknownSelectorKey: onUnknownKey,
+		BeforeSync:           o.opts.BeforeInventorySync,
 	})
 	if err != nil {
 		return nil, nil, err

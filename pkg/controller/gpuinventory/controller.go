@@ -65,6 +65,8 @@ type Config struct {
 	OnUnknownSelectorKey func(key string)
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
+	// BeforeSync, for tests, runs at the start of every sync (inside the worker's recovery).
+	BeforeSync func(name string)
 }
 
 // Controller reconciles GpuInventory status from the node cache.
@@ -85,6 +87,8 @@ type Controller struct {
 	perNodeMetrics    bool
 	keeps             func(string) bool
 	unknown           func(string)
+
+	beforeSync func(string)
 
 	memory    *memory    // what this controller wrote, per inventory
 	warnings  *warnings  // malformed label values already logged
@@ -128,6 +132,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		memory:            newMemory(),
 		warnings:          newWarnings(),
 		selectors:         newSelectors(),
+		beforeSync:        cfg.BeforeSync,
 	}
 	if _, err := cfg.InventoryInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueInventory,

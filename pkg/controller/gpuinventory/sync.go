@@ -32,6 +32,9 @@ type computed struct {
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "inventory", key.Name)
 	ctx = klog.NewContext(ctx, logger)
+	if c.beforeSync != nil {
+		c.beforeSync(key.Name)
+	}
 	gi, err := c.inventories.Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted; nothing to keep up to date
