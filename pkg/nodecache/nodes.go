@@ -28,9 +28,9 @@ import (
 // dropped too: a kubelet's status update that leaves readiness as it was leaves the cached
 // node unchanged. Objects other than Nodes pass through untouched.
 type NodeTrimmer struct {
-	selectorKeys map[string]bool
-	interned     sync.Map // string -> string: label keys and values repeat across nodes
-	internedLen  atomic.Int64
+	selectorKeys  map[string]bool
+	interned      atomic.Pointer[sync.Map] // string -> string: label keys and values repeat across nodes
+	internedBytes atomic.Int64
 
 	// GPU nodes of one model and configuration keep identical label sets and resource
 	// lists, and most nodes have the same taints (or none): the decoder gives them one
@@ -44,25 +44,31 @@ type NodeTrimmer struct {
 // selectors name). A selector naming any other key needs a new trimmer and a re-list.
 func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 	t := &NodeTrimmer{selectorKeys: map[string]bool{}}
+	t.interned.Store(&sync.Map{})
 	for _, k := range selectorKeys {
 		t.selectorKeys[k] = true
 	}
 	return t
 }
 
-// maxInterned bounds the intern table, so that ever-changing values cannot grow it forever.
-const maxInterned = 100_000
-
-// maxShared bounds each table of shared sets.
-const maxShared = 4096
+// Bounds of the tables shared by all nodes, so that ever-changing values cannot grow them
+// forever: a full table starts over (nodes keep what they have; what no node uses is freed).
+const (
+	maxInternedBytes  = 4 << 20 // all interned strings
+	maxInternedString = 256     // longer strings are not interned
+	maxShared         = 4096    // sets per table
+	maxSharedBytes    = 4 << 20 // encoded size of the sets of one table
+	maxSharedSetBytes = 64 << 10
+)
 
 // sharedSets hands out one copy of each distinct set, built on first sight. The sets are
 // shared by the cached nodes like everything in an informer's cache: read-only. When the
 // table is full it starts over: nodes keep the sets they have, sets that no node uses any
 // more are freed, and sets seen from then on are shared again.
 type sharedSets[T any] struct {
-	mu   sync.Mutex
-	sets map[string]T
+	mu    sync.Mutex
+	sets  map[string]T
+	bytes int // of the keys: the sets' encoded size
 }
 
 func (s *sharedSets[T]) get(key []byte, build func() (T, error)) (T, error) {
@@ -72,27 +78,32 @@ func (s *sharedSets[T]) get(key []byte, build func() (T, error)) (T, error) {
 		return set, nil
 	}
 	set, err := build()
-	if err != nil {
-		return set, err
+	if err != nil || len(key) > maxSharedSetBytes {
+		return set, err // a huge set is not kept for others
 	}
-	if s.sets == nil || len(s.sets) >= maxShared {
-		s.sets = map[string]T{}
+	if s.sets == nil || len(s.sets) >= maxShared || s.bytes+len(key) > maxSharedBytes {
+		s.sets, s.bytes = map[string]T{}, 0
 	}
 	s.sets[string(key)] = set
+	s.bytes += len(key)
 	return set, nil
 }
 
+// intern returns the one copy of s that the cached nodes share.
 func (t *NodeTrimmer) intern(s string) string {
-	if v, ok := t.interned.Load(s); ok {
-		return v.(string)
-	}
-	if t.internedLen.Load() >= maxInterned {
+	if len(s) > maxInternedString {
 		return s
 	}
-	v, loaded := t.interned.LoadOrStore(s, s)
-	if !loaded {
-		t.internedLen.Add(1)
+	table := t.interned.Load()
+	if v, ok := table.Load(s); ok {
+		return v.(string)
 	}
+	if t.internedBytes.Add(int64(len(s))) > maxInternedBytes {
+		t.internedBytes.Store(int64(len(s)))
+		table = &sync.Map{}
+		t.interned.Store(table)
+	}
+	v, _ := table.LoadOrStore(s, s)
 	return v.(string)
 }
 

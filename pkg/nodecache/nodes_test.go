@@ -2,8 +2,10 @@ package nodecache
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +203,34 @@ func TestEventsFanOut(t *testing.T) {
 	want := []string{"a add", "b add", "a update", "b update", "a delete", "b delete"}
 	if !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+// One kubelet that keeps writing new values of its nvidia.com labels cannot grow the tables
+// shared by all nodes beyond their byte bounds.
+func TestSharedTablesAreBoundedByBytes(t *testing.T) {
+	trimmer := NewNodeTrimmer(nil)
+	for i := range 20_000 {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "liar", Labels: map[string]string{
+			inventory.LabelProduct:   fmt.Sprintf("NVIDIA-%055d", i), // 63 bytes, a new value each time
+			"nvidia.com/gpu.machine": fmt.Sprintf("%063d", i),
+		}}}
+		data, err := node.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trimmer.DecodeNode(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := trimmer.internedBytes.Load(); got > maxInternedBytes {
+		t.Errorf("interned %d bytes; want at most %d", got, maxInternedBytes)
+	}
+	if got := trimmer.labelSets.bytes; got > maxSharedBytes {
+		t.Errorf("shared label sets hold %d bytes; want at most %d", got, maxSharedBytes)
+	}
+	long := strings.Repeat("x", maxInternedString+1)
+	if trimmer.intern(long) == long && trimmer.internedBytes.Load() > maxInternedBytes {
+		t.Error("a long string was interned")
 	}
 }
