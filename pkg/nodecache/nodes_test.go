@@ -210,11 +210,12 @@ func TestEventsFanOut(t *testing.T) {
 // shared by all nodes beyond their byte bounds.
 func TestSharedTablesAreBoundedByBytes(t *testing.T) {
 	trimmer := NewNodeTrimmer(nil)
-	for i := range 20_000 {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "liar", Labels: map[string]string{
-			inventory.LabelProduct:   fmt.Sprintf("NVIDIA-%055d", i), // 63 bytes, a new value each time
-			"nvidia.com/gpu.machine": fmt.Sprintf("%063d", i),
-		}}}
+	for i := range 3000 {
+		labels := map[string]string{inventory.LabelProduct: fmt.Sprintf("NVIDIA-%055d", i)} // a new value each time
+		for j := range 100 {
+			labels[fmt.Sprintf("nvidia.com/mig-%dg.%dgb.count", j, j)] = fmt.Sprintf("%063d", i) // 10 KB a set
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "liar", Labels: labels}}
 		data, err := node.Marshal()
 		if err != nil {
 			t.Fatal(err)
@@ -222,6 +223,9 @@ func TestSharedTablesAreBoundedByBytes(t *testing.T) {
 		if _, err := trimmer.DecodeNode(data); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for i := range 100_000 { // 6 MB of distinct label values
+		trimmer.intern(fmt.Sprintf("%063d", i))
 	}
 	if got := trimmer.internedBytes.Load(); got > maxInternedBytes {
 		t.Errorf("interned %d bytes; want at most %d", got, maxInternedBytes)
