@@ -22,7 +22,8 @@ import (
 // covered GPU node; the status may list fewer (see Truncate).
 type Inventory struct {
 	Nodes              []homelabv1.GpuNode
-	Models             []homelabv1.GpuModel
+	Models             []homelabv1.GpuModel // at most MaxModels (see FoldModels)
+	ModelCount         int                  // distinct models, folded or not
 	TotalGpuNodes      int32
 	ReadyGpuNodes      int32
 	TotalGpus          int32
@@ -219,7 +220,9 @@ func fromRefs(refs []entryRef) Inventory {
 			inv.UnlabeledGpus = addSaturating(inv.UnlabeledGpus, n.GpuCount)
 		}
 	}
-	inv.Models = Models(inv.Nodes)
+	all := Models(inv.Nodes)
+	inv.ModelCount = len(all)
+	inv.Models = FoldModels(all)
 	inv.Hash = hashDigests(inv.digests)
 	return inv
 }
@@ -266,9 +269,51 @@ func Models(entries []homelabv1.GpuNode) []homelabv1.GpuModel {
 	for _, name := range order {
 		m := byModel[name]
 		slices.Sort(m.Variants)
+		if extra := len(m.Variants) - MaxVariants; extra > 0 {
+			m.Variants = append(m.Variants[:MaxVariants-1], fmt.Sprintf("and %d more", extra+1))
+		}
 		models = append(models, *m)
 	}
 	return models
+}
+
+// Bounds of the per-model summary, so that thousands of distinct products cannot push the
+// status past its size bound; totals stay exact.
+const (
+	MaxModels   = 64
+	MaxVariants = 8
+	// OtherModels is the model the smallest models are counted under beyond MaxModels.
+	OtherModels = "<other models>"
+)
+
+// FoldModels keeps the MaxModels-1 models with the most GPUs (then nodes) and counts the
+// rest under OtherModels.
+func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
+	if len(models) <= MaxModels {
+		return models
+	}
+	bySize := slices.Clone(models)
+	slices.SortStableFunc(bySize, func(a, b homelabv1.GpuModel) int {
+		if a.Gpus != b.Gpus {
+			return int(b.Gpus) - int(a.Gpus)
+		}
+		return int(b.Nodes) - int(a.Nodes)
+	})
+	kept := bySize[:MaxModels-1]
+	other := homelabv1.GpuModel{Product: OtherModels}
+	for _, m := range bySize[MaxModels-1:] {
+		other.Nodes += m.Nodes
+		other.ReadyNodes += m.ReadyNodes
+		other.Gpus = addSaturating(other.Gpus, m.Gpus)
+		other.ReadyGpus = addSaturating(other.ReadyGpus, m.ReadyGpus)
+		other.AllocatableGpus = addSaturating(other.AllocatableGpus, m.AllocatableGpus)
+		other.UnhealthyGpus = addSaturating(other.UnhealthyGpus, m.UnhealthyGpus)
+		other.MemoryMiB = max(other.MemoryMiB, m.MemoryMiB)
+	}
+	other.Variants = []string{fmt.Sprintf("%d models", len(bySize)-len(kept))}
+	folded := append(slices.Clone(kept), other)
+	slices.SortFunc(folded, func(a, b homelabv1.GpuModel) int { return strings.Compare(a.Product, b.Product) })
+	return folded
 }
 
 // addSaturating adds two non-negative counts, stopping at the int32 maximum instead of

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
@@ -84,5 +86,43 @@ func TestTruncateByBytes(t *testing.T) {
 	}
 	if all, omitted := Truncate(entries, 1000, 1<<20); len(all) != 100 || omitted != 0 {
 		t.Errorf("everything fits: listed %d, omitted %d", len(all), omitted)
+	}
+}
+
+// Thousands of distinct products (and variants) keep the status under 256 KiB: the smallest
+// models are counted together, and the totals per model still add up to the fleet's.
+func TestStatusSizeBoundWithThousandsOfProducts(t *testing.T) {
+	entries := fleet(65000)
+	for i := range entries {
+		suffix := ""
+		if i%3 == 0 {
+			suffix = fmt.Sprintf("-MIG-%dg.%dgb", i%20, i%40) // a variant
+		}
+		entries[i].Product = fmt.Sprintf("VENDOR-ACCELERATOR-%05d%s", i%5000, suffix)
+		entries[i].GpuCount = int32(1 + i%8)
+	}
+	inv := FromEntries(entries)
+	if len(inv.Models) > MaxModels || inv.ModelCount != 5000 {
+		t.Errorf("%d models listed of %d; want at most %d listed of the 5,000", len(inv.Models), inv.ModelCount, MaxModels)
+	}
+	var gpus, nodes int32
+	for _, m := range inv.Models {
+		gpus += m.Gpus
+		nodes += m.Nodes
+		if len(m.Variants) > MaxVariants {
+			t.Errorf("model %s lists %d variants; want at most %d", m.Product, len(m.Variants), MaxVariants)
+		}
+	}
+	if gpus != inv.TotalGpus || nodes != inv.TotalGpuNodes {
+		t.Errorf("models count %d GPUs on %d nodes; the fleet has %d on %d", gpus, nodes, inv.TotalGpus, inv.TotalGpuNodes)
+	}
+	listed, omitted := Truncate(inv.Nodes, DefaultMaxStatusNodes, MaxNodeListBytes)
+	gi := homelabv1.GpuInventory{Status: inv.Status(listed, Conditions(inv, omitted, 1), 1, metav1.Now())}
+	data, err := json.Marshal(gi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > 256<<10 {
+		t.Errorf("the status is %d bytes with 5,000 products; want at most 256 KiB", len(data))
 	}
 }

@@ -187,7 +187,7 @@ func (inv Inventory) Status(listed []homelabv1.GpuNode, conditions []metav1.Cond
 		UnlabeledGpus:      inv.UnlabeledGpus,
 		UnhealthyGpus:      inv.UnhealthyGpus,
 		LabelsMissingNodes: inv.LabelsMissingNodes,
-		TotalModels:        int32(len(inv.Models)),
+		TotalModels:        int32(inv.ModelCount),
 		ListedNodes:        int32(len(listed)),
 		Models:             inv.Models,
 		Nodes:              listed,
