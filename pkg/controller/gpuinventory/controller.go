@@ -145,6 +145,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	forget := func(name string) {
 		c.entries.Forget(name)
 		c.warnings.forgetNode(name)
+		c.memory.forgetNode(name)
 	}
 	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(forget, func(old, cur any) {
 		c.handleNode(logger, old, cur)
@@ -179,14 +180,15 @@ func (c *Controller) Synced() bool {
 	return len(inventories) == 0
 }
 
-// checkSelectorKeys tells the owner of the node cache about selector keys it drops.
-func (c *Controller) checkSelectorKeys(obj any) {
+// indexSelector parses and indexes an inventory's node selector, and tells the owner of the
+// node cache about a selector key the cache drops.
+func (c *Controller) indexSelector(obj any) {
 	gi, ok := obj.(*homelabv1.GpuInventory)
-	if !ok || c.keeps == nil || c.unknown == nil {
+	if !ok {
 		return
 	}
-	sel, err := inventory.Selector(gi.Spec.NodeSelector)
-	if err != nil {
+	sel, err := c.selectors.get(gi)
+	if err != nil || c.keeps == nil || c.unknown == nil {
 		return
 	}
 	reqs, _ := sel.Requirements()
@@ -202,7 +204,7 @@ func (c *Controller) enqueueInventory(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	c.checkSelectorKeys(obj)
+	c.indexSelector(obj)
 	key, err := cache.ObjectToName(obj)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -223,7 +225,7 @@ func (c *Controller) inventoryUpdated(old, cur any) {
 	}
 	key := cache.MetaObjectToName(curInv)
 	if oldInv.Generation != curInv.Generation {
-		c.checkSelectorKeys(curInv)
+		c.indexSelector(curInv)
 	}
 	if oldInv.ResourceVersion != curInv.ResourceVersion && oldInv.Generation == curInv.Generation &&
 		curInv.Status.ObservedGeneration == curInv.Generation && c.memory.wroteHash(key, curInv.Status.InventoryHash) {
@@ -252,22 +254,8 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 			labelSets = append(labelSets, labels.Set(node.Labels))
 		}
 	}
-	inventories, err := c.inventories.List(labels.Everything())
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("list GpuInventories from cache: %w", err))
-		return
-	}
-	for _, gi := range inventories {
-		sel, err := c.selectors.get(gi)
-		if err != nil {
-			continue // reported by the inventory's own sync
-		}
-		for _, set := range labelSets {
-			if sel.Matches(set) {
-				logger.V(5).Info("Node event affects inventory", "inventory", klog.KObj(gi))
-				c.limiter.Enqueue(c.queue, cache.MetaObjectToName(gi))
-				break
-			}
-		}
+	for _, key := range c.selectors.matching(labelSets) {
+		logger.V(5).Info("Node event affects inventory", "inventory", key.Name)
+		c.limiter.Enqueue(c.queue, key)
 	}
 }

@@ -84,6 +84,7 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 		if err := f.invIndexer.Add(gi); err != nil {
 			t.Fatal(err)
 		}
+		c.indexSelector(gi) // as the informer's add handler does
 	}
 	return f
 }

@@ -3,6 +3,7 @@ package gpuinventory
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -11,19 +12,26 @@ import (
 // memory is what the controller knows of each inventory's stored status: the hash it wrote
 // last (to tell its own write's echo from news), the node list at a resourceVersion (the
 // informer's objects come without it, see inventorycache), and whether a sync succeeded.
+//
+// Inventories that select the same nodes store the same entries, so a node list is kept as
+// pointers into one table of entries by node name: the memory grows with inventories plus
+// nodes, not with their product.
 type memory struct {
-	mu    sync.Mutex
-	byKey map[cache.ObjectName]*remembered
+	mu      sync.Mutex
+	byKey   map[cache.ObjectName]*remembered
+	entries map[string]*homelabv1.GpuNode // the latest entry remembered for each node
 }
 
 type remembered struct {
 	hash            string
 	resourceVersion string
-	nodes           []homelabv1.GpuNode
+	nodes           []*homelabv1.GpuNode
 	synced          bool
 }
 
-func newMemory() *memory { return &memory{byKey: map[cache.ObjectName]*remembered{}} }
+func newMemory() *memory {
+	return &memory{byKey: map[cache.ObjectName]*remembered{}, entries: map[string]*homelabv1.GpuNode{}}
+}
 
 func (m *memory) entry(key cache.ObjectName) *remembered {
 	r, ok := m.byKey[key]
@@ -34,12 +42,27 @@ func (m *memory) entry(key cache.ObjectName) *remembered {
 	return r
 }
 
+// shareLocked returns nodes as pointers to the table's entries, adding the ones it lacks.
+func (m *memory) shareLocked(nodes []homelabv1.GpuNode) []*homelabv1.GpuNode {
+	shared := make([]*homelabv1.GpuNode, len(nodes))
+	for i := range nodes {
+		p, ok := m.entries[nodes[i].Name]
+		if !ok || !equality.Semantic.DeepEqual(*p, nodes[i]) {
+			p = new(homelabv1.GpuNode)
+			*p = nodes[i]
+			m.entries[p.Name] = p
+		}
+		shared[i] = p
+	}
+	return shared
+}
+
 // wrote records a status write: its hash, and the node list at the version it produced.
 func (m *memory) wrote(key cache.ObjectName, hash, resourceVersion string, nodes []homelabv1.GpuNode) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.entry(key)
-	r.hash, r.resourceVersion, r.nodes, r.synced = hash, resourceVersion, nodes, true
+	r.hash, r.resourceVersion, r.nodes, r.synced = hash, resourceVersion, m.shareLocked(nodes), true
 }
 
 // read records the node list read from the server at resourceVersion.
@@ -47,10 +70,10 @@ func (m *memory) read(key cache.ObjectName, resourceVersion string, nodes []home
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.entry(key)
-	r.resourceVersion, r.nodes = resourceVersion, nodes
+	r.resourceVersion, r.nodes = resourceVersion, m.shareLocked(nodes)
 }
 
-// nodesAt returns the node list remembered for resourceVersion.
+// nodesAt returns a copy of the node list remembered for resourceVersion.
 func (m *memory) nodesAt(key cache.ObjectName, resourceVersion string) ([]homelabv1.GpuNode, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -58,7 +81,11 @@ func (m *memory) nodesAt(key cache.ObjectName, resourceVersion string) ([]homela
 	if !ok || resourceVersion == "" || r.resourceVersion != resourceVersion {
 		return nil, false
 	}
-	return r.nodes, true
+	nodes := make([]homelabv1.GpuNode, len(r.nodes))
+	for i, p := range r.nodes {
+		nodes[i] = *p
+	}
+	return nodes, true
 }
 
 // wroteHash reports whether the last status written for key had hash.
@@ -86,4 +113,11 @@ func (m *memory) forget(key cache.ObjectName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byKey, key)
+}
+
+// forgetNode drops a deleted node's entry from the table; lists that hold it keep their copy.
+func (m *memory) forgetNode(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, name)
 }
