@@ -137,4 +137,3 @@ func residentMiB(t *testing.T, pid int) float64 {
 	t.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
 }
-
