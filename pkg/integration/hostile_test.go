@@ -113,14 +113,15 @@ func TestPanickingSyncIsRecovered(t *testing.T) {
 // messages written.
 func TestReadyMessageOfOneMiBWrittenManyTimes(t *testing.T) {
 	const (
-		writes        = 60
+		messages      = 60
 		beforeMeasure = 6              // the first writes, after which the heap is measured
 		messageBytes  = 1<<20 - 64<<10 // under the API server's request size limit
 		maxHeapGrowth = 8 << 20
+		maxSyncs      = 10 // of both controllers, resyncs included
 	)
 	c := startCluster(t)
 	c.loadHomeLab(t)
-	startOperator(t, c.env.Config, testOptions())
+	op := startOperator(t, c.env.Config, testOptions())
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
 
 	ctx := context.Background()
@@ -173,18 +174,25 @@ func TestReadyMessageOfOneMiBWrittenManyTimes(t *testing.T) {
 	writeReady(beforeMeasure-1, corev1.ConditionTrue)
 	reported(true)
 	heapBefore := liveHeap()
-	for i := beforeMeasure; i < writes-1; i++ {
+	syncsBefore, writesBefore := counted(op.Metrics().Syncs, nil), statusWrites(op)
+	for i := beforeMeasure; i < messages-1; i++ {
 		writeReady(i, corev1.ConditionTrue)
 	}
-	writeReady(writes-1, corev1.ConditionFalse)
+	writeReady(messages-1, corev1.ConditionFalse)
 	reported(false)
 	heapAfter := liveHeap()
-	written := (writes - beforeMeasure) * messageBytes
-	t.Logf("live heap %d KiB after %d Ready messages, %d KiB after %d more (%d MiB written)",
-		heapBefore>>10, beforeMeasure, heapAfter>>10, writes-beforeMeasure, written>>20)
+	syncs, statusWritten := counted(op.Metrics().Syncs, nil)-syncsBefore, statusWrites(op)-writesBefore
+	written := (messages - beforeMeasure) * messageBytes
+	t.Logf("live heap %d KiB after %d Ready messages, %d KiB after %d more (%d MiB written); %d syncs, %d status writes",
+		heapBefore>>10, beforeMeasure, heapAfter>>10, messages-beforeMeasure, written>>20, syncs, statusWritten)
 	if growth := int64(heapAfter) - int64(heapBefore); growth > maxHeapGrowth {
 		t.Errorf("the live heap grew by %d KiB while nuc1 wrote %d MiB of Ready messages, want at most %d KiB",
 			growth>>10, written>>20, maxHeapGrowth>>10)
+	}
+	// Only the change of readiness is work: a message alone reaches no queue.
+	if syncs > maxSyncs || statusWritten > 2 {
+		t.Errorf("%d syncs and %d status writes after %d Ready messages and one change of readiness, want at most %d and 2",
+			syncs, statusWritten, messages-beforeMeasure, maxSyncs)
 	}
 
 	// The report is the home lab's, whole, and carries no copy of a message.
