@@ -262,11 +262,17 @@ func (r *reader) mig() *homelabv1.MigInfo {
 		}
 		return profiles[profile]
 	}
+	var keys []string
 	for key := range lbl {
-		rest, ok := strings.CutPrefix(key, labelMIGProfilePfx)
-		if !ok {
-			continue
+		if strings.HasPrefix(key, labelMIGProfilePfx) {
+			keys = append(keys, key)
 		}
+	}
+	// In key order: the warnings for malformed values, and so the entry's hash, are the same
+	// on every parse.
+	slices.Sort(keys)
+	for _, key := range keys {
+		rest := strings.TrimPrefix(key, labelMIGProfilePfx)
 		switch {
 		case strings.HasSuffix(rest, ".count"):
 			device(strings.TrimSuffix(rest, ".count")).Count = int32(r.count(key, 32))
