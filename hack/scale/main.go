@@ -55,6 +55,10 @@ func main() {
 	flag.DurationVar(&quietGap, "quiet-gap", 5*time.Second, "Pause before each quiet-phase probe; keep it above four times the operator's --min-sync-interval (the ConfigMap's interval).")
 	flag.StringVar(&operatorEnv, "operator-env", "", "More environment for the operator, space-separated NAME=value pairs (e.g. GOGC=40).")
 	flag.StringVar(&operatorArgs, "operator-args", "", "More flags for the operator, space-separated (e.g. --min-sync-interval=1s).")
+	flag.DurationVar(&hostileFor, "hostile-duration", time.Minute, "Length of the hostile phase, after the others: GPU nodes rewrite a 64 KiB Ready message and random GPU labels (0: skip).")
+	flag.IntVar(&hostileNodes, "hostile-nodes", 50, "GPU nodes that write in the hostile phase.")
+	flag.Float64Var(&hostileRate, "hostile-rate", 10, "Writes per second of each hostile node.")
+	flag.IntVar(&inventoryCount, "inventories", 1000, "GpuInventories over a few hundred GPU nodes each, created in the last phase (0: skip).")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -69,7 +73,12 @@ var (
 	operatorArgs string
 	operatorEnv  string
 	quietGap     time.Duration
-	probeLog     *os.File // with --profile-dir: each probe's start and latency
+	hostileFor   time.Duration
+	hostileNodes int
+	hostileRate  float64
+	// inventoryCount is the number of inventories of the last phase.
+	inventoryCount int
+	probeLog       *os.File // with --profile-dir: each probe's start and latency
 )
 
 // fetchProfile saves a profile from the operator's pprof endpoint.
@@ -165,7 +174,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 
 	// First complete status.
 	var rv string
-	err = watchInventory(ctx, watcher, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
+	err = watchInventory(ctx, watcher, "cluster", 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
 		rv = gi.ResourceVersion
 		return gi.Status.TotalGpuNodes == gpuNodes
 	})
@@ -240,12 +249,24 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("\nsteady RSS: %.0f MiB anonymous (heap, stacks, runtime), %.0f MiB of mapped files (the binary)\n", steadyAnon/1024, steadyFile/1024)
 	fmt.Printf("change -> status: median %s quiet, %s under churn\n", median(quietLatency), median(churnLatency))
 	fmt.Printf("the API server's share: a dry-run apply of the same status takes median %s, p99 %s\n", median(serverApply), p99(serverApply))
-	if pluginBinary == "" {
+	if pluginBinary != "" {
+		if err := measurePlugins(ctx, env, gpu, watcher, n); err != nil {
+			return err
+		}
+	}
+	if hostileFor <= 0 && inventoryCount <= 0 {
 		return nil
 	}
+	protobuf := rest.CopyConfig(bulk)
+	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
+	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	h := &harness{kube: kubernetes.NewForConfigOrDie(protobuf), gpu: gpu, watcher: watcher, pid: pid, quietRSS: steadyRSS, fleet: gpuFleet(n)}
+	return lastPhases(ctx, h)
+}
 
-	// The plugin, once the status has settled after the churn.
-	if err := settle(ctx, watcher, 2*time.Second, 30*time.Second); err != nil {
+// measurePlugins runs the plugin, once the status has settled after the churn.
+func measurePlugins(ctx context.Context, env *testenv.Env, gpu, watcher versioned.Interface, n int) error {
+	if err := settle(ctx, watcher, "cluster", 2*time.Second, 30*time.Second); err != nil {
 		return err
 	}
 	kubeconfig := env.KubeconfigPath()
@@ -351,15 +372,15 @@ func scanAgrees(ctx context.Context, gpu versioned.Interface, binary, kubeconfig
 		b.InventoryHash, b.ReadyGpuNodes, b.TotalGpuNodes), nil
 }
 
-// settle waits until the inventory has not changed for quiet (at most timeout).
-func settle(ctx context.Context, gpu versioned.Interface, quiet, timeout time.Duration) error {
+// settle waits until inventory name has not changed for quiet (at most timeout).
+func settle(ctx context.Context, gpu versioned.Interface, name string, quiet, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster", ResourceVersion: gi.ResourceVersion})
+	w, err := gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: gi.ResourceVersion})
 	if err != nil {
 		return err
 	}
@@ -370,7 +391,7 @@ func settle(ctx context.Context, gpu versioned.Interface, quiet, timeout time.Du
 		case <-timer.C:
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("the inventory did not settle within %s", timeout)
+			return fmt.Errorf("inventory %s did not settle within %s", name, timeout)
 		case _, ok := <-w.ResultChan():
 			if !ok {
 				return fmt.Errorf("watch ended before the inventory settled")
@@ -471,13 +492,13 @@ func seen(ctx context.Context, w watch.Interface, t0 time.Time, product string) 
 	}
 }
 
-// watchInventory follows the inventory "cluster" until done accepts a state of it (timeout
-// at most), waiting for the CRD, which the operator installs first.
-func watchInventory(ctx context.Context, gpu versioned.Interface, timeout time.Duration, done func(*homelabv1.GpuInventory) bool) error {
+// watchInventory follows inventory name until done accepts a state of it (timeout at most),
+// waiting for the CRD, which the operator installs first.
+func watchInventory(ctx context.Context, gpu versioned.Interface, name string, timeout time.Duration, done func(*homelabv1.GpuInventory) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		err := follow.Inventory(ctx, gpu, "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		err := follow.Inventory(ctx, gpu, name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 			return !deleted && done(gi), nil
 		})
 		switch {
@@ -502,7 +523,7 @@ func (w *writeCounter) count() int { w.mu.Lock(); defer w.mu.Unlock(); return w.
 
 // run counts the states of the inventory after the one at resourceVersion rv.
 func (w *writeCounter) run(ctx context.Context, gpu versioned.Interface, rv string) {
-	_ = watchInventory(ctx, gpu, 24*time.Hour, func(gi *homelabv1.GpuInventory) bool {
+	_ = watchInventory(ctx, gpu, "cluster", 24*time.Hour, func(gi *homelabv1.GpuInventory) bool {
 		if gi.ResourceVersion != rv {
 			rv = gi.ResourceVersion
 			w.mu.Lock()

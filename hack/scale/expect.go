@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// fleetNode is what the expectations need of one generated GPU node.
+type fleetNode struct {
+	name   string
+	labels labels.Set // every label, NFD's and GFD's included, as created
+	gpus   int32      // nvidia.com/gpu.count
+}
+
+// gpuFleet returns the GPU nodes among the first n of the fleet fixture, as created.
+func gpuFleet(n int) []fleetNode {
+	var out []fleetNode
+	for i := range n {
+		if !fixtures.IsFleetGPUNode(i) {
+			continue
+		}
+		node, extra := fixtures.FleetNode(i)
+		maps.Copy(node.Labels, extra)
+		count, _ := strconv.Atoi(node.Labels["nvidia.com/gpu.count"])
+		out = append(out, fleetNode{name: node.Name, labels: node.Labels, gpus: int32(count)})
+	}
+	return out
+}
+
+// totals are the figures of an inventory that the fixture determines once every GPU node is
+// Ready with its generated labels: the inventory's totals and its nodes per base model.
+type totals struct {
+	Nodes, Ready, Gpus, ReadyGpus, Unhealthy, LabelsMissing int32
+	Models                                                  map[string]int32
+}
+
+// expectTotals computes the totals of an inventory whose selector is sel over fleet, every
+// node Ready.
+func expectTotals(fleet []fleetNode, sel labels.Selector) totals {
+	t := totals{Models: map[string]int32{}}
+	for _, n := range fleet {
+		if !sel.Matches(n.labels) {
+			continue
+		}
+		t.Nodes++
+		t.Ready++
+		t.Gpus += n.gpus
+		t.ReadyGpus += n.gpus
+		t.Models[baseProduct(n.labels["nvidia.com/gpu.product"])]++
+	}
+	return t
+}
+
+// baseProduct groups MIG single-strategy (<model>-MIG-<profile>) and time-sliced
+// (<model>-SHARED) products under their model, as the status's model summary does.
+func baseProduct(p string) string {
+	if i := strings.Index(p, "-MIG-"); i >= 0 {
+		return p[:i]
+	}
+	return strings.TrimSuffix(p, "-SHARED")
+}
+
+// statusTotals reads the same figures from a status.
+func statusTotals(st homelabv1.GpuInventoryStatus) totals {
+	t := totals{Nodes: st.TotalGpuNodes, Ready: st.ReadyGpuNodes, Gpus: st.TotalGpus, ReadyGpus: st.ReadyGpus,
+		Unhealthy: st.UnhealthyGpus, LabelsMissing: st.LabelsMissingNodes, Models: map[string]int32{}}
+	for _, m := range st.Models {
+		t.Models[m.Product] = m.Nodes
+	}
+	return t
+}
+
+func (t totals) equal(o totals) bool {
+	return t.Nodes == o.Nodes && t.Ready == o.Ready && t.Gpus == o.Gpus && t.ReadyGpus == o.ReadyGpus &&
+		t.Unhealthy == o.Unhealthy && t.LabelsMissing == o.LabelsMissing && maps.Equal(t.Models, o.Models)
+}
+
+func (t totals) String() string {
+	models := slices.Sorted(maps.Keys(t.Models))
+	for i, m := range models {
+		models[i] = fmt.Sprintf("%s:%d", m, t.Models[m])
+	}
+	return fmt.Sprintf("%d GPU nodes (%d ready), %d GPUs (%d ready), %d unhealthy, %d labels missing, models [%s]",
+		t.Nodes, t.Ready, t.Gpus, t.ReadyGpus, t.Unhealthy, t.LabelsMissing, strings.Join(models, " "))
+}
+
+// synced reports whether gi's status is for its current spec and shows want.
+func synced(gi *homelabv1.GpuInventory, want totals) bool {
+	return gi.Status.ObservedGeneration == gi.Generation && statusTotals(gi.Status).equal(want)
+}
+
+// waitTotals follows inventory name until its status shows want (at most timeout).
+func waitTotals(ctx context.Context, gpu versioned.Interface, name string, want totals, timeout time.Duration) error {
+	var last totals
+	err := watchInventory(ctx, gpu, name, timeout, func(gi *homelabv1.GpuInventory) bool {
+		last = statusTotals(gi.Status)
+		return synced(gi, want)
+	})
+	if err != nil {
+		return fmt.Errorf("inventory %s: want %s; last seen %s: %w", name, want, last, err)
+	}
+	return nil
+}
+
+// resetFleet brings the GPU nodes back to the fixture's state after the churn and the
+// probes: every one Ready, the probes' marker node with its own product. kube lists in
+// protobuf.
+func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (int, error) {
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list nodes: %w", err)
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	var notReady []string
+	for _, n := range fleet {
+		node := byName[n.name]
+		if node == nil {
+			return 0, fmt.Errorf("node %s is missing after the churn", n.name)
+		}
+		if !nodeReady(node) {
+			notReady = append(notReady, n.name)
+		}
+		if p := n.labels["nvidia.com/gpu.product"]; node.Labels["nvidia.com/gpu.product"] != p {
+			patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gpu.product":%q}}}`, p)
+			if _, err := kube.CoreV1().Nodes().Patch(ctx, n.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return 0, fmt.Errorf("restore the product of node %s: %w", n.name, err)
+			}
+		}
+	}
+	errs := make(chan error, len(notReady))
+	names := make(chan string)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for name := range names {
+				errs <- testenv.SetNodeReady(ctx, kube, name, true)
+			}
+		})
+	}
+	for _, name := range notReady {
+		names <- name
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(notReady), nil
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
