@@ -24,6 +24,7 @@ import (
 
 // fleetNode is what the expectations need of one generated GPU node.
 type fleetNode struct {
+	index  int
 	name   string
 	labels labels.Set // every label, NFD's and GFD's included, as created
 	gpus   int32      // nvidia.com/gpu.count
@@ -39,7 +40,7 @@ func gpuFleet(n int) []fleetNode {
 		node, extra := fixtures.FleetNode(i)
 		maps.Copy(node.Labels, extra)
 		count, _ := strconv.Atoi(node.Labels["nvidia.com/gpu.count"])
-		out = append(out, fleetNode{name: node.Name, labels: node.Labels, gpus: int32(count)})
+		out = append(out, fleetNode{index: i, name: node.Name, labels: node.Labels, gpus: int32(count)})
 	}
 	return out
 }
@@ -120,8 +121,8 @@ func waitTotals(ctx context.Context, gpu versioned.Interface, name string, want 
 }
 
 // resetFleet brings the GPU nodes back to the fixture's state after the churn and the
-// probes: every one Ready, the probes' marker node with its own product. kube lists in
-// protobuf.
+// probes: every one there (a rejoin in flight when the churn ends leaves its node deleted) and
+// Ready, the probes' marker node with its own product. kube lists in protobuf.
 func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (int, error) {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -135,7 +136,10 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 	for _, n := range fleet {
 		node := byName[n.name]
 		if node == nil {
-			return 0, fmt.Errorf("node %s is missing after the churn", n.name)
+			if err := testenv.CreateFleet(ctx, kube, n.index, 1, 1); err != nil {
+				return 0, fmt.Errorf("re-create node %s, missing after the churn: %w", n.name, err)
+			}
+			continue
 		}
 		if !nodeReady(node) {
 			notReady = append(notReady, n.name)
