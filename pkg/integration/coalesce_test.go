@@ -64,13 +64,13 @@ func TestWritesComeInBurstsAndAreSpacedUnderChurn(t *testing.T) {
 		}
 	}
 
-	nuc2 := func(gi *homelabv1.GpuInventory) homelabv1.GpuNode {
+	nuc2 := func(gi *homelabv1.GpuInventory) homelabv1.GpuNodeEntry {
 		for _, n := range gi.Status.Nodes {
 			if n.Name == "nuc2" {
 				return n
 			}
 		}
-		return homelabv1.GpuNode{}
+		return homelabv1.GpuNodeEntry{}
 	}
 	start := time.Now()
 	c.patchLabels(t, "nuc2", map[string]string{"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3060", "nvidia.com/gpu.count": "1"})

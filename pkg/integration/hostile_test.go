@@ -298,7 +298,7 @@ func TestThousandsOfMIGLabelsOnANotReadyNode(t *testing.T) {
 	}
 	checkBoundedMIGEntry(t, "status.nodes", nodeEntry(t, gi, hostile), maxMIGDevices, maxWarnings, maxEntryBytes)
 
-	var entries map[string]homelabv1.GpuNode
+	var entries map[string]homelabv1.GpuNodeEntry
 	eventually(t, 20*time.Second, "the ConfigMap lists every GPU node", func() error {
 		var err error
 		if entries, err = c.configMapEntries(); err != nil {
@@ -348,7 +348,7 @@ func migLabelledNode(name string, valid, badCount, badMemory int) *corev1.Node {
 
 // checkBoundedMIGEntry checks the hostile node's entry as where shows it: NotReady, its GPUs
 // counted, MIG devices and warnings within their bounds, a few KiB in all.
-func checkBoundedMIGEntry(t *testing.T, where string, e homelabv1.GpuNode, maxDevices, maxWarnings, maxBytes int) {
+func checkBoundedMIGEntry(t *testing.T, where string, e homelabv1.GpuNodeEntry, maxDevices, maxWarnings, maxBytes int) {
 	t.Helper()
 	if e.Ready || !slices.Contains(e.Conditions, inventory.NodeNotReady) || e.GpuCount != 8 {
 		t.Errorf("%s: %s is ready=%t with conditions %v and %d GPUs, want NotReady with 8 GPUs", where, e.Name, e.Ready, e.Conditions, e.GpuCount)
@@ -365,14 +365,14 @@ func checkBoundedMIGEntry(t *testing.T, where string, e homelabv1.GpuNode, maxDe
 }
 
 // configMapEntries reads the gpu-node-status ConfigMap's entries.
-func (c *cluster) configMapEntries() (map[string]homelabv1.GpuNode, error) {
+func (c *cluster) configMapEntries() (map[string]homelabv1.GpuNodeEntry, error) {
 	cm, err := c.kube.CoreV1().ConfigMaps(operatorNamespace).Get(context.Background(), homelabv1.NodeStatusConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get ConfigMap: %w", err)
 	}
-	entries := make(map[string]homelabv1.GpuNode, len(cm.Data))
+	entries := make(map[string]homelabv1.GpuNodeEntry, len(cm.Data))
 	for key, value := range cm.Data {
-		var e homelabv1.GpuNode
+		var e homelabv1.GpuNodeEntry
 		if err := json.Unmarshal([]byte(value), &e); err != nil {
 			return nil, fmt.Errorf("ConfigMap entry %s: %w", key, err)
 		}
@@ -381,7 +381,7 @@ func (c *cluster) configMapEntries() (map[string]homelabv1.GpuNode, error) {
 	return entries, nil
 }
 
-func listedNames(nodes []homelabv1.GpuNode) []string {
+func listedNames(nodes []homelabv1.GpuNodeEntry) []string {
 	names := make([]string, len(nodes))
 	for i, n := range nodes {
 		names[i] = n.Name

@@ -62,7 +62,7 @@ func (c *cluster) waitEvent(t *testing.T, name, reason string) corev1.Event {
 	return found
 }
 
-func nodeEntry(t *testing.T, gi *homelabv1.GpuInventory, name string) homelabv1.GpuNode {
+func nodeEntry(t *testing.T, gi *homelabv1.GpuInventory, name string) homelabv1.GpuNodeEntry {
 	t.Helper()
 	for _, n := range gi.Status.Nodes {
 		if n.Name == name {
@@ -70,7 +70,7 @@ func nodeEntry(t *testing.T, gi *homelabv1.GpuInventory, name string) homelabv1.
 		}
 	}
 	t.Fatalf("node %s not in status.nodes", name)
-	return homelabv1.GpuNode{}
+	return homelabv1.GpuNodeEntry{}
 }
 
 // GFD's labels vanish (GFD restarts, or the node goes NotReady) and come back: the inventory

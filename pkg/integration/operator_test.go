@@ -30,7 +30,7 @@ import (
 )
 
 // homeLabReport is the first version's report for the home lab.
-var homeLabReport = []homelabv1.GpuNode{
+var homeLabReport = []homelabv1.GpuNodeEntry{
 	{Name: "nuc1", Ready: false, Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"},
 	{Name: "nuc2", Ready: false, WorkloadConfig: "vm-passthrough"},
 	{Name: "omen", Ready: false, WorkloadConfig: "vm-passthrough"},

@@ -31,8 +31,8 @@ type Event struct {
 // previousComplete is false, previous lists only part of the nodes (a truncated status), so
 // a node absent from it may not be new and no join event is made for it. Nodes that leave
 // are recognised only among those previous lists.
-func Diff(previous, current []homelabv1.GpuNode, previousComplete bool) []Event {
-	prev := make(map[string]*homelabv1.GpuNode, len(previous))
+func Diff(previous, current []homelabv1.GpuNodeEntry, previousComplete bool) []Event {
+	prev := make(map[string]*homelabv1.GpuNodeEntry, len(previous))
 	for i := range previous {
 		prev[previous[i].Name] = &previous[i]
 	}

@@ -10,13 +10,13 @@ import (
 )
 
 func TestDiff(t *testing.T) {
-	prev := []homelabv1.GpuNode{
+	prev := []homelabv1.GpuNodeEntry{
 		{Name: "a", Ready: true, Product: "NVIDIA-L4", GpuCount: 1},
 		{Name: "b", Ready: false, GpuCount: 8, Capacity: 8, Allocatable: 8},
 		{Name: "c", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8},
 		{Name: "gone", Ready: true, Product: "Tesla-T4", GpuCount: 4},
 	}
-	cur := []homelabv1.GpuNode{
+	cur := []homelabv1.GpuNodeEntry{
 		{Name: "a", Ready: false, Product: "NVIDIA-L4", GpuCount: 1},
 		{Name: "b", Ready: true, GpuCount: 8, Capacity: 8, Allocatable: 6, UnhealthyGpus: 2},
 		{Name: "c", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, LabelsMissing: true},

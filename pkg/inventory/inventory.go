@@ -21,7 +21,7 @@ import (
 // (observedGeneration, observedAt) that depend on the object and the clock. Nodes holds every
 // covered GPU node; the status may list fewer (see Truncate).
 type Inventory struct {
-	Nodes              []homelabv1.GpuNode
+	Nodes              []homelabv1.GpuNodeEntry
 	Models             []homelabv1.GpuModel // at most MaxModels (see FoldModels)
 	ModelCount         int                  // distinct models, folded or not
 	TotalGpuNodes      int32
@@ -45,7 +45,7 @@ type entryDigest struct {
 	size int
 }
 
-func digest(entry *homelabv1.GpuNode) entryDigest {
+func digest(entry *homelabv1.GpuNodeEntry) entryDigest {
 	b := encode(entry)
 	return entryDigest{sum: sha256.Sum256(b), size: len(b)}
 }
@@ -55,7 +55,7 @@ func digest(entry *homelabv1.GpuNode) entryDigest {
 // labels. previous holds the entries of the last stored status: a node whose GPU Feature
 // Discovery labels vanished keeps its last-known product, count and memory from there,
 // marked labelsMissing since now (or since the earlier time previous records).
-func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) (Inventory, []Warning) {
+func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, now time.Time) (Inventory, []Warning) {
 	return (*EntryCache)(nil).Compute(nodes, previous, now)
 }
 
@@ -70,14 +70,14 @@ type EntryCache struct {
 
 // entryRef is an entry and its digest, as Compute collects them before sorting.
 type entryRef struct {
-	entry  *homelabv1.GpuNode
+	entry  *homelabv1.GpuNodeEntry
 	digest entryDigest
 }
 
 type cachedEntry struct {
 	resourceVersion string
 	gpu, gfd        bool
-	entry           *homelabv1.GpuNode // nil unless gpu: half the nodes of a typical fleet
+	entry           *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
 	digest          entryDigest
 	warnings        []Warning
 }
@@ -122,8 +122,8 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 var notGPU = cachedEntry{}
 
 // Compute is the package-level Compute, with parsed entries taken from the cache.
-func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode, now time.Time) (Inventory, []Warning) {
-	prev := make(map[string]*homelabv1.GpuNode, len(previous))
+func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, now time.Time) (Inventory, []Warning) {
+	prev := make(map[string]*homelabv1.GpuNodeEntry, len(previous))
 	for i := range previous {
 		prev[previous[i].Name] = &previous[i]
 	}
@@ -159,7 +159,7 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNode,
 
 // carryLastKnown fills a node that has no GFD labels now from what was last seen of it, and
 // reports whether it changed the entry.
-func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.Time) bool {
+func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *homelabv1.GpuNodeEntry, now time.Time) bool {
 	if last == nil || (last.Product == "" && last.GpuCount == 0 && last.GpuMemoryMiB == 0) {
 		return false // never labelled: unknown, not missing
 	}
@@ -187,7 +187,7 @@ func carryLastKnown(entry *homelabv1.GpuNode, last *homelabv1.GpuNode, now time.
 }
 
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
-func FromEntries(entries []homelabv1.GpuNode) Inventory {
+func FromEntries(entries []homelabv1.GpuNodeEntry) Inventory {
 	refs := make([]entryRef, len(entries))
 	for i := range entries {
 		refs[i] = entryRef{&entries[i], digest(&entries[i])}
@@ -195,7 +195,7 @@ func FromEntries(entries []homelabv1.GpuNode) Inventory {
 	return fromRefs(refs)
 }
 
-func encode(entry *homelabv1.GpuNode) []byte {
+func encode(entry *homelabv1.GpuNodeEntry) []byte {
 	b, _ := json.Marshal(entry) // strings, bools, integers and times: cannot fail
 	return b
 }
@@ -203,7 +203,7 @@ func encode(entry *homelabv1.GpuNode) []byte {
 // fromRefs is FromEntries for entries whose digests are already known; it sorts refs.
 func fromRefs(refs []entryRef) Inventory {
 	slices.SortFunc(refs, func(a, b entryRef) int { return strings.Compare(a.entry.Name, b.entry.Name) })
-	inv := Inventory{Nodes: make([]homelabv1.GpuNode, len(refs)), digests: make([]entryDigest, len(refs))}
+	inv := Inventory{Nodes: make([]homelabv1.GpuNodeEntry, len(refs)), digests: make([]entryDigest, len(refs))}
 	for i, r := range refs {
 		inv.Nodes[i], inv.digests[i] = *r.entry, r.digest
 	}
@@ -240,7 +240,7 @@ func BaseModel(product string) (model, variant string) {
 }
 
 // Models summarises entries per base model, sorted by product ("" for unknown products).
-func Models(entries []homelabv1.GpuNode) []homelabv1.GpuModel {
+func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 	byModel := map[string]*homelabv1.GpuModel{}
 	var order []string
 	for _, n := range entries {
@@ -329,7 +329,7 @@ func addSaturating(a, b int32) int32 {
 // SHA-256s, each over the entry's JSON. Struct fields encode in declaration order and map
 // keys sorted, so neither the order in which nodes were seen nor map iteration order can
 // change the result.
-func Hash(sortedEntries []homelabv1.GpuNode) string {
+func Hash(sortedEntries []homelabv1.GpuNodeEntry) string {
 	digests := make([]entryDigest, len(sortedEntries))
 	for i := range sortedEntries {
 		digests[i] = digest(&sortedEntries[i])

@@ -34,7 +34,7 @@ func TestComputeHomeLabMatchesFirstVersionReport(t *testing.T) {
 	if len(warnings) != 0 {
 		t.Errorf("home lab labels are well formed, got warnings %v", warnings)
 	}
-	want := []homelabv1.GpuNode{
+	want := []homelabv1.GpuNodeEntry{
 		{Name: "nuc1", Ready: false, Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"},
 		{Name: "nuc2", Ready: false, WorkloadConfig: "vm-passthrough"},
 		{Name: "omen", Ready: false, WorkloadConfig: "vm-passthrough"},
@@ -171,7 +171,7 @@ func TestEntryWorkloadConfigDefaultsToContainer(t *testing.T) {
 
 func TestTotalsSaturateInsteadOfWrapping(t *testing.T) {
 	max := int32(2147483647)
-	inv := FromEntries([]homelabv1.GpuNode{{Name: "a", Ready: true, GpuCount: max}, {Name: "b", Ready: true, GpuCount: max}})
+	inv := FromEntries([]homelabv1.GpuNodeEntry{{Name: "a", Ready: true, GpuCount: max}, {Name: "b", Ready: true, GpuCount: max}})
 	if inv.TotalGpus != max || inv.ReadyGpus != max {
 		t.Errorf("totals %d/%d, want saturated at %d", inv.TotalGpus, inv.ReadyGpus, max)
 	}
@@ -205,14 +205,14 @@ func TestHashIndependentOfOrder(t *testing.T) {
 }
 
 func TestHashChangesWithContent(t *testing.T) {
-	base := []homelabv1.GpuNode{{Name: "a", Ready: true, Product: "Tesla-T4", GpuCount: 1}}
-	changes := map[string]func(*homelabv1.GpuNode){
-		"ready":    func(n *homelabv1.GpuNode) { n.Ready = false },
-		"product":  func(n *homelabv1.GpuNode) { n.Product = "Tesla-T4-SHARED" },
-		"count":    func(n *homelabv1.GpuNode) { n.GpuCount = 2 },
-		"memory":   func(n *homelabv1.GpuNode) { n.GpuMemoryMiB = 15360 },
-		"workload": func(n *homelabv1.GpuNode) { n.WorkloadConfig = "vm-vgpu" },
-		"name":     func(n *homelabv1.GpuNode) { n.Name = "b" },
+	base := []homelabv1.GpuNodeEntry{{Name: "a", Ready: true, Product: "Tesla-T4", GpuCount: 1}}
+	changes := map[string]func(*homelabv1.GpuNodeEntry){
+		"ready":    func(n *homelabv1.GpuNodeEntry) { n.Ready = false },
+		"product":  func(n *homelabv1.GpuNodeEntry) { n.Product = "Tesla-T4-SHARED" },
+		"count":    func(n *homelabv1.GpuNodeEntry) { n.GpuCount = 2 },
+		"memory":   func(n *homelabv1.GpuNodeEntry) { n.GpuMemoryMiB = 15360 },
+		"workload": func(n *homelabv1.GpuNodeEntry) { n.WorkloadConfig = "vm-vgpu" },
+		"name":     func(n *homelabv1.GpuNodeEntry) { n.Name = "b" },
 	}
 	for field, change := range changes {
 		changed := slices.Clone(base)
@@ -227,20 +227,20 @@ func TestHashChangesWithContent(t *testing.T) {
 }
 
 func TestDegradedCondition(t *testing.T) {
-	var many []homelabv1.GpuNode
+	var many []homelabv1.GpuNodeEntry
 	for _, name := range []string{"g", "f", "e", "d", "c", "b", "a"} {
-		many = append(many, homelabv1.GpuNode{Name: name})
+		many = append(many, homelabv1.GpuNodeEntry{Name: name})
 	}
 	cases := []struct {
 		name        string
-		nodes       []homelabv1.GpuNode
+		nodes       []homelabv1.GpuNodeEntry
 		wantStatus  metav1.ConditionStatus
 		wantReason  string
 		wantMessage string
 	}{
 		{"no GPU nodes", nil, metav1.ConditionFalse, homelabv1.ReasonNoGPUNodes, "no GPU nodes are covered by this inventory"},
-		{"all ready", []homelabv1.GpuNode{{Name: "a", Ready: true}, {Name: "b", Ready: true}}, metav1.ConditionFalse, homelabv1.ReasonAllGPUNodesReady, "all 2 GPU nodes are Ready"},
-		{"one not ready", []homelabv1.GpuNode{{Name: "a", Ready: true}, {Name: "b"}}, metav1.ConditionTrue, homelabv1.ReasonGPUNodesNotReady, "1 of 2 GPU nodes are not Ready: b"},
+		{"all ready", []homelabv1.GpuNodeEntry{{Name: "a", Ready: true}, {Name: "b", Ready: true}}, metav1.ConditionFalse, homelabv1.ReasonAllGPUNodesReady, "all 2 GPU nodes are Ready"},
+		{"one not ready", []homelabv1.GpuNodeEntry{{Name: "a", Ready: true}, {Name: "b"}}, metav1.ConditionTrue, homelabv1.ReasonGPUNodesNotReady, "1 of 2 GPU nodes are not Ready: b"},
 		{"many not ready", many, metav1.ConditionTrue, homelabv1.ReasonGPUNodesNotReady, "7 of 7 GPU nodes are not Ready: a, b, c, d, e and 2 more"},
 	}
 	for _, tc := range cases {

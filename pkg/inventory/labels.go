@@ -55,7 +55,7 @@ const (
 	TaintUnreachable = "node.kubernetes.io/unreachable"
 )
 
-// Node condition reasons in GpuNode.Conditions.
+// Node condition reasons in GpuNodeEntry.Conditions.
 const (
 	NodeNotReady        = "NotReady"
 	NodeUnreachable     = "Unreachable"

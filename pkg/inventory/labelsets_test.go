@@ -53,12 +53,12 @@ func TestEntryFromRealLabelSets(t *testing.T) {
 	cases := []struct {
 		name string
 		node *corev1.Node
-		want homelabv1.GpuNode
+		want homelabv1.GpuNodeEntry
 	}{
 		{
 			name: "8x H100, container",
 			node: gfdNode("h100", h100, gpus(8), gpus(8)),
-			want: homelabv1.GpuNode{Name: "h100", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559,
+			want: homelabv1.GpuNodeEntry{Name: "h100", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559,
 				WorkloadConfig: "container", Family: "hopper", ComputeCapability: "9.0", DriverVersion: "570.124.06", CudaVersion: "12.8",
 				Capacity: 8, Allocatable: 8},
 		},
@@ -69,7 +69,7 @@ func TestEntryFromRealLabelSets(t *testing.T) {
 				LabelComputeMajor: "8", LabelComputeMinor: "0", LabelMIGCapable: "true", LabelMIGStrategy: "single",
 				LabelMIGConfig: "all-1g.5gb", LabelMIGState: "success",
 			}, gpus(56), gpus(56)),
-			want: homelabv1.GpuNode{Name: "a100-single", Ready: true, Product: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", GpuCount: 56, GpuMemoryMiB: 4864,
+			want: homelabv1.GpuNodeEntry{Name: "a100-single", Ready: true, Product: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", GpuCount: 56, GpuMemoryMiB: 4864,
 				WorkloadConfig: "container", Family: "ampere", ComputeCapability: "8.0", DriverVersion: "570.124.06", CudaVersion: "12.8",
 				MIG: &homelabv1.MigInfo{Capable: true, Strategy: "single", Config: "all-1g.5gb", ConfigState: "success"}, Capacity: 56, Allocatable: 56},
 		},
@@ -83,7 +83,7 @@ func TestEntryFromRealLabelSets(t *testing.T) {
 				"nvidia.com/mig-3g.20gb.count": "8", "nvidia.com/mig-3g.20gb.memory": "19968",
 			}, map[corev1.ResourceName]int64{ResourceGPU: 0, "nvidia.com/mig-1g.5gb": 16, "nvidia.com/mig-2g.10gb": 8, "nvidia.com/mig-3g.20gb": 8},
 				map[corev1.ResourceName]int64{ResourceGPU: 0, "nvidia.com/mig-1g.5gb": 16, "nvidia.com/mig-2g.10gb": 8, "nvidia.com/mig-3g.20gb": 8}),
-			want: homelabv1.GpuNode{Name: "a100-mixed", Ready: true, Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 8, GpuMemoryMiB: 40960,
+			want: homelabv1.GpuNodeEntry{Name: "a100-mixed", Ready: true, Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 8, GpuMemoryMiB: 40960,
 				WorkloadConfig: "container", DriverVersion: "570.124.06", CudaVersion: "12.8",
 				MIG: &homelabv1.MigInfo{Capable: true, Strategy: "mixed", Config: "all-balanced", ConfigState: "success", Devices: []homelabv1.MigDevice{
 					{Profile: "1g.5gb", Count: 16, MemoryMiB: 4864}, {Profile: "2g.10gb", Count: 8, MemoryMiB: 9728}, {Profile: "3g.20gb", Count: 8, MemoryMiB: 19968},
@@ -94,7 +94,7 @@ func TestEntryFromRealLabelSets(t *testing.T) {
 			node: gfdNode("t4-shared", map[string]string{
 				LabelProduct: "Tesla-T4-SHARED", LabelCount: "2", LabelMemory: "15360", LabelReplicas: "4", LabelSharing: "time-slicing",
 			}, gpus(8), gpus(8)),
-			want: homelabv1.GpuNode{Name: "t4-shared", Ready: true, Product: "Tesla-T4-SHARED", GpuCount: 2, GpuMemoryMiB: 15360,
+			want: homelabv1.GpuNodeEntry{Name: "t4-shared", Ready: true, Product: "Tesla-T4-SHARED", GpuCount: 2, GpuMemoryMiB: 15360,
 				WorkloadConfig: "container", DriverVersion: "570.124.06", CudaVersion: "12.8",
 				Sharing: &homelabv1.GpuSharing{Strategy: "time-slicing", Replicas: 4}, Capacity: 8, Allocatable: 8},
 		},
@@ -107,19 +107,19 @@ func TestEntryFromRealLabelSets(t *testing.T) {
 				LabelOldDriverMajor: "450", LabelOldDriverMinor: "80", LabelOldDriverRev: "02",
 				LabelOldRuntimeMajor: "11", LabelOldRuntimeMinor: "0",
 			}, gpus(4), gpus(4)),
-			want: homelabv1.GpuNode{Name: "old-gfd", Ready: true, Product: "A100-SXM4-40GB", GpuCount: 4, GpuMemoryMiB: 40536,
+			want: homelabv1.GpuNodeEntry{Name: "old-gfd", Ready: true, Product: "A100-SXM4-40GB", GpuCount: 4, GpuMemoryMiB: 40536,
 				WorkloadConfig: "container", DriverVersion: "450.80.02", CudaVersion: "11.0", Capacity: 4, Allocatable: 4},
 		},
 		{
 			name: "vm-passthrough",
 			node: gfdNode("vfio", map[string]string{LabelWorkloadConfig: "vm-passthrough", LabelProduct: "", LabelCount: "", LabelMemory: "",
 				"nvidia.com/gpu.deploy.vfio-manager": "true"}, nil, nil),
-			want: homelabv1.GpuNode{Name: "vfio", Ready: true, WorkloadConfig: "vm-passthrough", DriverVersion: "570.124.06", CudaVersion: "12.8"},
+			want: homelabv1.GpuNodeEntry{Name: "vfio", Ready: true, WorkloadConfig: "vm-passthrough", DriverVersion: "570.124.06", CudaVersion: "12.8"},
 		},
 		{
 			name: "capacity 8, allocatable 6",
 			node: gfdNode("xid", h100, gpus(8), gpus(6)),
-			want: homelabv1.GpuNode{Name: "xid", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559,
+			want: homelabv1.GpuNodeEntry{Name: "xid", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559,
 				WorkloadConfig: "container", Family: "hopper", ComputeCapability: "9.0", DriverVersion: "570.124.06", CudaVersion: "12.8",
 				Capacity: 8, Allocatable: 6, UnhealthyGpus: 2, Conditions: []string{NodeUnhealthyGPUs}},
 		},
@@ -217,14 +217,14 @@ func TestLastKnownLabels(t *testing.T) {
 
 	// A node never labelled stays unknown, not "missing".
 	never := gfdNode("never", map[string]string{LabelProduct: "", LabelCount: "", LabelMemory: ""}, nil, nil)
-	inv, _ := Compute([]*corev1.Node{never}, []homelabv1.GpuNode{{Name: "never", WorkloadConfig: "container"}}, t1)
+	inv, _ := Compute([]*corev1.Node{never}, []homelabv1.GpuNodeEntry{{Name: "never", WorkloadConfig: "container"}}, t1)
 	if n := inv.Nodes[0]; n.LabelsMissing || n.Product != "" {
 		t.Errorf("never-labelled node: %+v", n)
 	}
 }
 
 func TestModels(t *testing.T) {
-	entries := []homelabv1.GpuNode{
+	entries := []homelabv1.GpuNodeEntry{
 		{Name: "a", Ready: true, Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 8, GpuMemoryMiB: 40960, Allocatable: 8},
 		{Name: "b", Ready: false, Product: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", GpuCount: 56, GpuMemoryMiB: 4864, Allocatable: 56},
 		{Name: "c", Ready: true, Product: "Tesla-T4-SHARED", GpuCount: 2, GpuMemoryMiB: 15360, Allocatable: 6, UnhealthyGpus: 1},
@@ -242,7 +242,7 @@ func TestModels(t *testing.T) {
 
 func TestConditionsOfAnInventory(t *testing.T) {
 	since := metav1.NewTime(t0)
-	inv := FromEntries([]homelabv1.GpuNode{
+	inv := FromEntries([]homelabv1.GpuNodeEntry{
 		{Name: "a", Ready: true, GpuCount: 8, UnhealthyGpus: 2, Conditions: []string{NodeUnhealthyGPUs}},
 		{Name: "b", Ready: true, GpuCount: 4, LabelsMissing: true, LabelsMissingSince: &since, Conditions: []string{NodeLabelsMissing}},
 	})
@@ -278,7 +278,7 @@ func TestHundredsOfLabelsAndHugeValues(t *testing.T) {
 	if size := len(encode(&entry)); size > 4<<10 {
 		t.Errorf("the entry is %d bytes; want it bounded to a few KiB whatever the labels", size)
 	}
-	inv := FromEntries([]homelabv1.GpuNode{entry})
+	inv := FromEntries([]homelabv1.GpuNodeEntry{entry})
 	if listed, omitted := Truncate(inv.Nodes, DefaultMaxStatusNodes, MaxNodeListBytes); len(listed) != 1 || omitted != 0 {
 		t.Errorf("the only node is not listed: listed %d omitted %d", len(listed), omitted)
 	}
@@ -298,8 +298,8 @@ func TestOneHugeProblemNodeDoesNotBlankTheList(t *testing.T) {
 		t.Fatalf("entry of a node with 3,000 MIG labels: %d devices, %d bytes; want %d devices and a few KiB", len(entry.MIG.Devices), len(encode(&entry)), maxMIGDevices)
 	}
 	// An entry over the budget (as an older operator wrote it) is skipped, not the end.
-	big := homelabv1.GpuNode{Name: "a-big", Product: strings.Repeat("x", 300<<10)}
-	nodes := []homelabv1.GpuNode{big, {Name: "b"}, {Name: "c", Ready: true}}
+	big := homelabv1.GpuNodeEntry{Name: "a-big", Product: strings.Repeat("x", 300<<10)}
+	nodes := []homelabv1.GpuNodeEntry{big, {Name: "b"}, {Name: "c", Ready: true}}
 	listed, omitted := Truncate(nodes, DefaultMaxStatusNodes, MaxNodeListBytes)
 	if len(listed) != 2 || omitted != 1 || listed[0].Name != "b" {
 		t.Errorf("listed %v, omitted %d; want b and c listed, the oversized entry skipped", listed, omitted)

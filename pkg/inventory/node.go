@@ -79,10 +79,10 @@ func HasGFDLabels(node *corev1.Node) bool {
 // values never fail: the field stays zero and a Warning says what was ignored. Entry knows
 // nothing of earlier scans; Compute adds last-known values for nodes that lost their labels.
 // It is long because it is one pass over the label families GFD writes, in their order.
-func Entry(node *corev1.Node) (homelabv1.GpuNode, []Warning) {
+func Entry(node *corev1.Node) (homelabv1.GpuNodeEntry, []Warning) {
 	r := reader{node: node}
 	lbl := node.Labels
-	entry := homelabv1.GpuNode{
+	entry := homelabv1.GpuNodeEntry{
 		Name:           node.Name,
 		Ready:          IsReady(node),
 		Product:        lbl[LabelProduct],
@@ -167,7 +167,7 @@ const (
 )
 
 // bound cuts an entry's strings and lists to the bounds above, saying what was left out.
-func bound(e *homelabv1.GpuNode) {
+func bound(e *homelabv1.GpuNodeEntry) {
 	for _, s := range []*string{&e.Product, &e.WorkloadConfig, &e.Family, &e.ComputeCapability, &e.DriverVersion, &e.CudaVersion} {
 		*s = Cut(*s, maxEntryString)
 	}
@@ -301,7 +301,7 @@ func (r *reader) mig() *homelabv1.MigInfo {
 }
 
 // checkCapacity warns when the GPU count label contradicts the advertised capacity.
-func (r *reader) checkCapacity(entry homelabv1.GpuNode, replicas int32) {
+func (r *reader) checkCapacity(entry homelabv1.GpuNodeEntry, replicas int32) {
 	if entry.GpuCount == 0 || entry.Capacity == 0 || entry.MIG != nil && entry.MIG.Strategy != "" {
 		return
 	}
@@ -372,10 +372,10 @@ func parseNonNegative(value string, bits int) (int64, error) {
 
 // ReportFields keeps only the fields the first version of the operator reported (name,
 // ready, product, count, memory, workload), for comparisons with its report.
-func ReportFields(entries []homelabv1.GpuNode) []homelabv1.GpuNode {
-	out := make([]homelabv1.GpuNode, len(entries))
+func ReportFields(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuNodeEntry {
+	out := make([]homelabv1.GpuNodeEntry, len(entries))
 	for i, e := range entries {
-		out[i] = homelabv1.GpuNode{Name: e.Name, Ready: e.Ready, Product: e.Product, GpuCount: e.GpuCount,
+		out[i] = homelabv1.GpuNodeEntry{Name: e.Name, Ready: e.Ready, Product: e.Product, GpuCount: e.GpuCount,
 			GpuMemoryMiB: e.GpuMemoryMiB, WorkloadConfig: e.WorkloadConfig}
 	}
 	return out

@@ -23,7 +23,7 @@ func TestIncrementalEqualsFullRecompute(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		nodes := map[string]*corev1.Node{}
 		cache := NewEntryCache()
-		var previous []homelabv1.GpuNode
+		var previous []homelabv1.GpuNodeEntry
 		rv := 0
 		pools := []string{"a", "b", "c"}
 		selector := labels.Everything()

@@ -11,10 +11,10 @@ import (
 )
 
 // fleet returns n realistic entries, one in every 200 not Ready.
-func fleet(n int) []homelabv1.GpuNode {
-	entries := make([]homelabv1.GpuNode, n)
+func fleet(n int) []homelabv1.GpuNodeEntry {
+	entries := make([]homelabv1.GpuNodeEntry, n)
 	for i := range entries {
-		e := homelabv1.GpuNode{
+		e := homelabv1.GpuNodeEntry{
 			Name: fmt.Sprintf("gpu-node-%05d.us-east-1.compute.internal", i), Ready: i%200 != 0,
 			Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, WorkloadConfig: "container",
 			Family: "hopper", ComputeCapability: "9.0", DriverVersion: "570.124.06", CudaVersion: "12.8",

@@ -23,13 +23,13 @@ const (
 )
 
 // IsProblem reports whether a node needs a human's attention.
-func IsProblem(n homelabv1.GpuNode) bool { return len(n.Conditions) > 0 || len(n.Warnings) > 0 }
+func IsProblem(n homelabv1.GpuNodeEntry) bool { return len(n.Conditions) > 0 || len(n.Warnings) > 0 }
 
 // Truncate chooses the entries a status lists: all of them when they fit in maxNodes entries
 // and maxBytes of JSON, otherwise problem nodes first, then the others, each group in name
 // order, until either limit is reached. The result is sorted by name; omitted says how many
 // were left out.
-func Truncate(nodes []homelabv1.GpuNode, maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
+func Truncate(nodes []homelabv1.GpuNodeEntry, maxNodes, maxBytes int) (listed []homelabv1.GpuNodeEntry, omitted int) {
 	sizes := make([]int, len(nodes))
 	for i := range nodes {
 		sizes[i] = len(encode(&nodes[i])) + 1
@@ -38,7 +38,7 @@ func Truncate(nodes []homelabv1.GpuNode, maxNodes, maxBytes int) (listed []homel
 }
 
 // Listed is Truncate for the inventory's own nodes, whose encoded sizes it already knows.
-func (inv Inventory) Listed(maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
+func (inv Inventory) Listed(maxNodes, maxBytes int) (listed []homelabv1.GpuNodeEntry, omitted int) {
 	if len(inv.digests) != len(inv.Nodes) {
 		return Truncate(inv.Nodes, maxNodes, maxBytes)
 	}
@@ -49,7 +49,7 @@ func (inv Inventory) Listed(maxNodes, maxBytes int) (listed []homelabv1.GpuNode,
 	return truncate(inv.Nodes, sizes, maxNodes, maxBytes)
 }
 
-func truncate(nodes []homelabv1.GpuNode, sizes []int, maxNodes, maxBytes int) (listed []homelabv1.GpuNode, omitted int) {
+func truncate(nodes []homelabv1.GpuNodeEntry, sizes []int, maxNodes, maxBytes int) (listed []homelabv1.GpuNodeEntry, omitted int) {
 	if maxNodes <= 0 {
 		maxNodes = DefaultMaxStatusNodes
 	}
@@ -61,7 +61,7 @@ func truncate(nodes []homelabv1.GpuNode, sizes []int, maxNodes, maxBytes int) (l
 		return slices.Clone(nodes), 0
 	}
 	size := 0
-	listed = make([]homelabv1.GpuNode, 0, min(maxNodes, len(nodes)))
+	listed = make([]homelabv1.GpuNodeEntry, 0, min(maxNodes, len(nodes)))
 	for _, problems := range []bool{true, false} {
 		for i := 0; i < len(nodes) && len(listed) < maxNodes; i++ {
 			if IsProblem(nodes[i]) != problems || size+sizes[i] > maxBytes {
@@ -71,7 +71,7 @@ func truncate(nodes []homelabv1.GpuNode, sizes []int, maxNodes, maxBytes int) (l
 			size += sizes[i]
 		}
 	}
-	slices.SortFunc(listed, func(a, b homelabv1.GpuNode) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(listed, func(a, b homelabv1.GpuNodeEntry) int { return strings.Compare(a.Name, b.Name) })
 	return listed, len(nodes) - len(listed)
 }
 
@@ -175,7 +175,7 @@ func nameList(names []string, max int) string {
 // Status is the GpuInventory status that reports inv: its exact totals and models, the listed
 // nodes (see Listed) and the conditions. The operator writes it; `kubectl gpuinv scan`
 // prints it, so the two cannot disagree on what a status holds.
-func (inv Inventory) Status(listed []homelabv1.GpuNode, conditions []metav1.Condition, generation int64, observedAt metav1.Time) homelabv1.GpuInventoryStatus {
+func (inv Inventory) Status(listed []homelabv1.GpuNodeEntry, conditions []metav1.Condition, generation int64, observedAt metav1.Time) homelabv1.GpuInventoryStatus {
 	return homelabv1.GpuInventoryStatus{
 		ObservedGeneration: generation,
 		ObservedAt:         &observedAt,

@@ -38,13 +38,13 @@ var (
 
 // mixedFleetPrevious is what the operator knew of dgx-09 before its labels vanished 2 hours
 // before statusTime.
-var mixedFleetPrevious = []homelabv1.GpuNode{{
+var mixedFleetPrevious = []homelabv1.GpuNodeEntry{{
 	Name: "dgx-09", Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, Family: "hopper", ComputeCapability: "9.0",
 	LabelsMissing: true, LabelsMissingSince: &metav1.Time{Time: statusTime.Add(-2 * time.Hour)},
 }}
 
 // inventoryObject is a GpuInventory as the operator stores it for nodes.
-func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.GpuNode, selector *metav1.LabelSelector) *homelabv1.GpuInventory {
+func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, selector *metav1.LabelSelector) *homelabv1.GpuInventory {
 	return &homelabv1.GpuInventory{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, ResourceVersion: "1",
 			CreationTimestamp: metav1.NewTime(statusTime.Add(-24 * time.Hour))},

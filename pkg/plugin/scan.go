@@ -123,7 +123,7 @@ func scan(ctx context.Context, core rest.Interface, selector string, chunkSize i
 // (trimmed or not) on its first sync, given the entries of a previous status (for last-known
 // labels): the same functions, the same size bound (maxNodes, 0 for no bound), conditions
 // whose transition time is now.
-func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNode, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
+func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
 	content, _ := inventory.Compute(nodes, previous, now) // warnings are in the entries too
 	listed, omitted := content.Nodes, 0
 	if maxNodes > 0 {

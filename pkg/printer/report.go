@@ -117,7 +117,7 @@ func header(gi *homelabv1.GpuInventory, opts Options) (kv keyValues, reported bo
 
 // nodeSection writes the node table (only the problem nodes with opts.Problems) and its
 // footnotes, or a line saying there is nothing to list.
-func nodeSection(w io.Writer, all []homelabv1.GpuNode, opts Options) error {
+func nodeSection(w io.Writer, all []homelabv1.GpuNodeEntry, opts Options) error {
 	nodes := all
 	if opts.Problems {
 		nodes = nil
@@ -146,7 +146,7 @@ func nodeSection(w io.Writer, all []homelabv1.GpuNode, opts Options) error {
 
 // nodeTable writes NODE, READY, PRODUCT, GPUS, MEMORY, WORKLOAD, (wide: FAMILY, COMPUTE, DRIVER,
 // CUDA, SHARING,) NOTES.
-func nodeTable(w io.Writer, nodes []homelabv1.GpuNode, opts Options) error {
+func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, opts Options) error {
 	var t table
 	if opts.Wide {
 		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "NOTES")
@@ -183,7 +183,7 @@ func nodeTable(w io.Writer, nodes []homelabv1.GpuNode, opts Options) error {
 }
 
 // footnotes explains the last-known mark and lists the label warnings of the shown nodes.
-func footnotes(w io.Writer, nodes []homelabv1.GpuNode) error {
+func footnotes(w io.Writer, nodes []homelabv1.GpuNodeEntry) error {
 	var b strings.Builder
 	for _, n := range nodes {
 		if n.LabelsMissing && n.Product != "" {
@@ -207,7 +207,7 @@ func footnotes(w io.Writer, nodes []homelabv1.GpuNode) error {
 
 // notes are the NOTES of a node: its conditions (NotReady, LabelsMissing since 3h,
 // 2 unhealthy, ...), its MIG layout and how many label warnings it has.
-func notes(n homelabv1.GpuNode, now time.Time) []cell {
+func notes(n homelabv1.GpuNodeEntry, now time.Time) []cell {
 	var notes []cell
 	for _, c := range n.Conditions {
 		switch c {

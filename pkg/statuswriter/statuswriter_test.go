@@ -47,7 +47,7 @@ func server(t *testing.T, code int, answer string) (*REST, *[]request) {
 
 func status() homelabv1.GpuInventoryStatus {
 	return homelabv1.GpuInventoryStatus{ObservedGeneration: 2, TotalGpus: 8, InventoryHash: "h",
-		Nodes: []homelabv1.GpuNode{{Name: "dgx-1", Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8}}, ListedNodes: 1}
+		Nodes: []homelabv1.GpuNodeEntry{{Name: "dgx-1", Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8}}, ListedNodes: 1}
 }
 
 func TestApplyStatusIsAServerSideApplyOfTheStatus(t *testing.T) {

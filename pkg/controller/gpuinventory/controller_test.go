@@ -188,7 +188,7 @@ func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
 	f := newFixture(t, fixtures.HomeLab(), gpuInventory("cluster", 1, homelabv1.GpuInventoryStatus{}))
 	got := f.appliedStatus(f.sync("cluster"), "cluster")
 
-	want := []homelabv1.GpuNode{
+	want := []homelabv1.GpuNodeEntry{
 		{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"},
 		{Name: "nuc2", WorkloadConfig: "vm-passthrough"},
 		{Name: "omen", WorkloadConfig: "vm-passthrough"},

@@ -19,18 +19,18 @@ import (
 type memory struct {
 	mu      sync.Mutex
 	byKey   map[cache.ObjectName]*remembered
-	entries map[string]*homelabv1.GpuNode // the latest entry remembered for each node
+	entries map[string]*homelabv1.GpuNodeEntry // the latest entry remembered for each node
 }
 
 type remembered struct {
 	hash            string
 	resourceVersion string
-	nodes           []*homelabv1.GpuNode
+	nodes           []*homelabv1.GpuNodeEntry
 	synced          bool
 }
 
 func newMemory() *memory {
-	return &memory{byKey: map[cache.ObjectName]*remembered{}, entries: map[string]*homelabv1.GpuNode{}}
+	return &memory{byKey: map[cache.ObjectName]*remembered{}, entries: map[string]*homelabv1.GpuNodeEntry{}}
 }
 
 func (m *memory) entry(key cache.ObjectName) *remembered {
@@ -43,12 +43,12 @@ func (m *memory) entry(key cache.ObjectName) *remembered {
 }
 
 // shareLocked returns nodes as pointers to the table's entries, adding the ones it lacks.
-func (m *memory) shareLocked(nodes []homelabv1.GpuNode) []*homelabv1.GpuNode {
-	shared := make([]*homelabv1.GpuNode, len(nodes))
+func (m *memory) shareLocked(nodes []homelabv1.GpuNodeEntry) []*homelabv1.GpuNodeEntry {
+	shared := make([]*homelabv1.GpuNodeEntry, len(nodes))
 	for i := range nodes {
 		p, ok := m.entries[nodes[i].Name]
 		if !ok || !equality.Semantic.DeepEqual(*p, nodes[i]) {
-			p = new(homelabv1.GpuNode)
+			p = new(homelabv1.GpuNodeEntry)
 			*p = nodes[i]
 			m.entries[p.Name] = p
 		}
@@ -58,7 +58,7 @@ func (m *memory) shareLocked(nodes []homelabv1.GpuNode) []*homelabv1.GpuNode {
 }
 
 // wrote records a status write: its hash, and the node list at the version it produced.
-func (m *memory) wrote(key cache.ObjectName, hash, resourceVersion string, nodes []homelabv1.GpuNode) {
+func (m *memory) wrote(key cache.ObjectName, hash, resourceVersion string, nodes []homelabv1.GpuNodeEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.entry(key)
@@ -66,7 +66,7 @@ func (m *memory) wrote(key cache.ObjectName, hash, resourceVersion string, nodes
 }
 
 // read records the node list read from the server at resourceVersion.
-func (m *memory) read(key cache.ObjectName, resourceVersion string, nodes []homelabv1.GpuNode) {
+func (m *memory) read(key cache.ObjectName, resourceVersion string, nodes []homelabv1.GpuNodeEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.entry(key)
@@ -74,14 +74,14 @@ func (m *memory) read(key cache.ObjectName, resourceVersion string, nodes []home
 }
 
 // nodesAt returns a copy of the node list remembered for resourceVersion.
-func (m *memory) nodesAt(key cache.ObjectName, resourceVersion string) ([]homelabv1.GpuNode, bool) {
+func (m *memory) nodesAt(key cache.ObjectName, resourceVersion string) ([]homelabv1.GpuNodeEntry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.byKey[key]
 	if !ok || resourceVersion == "" || r.resourceVersion != resourceVersion {
 		return nil, false
 	}
-	nodes := make([]homelabv1.GpuNode, len(r.nodes))
+	nodes := make([]homelabv1.GpuNodeEntry, len(r.nodes))
 	for i, p := range r.nodes {
 		nodes[i] = *p
 	}

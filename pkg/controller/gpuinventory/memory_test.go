@@ -12,15 +12,15 @@ import (
 // Inventories that list the same nodes share one copy of each entry, so remembering 1,000
 // inventories over the same 300 nodes keeps 300 entries, not 300,000.
 func TestMemorySharesEntriesBetweenInventories(t *testing.T) {
-	nodes := make([]homelabv1.GpuNode, 300)
+	nodes := make([]homelabv1.GpuNodeEntry, 300)
 	for i := range nodes {
-		nodes[i] = homelabv1.GpuNode{Name: fmt.Sprintf("gpu-%03d", i), Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8,
+		nodes[i] = homelabv1.GpuNodeEntry{Name: fmt.Sprintf("gpu-%03d", i), Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8,
 			Conditions: []string{"NotReady"}}
 	}
 	m := newMemory()
 	for i := range 1000 {
 		key := cache.ObjectName{Name: fmt.Sprintf("inv-%d", i)}
-		copied := make([]homelabv1.GpuNode, len(nodes)) // as each inventory's own write or read produces it
+		copied := make([]homelabv1.GpuNodeEntry, len(nodes)) // as each inventory's own write or read produces it
 		for j := range nodes {
 			copied[j] = nodes[j]
 			copied[j].Conditions = []string{"NotReady"}
@@ -42,7 +42,7 @@ func TestMemorySharesEntriesBetweenInventories(t *testing.T) {
 	}
 
 	// A changed node gets a new entry; the lists that hold the old one keep it as it was.
-	changed := []homelabv1.GpuNode{nodes[0]}
+	changed := []homelabv1.GpuNodeEntry{nodes[0]}
 	changed[0].Ready = true
 	m.wrote(cache.ObjectName{Name: "inv-0"}, "h2", "2", changed)
 	old, ok := m.nodesAt(cache.ObjectName{Name: "inv-1"}, "1")

@@ -22,10 +22,10 @@ import (
 // computed is an inventory's content as the caches say it is now.
 type computed struct {
 	content    inventory.Inventory
-	listed     []homelabv1.GpuNode // the entries for status.nodes
-	conditions []metav1.Condition  // without transition times
-	stored     []homelabv1.GpuNode // the node list of the stored status
-	invalid    bool                // the selector is invalid: no nodes were read
+	listed     []homelabv1.GpuNodeEntry // the entries for status.nodes
+	conditions []metav1.Condition       // without transition times
+	stored     []homelabv1.GpuNodeEntry // the node list of the stored status
+	invalid    bool                     // the selector is invalid: no nodes were read
 }
 
 // syncHandler brings one inventory's status up to date: compute, up to date?, write, announce.
@@ -150,7 +150,7 @@ func (c *Controller) announce(ctx context.Context, gi *homelabv1.GpuInventory, n
 
 // storedNodes is the node list of gi's stored status: from the object when it has it, from
 // memory when this controller wrote that very resourceVersion, otherwise from the server.
-func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory) ([]homelabv1.GpuNode, error) {
+func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory) ([]homelabv1.GpuNodeEntry, error) {
 	if !inventorycache.NodesOmitted(gi) {
 		return gi.Status.Nodes, nil
 	}

@@ -52,8 +52,8 @@ const maxEntryBytes = 16 << 10
 // decode reads the entries stored in the ConfigMap as last-known memory. Anyone who may edit
 // the ConfigMap can write there, so only entries as the operator writes them are kept; the
 // others are returned as dropped (and disappear with the next write).
-func decode(data map[string]string) (entries []homelabv1.GpuNode, dropped []string) {
-	entries = make([]homelabv1.GpuNode, 0, len(data))
+func decode(data map[string]string) (entries []homelabv1.GpuNodeEntry, dropped []string) {
+	entries = make([]homelabv1.GpuNodeEntry, 0, len(data))
 	for name, value := range data {
 		if e, ok := readEntry(name, value); ok {
 			entries = append(entries, e)
@@ -66,8 +66,8 @@ func decode(data map[string]string) (entries []homelabv1.GpuNode, dropped []stri
 }
 
 // readEntry decodes one entry strictly: known fields only, named after its key, plausible.
-func readEntry(name, value string) (homelabv1.GpuNode, bool) {
-	var e homelabv1.GpuNode
+func readEntry(name, value string) (homelabv1.GpuNodeEntry, bool) {
+	var e homelabv1.GpuNodeEntry
 	if len(value) > maxEntryBytes {
 		return e, false
 	}
@@ -104,7 +104,7 @@ type Controller struct {
 
 type written struct {
 	resourceVersion string
-	entries         []homelabv1.GpuNode
+	entries         []homelabv1.GpuNodeEntry
 }
 
 // Config holds the controller's dependencies and settings.
@@ -198,7 +198,7 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON.
-func Data(entries []homelabv1.GpuNode) (map[string]string, error) {
+func Data(entries []homelabv1.GpuNodeEntry) (map[string]string, error) {
 	data := make(map[string]string, len(entries))
 	for _, n := range entries {
 		b, err := json.Marshal(n)
@@ -258,7 +258,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 // previous returns the entries the ConfigMap holds: the memory of last-known labels. What
 // the operator cannot have written is dropped, and an event says so.
-func (c *Controller) previous(ctx context.Context, current *corev1.ConfigMap) []homelabv1.GpuNode {
+func (c *Controller) previous(ctx context.Context, current *corev1.ConfigMap) []homelabv1.GpuNodeEntry {
 	switch {
 	case current == nil:
 		return nil

@@ -100,12 +100,12 @@ func TestCreatesConfigMapWithOneKeyPerGPUNode(t *testing.T) {
 	if len(cm.Data) != 4 {
 		t.Fatalf("data keys = %v, want the four GPU nodes", cm.Data)
 	}
-	var nuc1 homelabv1.GpuNode
+	var nuc1 homelabv1.GpuNodeEntry
 	if err := json.Unmarshal([]byte(cm.Data["nuc1"]), &nuc1); err != nil {
 		t.Fatalf("nuc1 value %q is not an entry: %v", cm.Data["nuc1"], err)
 	}
-	want := homelabv1.GpuNode{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"}
-	if got := inventory.ReportFields([]homelabv1.GpuNode{nuc1})[0]; !equality.Semantic.DeepEqual(got, want) {
+	want := homelabv1.GpuNodeEntry{Name: "nuc1", Product: "NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED", GpuCount: 1, GpuMemoryMiB: 8188, WorkloadConfig: "vm-passthrough"}
+	if got := inventory.ReportFields([]homelabv1.GpuNodeEntry{nuc1})[0]; !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("nuc1 = %+v, want %+v", nuc1, want)
 	}
 	if want := `{"name":"omen2","ready":false,"gpuCount":0,"workloadConfig":"container","conditions":["NotReady","Unreachable"]}`; cm.Data["omen2"] != want {
@@ -130,7 +130,7 @@ func TestChangedNodeUpdatesItsKey(t *testing.T) {
 	nodes[0].Status.Conditions[0].Status = corev1.ConditionTrue
 	client, actions, ctx := syncOnce(t, nodes, configMap(homeLabData(t)))
 	cm := stored(t, client, actions, ctx, "update")
-	var nuc1 homelabv1.GpuNode
+	var nuc1 homelabv1.GpuNodeEntry
 	if err := json.Unmarshal([]byte(cm.Data["nuc1"]), &nuc1); err != nil || !nuc1.Ready {
 		t.Errorf("nuc1 = %s (%v), want ready", cm.Data["nuc1"], err)
 	}

@@ -37,7 +37,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":   schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryStatus": schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel":           schema_pkg_apis_homelab_v1_GpuModel(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode":            schema_pkg_apis_homelab_v1_GpuNode(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry":       schema_pkg_apis_homelab_v1_GpuNodeEntry(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
@@ -346,7 +346,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode"),
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry"),
 									},
 								},
 							},
@@ -377,7 +377,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -469,11 +469,11 @@ func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.Op
 	}
 }
 
-func schema_pkg_apis_homelab_v1_GpuNode(ref common.ReferenceCallback) common.OpenAPIDefinition {
+func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "GpuNode is what one GPU node carries.",
+				Description: "GpuNodeEntry is what one GPU node carries.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"name": {

@@ -127,7 +127,7 @@ type GpuInventoryStatus struct {
 	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
 	// +optional
 	// +listType=atomic
-	Nodes []GpuNode `json:"nodes,omitempty"`
+	Nodes []GpuNodeEntry `json:"nodes,omitempty"`
 
 	// Conditions: Degraded, LabelsMissing and Truncated.
 	// +optional
@@ -136,8 +136,8 @@ type GpuInventoryStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// GpuNode is what one GPU node carries.
-type GpuNode struct {
+// GpuNodeEntry is what one GPU node carries.
+type GpuNodeEntry struct {
 	// Name is the Node's name.
 	Name string `json:"name"`
 	// Ready is true when the node's Ready condition is True (False, Unknown or absent: false).

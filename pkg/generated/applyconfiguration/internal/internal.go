@@ -283,7 +283,7 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         list:
           elementType:
-            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNode
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNodeEntry
           elementRelationship: atomic
     - name: observedAt
       type:
@@ -354,7 +354,7 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
-- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNode
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNodeEntry
   map:
     fields:
     - name: allocatable

@@ -62,7 +62,7 @@ type GpuInventoryStatusApplyConfiguration struct {
 	Models []GpuModelApplyConfiguration `json:"models,omitempty"`
 	// Nodes lists the covered GPU nodes, sorted by name: all of them, or at most
 	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
-	Nodes []GpuNodeApplyConfiguration `json:"nodes,omitempty"`
+	Nodes []GpuNodeEntryApplyConfiguration `json:"nodes,omitempty"`
 	// Conditions: Degraded, LabelsMissing and Truncated.
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -185,7 +185,7 @@ func (b *GpuInventoryStatusApplyConfiguration) WithModels(values ...*GpuModelApp
 // WithNodes adds the given value to the Nodes field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Nodes field.
-func (b *GpuInventoryStatusApplyConfiguration) WithNodes(values ...*GpuNodeApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+func (b *GpuInventoryStatusApplyConfiguration) WithNodes(values ...*GpuNodeEntryApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
 			panic("nil value passed to WithNodes")

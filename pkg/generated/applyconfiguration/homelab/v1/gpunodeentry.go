@@ -22,11 +22,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// GpuNodeApplyConfiguration represents a declarative configuration of the GpuNode type for use
+// GpuNodeEntryApplyConfiguration represents a declarative configuration of the GpuNodeEntry type for use
 // with apply.
 //
-// GpuNode is what one GPU node carries.
-type GpuNodeApplyConfiguration struct {
+// GpuNodeEntry is what one GPU node carries.
+type GpuNodeEntryApplyConfiguration struct {
 	// Name is the Node's name.
 	Name *string `json:"name,omitempty"`
 	// Ready is true when the node's Ready condition is True (False, Unknown or absent: false).
@@ -70,16 +70,16 @@ type GpuNodeApplyConfiguration struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// GpuNodeApplyConfiguration constructs a declarative configuration of the GpuNode type for use with
+// GpuNodeEntryApplyConfiguration constructs a declarative configuration of the GpuNodeEntry type for use with
 // apply.
-func GpuNode() *GpuNodeApplyConfiguration {
-	return &GpuNodeApplyConfiguration{}
+func GpuNodeEntry() *GpuNodeEntryApplyConfiguration {
+	return &GpuNodeEntryApplyConfiguration{}
 }
 
 // WithName sets the Name field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Name field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithName(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithName(value string) *GpuNodeEntryApplyConfiguration {
 	b.Name = &value
 	return b
 }
@@ -87,7 +87,7 @@ func (b *GpuNodeApplyConfiguration) WithName(value string) *GpuNodeApplyConfigur
 // WithReady sets the Ready field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Ready field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithReady(value bool) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithReady(value bool) *GpuNodeEntryApplyConfiguration {
 	b.Ready = &value
 	return b
 }
@@ -95,7 +95,7 @@ func (b *GpuNodeApplyConfiguration) WithReady(value bool) *GpuNodeApplyConfigura
 // WithProduct sets the Product field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Product field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithProduct(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithProduct(value string) *GpuNodeEntryApplyConfiguration {
 	b.Product = &value
 	return b
 }
@@ -103,7 +103,7 @@ func (b *GpuNodeApplyConfiguration) WithProduct(value string) *GpuNodeApplyConfi
 // WithGpuCount sets the GpuCount field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the GpuCount field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithGpuCount(value int32) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithGpuCount(value int32) *GpuNodeEntryApplyConfiguration {
 	b.GpuCount = &value
 	return b
 }
@@ -111,7 +111,7 @@ func (b *GpuNodeApplyConfiguration) WithGpuCount(value int32) *GpuNodeApplyConfi
 // WithGpuMemoryMiB sets the GpuMemoryMiB field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the GpuMemoryMiB field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithGpuMemoryMiB(value int64) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithGpuMemoryMiB(value int64) *GpuNodeEntryApplyConfiguration {
 	b.GpuMemoryMiB = &value
 	return b
 }
@@ -119,7 +119,7 @@ func (b *GpuNodeApplyConfiguration) WithGpuMemoryMiB(value int64) *GpuNodeApplyC
 // WithWorkloadConfig sets the WorkloadConfig field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the WorkloadConfig field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithWorkloadConfig(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithWorkloadConfig(value string) *GpuNodeEntryApplyConfiguration {
 	b.WorkloadConfig = &value
 	return b
 }
@@ -127,7 +127,7 @@ func (b *GpuNodeApplyConfiguration) WithWorkloadConfig(value string) *GpuNodeApp
 // WithFamily sets the Family field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Family field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithFamily(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithFamily(value string) *GpuNodeEntryApplyConfiguration {
 	b.Family = &value
 	return b
 }
@@ -135,7 +135,7 @@ func (b *GpuNodeApplyConfiguration) WithFamily(value string) *GpuNodeApplyConfig
 // WithComputeCapability sets the ComputeCapability field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the ComputeCapability field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithComputeCapability(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithComputeCapability(value string) *GpuNodeEntryApplyConfiguration {
 	b.ComputeCapability = &value
 	return b
 }
@@ -143,7 +143,7 @@ func (b *GpuNodeApplyConfiguration) WithComputeCapability(value string) *GpuNode
 // WithDriverVersion sets the DriverVersion field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the DriverVersion field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithDriverVersion(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithDriverVersion(value string) *GpuNodeEntryApplyConfiguration {
 	b.DriverVersion = &value
 	return b
 }
@@ -151,7 +151,7 @@ func (b *GpuNodeApplyConfiguration) WithDriverVersion(value string) *GpuNodeAppl
 // WithCudaVersion sets the CudaVersion field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the CudaVersion field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithCudaVersion(value string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithCudaVersion(value string) *GpuNodeEntryApplyConfiguration {
 	b.CudaVersion = &value
 	return b
 }
@@ -159,7 +159,7 @@ func (b *GpuNodeApplyConfiguration) WithCudaVersion(value string) *GpuNodeApplyC
 // WithSharing sets the Sharing field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Sharing field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithSharing(value *GpuSharingApplyConfiguration) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithSharing(value *GpuSharingApplyConfiguration) *GpuNodeEntryApplyConfiguration {
 	b.Sharing = value
 	return b
 }
@@ -167,7 +167,7 @@ func (b *GpuNodeApplyConfiguration) WithSharing(value *GpuSharingApplyConfigurat
 // WithMIG sets the MIG field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the MIG field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithMIG(value *MigInfoApplyConfiguration) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithMIG(value *MigInfoApplyConfiguration) *GpuNodeEntryApplyConfiguration {
 	b.MIG = value
 	return b
 }
@@ -175,7 +175,7 @@ func (b *GpuNodeApplyConfiguration) WithMIG(value *MigInfoApplyConfiguration) *G
 // WithCapacity sets the Capacity field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Capacity field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithCapacity(value int32) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithCapacity(value int32) *GpuNodeEntryApplyConfiguration {
 	b.Capacity = &value
 	return b
 }
@@ -183,7 +183,7 @@ func (b *GpuNodeApplyConfiguration) WithCapacity(value int32) *GpuNodeApplyConfi
 // WithAllocatable sets the Allocatable field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Allocatable field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithAllocatable(value int32) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithAllocatable(value int32) *GpuNodeEntryApplyConfiguration {
 	b.Allocatable = &value
 	return b
 }
@@ -191,7 +191,7 @@ func (b *GpuNodeApplyConfiguration) WithAllocatable(value int32) *GpuNodeApplyCo
 // WithUnhealthyGpus sets the UnhealthyGpus field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the UnhealthyGpus field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithUnhealthyGpus(value int32) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithUnhealthyGpus(value int32) *GpuNodeEntryApplyConfiguration {
 	b.UnhealthyGpus = &value
 	return b
 }
@@ -199,7 +199,7 @@ func (b *GpuNodeApplyConfiguration) WithUnhealthyGpus(value int32) *GpuNodeApply
 // WithLabelsMissing sets the LabelsMissing field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the LabelsMissing field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithLabelsMissing(value bool) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithLabelsMissing(value bool) *GpuNodeEntryApplyConfiguration {
 	b.LabelsMissing = &value
 	return b
 }
@@ -207,7 +207,7 @@ func (b *GpuNodeApplyConfiguration) WithLabelsMissing(value bool) *GpuNodeApplyC
 // WithLabelsMissingSince sets the LabelsMissingSince field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the LabelsMissingSince field is set to the value of the last call.
-func (b *GpuNodeApplyConfiguration) WithLabelsMissingSince(value metav1.Time) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithLabelsMissingSince(value metav1.Time) *GpuNodeEntryApplyConfiguration {
 	b.LabelsMissingSince = &value
 	return b
 }
@@ -215,7 +215,7 @@ func (b *GpuNodeApplyConfiguration) WithLabelsMissingSince(value metav1.Time) *G
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
-func (b *GpuNodeApplyConfiguration) WithConditions(values ...string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithConditions(values ...string) *GpuNodeEntryApplyConfiguration {
 	for i := range values {
 		b.Conditions = append(b.Conditions, values[i])
 	}
@@ -225,7 +225,7 @@ func (b *GpuNodeApplyConfiguration) WithConditions(values ...string) *GpuNodeApp
 // WithWarnings adds the given value to the Warnings field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Warnings field.
-func (b *GpuNodeApplyConfiguration) WithWarnings(values ...string) *GpuNodeApplyConfiguration {
+func (b *GpuNodeEntryApplyConfiguration) WithWarnings(values ...string) *GpuNodeEntryApplyConfiguration {
 	for i := range values {
 		b.Warnings = append(b.Warnings, values[i])
 	}
