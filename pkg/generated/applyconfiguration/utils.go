@@ -40,8 +40,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuInventoryStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuModel"):
 		return &homelabv1.GpuModelApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuNode"):
+		return &homelabv1.GpuNodeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuNodeEntry"):
 		return &homelabv1.GpuNodeEntryApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuNodeSpec"):
+		return &homelabv1.GpuNodeSpecApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuSharing"):
 		return &homelabv1.GpuSharingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MigDevice"):

@@ -37,7 +37,10 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":   schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryStatus": schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel":           schema_pkg_apis_homelab_v1_GpuModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode":            schema_pkg_apis_homelab_v1_GpuNode(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry":       schema_pkg_apis_homelab_v1_GpuNodeEntry(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeList":        schema_pkg_apis_homelab_v1_GpuNodeList(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec":        schema_pkg_apis_homelab_v1_GpuNodeSpec(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
@@ -469,6 +472,48 @@ func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.Op
 	}
 }
 
+func schema_pkg_apis_homelab_v1_GpuNode(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuNode is one node's GPU identity as last discovered, kept by the operator so that a node whose discovery labels vanish is still counted as what it was. It is named after the node and owned by it: deleting the Node deletes the record. Readiness and allocation are not here: they change often and live on the Node and in the inventory.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec"),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec", v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -635,6 +680,156 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 					},
 				},
 				Required: []string{"name", "ready"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuNodeList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuNodeList is a list of GpuNode records.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode", v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuNodeSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuNodeSpec is the GPU identity of a node.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"product": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Product is the GPU product (nvidia.com/gpu.product); empty when unknown.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"gpuCount": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GpuCount is the physical GPU count (nvidia.com/gpu.count).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"gpuMemoryMiB": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GpuMemoryMiB is the memory of one GPU (nvidia.com/gpu.memory).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"family": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Family is the GPU architecture, e.g. hopper.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"computeCapability": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ComputeCapability is major.minor, e.g. 9.0.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"driverVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DriverVersion is the NVIDIA driver version.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cudaVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CudaVersion is the CUDA runtime version the driver supports.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"workloadConfig": {
+						SchemaProps: spec.SchemaProps{
+							Description: "WorkloadConfig is nvidia.com/gpu.workload.config.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"sharing": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Sharing is set when GPUs are shared (time-slicing or MPS).",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing"),
+						},
+					},
+					"mig": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MIG is the MIG layout (its transient configState is not kept).",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo"),
+						},
+					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source says where these facts came from: gpu-feature-discovery, or seeded (copied from an inventory's stored status or the ConfigMap when the operator was upgraded).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastSeen": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastSeen is when the operator last saw the sources state these facts, as of the record's last write (a record is written only when the facts change or vanish).",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"missingSince": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MissingSince is set while the sources are gone: the facts are then the last-known ones.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
 			},
 		},
 		Dependencies: []string{

@@ -28,7 +28,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &GpuInventory{}, &GpuInventoryList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &GpuInventory{}, &GpuInventoryList{}, &GpuNode{}, &GpuNodeList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

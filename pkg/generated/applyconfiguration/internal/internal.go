@@ -354,6 +354,23 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNode
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: ObjectMeta.v1.meta.apis.pkg.apimachinery.k8s.io
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNodeSpec
+      default: {}
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNodeEntry
   map:
     fields:
@@ -420,6 +437,48 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+    - name: workloadConfig
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNodeSpec
+  map:
+    fields:
+    - name: computeCapability
+      type:
+        scalar: string
+    - name: cudaVersion
+      type:
+        scalar: string
+    - name: driverVersion
+      type:
+        scalar: string
+    - name: family
+      type:
+        scalar: string
+    - name: gpuCount
+      type:
+        scalar: numeric
+    - name: gpuMemoryMiB
+      type:
+        scalar: numeric
+    - name: lastSeen
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: mig
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigInfo
+    - name: missingSince
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: product
+      type:
+        scalar: string
+    - name: sharing
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
+    - name: source
+      type:
+        scalar: string
     - name: workloadConfig
       type:
         scalar: string

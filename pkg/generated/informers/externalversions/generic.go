@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=homelab.youngju.dev, Version=v1
 	case v1.SchemeGroupVersion.WithResource("gpuinventories"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Homelab().V1().GpuInventories().Informer()}, nil
+	case v1.SchemeGroupVersion.WithResource("gpunodes"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Homelab().V1().GpuNodes().Informer()}, nil
 
 	}
 

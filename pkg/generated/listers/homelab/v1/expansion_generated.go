@@ -21,3 +21,7 @@ package v1
 // GpuInventoryListerExpansion allows custom methods to be added to
 // GpuInventoryLister.
 type GpuInventoryListerExpansion interface{}
+
+// GpuNodeListerExpansion allows custom methods to be added to
+// GpuNodeLister.
+type GpuNodeListerExpansion interface{}

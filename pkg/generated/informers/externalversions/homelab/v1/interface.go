@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// GpuInventories returns a GpuInventoryInformer.
 	GpuInventories() TypedGpuInventoryInformer
+	// GpuNodes returns a GpuNodeInformer.
+	GpuNodes() TypedGpuNodeInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // GpuInventories returns a TypedGpuInventoryInformer.
 func (v *version) GpuInventories() TypedGpuInventoryInformer {
 	return &gpuInventoryInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// GpuNodes returns a TypedGpuNodeInformer.
+func (v *version) GpuNodes() TypedGpuNodeInformer {
+	return &gpuNodeInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

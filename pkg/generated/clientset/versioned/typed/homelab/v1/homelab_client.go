@@ -29,6 +29,7 @@ import (
 type HomelabV1Interface interface {
 	RESTClient() rest.Interface
 	GpuInventoriesGetter
+	GpuNodesGetter
 }
 
 // HomelabV1Client is used to interact with features provided by the homelab.youngju.dev group.
@@ -38,6 +39,10 @@ type HomelabV1Client struct {
 
 func (c *HomelabV1Client) GpuInventories() GpuInventoryInterface {
 	return newGpuInventories(c)
+}
+
+func (c *HomelabV1Client) GpuNodes() GpuNodeInterface {
+	return newGpuNodes(c)
 }
 
 // NewForConfig creates a new HomelabV1Client for the given config.

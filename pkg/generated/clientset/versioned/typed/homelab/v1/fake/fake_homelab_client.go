@@ -32,6 +32,10 @@ func (c *FakeHomelabV1) GpuInventories() v1.GpuInventoryInterface {
 	return newFakeGpuInventories(c)
 }
 
+func (c *FakeHomelabV1) GpuNodes() v1.GpuNodeInterface {
+	return newFakeGpuNodes(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeHomelabV1) RESTClient() rest.Interface {

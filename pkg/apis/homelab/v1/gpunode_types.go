@@ -1,0 +1,107 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Values of GpuNodeSpec.Source, and the annotation with the hash of a record's identity.
+const (
+	SourceGPUFeatureDiscovery = "gpu-feature-discovery"
+	SourceSeeded              = "seeded" // copied at upgrade from a stored status or ConfigMap
+
+	IdentityHashAnnotation = GroupName + "/identity-hash"
+	GpuNodeCRDName         = "gpunodes." + GroupName
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=gpun,singular=gpunode
+// +kubebuilder:printcolumn:name="PRODUCT",type=string,JSONPath=`.spec.product`
+// +kubebuilder:printcolumn:name="GPUS",type=integer,JSONPath=`.spec.gpuCount`
+// +kubebuilder:printcolumn:name="MEMORY-MIB",type=integer,JSONPath=`.spec.gpuMemoryMiB`
+// +kubebuilder:printcolumn:name="MIG",type=string,JSONPath=`.spec.mig.strategy`
+// +kubebuilder:printcolumn:name="SHARING",type=string,JSONPath=`.spec.sharing.strategy`
+// +kubebuilder:printcolumn:name="DRIVER",type=string,JSONPath=`.spec.driverVersion`
+// +kubebuilder:printcolumn:name="SOURCE",type=string,JSONPath=`.spec.source`
+// +kubebuilder:printcolumn:name="MISSING-SINCE",type=date,JSONPath=`.spec.missingSince`
+// +kubebuilder:printcolumn:name="FAMILY",type=string,JSONPath=`.spec.family`,priority=1
+// +kubebuilder:printcolumn:name="CUDA",type=string,JSONPath=`.spec.cudaVersion`,priority=1
+// +kubebuilder:printcolumn:name="LAST-SEEN",type=date,JSONPath=`.spec.lastSeen`,priority=1
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// GpuNode is one node's GPU identity as last discovered, kept by the operator so that a
+// node whose discovery labels vanish is still counted as what it was. It is named after the
+// node and owned by it: deleting the Node deletes the record. Readiness and allocation are
+// not here: they change often and live on the Node and in the inventory.
+type GpuNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec GpuNodeSpec `json:"spec"`
+}
+
+// GpuNodeSpec is the GPU identity of a node.
+type GpuNodeSpec struct {
+	// Product is the GPU product (nvidia.com/gpu.product); empty when unknown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Product string `json:"product,omitempty"`
+	// GpuCount is the physical GPU count (nvidia.com/gpu.count).
+	// +optional
+	GpuCount int32 `json:"gpuCount,omitempty"`
+	// GpuMemoryMiB is the memory of one GPU (nvidia.com/gpu.memory).
+	// +optional
+	GpuMemoryMiB int64 `json:"gpuMemoryMiB,omitempty"`
+	// Family is the GPU architecture, e.g. hopper.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Family string `json:"family,omitempty"`
+	// ComputeCapability is major.minor, e.g. 9.0.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ComputeCapability string `json:"computeCapability,omitempty"`
+	// DriverVersion is the NVIDIA driver version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	DriverVersion string `json:"driverVersion,omitempty"`
+	// CudaVersion is the CUDA runtime version the driver supports.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	CudaVersion string `json:"cudaVersion,omitempty"`
+	// WorkloadConfig is nvidia.com/gpu.workload.config.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	WorkloadConfig string `json:"workloadConfig,omitempty"`
+	// Sharing is set when GPUs are shared (time-slicing or MPS).
+	// +optional
+	Sharing *GpuSharing `json:"sharing,omitempty"`
+	// MIG is the MIG layout (its transient configState is not kept).
+	// +optional
+	MIG *MigInfo `json:"mig,omitempty"`
+
+	// Source says where these facts came from: gpu-feature-discovery, or seeded (copied
+	// from an inventory's stored status or the ConfigMap when the operator was upgraded).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Source string `json:"source,omitempty"`
+	// LastSeen is when the operator last saw the sources state these facts, as of the
+	// record's last write (a record is written only when the facts change or vanish).
+	// +optional
+	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
+	// MissingSince is set while the sources are gone: the facts are then the last-known ones.
+	// +optional
+	MissingSince *metav1.Time `json:"missingSince,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// GpuNodeList is a list of GpuNode records.
+type GpuNodeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []GpuNode `json:"items"`
+}
