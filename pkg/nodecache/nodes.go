@@ -129,6 +129,7 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	trimmed := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              node.Name,
+			UID:               node.UID, // a GpuNode record's owner reference names it
 			ResourceVersion:   node.ResourceVersion,
 			Labels:            kept,
 			CreationTimestamp: node.CreationTimestamp,

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ProtobufMagic starts every protobuf object the API server sends (a runtime.Unknown follows).
@@ -114,6 +115,7 @@ const (
 	nodeStatus   = 3
 
 	metaName              = 1
+	metaUID               = 5
 	metaResourceVersion   = 6
 	metaCreationTimestamp = 8
 	metaDeletionTimestamp = 9
@@ -238,6 +240,8 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 		switch num {
 		case metaName:
 			meta.Name = string(v)
+		case metaUID:
+			meta.UID = types.UID(v)
 		case metaResourceVersion:
 			meta.ResourceVersion = string(v)
 		case metaCreationTimestamp:

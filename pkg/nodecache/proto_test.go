@@ -67,6 +67,9 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: trimming decoder differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
 		}
+		if got.(*corev1.Node).UID != n.UID {
+			t.Errorf("%s: UID %q not kept (a GpuNode record's owner reference needs it)", n.Name, got.(*corev1.Node).UID)
+		}
 	}
 }
 
