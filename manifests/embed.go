@@ -9,3 +9,8 @@ import _ "embed"
 //
 //go:embed crd/homelab.youngju.dev_gpuinventories.yaml
 var GpuInventoryCRD []byte
+
+// GpuNodeCRD is manifests/crd/homelab.youngju.dev_gpunodes.yaml, generated as GpuInventoryCRD.
+//
+//go:embed crd/homelab.youngju.dev_gpunodes.yaml
+var GpuNodeCRD []byte

@@ -1,5 +1,5 @@
-// Package crd installs the GpuInventory CustomResourceDefinition that the operator embeds, and
-// waits until the API server serves it.
+// Package crd installs the CustomResourceDefinitions that the operator embeds (GpuInventory
+// and GpuNode), and waits until the API server serves them.
 package crd
 
 import (
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/youngju-dev/gpu-inventory-operator/manifests"
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
 // Result says what Ensure did.
@@ -29,29 +30,59 @@ const (
 	Current Result = "already current"
 )
 
-// GpuInventory returns the embedded CRD, decoded and with the API server's defaults applied
-// (so that it compares equal to what the server stores).
+// GpuInventory returns the embedded GpuInventory CRD, decoded and with the API server's
+// defaults applied (so that it compares equal to what the server stores).
 func GpuInventory() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode("GpuInventory", manifests.GpuInventoryCRD)
+}
+
+// GpuNode returns the embedded GpuNode CRD, as GpuInventory does.
+func GpuNode() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode("GpuNode", manifests.GpuNodeCRD)
+}
+
+// Names are the names of the CRDs Ensure installs.
+var Names = []string{homelabv1.CustomResourceDefinitionName, homelabv1.GpuNodeCRDName}
+
+func decode(kind string, data []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(manifests.GpuInventoryCRD, crd); err != nil {
-		return nil, fmt.Errorf("decode embedded GpuInventory CRD: %w", err)
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return nil, fmt.Errorf("decode embedded %s CRD: %w", kind, err)
 	}
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
 	return crd, nil
 }
 
-// Ensure creates the CRD, or updates an existing one whose spec differs (an older version of
-// the operator installed it), and leaves a current one alone.
-func Ensure(ctx context.Context, client apiextensionsclient.Interface) (Result, error) {
-	want, err := GpuInventory()
-	if err != nil {
-		return "", err
+// Outcome is what Ensure did with one CRD.
+type Outcome struct {
+	Name   string
+	Result Result
+}
+
+// Ensure creates each CRD, or updates an existing one whose spec differs (an older version
+// of the operator installed it), and leaves a current one alone.
+func Ensure(ctx context.Context, client apiextensionsclient.Interface) ([]Outcome, error) {
+	var outcomes []Outcome
+	for _, get := range []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode} {
+		want, err := get()
+		if err != nil {
+			return nil, err
+		}
+		result, err := ensure(ctx, client, want)
+		if err != nil {
+			return nil, err
+		}
+		outcomes = append(outcomes, Outcome{Name: want.Name, Result: result})
 	}
+	return outcomes, nil
+}
+
+func ensure(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) (Result, error) {
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
 	var result Result
 	// The API server updates a new CRD's status right after it is created, so an update can
 	// meet a conflict: read again and retry.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		existing, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -100,6 +131,16 @@ func explain(verb, name string, err error) error {
 			"`kubectl apply -f manifests/crd/` and run with --install-crd=false): %w", name, verb, err)
 	}
 	return fmt.Errorf("install CRD %s: %s: %w", name, verb, err)
+}
+
+// WaitAllEstablished waits until every CRD in Names is Established.
+func WaitAllEstablished(ctx context.Context, client apiextensionsclient.Interface, timeout time.Duration) error {
+	for _, name := range Names {
+		if err := WaitEstablished(ctx, client, name, timeout); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WaitEstablished waits until the API server reports the CRD Established (its resource is

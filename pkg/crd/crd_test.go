@@ -2,6 +2,7 @@ package crd
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,22 +60,27 @@ func TestEnsure(t *testing.T) {
 		{"older: updated", []runtime.Object{older}, Updated, []string{"get", "update"}},
 		{"current: left alone", []runtime.Object{embedded(t)}, Current, []string{"get"}},
 	}
+	gpuNode, err := GpuNode()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewClientset(tc.existing...)
+			client := fake.NewClientset(append(tc.existing, gpuNode.DeepCopy())...) // the GpuNode CRD is current
 			got, err := Ensure(context.Background(), client)
 			if err != nil {
 				t.Fatalf("Ensure: %v", err)
 			}
-			if got != tc.want {
-				t.Errorf("Ensure = %s, want %s", got, tc.want)
+			want := []Outcome{{homelabv1.CustomResourceDefinitionName, tc.want}, {homelabv1.GpuNodeCRDName, Current}}
+			if !slices.Equal(got, want) {
+				t.Errorf("Ensure = %v, want %v", got, want)
 			}
 			var verbs []string
 			for _, a := range client.Actions() {
 				verbs = append(verbs, a.GetVerb())
 			}
-			if strings.Join(verbs, ",") != strings.Join(tc.verbs, ",") {
-				t.Errorf("actions = %v, want %v", verbs, tc.verbs)
+			if want := append(tc.verbs, "get"); strings.Join(verbs, ",") != strings.Join(want, ",") {
+				t.Errorf("actions = %v, want %v", verbs, want)
 			}
 			stored, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), homelabv1.CustomResourceDefinitionName, metav1.GetOptions{})
 			if err != nil {
@@ -115,7 +121,34 @@ func TestEnsureRetriesAConflict(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if got, err := Ensure(context.Background(), client); err != nil || got != Updated {
-		t.Fatalf("Ensure = %q, %v; want %q after one conflict", got, err, Updated)
+	if got, err := Ensure(context.Background(), client); err != nil || got[0].Result != Updated {
+		t.Fatalf("Ensure = %v, %v; want %q after one conflict", got, err, Updated)
+	}
+}
+
+// Both CRDs are installed on an empty cluster: the GpuNode records have a kind to be.
+func TestEnsureInstallsTheGpuNodeCRD(t *testing.T) {
+	client := fake.NewClientset()
+	got, err := Ensure(context.Background(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Outcome{{homelabv1.CustomResourceDefinitionName, Created}, {homelabv1.GpuNodeCRDName, Created}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Ensure = %v, want %v", got, want)
+	}
+	crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), homelabv1.GpuNodeCRDName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var columns []string
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		if c.Priority == 0 {
+			columns = append(columns, c.Name)
+		}
+	}
+	if crd.Spec.Scope != apiextensionsv1.ClusterScoped || crd.Spec.Names.Kind != "GpuNode" || crd.Spec.Names.Plural != "gpunodes" ||
+		strings.Join(columns, " ") != "PRODUCT GPUS MEMORY-MIB MIG SHARING DRIVER SOURCE MISSING-SINCE AGE" {
+		t.Errorf("GpuNode CRD: scope %s, names %+v, columns %v", crd.Spec.Scope, crd.Spec.Names, columns)
 	}
 }

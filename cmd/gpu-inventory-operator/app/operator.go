@@ -116,14 +116,16 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	return o.runRelisting(ctx)
 }
 
-// installCRD creates or updates the GpuInventory CRD and waits until it is served.
+// installCRD creates or updates the GpuInventory and GpuNode CRDs and waits until they are served.
 func (o *Operator) installCRD(ctx context.Context) error {
-	result, err := crd.Ensure(ctx, o.apiext)
+	outcomes, err := crd.Ensure(ctx, o.apiext)
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("GpuInventory CRD "+string(result), "crd", homelabv1.CustomResourceDefinitionName)
-	return crd.WaitEstablished(ctx, o.apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second)
+	for _, outcome := range outcomes {
+		klog.FromContext(ctx).Info("CRD "+string(outcome.Result), "crd", outcome.Name)
+	}
+	return crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second)
 }
 
 // ensureDefaultInventory creates the GpuInventory that covers every node, if it is missing.
