@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
+	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -121,8 +121,9 @@ func waitTotals(ctx context.Context, gpu versioned.Interface, name string, want 
 }
 
 // resetFleet brings the GPU nodes back to the fixture's state after the churn and the
-// probes: every one there (a rejoin in flight when the churn ends leaves its node deleted) and
-// Ready, the probes' marker node with its own product. kube lists in protobuf.
+// probes: every one there and with its labels (a rejoin in flight when the churn ends leaves
+// its node deleted, or unlabelled) and Ready, the probes' marker node with its own product.
+// kube lists in protobuf.
 func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (int, error) {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -144,10 +145,10 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 		if !nodeReady(node) {
 			notReady = append(notReady, n.name)
 		}
-		if p := n.labels["nvidia.com/gpu.product"]; node.Labels["nvidia.com/gpu.product"] != p {
-			patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gpu.product":%q}}}`, p)
-			if _, err := kube.CoreV1().Nodes().Patch(ctx, n.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				return 0, fmt.Errorf("restore the product of node %s: %w", n.name, err)
+		if labelsDiffer(node.Labels, n.labels) {
+			apply := applycorev1.Node(n.name).WithLabels(n.labels)
+			if _, err := kube.CoreV1().Nodes().Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "nfd-master", Force: true}); err != nil {
+				return 0, fmt.Errorf("restore the labels of node %s: %w", n.name, err)
 			}
 		}
 	}
@@ -173,6 +174,17 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 		}
 	}
 	return len(notReady), nil
+}
+
+// labelsDiffer reports whether have lacks or changed a label of want, GFD's timestamp aside
+// (the churn rewrites it).
+func labelsDiffer(have, want labels.Set) bool {
+	for k, v := range want {
+		if have[k] != v && k != "nvidia.com/gfd.timestamp" {
+			return true
+		}
+	}
+	return false
 }
 
 func nodeReady(node *corev1.Node) bool {
