@@ -65,7 +65,7 @@ when the inventory is Degraded.`,
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
-	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c))
+	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c))
 	return cmd
 }
 
