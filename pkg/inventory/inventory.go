@@ -123,6 +123,16 @@ var notGPU = cachedEntry{}
 
 // Compute is the package-level Compute, with parsed entries taken from the cache.
 func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, now time.Time) (Inventory, []Warning) {
+	return c.ComputeWithRecords(nodes, previous, nil, now)
+}
+
+// Records returns a node's GpuNode record (its GPU identity as last discovered), or nil.
+type Records func(name string) *homelabv1.GpuNodeSpec
+
+// ComputeWithRecords is Compute where a node without GPU Feature Discovery labels is filled
+// from its record first, and from previous only when it has none: the records remember every
+// GPU node, previous only the ones a bounded status listed.
+func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, records Records, now time.Time) (Inventory, []Warning) {
 	prev := make(map[string]*homelabv1.GpuNodeEntry, len(previous))
 	for i := range previous {
 		prev[previous[i].Name] = &previous[i]
@@ -148,7 +158,7 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeE
 		warnings = append(warnings, cached.warnings...)
 		if !cached.gfd {
 			carried := *cached.entry
-			if carryLastKnown(&carried, prev[node.Name], now) {
+			if carryLastKnown(&carried, lastKnownOf(node.Name, records, prev), now) {
 				ref = entryRef{&carried, digest(&carried)}
 			}
 		}
@@ -157,23 +167,55 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeE
 	return fromRefs(refs), warnings
 }
 
-// carryLastKnown fills a node that has no GFD labels now from what was last seen of it, and
-// reports whether it changed the entry.
-func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *homelabv1.GpuNodeEntry, now time.Time) bool {
-	if last == nil || (last.Product == "" && last.GpuCount == 0 && last.GpuMemoryMiB == 0) {
-		return false // never labelled: unknown, not missing
+// lastKnown is what is remembered of a node that lost its labels.
+type lastKnown struct {
+	product, family, computeCapability string
+	gpuCount                           int32
+	gpuMemoryMiB                       int64
+	missingSince                       *metav1.Time // nil: not known to be missing yet
+}
+
+// lastKnownOf prefers the node's record to the previous entry; nil when neither knows its GPUs.
+func lastKnownOf(name string, records Records, prev map[string]*homelabv1.GpuNodeEntry) *lastKnown {
+	if records != nil {
+		if r := records(name); r != nil && KnowsGPUs(r) {
+			known := &lastKnown{product: r.Product, family: r.Family, computeCapability: r.ComputeCapability,
+				gpuCount: r.GpuCount, gpuMemoryMiB: r.GpuMemoryMiB, missingSince: r.MissingSince}
+			if p := prev[name]; p != nil && p.LabelsMissing && p.LabelsMissingSince != nil {
+				known.missingSince = p.LabelsMissingSince // as stored: the record may be marked a moment later
+			}
+			return known
+		}
 	}
-	entry.Product, entry.GpuCount, entry.GpuMemoryMiB = last.Product, last.GpuCount, last.GpuMemoryMiB
+	p := prev[name]
+	if p == nil || (p.Product == "" && p.GpuCount == 0 && p.GpuMemoryMiB == 0) {
+		return nil // never labelled: unknown, not missing
+	}
+	known := &lastKnown{product: p.Product, family: p.Family, computeCapability: p.ComputeCapability,
+		gpuCount: p.GpuCount, gpuMemoryMiB: p.GpuMemoryMiB}
+	if p.LabelsMissing {
+		known.missingSince = p.LabelsMissingSince
+	}
+	return known
+}
+
+// carryLastKnown fills a node that has no GFD labels now from what was last known of it, and
+// reports whether it changed the entry.
+func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *lastKnown, now time.Time) bool {
+	if last == nil {
+		return false
+	}
+	entry.Product, entry.GpuCount, entry.GpuMemoryMiB = last.product, last.gpuCount, last.gpuMemoryMiB
 	if entry.Family == "" {
-		entry.Family = last.Family
+		entry.Family = last.family
 	}
 	if entry.ComputeCapability == "" {
-		entry.ComputeCapability = last.ComputeCapability
+		entry.ComputeCapability = last.computeCapability
 	}
 	entry.LabelsMissing = true
 	since := metav1.NewTime(now.UTC().Truncate(time.Second))
-	if last.LabelsMissing && last.LabelsMissingSince != nil {
-		since = *last.LabelsMissingSince
+	if last.missingSince != nil {
+		since = *last.missingSince
 	}
 	entry.LabelsMissingSince = &since
 	// LabelsMissing goes after the readiness conditions, before the rest.
