@@ -209,6 +209,17 @@ func (l NodeLister) List(selector labels.Selector) ([]*corev1.Node, error) {
 	return nodes, err
 }
 
+// Get returns the cached GPU node of that name; false when there is none (deleted, or no GPU
+// node: those are cached as metadata only).
+func (l NodeLister) Get(name string) (*corev1.Node, bool) {
+	obj, ok, err := l.indexer.GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	node, ok := obj.(*corev1.Node)
+	return node, ok
+}
+
 // lifecycleTaints returns the taints the cache keeps.
 func lifecycleTaints(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
