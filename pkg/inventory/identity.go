@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	corev1 "k8s.io/api/core/v1"
+
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
@@ -48,4 +50,31 @@ func IdentityHash(spec homelabv1.GpuNodeSpec) string {
 	}{spec, missing}) // strings, integers and bools: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
+}
+
+// NodeIdentity returns the GPU identity of a node that GPU Feature Discovery labelled, with
+// the node's entry taken from the cache (a nil cache parses it); ok is false for a node
+// without GFD labels and for one that is no GPU node.
+func (c *EntryCache) NodeIdentity(node *corev1.Node) (spec homelabv1.GpuNodeSpec, ok bool) {
+	if c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	}
+	cached := c.lookupLocked(node)
+	if !cached.gpu || !cached.gfd {
+		return spec, false
+	}
+	return Identity(cached.entry), true
+}
+
+// SeededIdentity is the identity of a stored entry (an inventory's status.nodes or the
+// ConfigMap) as a seeded record keeps it: bounded like Entry's own, since anyone who may edit
+// those objects could have written it, and marked as seeded.
+func SeededIdentity(entry *homelabv1.GpuNodeEntry) homelabv1.GpuNodeSpec {
+	e := entry.DeepCopy()
+	bound(e)
+	spec := Identity(e)
+	spec.GpuCount, spec.GpuMemoryMiB = max(spec.GpuCount, 0), max(spec.GpuMemoryMiB, 0)
+	spec.Source = homelabv1.SourceSeeded
+	return spec
 }

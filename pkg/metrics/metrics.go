@@ -37,6 +37,9 @@ type Metrics struct {
 	StatusReads *prometheus.CounterVec
 	// ConfigMapWrites counts writes of the gpu-node-status ConfigMap.
 	ConfigMapWrites prometheus.Counter
+	// GpuNodeWrites counts what the records controller did with a node's GpuNode record, by
+	// outcome (see GpuNodeOutcomes).
+	GpuNodeWrites *prometheus.CounterVec
 	// LastSuccessfulSync is the time of each inventory's last successful sync.
 	LastSuccessfulSync *prometheus.GaugeVec
 	// Leader is 1 while this instance leads (or runs without leader election).
@@ -71,6 +74,8 @@ func New() *Metrics {
 			Help: "GETs of a whole GpuInventory because the cached copy (without node list) held a version this instance did not write."}, []string{"inventory"}),
 		ConfigMapWrites: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "configmap_writes_total",
 			Help: "Writes of the gpu-node-status ConfigMap."}),
+		GpuNodeWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "gpunode_writes_total",
+			Help: "GpuNode record writes by outcome: created, updated, missing (facts vanished), seeded (from an older version's memory), deleted (node gone), or skipped because the record was current."}, []string{"outcome"}),
 		LastSuccessfulSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "last_successful_sync_timestamp_seconds",
 			Help: "Unix time of the last successful sync of each inventory (alert on time() minus this)."}, []string{"inventory"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "leader",
@@ -94,12 +99,28 @@ func New() *Metrics {
 		queues: newQueueMetrics(),
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.LastSuccessfulSync, m.Leader,
+		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
 		m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs, m.LabelsMissingNodes, m.NotReadyNodes,
 		m.requestLatency, m.requestResult)
 	m.queues.register(m.Registry)
+	for _, outcome := range GpuNodeOutcomes {
+		m.GpuNodeWrites.WithLabelValues(outcome) // every series from the start, for rate()
+	}
 	return m
 }
+
+// Outcomes of GpuNodeWrites.
+const (
+	GpuNodeCreated = "created"
+	GpuNodeUpdated = "updated"
+	GpuNodeMissing = "missing"
+	GpuNodeSeeded  = "seeded"
+	GpuNodeDeleted = "deleted"
+	GpuNodeSkipped = "skipped"
+)
+
+// GpuNodeOutcomes lists the outcomes of GpuNodeWrites.
+var GpuNodeOutcomes = []string{GpuNodeCreated, GpuNodeUpdated, GpuNodeMissing, GpuNodeSeeded, GpuNodeDeleted, GpuNodeSkipped}
 
 // ForgetInventory drops a deleted inventory's series.
 func (m *Metrics) ForgetInventory(name string) {

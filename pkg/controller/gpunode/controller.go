@@ -1,0 +1,483 @@
+// Package gpunode is the records controller: it keeps one GpuNode record per GPU node, holding
+// the node's GPU identity as GPU Feature Discovery last stated it, so that a node whose labels
+// vanish is still counted as what it was, however large the fleet. A record is written only
+// when the identity changes, vanishes or comes back: a Ready flip or a heartbeat costs nothing.
+package gpunode
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
+	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+)
+
+// Name names the controller and its workqueue.
+const Name = "gpunode"
+
+// Config holds the controller's dependencies.
+type Config struct {
+	// Client writes the records (server-side apply with homelabv1.FieldManager).
+	Client versioned.Interface
+	// NodeInformer is the node cache, from nodecache.NewNodeInformer.
+	NodeInformer cache.SharedIndexInformer
+	// NodeEvents is where the node event handler goes; nil: NodeInformer.
+	NodeEvents nodecache.EventSource
+	// RecordInformer watches the records; NewRecordInformer keeps them without managedFields.
+	RecordInformer informersv1.GpuNodeInformer
+	Metrics        *metrics.Metrics
+	// Entries may be shared with the other controllers; nil: a cache of its own.
+	Entries *inventory.EntryCache
+	// Clock is the time source; nil: the real clock.
+	Clock clock.PassiveClock
+	// Seed returns the last-known entry of a node from before records existed (an inventory's
+	// stored status.nodes or the ConfigMap); nil: none.
+	Seed func(name string) (homelabv1.GpuNodeEntry, bool)
+}
+
+// Controller keeps the GpuNode records equal to the GPU identity of the nodes.
+type Controller struct {
+	client        versioned.Interface
+	nodeIndex     cache.Indexer // every node: a *corev1.Node for GPU nodes, metadata for the rest
+	nodes         nodecache.NodeLister
+	nodesSynced   cache.InformerSynced
+	records       listersv1.GpuNodeLister
+	recordsSynced cache.InformerSynced
+	queue         workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	metrics       *metrics.Metrics
+	entries       *inventory.EntryCache
+	clock         clock.PassiveClock
+	seed          func(string) (homelabv1.GpuNodeEntry, bool)
+
+	mu sync.Mutex
+	// lastSeen: when the labels of a node were last seen, for the nodes whose labels vanished
+	// since this controller started and whose record does not say so yet.
+	lastSeen map[string]time.Time
+	// deleted: the last state of records someone deleted while their node remains, so that a
+	// node without labels gets its memory back.
+	deleted map[string]*homelabv1.GpuNode
+	// pending: the nodes and records seen at start that have not been synced yet.
+	pending     map[string]bool
+	started     sync.Once
+	initialDone atomic.Bool
+}
+
+// NewController wires the controller to its informers.
+func NewController(ctx context.Context, cfg Config) (*Controller, error) {
+	if cfg.Entries == nil {
+		cfg.Entries = inventory.NewEntryCache()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.NodeEvents == nil {
+		cfg.NodeEvents = cfg.NodeInformer
+	}
+	c := &Controller{
+		client:        cfg.Client,
+		nodeIndex:     cfg.NodeInformer.GetIndexer(),
+		nodes:         nodecache.NewNodeLister(cfg.NodeInformer),
+		nodesSynced:   cfg.NodeInformer.HasSynced,
+		records:       cfg.RecordInformer.Lister(),
+		recordsSynced: cfg.RecordInformer.Informer().HasSynced,
+		queue:         controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
+		metrics:       cfg.Metrics,
+		entries:       cfg.Entries,
+		clock:         cfg.Clock,
+		seed:          cfg.Seed,
+		lastSeen:      map[string]time.Time{},
+		deleted:       map[string]*homelabv1.GpuNode{},
+	}
+	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
+		return nil, fmt.Errorf("add Node event handler: %w", err)
+	}
+	if _, err := cfg.RecordInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueRecord,
+		UpdateFunc: c.recordUpdated,
+		DeleteFunc: c.recordDeleted,
+	}); err != nil {
+		return nil, fmt.Errorf("add GpuNode event handler: %w", err)
+	}
+	klog.FromContext(ctx).V(4).Info("Records controller wired", "controller", Name)
+	return c, nil
+}
+
+// Run syncs records with the given number of workers until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
+	return loop.Run(ctx, workers, c.cachesSynced)
+}
+
+// cachesSynced reports whether both caches have synced; the first time they have, before any
+// worker starts, it queues every GPU node and every record for the initial pass.
+func (c *Controller) cachesSynced() bool {
+	if !c.nodesSynced() || !c.recordsSynced() {
+		return false
+	}
+	c.started.Do(c.startInitialPass)
+	return true
+}
+
+func (c *Controller) startInitialPass() {
+	pending := map[string]bool{}
+	nodes, _ := c.nodes.List(labels.Everything()) // an indexer's List does not fail
+	for _, n := range nodes {
+		pending[n.Name] = true
+	}
+	records, _ := c.records.List(labels.Everything())
+	for _, r := range records {
+		pending[r.Name] = true
+	}
+	c.mu.Lock()
+	c.pending = pending
+	c.mu.Unlock()
+	c.initialDone.Store(len(pending) == 0)
+	for name := range pending {
+		c.queue.Add(cache.ObjectName{Name: name})
+	}
+}
+
+// Synced reports whether the caches have synced and every GPU node and record seen at start
+// has been synced once: the records are then as complete as this controller can make them.
+func (c *Controller) Synced() bool {
+	return c.nodesSynced() && c.recordsSynced() && c.initialDone.Load()
+}
+
+// Record returns the cached record of a node, nil when there is none. The record is shared
+// with the cache: read it, never modify it.
+func (c *Controller) Record(name string) *homelabv1.GpuNode {
+	r, err := c.records.Get(name)
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	if err := c.sync(ctx, key.Name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.deleted, key.Name)
+	if c.pending != nil && c.pending[key.Name] {
+		delete(c.pending, key.Name)
+		if len(c.pending) == 0 {
+			c.initialDone.Store(true)
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// handleNode queues a node whose GPU identity may have changed: it was added or deleted,
+// became or stopped being a GPU node, or changed its NVIDIA labels or capacity. Readiness,
+// taints and cordoning are no identity and queue nothing.
+func (c *Controller) handleNode(old, cur any) {
+	name, err := cache.DeletionHandlingObjectToName(cur)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("node event: %w", err))
+		return
+	}
+	if old == nil {
+		// Added or deleted. An added node that is no GPU node has nothing to write; a deleted
+		// one may have a record from when it was.
+		if _, isGPU := nodecache.NodeFromObj(cur); isGPU || c.isDeleted(name.Name) {
+			c.queue.Add(name)
+		}
+		return
+	}
+	oldNode, wasGPU := nodecache.NodeFromObj(old)
+	curNode, isGPU := nodecache.NodeFromObj(cur)
+	if wasGPU && isGPU && !identityInputsChanged(oldNode, curNode) {
+		return
+	}
+	if wasGPU && inventory.HasGFDLabels(oldNode) && (!isGPU || !inventory.HasGFDLabels(curNode)) {
+		c.mu.Lock()
+		c.lastSeen[name.Name] = c.now().Time // the labels were there until this event
+		c.mu.Unlock()
+	}
+	c.queue.Add(name)
+}
+
+// isDeleted reports whether a node is absent from the cache (NodeHandler passes deletes as
+// adds without an old object).
+func (c *Controller) isDeleted(name string) bool {
+	_, exists, err := c.nodeIndex.GetByKey(name)
+	return err == nil && !exists
+}
+
+// identityInputsChanged reports whether anything Identity reads differs between two cached
+// versions of a GPU node: the labels the inventory reads, or the capacity.
+func identityInputsChanged(old, cur *corev1.Node) bool {
+	return !sameReadLabels(old.Labels, cur.Labels) ||
+		!maps.EqualFunc(old.Status.Capacity, cur.Status.Capacity, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+}
+
+// sameReadLabels compares the labels the inventory reads (the cache may keep selector keys
+// too) without copying them: it runs for every readiness change.
+func sameReadLabels(a, b map[string]string) bool {
+	n := 0
+	for k, v := range a {
+		if inventory.ReadsLabel(k) {
+			if w, ok := b[k]; !ok || w != v {
+				return false
+			}
+			n++
+		}
+	}
+	for k := range b {
+		if inventory.ReadsLabel(k) {
+			n--
+		}
+	}
+	return n == 0
+}
+
+func (c *Controller) enqueueRecord(obj any) {
+	name, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("GpuNode event: %w", err))
+		return
+	}
+	c.queue.Add(name)
+}
+
+// recordUpdated queues a record someone else changed; the echo of the controller's own write
+// (a record as this controller writes it: its annotation names its own spec's hash, and the
+// node owns it) is dropped.
+func (c *Controller) recordUpdated(_, cur any) {
+	if r, ok := cur.(*homelabv1.GpuNode); ok && consistent(r) {
+		return
+	}
+	c.enqueueRecord(cur)
+}
+
+// recordDeleted queues a deleted record's node, so that the record is put back if the node
+// remains, and keeps the record's last state: for a node without labels it is the only memory.
+func (c *Controller) recordDeleted(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	if r, ok := obj.(*homelabv1.GpuNode); ok && inventory.KnowsGPUs(&r.Spec) {
+		c.mu.Lock()
+		c.deleted[r.Name] = r
+		c.mu.Unlock()
+	}
+	c.enqueueRecord(obj)
+}
+
+// consistent reports whether a record looks as this controller writes it: the annotation is
+// its spec's hash and a Node owns it.
+func consistent(r *homelabv1.GpuNode) bool {
+	return r.Annotations[homelabv1.IdentityHashAnnotation] == inventory.IdentityHash(r.Spec) && ownerUID(r) != ""
+}
+
+// ownerUID returns the UID of the Node named in a record's owner references ("" if none).
+func ownerUID(r *homelabv1.GpuNode) string {
+	for _, ref := range r.OwnerReferences {
+		if ref.APIVersion == "v1" && ref.Kind == "Node" && ref.Name == r.Name {
+			return string(ref.UID)
+		}
+	}
+	return ""
+}
+
+func (c *Controller) now() metav1.Time {
+	return metav1.NewTime(c.clock.Now().UTC().Truncate(time.Second))
+}
+
+// sync makes a node's record follow the node: GFD's facts when the node has them, the
+// last-known facts marked missing when they vanished, nothing when the node is gone.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	record, err := c.records.Get(name)
+	if apierrors.IsNotFound(err) {
+		record = nil
+	} else if err != nil {
+		return fmt.Errorf("get GpuNode %s from cache: %w", name, err)
+	}
+	obj, exists, err := c.nodeIndex.GetByKey(name)
+	if err != nil {
+		return fmt.Errorf("get node %s from cache: %w", name, err)
+	}
+	if !exists {
+		return c.deleteRecord(ctx, name, record)
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok || !inventory.IsGPUNode(node) {
+		// No GPU node any more: GFD's DaemonSet going away can take even its last labels, so
+		// the record stays as it is, and goes with the node.
+		return nil
+	}
+	if desired, ok := c.entries.NodeIdentity(node); ok {
+		return c.syncLabelled(ctx, node, record, desired)
+	}
+	return c.syncUnlabelled(ctx, node, record)
+}
+
+// syncLabelled writes the identity GFD states, unless the record already holds it.
+func (c *Controller) syncLabelled(ctx context.Context, node *corev1.Node, record *homelabv1.GpuNode, desired homelabv1.GpuNodeSpec) error {
+	c.mu.Lock()
+	delete(c.lastSeen, node.Name)
+	c.mu.Unlock()
+	hash := inventory.IdentityHash(desired)
+	if record != nil && record.Annotations[homelabv1.IdentityHashAnnotation] == hash &&
+		inventory.IdentityHash(record.Spec) == hash && ownerUID(record) == string(node.UID) {
+		c.metrics.GpuNodeWrites.WithLabelValues(metrics.GpuNodeSkipped).Inc()
+		return nil
+	}
+	now := c.now()
+	desired.LastSeen = &now
+	outcome := metrics.GpuNodeCreated
+	if record != nil {
+		outcome = metrics.GpuNodeUpdated
+	}
+	return c.apply(ctx, node, desired, outcome)
+}
+
+// syncUnlabelled marks a record missing when GFD's labels vanished, puts back a record
+// someone deleted, or creates one from what an older version remembered. A node that was
+// never labelled is unknown, not missing: it gets no record.
+func (c *Controller) syncUnlabelled(ctx context.Context, node *corev1.Node, record *homelabv1.GpuNode) error {
+	recreate := false
+	if record == nil || !inventory.KnowsGPUs(&record.Spec) {
+		c.mu.Lock()
+		deleted := c.deleted[node.Name]
+		c.mu.Unlock()
+		if deleted == nil {
+			if spec, ok := c.seeded(node.Name); ok {
+				return c.apply(ctx, node, spec, metrics.GpuNodeSeeded)
+			}
+			return nil
+		}
+		record, recreate = deleted, true
+	}
+	spec := *record.Spec.DeepCopy()
+	if spec.MissingSince != nil {
+		switch {
+		case recreate:
+			return c.apply(ctx, node, spec, metrics.GpuNodeCreated)
+		case !consistent(record) || ownerUID(record) != string(node.UID):
+			return c.apply(ctx, node, spec, metrics.GpuNodeUpdated) // put the metadata back
+		}
+		c.metrics.GpuNodeWrites.WithLabelValues(metrics.GpuNodeSkipped).Inc()
+		return nil
+	}
+	now := c.now()
+	spec.MissingSince = &now
+	c.mu.Lock()
+	if seen, ok := c.lastSeen[node.Name]; ok && (spec.LastSeen == nil || seen.After(spec.LastSeen.Time)) {
+		spec.LastSeen = &metav1.Time{Time: seen}
+	}
+	c.mu.Unlock()
+	if err := c.apply(ctx, node, spec, metrics.GpuNodeMissing); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.lastSeen, node.Name)
+	c.mu.Unlock()
+	return nil
+}
+
+// seeded returns the identity an older version remembered for a node, marked missing since
+// it says or since now.
+func (c *Controller) seeded(name string) (homelabv1.GpuNodeSpec, bool) {
+	if c.seed == nil {
+		return homelabv1.GpuNodeSpec{}, false
+	}
+	entry, ok := c.seed(name)
+	if !ok {
+		return homelabv1.GpuNodeSpec{}, false
+	}
+	spec := inventory.SeededIdentity(&entry)
+	if !inventory.KnowsGPUs(&spec) {
+		return spec, false
+	}
+	since := c.now()
+	if entry.LabelsMissingSince != nil {
+		since = metav1.NewTime(entry.LabelsMissingSince.UTC().Truncate(time.Second))
+	}
+	spec.MissingSince = &since
+	return spec, true
+}
+
+// deleteRecord deletes the record of a node that is gone. The owner reference lets the
+// garbage collector do the same while the operator is down.
+func (c *Controller) deleteRecord(ctx context.Context, name string, record *homelabv1.GpuNode) error {
+	c.mu.Lock()
+	delete(c.lastSeen, name)
+	c.mu.Unlock()
+	if record == nil {
+		return nil
+	}
+	err := c.client.HomelabV1().GpuNodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &record.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete GpuNode %s of a deleted node: %w", name, err)
+	}
+	c.metrics.GpuNodeWrites.WithLabelValues(metrics.GpuNodeDeleted).Inc()
+	klog.FromContext(ctx).V(2).Info("Deleted GpuNode record of a deleted node", "gpuNode", klog.KRef("", name))
+	return nil
+}
+
+// apply writes the whole record: the spec, the hash annotation and the node as its owner.
+// Fields another manager set and this controller leaves empty survive an apply; a record
+// that still differs afterwards is deleted and written anew.
+func (c *Controller) apply(ctx context.Context, node *corev1.Node, spec homelabv1.GpuNodeSpec, outcome string) error {
+	hash := inventory.IdentityHash(spec)
+	written, err := c.applyOnce(ctx, node, spec, hash)
+	if err != nil {
+		return err
+	}
+	if inventory.IdentityHash(written.Spec) != hash {
+		klog.FromContext(ctx).Info("GpuNode record kept fields another manager wrote: writing it anew", "gpuNode", klog.KObj(written))
+		err := c.client.HomelabV1().GpuNodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &written.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete GpuNode %s to rewrite it: %w", node.Name, err)
+		}
+		if written, err = c.applyOnce(ctx, node, spec, hash); err != nil {
+			return err
+		}
+		if inventory.IdentityHash(written.Spec) != hash {
+			return fmt.Errorf("GpuNode %s: the written record differs from its identity", node.Name)
+		}
+	}
+	c.metrics.GpuNodeWrites.WithLabelValues(outcome).Inc()
+	klog.FromContext(ctx).V(2).Info("Wrote GpuNode record", "gpuNode", klog.KObj(written), "outcome", outcome,
+		"product", spec.Product, "gpus", spec.GpuCount, "missing", spec.MissingSince != nil)
+	return nil
+}
+
+func (c *Controller) applyOnce(ctx context.Context, node *corev1.Node, spec homelabv1.GpuNodeSpec, hash string) (*homelabv1.GpuNode, error) {
+	if node.UID == "" {
+		return nil, fmt.Errorf("apply GpuNode %s: the cached node has no UID for the owner reference", node.Name)
+	}
+	written, err := c.client.HomelabV1().GpuNodes().Apply(ctx, applyConfiguration(node, spec, hash),
+		metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true})
+	if err != nil {
+		return nil, fmt.Errorf("apply GpuNode %s (%s, %d GPUs): %w", node.Name, spec.Product, spec.GpuCount, err)
+	}
+	return written, nil
+}
