@@ -63,6 +63,14 @@ type Config struct {
 	// re-lists nodes with that key kept). Both nil: every label is kept.
 	KeepsLabel           func(key string) bool
 	OnUnknownSelectorKey func(key string)
+	// Records returns a node's GpuNode record, the memory of a GPU identity whose labels
+	// vanished; nil: the stored node list is the only memory.
+	Records inventory.Records
+	// RecordEvents delivers changes of GpuNode records: the inventories that select the
+	// record's node are synced again. Nil: none.
+	RecordEvents nodecache.EventSource
+	// RecordsSynced reports whether the records' cache has synced; nil: no records.
+	RecordsSynced cache.InformerSynced
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
 	// BeforeSync, for tests, runs at the start of every sync (inside the worker's recovery).
@@ -87,6 +95,8 @@ type Controller struct {
 	perNodeMetrics    bool
 	keeps             func(string) bool
 	unknown           func(string)
+	records           inventory.Records
+	recordsSynced     cache.InformerSynced
 
 	beforeSync func(string)
 
@@ -133,6 +143,11 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		warnings:          newWarnings(),
 		selectors:         newSelectors(),
 		beforeSync:        cfg.BeforeSync,
+		records:           cfg.Records,
+		recordsSynced:     cfg.RecordsSynced,
+	}
+	if c.recordsSynced == nil {
+		c.recordsSynced = func() bool { return true }
 	}
 	if _, err := cfg.InventoryInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueInventory,
@@ -152,20 +167,29 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
+	if cfg.RecordEvents != nil {
+		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.recordChanged,
+			UpdateFunc: func(_, cur any) { c.recordChanged(cur) },
+			DeleteFunc: c.recordChanged,
+		}); err != nil {
+			return nil, fmt.Errorf("add GpuNode event handler: %w", err)
+		}
+	}
 	return c, nil
 }
 
 // Run processes inventories with the given number of workers until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
-	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced)
+	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced, c.recordsSynced)
 }
 
 // Synced reports whether the caches have synced and the controller has made progress: an
 // inventory had a successful sync, or there is none. One inventory that cannot be written
 // shows in its own metrics, not here.
 func (c *Controller) Synced() bool {
-	if !c.nodesSynced() || !c.inventoriesSynced() {
+	if !c.nodesSynced() || !c.inventoriesSynced() || !c.recordsSynced() {
 		return false
 	}
 	inventories, err := c.inventories.List(labels.Everything())
@@ -257,5 +281,21 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 	for _, key := range c.selectors.matching(labelSets) {
 		logger.V(5).Info("Node event affects inventory", "inventory", key.Name)
 		c.limiter.Enqueue(c.queue, key)
+	}
+}
+
+// recordChanged enqueues the inventories that select a GpuNode record's node: what is
+// remembered of a node without labels changed.
+func (c *Controller) recordChanged(obj any) {
+	key, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		return
+	}
+	node, ok := c.nodes.Get(key.Name)
+	if !ok {
+		return // no GPU node of that name: no inventory counts it
+	}
+	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
+		c.limiter.Enqueue(c.queue, inv)
 	}
 }

@@ -81,7 +81,7 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	if err != nil {
 		return computed{}, err
 	}
-	content, warnings := c.entries.Compute(nodes, stored, c.clock.Now())
+	content, warnings := c.entries.ComputeWithRecords(nodes, stored, c.records, c.clock.Now())
 	c.warnings.log(klog.FromContext(ctx), warnings)
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
 	return computed{content: content, listed: listed, stored: stored,

@@ -49,6 +49,12 @@ const maxDataBytes = 256 << 10
 // maxEntryBytes bounds one entry read back from the ConfigMap: the operator writes far less.
 const maxEntryBytes = 16 << 10
 
+// Entries returns the entries of a ConfigMap this controller wrote, read as decode reads them.
+func Entries(cm *corev1.ConfigMap) []homelabv1.GpuNodeEntry {
+	entries, _ := decode(cm.Data)
+	return entries
+}
+
 // decode reads the entries stored in the ConfigMap as last-known memory. Anyone who may edit
 // the ConfigMap can write there, so only entries as the operator writes them are kept; the
 // others are returned as dropped (and disappear with the next write).
@@ -95,6 +101,7 @@ type Controller struct {
 	metrics          *metrics.Metrics
 
 	recorder   record.EventRecorder
+	records    inventory.Records
 	progressed atomic.Bool // a sync succeeded
 
 	// last is what this controller wrote last: while the ConfigMap is at that
@@ -129,6 +136,11 @@ type Config struct {
 	Delay time.Duration
 	// Recorder receives an event when content the operator did not write is dropped; nil discards.
 	Recorder record.EventRecorder
+	// Records returns a node's GpuNode record, the memory of a GPU identity whose labels
+	// vanished; nil: the ConfigMap's entries are the only memory.
+	Records inventory.Records
+	// RecordEvents delivers changes of GpuNode records; nil: none.
+	RecordEvents nodecache.EventSource
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
 }
@@ -163,6 +175,7 @@ func NewController(cfg Config) (*Controller, error) {
 		clock:            cfg.Clock,
 		entries:          cfg.Entries,
 		metrics:          cfg.Metrics,
+		records:          cfg.Records,
 	}
 	c.limiter = controller.NewWriteLimiter[cache.ObjectName](cfg.MinInterval, 1, c.clock).WithDelay(cfg.Delay)
 	enqueue := func(any) { c.limiter.Enqueue(c.queue, c.key) }
@@ -185,6 +198,13 @@ func NewController(cfg Config) (*Controller, error) {
 		},
 	}); err != nil {
 		return nil, fmt.Errorf("add ConfigMap event handler: %w", err)
+	}
+	if cfg.RecordEvents != nil {
+		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
+		}); err != nil {
+			return nil, fmt.Errorf("add GpuNode event handler: %w", err)
+		}
 	}
 	return c, nil
 }
@@ -235,7 +255,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return fmt.Errorf("get ConfigMap %s from cache: %w", key, err)
 	}
 	// Malformed labels are logged by the inventory controller.
-	content, _ := c.entries.Compute(nodes, c.previous(ctx, current), c.clock.Now())
+	content, _ := c.entries.ComputeWithRecords(nodes, c.previous(ctx, current), c.records, c.clock.Now())
 	listed, omitted := content.Listed(c.maxNodes, maxDataBytes)
 	data, err := Data(listed)
 	if err != nil {

@@ -1,0 +1,88 @@
+package app
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+)
+
+// seeder holds, for an upgrade from a version without GpuNode records, the last-known values
+// that the stored statuses and the ConfigMap kept, so that a node whose labels are gone when
+// the upgrade happens gets a record all the same. It reads them once, when first asked: a
+// cluster whose GPU nodes all have their labels never pays for it.
+type seeder struct {
+	client    versioned.Interface
+	kube      kubernetes.Interface
+	namespace string
+	ctx       context.Context
+
+	once    sync.Once
+	entries map[string]homelabv1.GpuNodeEntry
+}
+
+// seedPageSize bounds one page of whole inventories (each up to a few hundred KiB).
+const seedPageSize = 20
+
+// lookup returns the last-known entry of a node that knows its GPUs.
+func (s *seeder) lookup(name string) (homelabv1.GpuNodeEntry, bool) {
+	s.once.Do(s.load)
+	e, ok := s.entries[name]
+	return e, ok
+}
+
+func (s *seeder) load() {
+	logger := klog.FromContext(s.ctx)
+	s.entries = map[string]homelabv1.GpuNodeEntry{}
+	keep := func(e homelabv1.GpuNodeEntry) {
+		if e.Product == "" && e.GpuCount == 0 && e.GpuMemoryMiB == 0 {
+			return
+		}
+		// Several places may list a node: the one that saw its labels go first tells since when.
+		if old, ok := s.entries[e.Name]; !ok || missingEarlier(e, old) {
+			s.entries[e.Name] = e
+		}
+	}
+	opts := metav1.ListOptions{Limit: seedPageSize}
+	for {
+		list, err := s.client.HomelabV1().GpuInventories().List(s.ctx, opts)
+		if err != nil {
+			logger.Error(err, "Cannot read stored inventories to seed GpuNode records; nodes without labels get records once their labels are back")
+			break
+		}
+		for _, gi := range list.Items {
+			for _, e := range gi.Status.Nodes {
+				keep(e)
+			}
+		}
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
+	}
+	cm, err := s.kube.CoreV1().ConfigMaps(s.namespace).Get(s.ctx, homelabv1.NodeStatusConfigMapName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		for _, e := range nodestatus.Entries(cm) {
+			keep(e)
+		}
+	case !apierrors.IsNotFound(err):
+		logger.Error(err, "Cannot read the ConfigMap to seed GpuNode records", "configMap", homelabv1.NodeStatusConfigMapName)
+	}
+	logger.Info("Read last-known GPU identities to seed GpuNode records", "nodes", len(s.entries))
+}
+
+// missingEarlier reports whether a says the labels went missing before b does.
+func missingEarlier(a, b homelabv1.GpuNodeEntry) bool {
+	if !a.LabelsMissing || a.LabelsMissingSince == nil {
+		return false
+	}
+	return !b.LabelsMissing || b.LabelsMissingSince == nil || a.LabelsMissingSince.Before(b.LabelsMissingSince)
+}
