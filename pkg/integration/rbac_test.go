@@ -101,7 +101,7 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 	for _, obj := range applied {
 		kinds[obj.GetKind()]++
 	}
-	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2,
+	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1,
 		"GpuInventory": len(samples)} {
 		if kinds[kind] != n {
@@ -123,11 +123,12 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 			"/nodes: get,list,watch",
 			"homelab.youngju.dev/gpuinventories: get,list,watch,create",
 			"homelab.youngju.dev/gpuinventories/status: get,patch",
+			"homelab.youngju.dev/gpunodes: create,get,list,watch,patch,delete",
 			"/events: create,patch",
 		},
 		"gpu-inventory-operator-crd-installer": {
 			"apiextensions.k8s.io/customresourcedefinitions: create",
-			"apiextensions.k8s.io/customresourcedefinitions[gpuinventories.homelab.youngju.dev]: get,update",
+			"apiextensions.k8s.io/customresourcedefinitions[gpuinventories.homelab.youngju.dev,gpunodes.homelab.youngju.dev]: get,update",
 		},
 	}
 	for name, want := range documented {
