@@ -327,6 +327,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if !ok || !inventory.IsGPUNode(node) {
 		// No GPU node any more: GFD's DaemonSet going away can take even its last labels, so
 		// the record stays as it is, and goes with the node.
+		c.mu.Lock()
+		delete(c.lastSeen, name)
+		c.mu.Unlock()
 		return nil
 	}
 	if desired, ok := c.entries.NodeIdentity(node); ok {

@@ -23,8 +23,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
@@ -40,14 +40,12 @@ type fixture struct {
 	client  *fake.Clientset
 	nodes   cache.SharedIndexInformer
 	events  *nodecache.Events
-	records informersRecords
+	records recordInformer
 	clock   *clocktesting.FakePassiveClock
 	metrics *metrics.Metrics
 	seed    map[string]homelabv1.GpuNodeEntry
 	c       *Controller
 }
-
-type informersRecords = recordInformer
 
 func newFixture(t *testing.T, nodes []*corev1.Node, records ...*homelabv1.GpuNode) *fixture {
 	t.Helper()
