@@ -43,6 +43,8 @@ func TestEveryFlagKeepsItsNameAndDefault(t *testing.T) {
 		{"kube-api-qps", "20", "50"},
 		{"kube-api-burst", "40", "100"},
 		{"kube-api-compression", "false", "true"},
+		{"gpunode-qps", "100", "500"},
+		{"gpunode-burst", "200", "1000"},
 		{"leader-elect", "false", "true"},
 		{"leader-election-id", "gpu-inventory-operator", "other"},
 		{"leader-election-lease-duration", "15s", "30s"},

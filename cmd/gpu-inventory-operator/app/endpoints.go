@@ -71,15 +71,17 @@ func (o *Operator) notReady() string {
 		return ""
 	}
 	o.mu.Lock()
-	inventories, nodeStatus := o.inventory, o.nodeStatus
+	inventories, nodeStatus, records := o.inventory, o.nodeStatus, o.records
 	o.mu.Unlock()
 	switch {
-	case inventories == nil || nodeStatus == nil:
+	case inventories == nil || nodeStatus == nil || records == nil:
 		return "controllers not started (CRD install or default inventory pending)"
 	case !inventories.Synced():
 		return "GpuInventory controller: caches not synced or no inventory synced yet"
 	case !nodeStatus.Synced():
 		return "gpu-node-status controller: caches not synced or the ConfigMap not written yet"
+	case !records.Synced():
+		return "GpuNode controller: caches not synced or the nodes seen at start not all synced yet"
 	}
 	return ""
 }

@@ -19,6 +19,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
@@ -36,6 +37,7 @@ type Operator struct {
 	kube           kubernetes.Interface // protobuf: Nodes and the ConfigMap are most of what it reads
 	protobufConfig *rest.Config         // makes the Node informer's client (see nodeClient)
 	client         versioned.Interface
+	recordClient   versioned.Interface // GpuNode records, at --gpunode-qps
 	apiext         apiextensionsclient.Interface
 
 	leaderHealth *leaderelection.HealthzAdaptor
@@ -46,6 +48,7 @@ type Operator struct {
 	healthAddr  string
 	inventory   *gpuinventory.Controller // of the current run of the informers; nil before
 	nodeStatus  *nodestatus.Controller
+	records     *gpunode.Controller
 }
 
 // New builds an operator from options, resolving the kubeconfig.

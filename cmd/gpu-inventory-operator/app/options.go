@@ -33,6 +33,8 @@ type Options struct {
 	PerNodeMetrics   bool
 	QPS              float64
 	Burst            int
+	RecordQPS        float64
+	RecordBurst      int
 	Compression      bool
 
 	LeaderElect      bool
@@ -62,6 +64,8 @@ func NewOptions() *Options {
 		HealthAddress:    ":8081",
 		QPS:              20,
 		Burst:            40,
+		RecordQPS:        100,
+		RecordBurst:      200,
 		LeaderElectionID: "gpu-inventory-operator",
 		LeaseDuration:    15 * time.Second,
 		RenewDeadline:    10 * time.Second,
@@ -92,6 +96,8 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MinSyncInterval, "min-sync-interval", o.MinSyncInterval, "Under churn, write each inventory's status at most once per interval (the ConfigMap once per 4 intervals); a change in a quiet cluster is still synced at once (the ConfigMap one interval after the status).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
+	fs.Float64Var(&o.RecordQPS, "gpunode-qps", o.RecordQPS, "Sustained writes per second of GpuNode records (a client of their own): the first start on a large cluster creates one per GPU node.")
+	fs.IntVar(&o.RecordBurst, "gpunode-burst", o.RecordBurst, "Burst of GpuNode record writes.")
 	fs.BoolVar(&o.Compression, "kube-api-compression", o.Compression, "Ask the API server to gzip large responses: saves bandwidth on a slow link to a remote API server, costs CPU on both sides.")
 	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
 }
@@ -127,6 +133,9 @@ func (o *Options) Validate() error {
 	}
 	if o.QPS <= 0 || o.Burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.RecordQPS <= 0 || o.RecordBurst < 1 {
+		errs = append(errs, fmt.Errorf("--gpunode-qps and --gpunode-burst must be positive"))
 	}
 	if err := logsapi.Validate(o.Logging, nil, nil).ToAggregate(); err != nil {
 		errs = append(errs, fmt.Errorf("logging: %w", err))

@@ -28,10 +28,12 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
+	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
@@ -63,6 +65,11 @@ func (o *Operator) newClients(config *rest.Config) error {
 	}
 	if o.client, err = versioned.NewForConfig(config); err != nil {
 		return fmt.Errorf("create GpuInventory client: %w", err)
+	}
+	records := rest.CopyConfig(config)
+	records.QPS, records.Burst = float32(o.opts.RecordQPS), o.opts.RecordBurst
+	if o.recordClient, err = versioned.NewForConfig(records); err != nil {
+		return fmt.Errorf("create GpuNode client: %w", err)
 	}
 	if o.apiext, err = apiextensionsclient.NewForConfig(config); err != nil {
 		return fmt.Errorf("create apiextensions client: %w", err)
@@ -163,6 +170,7 @@ type caches struct {
 	configMapFactory informers.SharedInformerFactory
 	inventoryFactory externalversions.SharedInformerFactory
 	nodes            cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
+	records          informersv1.GpuNodeInformer
 }
 
 func (o *Operator) newCaches(trimmer *nodecache.NodeTrimmer) (*caches, error) {
@@ -188,10 +196,12 @@ func (o *Operator) newCaches(trimmer *nodecache.NodeTrimmer) (*caches, error) {
 		inventoryFactory: externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod),
 	}
 	c.nodes = c.nodeFactory.InformerFor(&corev1.Node{}, nodecache.NewNodeInformer)
+	c.records = gpunode.NewRecordInformer(o.client, 0)
 	return c, nil
 }
 
 func (c *caches) start(ctx context.Context) {
+	go c.records.Informer().RunWithContext(ctx)
 	c.nodeFactory.Start(ctx.Done())
 	c.configMapFactory.Start(ctx.Done())
 	c.inventoryFactory.Start(ctx.Done())
@@ -216,21 +226,33 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrim
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: homelabv1.FieldManager})
 
-	invController, statusController, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, onUnknownKey)
+	cs, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, onUnknownKey)
 	if err != nil {
 		return err
 	}
 	o.mu.Lock()
-	o.inventory, o.nodeStatus = invController, statusController
+	o.inventory, o.nodeStatus, o.records = cs.inventory, cs.nodeStatus, cs.records
 	o.mu.Unlock()
 
 	c.start(ctx)
 	defer c.shutdown()
 	go freeListBuffers(ctx, c.nodes)
-	errs := make(chan error, 2)
-	go func() { errs <- invController.Run(ctx, o.opts.Workers) }()
-	go func() { errs <- statusController.Run(ctx) }()
-	return errors.Join(<-errs, <-errs)
+	errs := make(chan error, 3)
+	go func() { errs <- cs.inventory.Run(ctx, o.opts.Workers) }()
+	go func() { errs <- cs.nodeStatus.Run(ctx) }()
+	go func() { errs <- cs.records.Run(ctx, recordWorkers) }()
+	return errors.Join(<-errs, <-errs, <-errs)
+}
+
+// recordWorkers write GpuNode records in parallel: the first start on a large cluster
+// creates one per GPU node, at --gpunode-qps.
+const recordWorkers = 4
+
+// controllers are the controllers of one run of the informers.
+type controllers struct {
+	inventory  *gpuinventory.Controller
+	nodeStatus *nodestatus.Controller
+	records    *gpunode.Controller
 }
 
 // eventScheme names the kinds events are recorded about: GpuInventories and ConfigMaps.
@@ -241,12 +263,31 @@ var eventScheme = func() *k8sruntime.Scheme {
 	return s
 }()
 
-// newControllers makes both controllers on caches c; they share the parsed node entries and
+// newControllers makes the controllers on caches c; they share the parsed node entries and
 // one listener of the node informer.
 func (o *Operator) newControllers(ctx context.Context, c *caches, recorder record.EventRecorder,
-	keepsLabel func(string) bool, onUnknownKey func(string)) (*gpuinventory.Controller, *nodestatus.Controller, error) {
+	keepsLabel func(string) bool, onUnknownKey func(string)) (*controllers, error) {
 	entries := inventory.NewEntryCache()
 	nodeEvents := &nodecache.Events{}
+	seed := &seeder{client: o.client, kube: o.kube, namespace: o.namespace, ctx: ctx}
+	records, err := gpunode.NewController(ctx, gpunode.Config{
+		Client:         o.recordClient,
+		NodeInformer:   c.nodes,
+		NodeEvents:     nodeEvents,
+		RecordInformer: c.records,
+		Metrics:        o.metrics,
+		Entries:        entries,
+		Seed:           seed.lookup,
+	})
+	if err != nil {
+		return nil, err
+	}
+	recordOf := func(name string) *homelabv1.GpuNodeSpec {
+		if r := records.Record(name); r != nil {
+			return &r.Spec
+		}
+		return nil
+	}
 	invController, err := gpuinventory.NewController(ctx, gpuinventory.Config{
 		Client:               o.client,
 		Writer:               statuswriter.New(o.client.HomelabV1().RESTClient()),
@@ -263,9 +304,12 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		KeepsLabel:           keepsLabel,
 		OnUnknownSelectorKey: onUnknownKey,
 		BeforeSync:           o.opts.BeforeInventorySync,
+		Records:              recordOf,
+		RecordEvents:         c.records.Informer(),
+		RecordsSynced:        c.records.Informer().HasSynced,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	statusController, err := nodestatus.NewController(nodestatus.Config{
 		Client:            o.kube,
@@ -279,14 +323,16 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		MaxNodes:          o.opts.MaxStatusNodes,
 		MinInterval:       configMapSyncFactor * o.opts.MinSyncInterval,
 		Delay:             o.opts.MinSyncInterval,
+		Records:           recordOf,
+		RecordEvents:      c.records.Informer(),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := c.nodes.AddEventHandler(nodeEvents); err != nil {
-		return nil, nil, fmt.Errorf("add Node event handler: %w", err)
+		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
-	return invController, statusController, nil
+	return &controllers{inventory: invController, nodeStatus: statusController, records: records}, nil
 }
 
 // freeListBuffers hands the initial list's buffers back to the OS once the node cache has
