@@ -134,6 +134,12 @@ dgx-09  Unknown  NVIDIA-H100-80GB-HBM3  8     81559 MiB                         
 
 3 of 8 GPU nodes (--model h100), 2 problems (1 not Ready, 1 Node gone, 1 with facts missing)
 `},
+		{[]string{"nodes", "--model", "h100", "--problems"}, `NAME    READY    PRODUCT                GPUS  MEMORY     MIG/SHARING  DRIVER      SOURCE                 MISSING-SINCE
+dgx-07  gone     NVIDIA-H100-80GB-HBM3  8     81559 MiB               570.124.06  gpu-feature-discovery
+dgx-09  Unknown  NVIDIA-H100-80GB-HBM3  8     81559 MiB                           gpu-feature-discovery  2d2h
+
+2 of 8 GPU nodes (--model h100 --problems), 2 problems (1 not Ready, 1 Node gone, 1 with facts missing)
+`},
 	} {
 		r := runPlugin(ctx, admin, tc.args...)
 		if r.code != plugin.ExitOK || r.err != "" || r.out != tc.want {

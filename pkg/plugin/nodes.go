@@ -136,7 +136,7 @@ func gpuNodeRecords(ctx context.Context, gpu versioned.Interface, chunkSize int6
 // joinReadiness pairs each record with the status of its Node's Ready condition. The node
 // list is read as scan reads it (protobuf pages, each Node decoded by the operator's trimming
 // decoder), and only the readiness of recorded nodes is kept. A node without a Ready
-// condition is Unknown, as the node lifecycle controller would report it.
+// condition is Unknown, as kubectl shows it.
 func joinReadiness(ctx context.Context, core rest.Interface, records []homelabv1.GpuNode, chunkSize int64) ([]printer.GpuNodeRow, error) {
 	ready := make(map[string]string, len(records))
 	for i := range records {
