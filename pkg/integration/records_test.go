@@ -1,0 +1,178 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// fleetFigures are the exact figures of a generated fleet of n nodes.
+func fleetFigures(t *testing.T, n int) inventory.Inventory {
+	t.Helper()
+	inv, _ := inventory.Compute(fixtures.Fleet(n), nil, time.Now())
+	return inv
+}
+
+// watchFigures records every status of the default inventory that counts all GPU nodes but
+// gets a figure wrong, until the test ends.
+func watchFigures(t *testing.T, c *cluster, want inventory.Inventory) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := c.gpu.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var wrong []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			gi, ok := ev.Object.(*homelabv1.GpuInventory)
+			if !ok || ev.Type == watch.Error || gi.Status.TotalGpuNodes != want.TotalGpuNodes {
+				continue
+			}
+			s := gi.Status
+			got := fmt.Sprintf("gpus %d, models %s", s.TotalGpus, modelFigures(s.Models))
+			if expected := fmt.Sprintf("gpus %d, models %s", want.TotalGpus, modelFigures(want.Models)); got != expected {
+				mu.Lock()
+				wrong = append(wrong, fmt.Sprintf("rv %s: %s, want %s", gi.ResourceVersion, got, expected))
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), wrong...) }
+}
+
+func modelFigures(models []homelabv1.GpuModel) string {
+	s := ""
+	for _, m := range models {
+		s += fmt.Sprintf("%s=%d/%d ", m.Product, m.Nodes, m.Gpus)
+	}
+	return s
+}
+
+// waitLabelsMissing waits until the default inventory says n nodes lost their labels.
+func (c *cluster) waitLabelsMissing(t *testing.T, n int32, timeout time.Duration) *homelabv1.GpuInventory {
+	t.Helper()
+	var gi *homelabv1.GpuInventory
+	eventually(t, timeout, fmt.Sprintf("%d nodes with labels missing", n), func() error {
+		var err error
+		if gi, err = c.gpu.HomelabV1().GpuInventories().Get(context.Background(), "cluster", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if gi.Status.LabelsMissingNodes != n {
+			return fmt.Errorf("labelsMissingNodes %d", gi.Status.LabelsMissingNodes)
+		}
+		return nil
+	})
+	return gi
+}
+
+// The seed's failure at scale: every GPU node loses GPU Feature Discovery's labels at once,
+// the operator restarts in the middle, and the labels come back. With status.nodes listing
+// only 10 of 60 GPU nodes, the records are the only memory of the other 50: every figure
+// stays exact throughout and LabelsMissing names the count.
+func TestGFDOutageAcrossARestartLosesNothing(t *testing.T) {
+	const fleetSize = 120
+	c := startCluster(t)
+	ctx := testContext(t)
+	if err := testenv.CreateFleet(ctx, c.kube, 0, fleetSize, 8); err != nil {
+		t.Fatal(err)
+	}
+	want := fleetFigures(t, fleetSize)
+	opts := testOptions()
+	opts.MaxStatusNodes = 10
+	op := startOperator(t, c.env.Config, opts)
+	c.waitTotals(t, "cluster", totals{Nodes: want.TotalGpuNodes, ReadyNodes: want.ReadyGpuNodes, Gpus: want.TotalGpus, ReadyGpus: want.ReadyGpus})
+	eventually(t, 30*time.Second, "a record per GPU node", func() error {
+		records, err := c.gpu.HomelabV1().GpuNodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if int32(len(records.Items)) != want.TotalGpuNodes {
+			return fmt.Errorf("%d records", len(records.Items))
+		}
+		return nil
+	})
+	wrong := watchFigures(t, c, want)
+
+	outage := func(present bool) {
+		for i := range fleetSize {
+			if fixtures.IsFleetGPUNode(i) {
+				if err := testenv.SetGFDLabels(ctx, c.kube, i, present); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	outage(false)
+	gi := c.waitLabelsMissing(t, want.TotalGpuNodes, 30*time.Second)
+	if gi.Status.UnlabeledGpus != want.TotalGpus || gi.Status.ListedNodes != 10 {
+		t.Errorf("during the outage: %d unlabeled GPUs of %d, %d listed; want all GPUs unlabeled, 10 listed",
+			gi.Status.UnlabeledGpus, want.TotalGpus, gi.Status.ListedNodes)
+	}
+	cond := findCondition(gi, homelabv1.ConditionLabelsMissing)
+	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, fmt.Sprint(want.TotalGpuNodes)) {
+		t.Errorf("LabelsMissing condition %+v; want True naming %d nodes", cond, want.TotalGpuNodes)
+	}
+
+	// Restart in the middle of the outage: the new operator has no memory but the records.
+	if err := op.stop(t); err != nil {
+		t.Fatalf("operator stopped with %v", err)
+	}
+	restarted := startOperator(t, c.env.Config, opts)
+	waitReadyz(t, restarted, 30*time.Second, http.StatusOK, "ok")
+	c.waitLabelsMissing(t, want.TotalGpuNodes, 30*time.Second)
+	records, err := c.gpu.HomelabV1().GpuNodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records.Items {
+		if r.Spec.MissingSince == nil || !inventory.KnowsGPUs(&r.Spec) {
+			t.Errorf("record %s during the outage: %+v; want its identity, missing", r.Name, r.Spec)
+		}
+	}
+
+	outage(true)
+	c.waitLabelsMissing(t, 0, 30*time.Second)
+	eventually(t, 30*time.Second, "records no longer missing", func() error {
+		records, err := c.gpu.HomelabV1().GpuNodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, r := range records.Items {
+			if r.Spec.MissingSince != nil {
+				return fmt.Errorf("record %s still missing since %s", r.Name, r.Spec.MissingSince)
+			}
+		}
+		return nil
+	})
+	if w := wrong(); len(w) > 0 {
+		t.Errorf("%d statuses got a figure wrong during the outage, first: %s", len(w), w[0])
+	}
+}
+
+func findCondition(gi *homelabv1.GpuInventory, typ string) *metav1.Condition {
+	for i := range gi.Status.Conditions {
+		if gi.Status.Conditions[i].Type == typ {
+			return &gi.Status.Conditions[i]
+		}
+	}
+	return nil
+}
