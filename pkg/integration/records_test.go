@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
@@ -175,4 +179,67 @@ func findCondition(gi *homelabv1.GpuInventory, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// An upgrade in the middle of a GFD outage: the version before records kept last-known values
+// only in status.nodes and the ConfigMap. The first start of this version seeds records from
+// both, so nothing is lost; a node neither remembered stays unknown.
+func TestUpgradeSeedsRecordsFromTheOldMemory(t *testing.T) {
+	c := startCluster(t)
+	ctx := testContext(t)
+	bare := func(name string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	if err := testenv.CreateNodes(ctx, c.kube, []*corev1.Node{bare("in-status"), bare("in-configmap"), bare("forgotten")}); err != nil {
+		t.Fatal(err)
+	}
+	apiext := apiextensionsclient.NewForConfigOrDie(c.env.Config)
+	if _, err := crd.Ensure(ctx, apiext); err != nil {
+		t.Fatal(err)
+	}
+	if err := crd.WaitAllEstablished(ctx, apiext, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	since := metav1.NewTime(time.Now().Add(-3 * time.Hour).Truncate(time.Second))
+	gi, err := c.gpu.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gi.Status = homelabv1.GpuInventoryStatus{TotalGpuNodes: 3, TotalGpus: 8, ListedNodes: 1, InventoryHash: "from-the-old-version",
+		Nodes: []homelabv1.GpuNodeEntry{{Name: "in-status", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559,
+			LabelsMissing: true, LabelsMissingSince: &since}}}
+	if _, err := c.gpu.HomelabV1().GpuInventories().UpdateStatus(ctx, gi, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := json.Marshal(homelabv1.GpuNodeEntry{Name: "in-configmap", Ready: true, Product: "NVIDIA-L4", GpuCount: 4, GpuMemoryMiB: 23034})
+	if _, err := c.kube.CoreV1().ConfigMaps(operatorNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: homelabv1.NodeStatusConfigMapName, Namespace: operatorNamespace},
+		Data:       map[string]string{"in-configmap": string(entry)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, c.env.Config, testOptions())
+	eventually(t, 30*time.Second, "records seeded from the old memory", func() error {
+		records, err := c.gpu.HomelabV1().GpuNodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		got := map[string]homelabv1.GpuNodeSpec{}
+		for _, r := range records.Items {
+			got[r.Name] = r.Spec
+		}
+		s, m := got["in-status"], got["in-configmap"]
+		if len(got) != 2 || s.Product != "NVIDIA-H100-80GB-HBM3" || s.GpuCount != 8 || s.Source != homelabv1.SourceSeeded ||
+			s.MissingSince == nil || !s.MissingSince.Equal(&since) || m.Product != "NVIDIA-L4" || m.GpuCount != 4 || m.MissingSince == nil {
+			return fmt.Errorf("records %+v", got)
+		}
+		return nil
+	})
+	gi = c.waitLabelsMissing(t, 2, 30*time.Second)
+	if gi.Status.TotalGpuNodes != 3 || gi.Status.TotalGpus != 12 || gi.Status.UnlabeledGpus != 12 {
+		t.Errorf("after the upgrade: %d GPU nodes, %d GPUs (%d unlabeled); want 3 nodes, 12 GPUs all unlabeled",
+			gi.Status.TotalGpuNodes, gi.Status.TotalGpus, gi.Status.UnlabeledGpus)
+	}
 }
