@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -67,11 +68,15 @@ func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesR
 	res.steadyRSS = readStatus(h.pid, "VmRSS")
 	res.peakRSS = readStatus(h.pid, "VmHWM")
 
-	inventories := h.gpu.HomelabV1().GpuInventories()
-	only := metav1.ListOptions{LabelSelector: phaseLabel + "=inventories"}
-	if err := inventories.DeleteCollection(ctx, metav1.DeleteOptions{}, only); err != nil {
-		return nil, fmt.Errorf("delete the %d inventories: %w", count, err)
+	if err := forEach(items, func(gi *homelabv1.GpuInventory) error {
+		if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, gi.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete inventory %s: %w", gi.Name, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
+	only := metav1.ListOptions{LabelSelector: phaseLabel + "=inventories"}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		left, err := h.watcher.HomelabV1().GpuInventories().List(ctx, only)
 		return err == nil && len(left.Items) == 0, err
@@ -121,16 +126,26 @@ func subsetSelector(k, gpuNodes int) *metav1.LabelSelector {
 	return &s
 }
 
-// createInventories creates items with 16 concurrent requests.
+// createInventories creates items.
 func createInventories(ctx context.Context, h *harness, items []*homelabv1.GpuInventory) error {
+	return forEach(items, func(gi *homelabv1.GpuInventory) error {
+		if _, err := h.gpu.HomelabV1().GpuInventories().Create(ctx, gi, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create inventory %s: %w", gi.Name, err)
+		}
+		return nil
+	})
+}
+
+// forEach calls do for every item, 16 at a time, and returns the first error.
+func forEach(items []*homelabv1.GpuInventory, do func(*homelabv1.GpuInventory) error) error {
 	todo := make(chan *homelabv1.GpuInventory)
 	errs := make(chan error, len(items))
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
 			for gi := range todo {
-				if _, err := h.gpu.HomelabV1().GpuInventories().Create(ctx, gi, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("create inventory %s: %w", gi.Name, err)
+				if err := do(gi); err != nil {
+					errs <- err
 				}
 			}
 		})
