@@ -71,16 +71,16 @@ func (o *Operator) notReady() string {
 		return ""
 	}
 	o.mu.Lock()
-	inventories, nodeStatus, records := o.inventory, o.nodeStatus, o.records
+	inventories, nodeStatus, records, withRecords := o.inventory, o.nodeStatus, o.records, o.withRecords
 	o.mu.Unlock()
 	switch {
-	case inventories == nil || nodeStatus == nil || records == nil:
+	case inventories == nil || nodeStatus == nil || records == nil && withRecords:
 		return "controllers not started (CRD install or default inventory pending)"
 	case !inventories.Synced():
 		return "GpuInventory controller: caches not synced or no inventory synced yet"
 	case !nodeStatus.Synced():
 		return "gpu-node-status controller: caches not synced or the ConfigMap not written yet"
-	case !records.Synced():
+	case records != nil && !records.Synced():
 		return "GpuNode controller: caches not synced or the nodes seen at start not all synced yet"
 	}
 	return ""

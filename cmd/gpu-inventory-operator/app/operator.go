@@ -49,6 +49,7 @@ type Operator struct {
 	inventory   *gpuinventory.Controller // of the current run of the informers; nil before
 	nodeStatus  *nodestatus.Controller
 	records     *gpunode.Controller
+	withRecords bool // the GpuNode CRD is served (or installed by this operator)
 }
 
 // New builds an operator from options, resolving the kubeconfig.
@@ -105,30 +106,86 @@ func (o *Operator) Run(ctx context.Context) error {
 	return o.runWithLeaderElection(ctx)
 }
 
-// runControllers installs the CRD, makes sure the default inventory exists and runs both
+// runControllers installs the CRDs, makes sure the default inventory exists and runs the
 // controllers until ctx is cancelled.
 func (o *Operator) runControllers(ctx context.Context) error {
+	fresh := false
 	if o.opts.InstallCRD {
-		if err := o.installCRD(ctx); err != nil {
+		outcomes, err := crd.Ensure(ctx, o.apiext)
+		if err != nil {
 			return err
 		}
+		for _, outcome := range outcomes {
+			klog.FromContext(ctx).Info("CRD "+string(outcome.Result), "crd", outcome.Name)
+			fresh = fresh || outcome.Name == homelabv1.CustomResourceDefinitionName && outcome.Result == crd.Created
+		}
 	}
-	if err := o.ensureDefaultInventory(ctx); err != nil {
-		return err
+	prepare := func() error {
+		if o.opts.InstallCRD {
+			if err := crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second); err != nil {
+				return err
+			}
+		}
+		return o.ensureDefaultInventory(ctx)
 	}
-	return o.runRelisting(ctx)
+	if !fresh {
+		if err := prepare(); err != nil {
+			return err
+		}
+		o.setWithRecords(o.opts.InstallCRD || o.gpuNodesServed(ctx))
+		return o.runRelisting(ctx, served(nil), false)
+	}
+	o.setWithRecords(true)
+	// A GpuInventory CRD created just now: no inventory names a selector key yet, and the API
+	// server takes a while to serve the new kinds, so the node list does not wait for them.
+	ready := make(chan error, 1)
+	go func() { ready <- prepare() }()
+	return o.runRelisting(ctx, waitOnce(ready), true)
 }
 
-// installCRD creates or updates the GpuInventory and GpuNode CRDs and waits until they are served.
-func (o *Operator) installCRD(ctx context.Context) error {
-	outcomes, err := crd.Ensure(ctx, o.apiext)
-	if err != nil {
-		return err
+func (o *Operator) setWithRecords(on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.withRecords = on
+}
+
+// gpuNodesServed reports whether the API server serves GpuNode records. Without them (the
+// CRDs are applied by hand and this release's are not yet), the operator runs as before
+// records existed: the stored node lists are the memory, bounded as they are.
+func (o *Operator) gpuNodesServed(ctx context.Context) bool {
+	resources, err := o.client.Discovery().ServerResourcesForGroupVersion(homelabv1.SchemeGroupVersion.String())
+	if err == nil {
+		for _, r := range resources.APIResources {
+			if r.Name == "gpunodes" {
+				return true
+			}
+		}
 	}
-	for _, outcome := range outcomes {
-		klog.FromContext(ctx).Info("CRD "+string(outcome.Result), "crd", outcome.Name)
+	klog.FromContext(ctx).Error(err, "GpuNode records are not served: running without them, so a GPU node that loses its labels is remembered only while status.nodes lists it; apply manifests/crd of this release (or run with --install-crd)",
+		"crd", homelabv1.GpuNodeCRDName)
+	return false
+}
+
+// crdsServed waits until the CRDs are served and the default inventory exists.
+type crdsServed func(ctx context.Context) error
+
+// served is a crdsServed that is done, with err.
+func served(err error) crdsServed { return func(context.Context) error { return err } }
+
+// waitOnce is a crdsServed that waits for ready's one result and keeps it.
+func waitOnce(ready <-chan error) crdsServed {
+	var once sync.Once
+	var result error
+	done := make(chan struct{})
+	return func(ctx context.Context) error {
+		go once.Do(func() { result = <-ready; close(done) })
+		select {
+		case <-done:
+			return result
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second)
 }
 
 // ensureDefaultInventory creates the GpuInventory that covers every node, if it is missing.

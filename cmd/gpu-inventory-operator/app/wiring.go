@@ -94,18 +94,23 @@ func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interf
 
 // runRelisting runs the informers and controllers with a node cache that keeps only the
 // labels the inventory and the current node selectors read. When a selector names another
-// label, everything is started again with that label kept (a re-list).
-func (o *Operator) runRelisting(ctx context.Context) error {
+// label, everything is started again with that label kept (a re-list). With noInventories
+// (the GpuInventory CRD is new) the first run lists nodes while the CRDs become served.
+func (o *Operator) runRelisting(ctx context.Context, crds crdsServed, noInventories bool) error {
 	logger := klog.FromContext(ctx)
 	relists := rate.NewLimiter(rate.Every(relistEvery), relistBurst)
 	for {
-		keys, err := o.selectorKeys(ctx)
-		if err != nil {
-			return err
+		var keys []string
+		var err error
+		if !noInventories {
+			if keys, err = o.selectorKeys(ctx); err != nil {
+				return err
+			}
 		}
+		noInventories = false
 		relist := make(chan string, 1)
 		runCtx, cancel := context.WithCancel(ctx)
-		err = o.runInformers(runCtx, nodecache.NewNodeTrimmer(keys), func(key string) {
+		err = o.runInformers(runCtx, crds, nodecache.NewNodeTrimmer(keys), func(key string) {
 			select {
 			case relist <- key:
 			default:
@@ -196,15 +201,28 @@ func (o *Operator) newCaches(trimmer *nodecache.NodeTrimmer) (*caches, error) {
 		inventoryFactory: externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod),
 	}
 	c.nodes = c.nodeFactory.InformerFor(&corev1.Node{}, nodecache.NewNodeInformer)
-	c.records = gpunode.NewRecordInformer(o.client, 0)
+	o.mu.Lock()
+	withRecords := o.withRecords
+	o.mu.Unlock()
+	if withRecords {
+		c.records = gpunode.NewRecordInformer(o.client, 0)
+	}
 	return c, nil
 }
 
-func (c *caches) start(ctx context.Context) {
-	go c.records.Informer().RunWithContext(ctx)
+// start starts the informers: the Node and ConfigMap ones at once, those of the custom
+// resources once crds are served.
+func (c *caches) start(ctx context.Context, crds crdsServed) error {
 	c.nodeFactory.Start(ctx.Done())
 	c.configMapFactory.Start(ctx.Done())
+	if err := crds(ctx); err != nil {
+		return err
+	}
+	if c.records != nil {
+		go c.records.Informer().RunWithContext(ctx)
+	}
 	c.inventoryFactory.Start(ctx.Done())
+	return nil
 }
 
 func (c *caches) shutdown() {
@@ -213,8 +231,8 @@ func (c *caches) shutdown() {
 	c.inventoryFactory.Shutdown()
 }
 
-// runInformers runs the informers and both controllers until ctx is cancelled.
-func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrimmer, onUnknownKey func(string)) error {
+// runInformers runs the informers and the controllers until ctx is cancelled.
+func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *nodecache.NodeTrimmer, onUnknownKey func(string)) error {
 	c, err := o.newCaches(trimmer)
 	if err != nil {
 		return err
@@ -234,12 +252,17 @@ func (o *Operator) runInformers(ctx context.Context, trimmer *nodecache.NodeTrim
 	o.inventory, o.nodeStatus, o.records = cs.inventory, cs.nodeStatus, cs.records
 	o.mu.Unlock()
 
-	c.start(ctx)
 	defer c.shutdown()
+	if err := c.start(ctx, crds); err != nil {
+		return err
+	}
 	go freeListBuffers(ctx, c.nodes)
 	errs := make(chan error, 3)
 	go func() { errs <- cs.inventory.Run(ctx, o.opts.Workers) }()
 	go func() { errs <- cs.nodeStatus.Run(ctx) }()
+	if cs.records == nil {
+		return errors.Join(<-errs, <-errs)
+	}
 	go func() { errs <- cs.records.Run(ctx, recordWorkers) }()
 	return errors.Join(<-errs, <-errs, <-errs)
 }
@@ -269,24 +292,32 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	keepsLabel func(string) bool, onUnknownKey func(string)) (*controllers, error) {
 	entries := inventory.NewEntryCache()
 	nodeEvents := &nodecache.Events{}
-	seed := &seeder{client: o.client, kube: o.kube, namespace: o.namespace, ctx: ctx}
-	records, err := gpunode.NewController(ctx, gpunode.Config{
-		Client:         o.recordClient,
-		NodeInformer:   c.nodes,
-		NodeEvents:     nodeEvents,
-		RecordInformer: c.records,
-		Metrics:        o.metrics,
-		Entries:        entries,
-		Seed:           seed.lookup,
-	})
-	if err != nil {
-		return nil, err
-	}
-	recordOf := func(name string) *homelabv1.GpuNodeSpec {
-		if r := records.Record(name); r != nil {
-			return &r.Spec
+	cs := &controllers{}
+	var recordOf inventory.Records
+	var recordEvents nodecache.EventSource
+	var recordsSynced cache.InformerSynced
+	if c.records != nil {
+		seed := &seeder{client: o.client, kube: o.kube, namespace: o.namespace, ctx: ctx}
+		records, err := gpunode.NewController(ctx, gpunode.Config{
+			Client:         o.recordClient,
+			NodeInformer:   c.nodes,
+			NodeEvents:     nodeEvents,
+			RecordInformer: c.records,
+			Metrics:        o.metrics,
+			Entries:        entries,
+			Seed:           seed.lookup,
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
+		cs.records = records
+		recordOf = func(name string) *homelabv1.GpuNodeSpec {
+			if r := records.Record(name); r != nil {
+				return &r.Spec
+			}
+			return nil
+		}
+		recordEvents, recordsSynced = c.records.Informer(), c.records.Informer().HasSynced
 	}
 	invController, err := gpuinventory.NewController(ctx, gpuinventory.Config{
 		Client:               o.client,
@@ -305,8 +336,8 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		OnUnknownSelectorKey: onUnknownKey,
 		BeforeSync:           o.opts.BeforeInventorySync,
 		Records:              recordOf,
-		RecordEvents:         c.records.Informer(),
-		RecordsSynced:        c.records.Informer().HasSynced,
+		RecordEvents:         recordEvents,
+		RecordsSynced:        recordsSynced,
 	})
 	if err != nil {
 		return nil, err
@@ -324,7 +355,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		MinInterval:       configMapSyncFactor * o.opts.MinSyncInterval,
 		Delay:             o.opts.MinSyncInterval,
 		Records:           recordOf,
-		RecordEvents:      c.records.Informer(),
+		RecordEvents:      recordEvents,
 	})
 	if err != nil {
 		return nil, err
@@ -332,7 +363,8 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	if _, err := c.nodes.AddEventHandler(nodeEvents); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
-	return &controllers{inventory: invController, nodeStatus: statusController, records: records}, nil
+	cs.inventory, cs.nodeStatus = invController, statusController
+	return cs, nil
 }
 
 // freeListBuffers hands the initial list's buffers back to the OS once the node cache has
