@@ -53,13 +53,20 @@ func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 
 // Bounds of the tables shared by all nodes, so that ever-changing values cannot grow them
 // forever: a full table starts over (nodes keep what they have; what no node uses is freed).
+// A fleet needs little of them (its label values and sets repeat across nodes), so what a
+// kubelet writing ever-new values leaves behind stays small.
 const (
-	maxInternedBytes  = 4 << 20 // all interned strings
+	maxInternedBytes  = 1 << 20 // all interned strings, with their table's overhead
+	internOverhead    = 64      // a table entry besides the string's bytes
 	maxInternedString = 256     // longer strings are not interned
 	maxShared         = 4096    // sets per table
-	maxSharedBytes    = 4 << 20 // encoded size of the sets of one table
+	maxSharedBytes    = 1 << 20 // what the sets of one table cost
 	maxSharedSetBytes = 64 << 10
 )
+
+// setCost is what a table's set costs: its key (the encoded set) and the set built from it,
+// about twice as large.
+func setCost(key []byte) int { return 3 * len(key) }
 
 // sharedSets hands out one copy of each distinct set, built on first sight. The sets are
 // shared by the cached nodes like everything in an informer's cache: read-only. When the
@@ -68,7 +75,7 @@ const (
 type sharedSets[T any] struct {
 	mu    sync.Mutex
 	sets  map[string]T
-	bytes int // of the keys: the sets' encoded size
+	bytes int // the sets' cost (setCost)
 }
 
 func (s *sharedSets[T]) get(key []byte, build func() (T, error)) (T, error) {
@@ -81,11 +88,11 @@ func (s *sharedSets[T]) get(key []byte, build func() (T, error)) (T, error) {
 	if err != nil || len(key) > maxSharedSetBytes {
 		return set, err // a huge set is not kept for others
 	}
-	if s.sets == nil || len(s.sets) >= maxShared || s.bytes+len(key) > maxSharedBytes {
+	if s.sets == nil || len(s.sets) >= maxShared || s.bytes+setCost(key) > maxSharedBytes {
 		s.sets, s.bytes = map[string]T{}, 0
 	}
 	s.sets[string(key)] = set
-	s.bytes += len(key)
+	s.bytes += setCost(key)
 	return set, nil
 }
 
@@ -98,8 +105,8 @@ func (t *NodeTrimmer) intern(s string) string {
 	if v, ok := table.Load(s); ok {
 		return v.(string)
 	}
-	if t.internedBytes.Add(int64(len(s))) > maxInternedBytes {
-		t.internedBytes.Store(int64(len(s)))
+	if t.internedBytes.Add(int64(len(s)+internOverhead)) > maxInternedBytes {
+		t.internedBytes.Store(int64(len(s) + internOverhead))
 		table = &sync.Map{}
 		t.interned.Store(table)
 	}

@@ -3,7 +3,10 @@ package nodecache
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -237,4 +240,37 @@ func TestSharedTablesAreBoundedByBytes(t *testing.T) {
 	if trimmer.intern(long) == long && trimmer.internedBytes.Load() > maxInternedBytes {
 		t.Error("a long string was interned")
 	}
+}
+
+// What a kubelet writing ever-new GPU label values leaves behind in the tables is small,
+// counted in live heap: the tables' bounds include what their entries cost.
+func TestEverNewLabelValuesLeaveLittleBehind(t *testing.T) {
+	trimmer := NewNodeTrimmer(nil)
+	rng := rand.New(rand.NewPCG(1, 1))
+	heap := func() float64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapAlloc) / (1 << 20)
+	}
+	before := heap()
+	for i := range 3000 {
+		node, labels := fixtures.FleetNode((i % 50) * 2)
+		maps.Copy(node.Labels, labels)
+		node.Labels[inventory.LabelProduct] = fmt.Sprintf("junk-%d", rng.Int64())
+		node.Labels[inventory.LabelCount] = fmt.Sprint(rng.IntN(1000))
+		node.Labels[inventory.LabelMemory] = fmt.Sprint(rng.Int64())
+		node.Labels["nvidia.com/gpu.family"] = fmt.Sprintf("family-%d", rng.Int64())
+		data, err := node.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trimmer.DecodeNode(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kept := heap() - before; kept > 4 {
+		t.Errorf("the tables keep %.1f MiB after 3,000 nodes with new values; want under 4 MiB", kept)
+	}
+	runtime.KeepAlive(trimmer)
 }
