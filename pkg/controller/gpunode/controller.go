@@ -36,6 +36,14 @@ import (
 // Name names the controller and its workqueue.
 const Name = "gpunode"
 
+// A node whose labels keep changing (a kubelet may write its own) gets at most RelabelBurst
+// record writes at once, then one per RelabelInterval: a GFD restart (labels gone, then back)
+// is written at once, a node rewriting its labels ten times a second is not.
+const (
+	RelabelInterval = 10 * time.Second
+	RelabelBurst    = 2
+)
+
 // Config holds the controller's dependencies.
 type Config struct {
 	// Client writes the records (server-side apply with homelabv1.FieldManager).
@@ -65,6 +73,7 @@ type Controller struct {
 	records       listersv1.GpuNodeLister
 	recordsSynced cache.InformerSynced
 	queue         workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	limiter       *controller.WriteLimiter[cache.ObjectName] // spaces a relabelled node's writes
 	metrics       *metrics.Metrics
 	entries       *inventory.EntryCache
 	clock         clock.PassiveClock
@@ -102,6 +111,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		records:       cfg.RecordInformer.Lister(),
 		recordsSynced: cfg.RecordInformer.Informer().HasSynced,
 		queue:         controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
+		limiter:       controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, cfg.Clock),
 		metrics:       cfg.Metrics,
 		entries:       cfg.Entries,
 		clock:         cfg.Clock,
@@ -217,7 +227,7 @@ func (c *Controller) handleNode(old, cur any) {
 		c.lastSeen[name.Name] = c.now().Time // the labels were there until this event
 		c.mu.Unlock()
 	}
-	c.queue.Add(name)
+	c.limiter.Enqueue(c.queue, name)
 }
 
 // isDeleted reports whether a node is absent from the cache (NodeHandler passes deletes as
@@ -440,6 +450,7 @@ func (c *Controller) deleteRecord(ctx context.Context, name string, record *home
 	if err != nil {
 		return fmt.Errorf("delete GpuNode %s of a deleted node: %w", name, err)
 	}
+	c.limiter.Forget(cache.ObjectName{Name: name})
 	c.metrics.GpuNodeWrites.WithLabelValues(metrics.GpuNodeDeleted).Inc()
 	klog.FromContext(ctx).V(2).Info("Deleted GpuNode record of a deleted node", "gpuNode", klog.KRef("", name))
 	return nil
@@ -467,6 +478,7 @@ func (c *Controller) apply(ctx context.Context, node *corev1.Node, spec homelabv
 			return fmt.Errorf("GpuNode %s: the written record differs from its identity", node.Name)
 		}
 	}
+	c.limiter.Wrote(cache.ObjectName{Name: node.Name})
 	c.metrics.GpuNodeWrites.WithLabelValues(outcome).Inc()
 	klog.FromContext(ctx).V(2).Info("Wrote GpuNode record", "gpuNode", klog.KObj(written), "outcome", outcome,
 		"product", spec.Product, "gpus", spec.GpuCount, "missing", spec.MissingSince != nil)

@@ -3,6 +3,7 @@ package gpunode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -507,5 +508,28 @@ func TestAPIErrorIsReturnedForRetryWithContext(t *testing.T) {
 	err := f.c.syncHandler(f.ctx, cache.ObjectName{Name: "dgx-1"})
 	if err == nil || !strings.Contains(err.Error(), "apply GpuNode dgx-1") || !apierrors.IsForbidden(err) {
 		t.Errorf("sync error = %v; want the API error with the record's name", err)
+	}
+}
+
+// A node that rewrites its GPU labels over and over (its kubelet may) gets two record writes
+// at once, then waits for its next token: it cannot spend the records' write rate.
+func TestNodeRewritingItsLabelsIsSpaced(t *testing.T) {
+	node := gpuNode("liar", "NVIDIA-H100-80GB-HBM3", 8)
+	f := newFixture(t, []*corev1.Node{node})
+	f.sync("liar") // created: one token spent
+	writes := 0
+	prev := node
+	for i := range 10 {
+		cur := changed(prev, func(n *corev1.Node) { n.Labels[inventory.LabelProduct] = fmt.Sprintf("NVIDIA-H100-%d", i) })
+		f.updateNode(prev, cur)
+		for _, a := range f.syncQueued() {
+			if a.GetVerb() == "patch" {
+				writes++
+			}
+		}
+		prev = cur
+	}
+	if writes != RelabelBurst-1 {
+		t.Errorf("%d writes for 10 relabels at once after the create; want %d (the rest waits for the next token)", writes, RelabelBurst-1)
 	}
 }
