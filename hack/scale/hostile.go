@@ -118,7 +118,7 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 	peak := make(chan float64)
 	go func() { peak <- sampleRSS(sampleCtx, h.pid) }()
 	cpu0 := cpuTicks(h.pid)
-	res.writes, res.failed, res.firstFailure, res.duration = attack(ctx, h.kube, names, res.asked, d)
+	res.writes, res.failed, res.duration, res.firstFailure = attack(ctx, h.kube, names, res.asked, d)
 	res.operatorCPU = float64(cpuTicks(h.pid)-cpu0) / 100 / res.duration.Seconds() // clock ticks are 1/100 s
 	fmt.Fprintf(os.Stderr, "hostile: %d writes in %s (%.0f/s, %d failed)\n", res.writes, res.duration.Round(time.Second), float64(res.writes)/res.duration.Seconds(), res.failed)
 
@@ -158,7 +158,7 @@ func chooseHostile(fleet []fleetNode, count int) []fleetNode {
 // attack sends status writes to the nodes in turn at rate writes per second for d, from a
 // pool of workers: when the API server cannot keep up, the writes wait for a free worker and
 // the achieved rate is what it took. A write that fails is counted, not retried.
-func attack(ctx context.Context, kube kubernetes.Interface, nodes []string, rate float64, d time.Duration) (writes, failed int64, firstFailure error, took time.Duration) {
+func attack(ctx context.Context, kube kubernetes.Interface, nodes []string, rate float64, d time.Duration) (writes, failed int64, took time.Duration, firstFailure error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var ok, bad atomic.Int64
@@ -213,7 +213,7 @@ pacing:
 	}
 	close(jobs)
 	wg.Wait()
-	return ok.Load(), bad.Load(), firstFailure, time.Since(start)
+	return ok.Load(), bad.Load(), time.Since(start), firstFailure
 }
 
 // randomLabels gives each hostile key a value the API server accepts: a plausible number, a

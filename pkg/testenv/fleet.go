@@ -116,9 +116,20 @@ func patchConditions(ctx context.Context, kube kubernetes.Interface, name string
 // changes per second until ctx is done, and returns how many changes it made. Most changes
 // flip Ready; every tenth relabels a node instead (GFD's timestamp), as a GFD restart does;
 // every 25th makes a node leave the cluster and join it again (deleted and created anew).
-// Changes are sent concurrently, so that the rate holds whatever the API server's latency.
-// It is long because the three kinds of change are chosen and sent in one loop.
+// Changes are sent concurrently, so that the rate holds whatever the API server's latency;
+// a node that is rejoining when ctx ends joins before Churn returns.
 func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
+	return churn(ctx, kube, n, rate, true)
+}
+
+// FlipReady is Churn with Ready flips only: no relabel, no node leaving.
+func FlipReady(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
+	return churn(ctx, kube, n, rate, false)
+}
+
+// churn is Churn; mixed adds the relabels and the rejoins to the Ready flips. It is long
+// because the three kinds of change are chosen and sent in one loop.
+func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, mixed bool) (int, error) {
 	if rate <= 0 {
 		<-ctx.Done()
 		return 0, nil
@@ -137,8 +148,8 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 		case <-ctx.Done():
 		case <-ticker.C:
 			i := (1 + rng.IntN(max(1, (n+1)/2-1))) * 2 // a GPU node, never node 0 (the probes' marker)
-			relabel := changes%10 == 9
-			rejoin := changes%25 == 24
+			relabel := mixed && changes%10 == 9
+			rejoin := mixed && changes%25 == 24
 			isReady, seen := ready[i]
 			if !seen {
 				isReady = true
@@ -155,10 +166,7 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 				defer func() { <-inFlight }()
 				var err error
 				if rejoin {
-					err = kube.CoreV1().Nodes().Delete(ctx, fixtures.FleetNodeName(i), metav1.DeleteOptions{})
-					if err == nil {
-						err = createFleetNode(ctx, kube, i)
-					}
+					err = rejoinNode(ctx, kube, i)
 				} else if relabel {
 					patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gfd.timestamp":"%d"}}}`, time.Now().UnixNano())
 					_, err = kube.CoreV1().Nodes().Patch(ctx, fixtures.FleetNodeName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "nfd-master"})
@@ -167,7 +175,7 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 				}
 				// A change that meets a node in the middle of leaving and joining is lost, as
 				// a kubelet's would be.
-				if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+				if err != nil && (ctx.Err() == nil || rejoin) && !apierrors.IsNotFound(err) {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -179,4 +187,16 @@ func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) 
 	}
 	wg.Wait()
 	return changes, firstErr
+}
+
+// rejoinNode deletes fleet node i and creates it anew with its labels, on a context that
+// the churn's end does not cancel: a request cut short could leave the node deleted, or
+// without its labels. Churn waits for it.
+func rejoinNode(ctx context.Context, kube kubernetes.Interface, i int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := kube.CoreV1().Nodes().Delete(ctx, fixtures.FleetNodeName(i), metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete node %s to rejoin it: %w", fixtures.FleetNodeName(i), err)
+	}
+	return createFleetNode(ctx, kube, i)
 }
