@@ -42,6 +42,7 @@ when the inventory is Degraded.`,
   kubectl gpuinv --watch              # follow the changes
   kubectl gpuinv -o json | jq .status.readyGpus
   kubectl gpuinv --fail-on-degraded >/dev/null || alert   # 3 when Degraded
+  kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
   kubectl gpuinv scan                 # no operator needed`,
 		Args:              cobra.MaximumNArgs(1),
 		Version:           Version,
