@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -81,6 +82,57 @@ func TestHugeNoteIsRefusedClearly(t *testing.T) {
 	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.note") || !strings.Contains(err.Error(), "4096") {
 		t.Fatalf("create with a 1.3 MB note: %v; want a validation error naming spec.note and its 4096 limit", err)
 	}
+}
+
+// A node selector with a 40 KiB value is invalid: the inventory says so in a Degraded
+// condition whose message is cut to fit the CRD's limits, the status is written once and not
+// retried, and fixing the selector brings the report back.
+func TestHugeSelectorValueIsReportedNotRetried(t *testing.T) {
+	c := startCluster(t)
+	c.loadHomeLab(t)
+	opts := testOptions()
+	opts.ResyncPeriod = time.Second // the invalid inventory is examined again every second
+	op := startOperator(t, c.env.Config, opts)
+	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	ctx := context.Background()
+	gi, err := c.gpu.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: "huge-selector"},
+		Spec: homelabv1.GpuInventorySpec{NodeSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"pool": strings.Repeat("p", 40<<10)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create with a 40 KiB selector value: %v", err)
+	}
+	var degraded *metav1.Condition
+	eventually(t, 20*time.Second, "the invalid selector reported", func() error {
+		got, err := c.gpu.HomelabV1().GpuInventories().Get(ctx, gi.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if degraded = findCondition(got, homelabv1.ConditionDegraded); degraded == nil || degraded.Reason != homelabv1.ReasonInvalidNodeSelector {
+			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+		}
+		return nil
+	})
+	if len(degraded.Message) > 1100 || !strings.Contains(degraded.Message, "invalid node selector") {
+		t.Errorf("Degraded message of %d bytes (%.80q...); want the reason, cut to about 1 KiB", len(degraded.Message), degraded.Message)
+	}
+	writes := counted(op.Metrics().StatusWrites, map[string]string{"inventory": gi.Name, "outcome": "written"})
+	eventually(t, 20*time.Second, "the invalid inventory examined again at resyncs", func() error {
+		if got := counted(op.Metrics().StatusWrites, map[string]string{"inventory": gi.Name, "outcome": "skipped"}); got < 3 {
+			return fmt.Errorf("%d skipped syncs", got)
+		}
+		return nil
+	})
+	if got := counted(op.Metrics().StatusWrites, map[string]string{"inventory": gi.Name, "outcome": "written"}); got != writes || writes != 1 {
+		t.Errorf("%d status writes, then %d; want 1, and no more while the selector stays invalid", writes, got)
+	}
+
+	fixed := []byte(`{"spec":{"nodeSelector":{"matchLabels":null}}}`)
+	if _, err := c.gpu.HomelabV1().GpuInventories().Patch(ctx, gi.Name, types.MergePatchType, fixed, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTotals(t, gi.Name, totals{Nodes: 4, Gpus: 1})
 }
 
 // A sync that panics (injected through the test hook) is recovered and retried: the
