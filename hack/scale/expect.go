@@ -49,13 +49,13 @@ func gpuFleet(n int) []fleetNode {
 // Ready with its generated labels: the inventory's totals and its nodes per base model.
 type totals struct {
 	Nodes, Ready, Gpus, ReadyGpus, Unhealthy, LabelsMissing int32
-	Models                                                  map[string]int32
+	Models, ModelGpus                                       map[string]int32 // nodes and GPUs per base model
 }
 
 // expectTotals computes the totals of an inventory whose selector is sel over fleet, every
 // node Ready.
 func expectTotals(fleet []fleetNode, sel labels.Selector) totals {
-	t := totals{Models: map[string]int32{}}
+	t := totals{Models: map[string]int32{}, ModelGpus: map[string]int32{}}
 	for _, n := range fleet {
 		if !sel.Matches(n.labels) {
 			continue
@@ -65,6 +65,7 @@ func expectTotals(fleet []fleetNode, sel labels.Selector) totals {
 		t.Gpus += n.gpus
 		t.ReadyGpus += n.gpus
 		t.Models[baseProduct(n.labels["nvidia.com/gpu.product"])]++
+		t.ModelGpus[baseProduct(n.labels["nvidia.com/gpu.product"])] += n.gpus
 	}
 	return t
 }
@@ -81,25 +82,31 @@ func baseProduct(p string) string {
 // statusTotals reads the same figures from a status.
 func statusTotals(st homelabv1.GpuInventoryStatus) totals {
 	t := totals{Nodes: st.TotalGpuNodes, Ready: st.ReadyGpuNodes, Gpus: st.TotalGpus, ReadyGpus: st.ReadyGpus,
-		Unhealthy: st.UnhealthyGpus, LabelsMissing: st.LabelsMissingNodes, Models: map[string]int32{}}
+		Unhealthy: st.UnhealthyGpus, LabelsMissing: st.LabelsMissingNodes, Models: map[string]int32{}, ModelGpus: map[string]int32{}}
 	for _, m := range st.Models {
-		t.Models[m.Product] = m.Nodes
+		t.Models[m.Product], t.ModelGpus[m.Product] = m.Nodes, m.Gpus
 	}
 	return t
 }
 
 func (t totals) equal(o totals) bool {
 	return t.Nodes == o.Nodes && t.Ready == o.Ready && t.Gpus == o.Gpus && t.ReadyGpus == o.ReadyGpus &&
-		t.Unhealthy == o.Unhealthy && t.LabelsMissing == o.LabelsMissing && maps.Equal(t.Models, o.Models)
+		t.Unhealthy == o.Unhealthy && t.LabelsMissing == o.LabelsMissing && maps.Equal(t.Models, o.Models) &&
+		maps.Equal(t.ModelGpus, o.ModelGpus)
 }
 
 func (t totals) String() string {
+	return fmt.Sprintf("%d GPU nodes (%d ready), %d GPUs (%d ready), %d unhealthy, %d labels missing, models %s",
+		t.Nodes, t.Ready, t.Gpus, t.ReadyGpus, t.Unhealthy, t.LabelsMissing, t.models())
+}
+
+// models lists the models as [product:nodes/GPUs ...].
+func (t totals) models() string {
 	models := slices.Sorted(maps.Keys(t.Models))
 	for i, m := range models {
-		models[i] = fmt.Sprintf("%s:%d", m, t.Models[m])
+		models[i] = fmt.Sprintf("%s:%d/%d", m, t.Models[m], t.ModelGpus[m])
 	}
-	return fmt.Sprintf("%d GPU nodes (%d ready), %d GPUs (%d ready), %d unhealthy, %d labels missing, models [%s]",
-		t.Nodes, t.Ready, t.Gpus, t.ReadyGpus, t.Unhealthy, t.LabelsMissing, strings.Join(models, " "))
+	return "[" + strings.Join(models, " ") + "]"
 }
 
 // synced reports whether gi's status is for its current spec and shows want.
@@ -124,10 +131,11 @@ func waitTotals(ctx context.Context, gpu versioned.Interface, name string, want 
 // probes: every one there and with its labels (a rejoin in flight when the churn ends leaves
 // its node deleted, or unlabelled) and Ready, the probes' marker node with its own product.
 // kube lists in protobuf.
-func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (int, error) {
+func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (resetCounts, error) {
+	var counts resetCounts
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("list nodes: %w", err)
+		return counts, fmt.Errorf("list nodes: %w", err)
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range nodes.Items {
@@ -138,17 +146,19 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 		node := byName[n.name]
 		if node == nil {
 			if err := testenv.CreateFleet(ctx, kube, n.index, 1, 1); err != nil {
-				return 0, fmt.Errorf("re-create node %s, missing after the churn: %w", n.name, err)
+				return counts, fmt.Errorf("re-create node %s, missing after the churn: %w", n.name, err)
 			}
+			counts.recreated++
 			continue
 		}
 		if !nodeReady(node) {
 			notReady = append(notReady, n.name)
 		}
 		if labelsDiffer(node.Labels, n.labels) {
+			counts.relabelled++
 			apply := applycorev1.Node(n.name).WithLabels(n.labels)
 			if _, err := kube.CoreV1().Nodes().Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "nfd-master", Force: true}); err != nil {
-				return 0, fmt.Errorf("restore the labels of node %s: %w", n.name, err)
+				return counts, fmt.Errorf("restore the labels of node %s: %w", n.name, err)
 			}
 		}
 	}
@@ -170,10 +180,18 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return 0, err
+			return counts, err
 		}
 	}
-	return len(notReady), nil
+	counts.madeReady = len(notReady)
+	return counts, nil
+}
+
+// resetCounts says what resetFleet did.
+type resetCounts struct{ recreated, relabelled, madeReady int }
+
+func (c resetCounts) String() string {
+	return fmt.Sprintf("%d GPU nodes re-created, %d given their labels back, %d made Ready again", c.recreated, c.relabelled, c.madeReady)
 }
 
 // labelsDiffer reports whether have lacks or changed a label of want, GFD's timestamp aside

@@ -112,14 +112,14 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 		})
 	})
 
-	res.beforeRSS = readStatus(h.pid, "VmRSS")
-	resetPeak(h.pid)
+	res.beforeRSS = readStatus(h.op.pid, "VmRSS")
+	resetPeak(h.op.pid)
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	peak := make(chan float64)
-	go func() { peak <- sampleRSS(sampleCtx, h.pid) }()
-	cpu0 := cpuTicks(h.pid)
+	go func() { peak <- sampleRSS(sampleCtx, h.op.pid) }()
+	cpu0 := cpuTicks(h.op.pid)
 	res.writes, res.failed, res.duration, res.firstFailure = attack(ctx, h.kube, names, res.asked, d)
-	res.operatorCPU = float64(cpuTicks(h.pid)-cpu0) / 100 / res.duration.Seconds() // clock ticks are 1/100 s
+	res.operatorCPU = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.duration.Seconds() // clock ticks are 1/100 s
 	fmt.Fprintf(os.Stderr, "hostile: %d writes in %s (%.0f/s, %d failed)\n", res.writes, res.duration.Round(time.Second), float64(res.writes)/res.duration.Seconds(), res.failed)
 
 	if err := restoreHostile(ctx, h.kube, hostile); err != nil {
@@ -130,12 +130,12 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 	res.restoreErr = waitTotals(ctx, h.watcher, "cluster", expectTotals(h.fleet, labels.Everything()), 2*time.Minute)
 	res.restoredRight = res.restoreErr == nil
 	stopSampling()
-	res.peakRSS = max(<-peak, readStatus(h.pid, "VmHWM"))
+	res.peakRSS = max(<-peak, readStatus(h.op.pid, "VmHWM"))
 	stopFollowing()
 	following.Wait()
 
-	fmt.Fprintf(os.Stderr, "hostile: waiting for the operator's RSS to settle (%.0f MiB now)\n", readStatus(h.pid, "VmRSS")/1024)
-	res.settledRSS, res.settleTook = settleRSS(ctx, h.pid, h.quietRSS+8*1024, 4*time.Minute)
+	fmt.Fprintf(os.Stderr, "hostile: waiting for the operator's RSS to settle (%.0f MiB now)\n", readStatus(h.op.pid, "VmRSS")/1024)
+	res.settledRSS, res.settleTook = settleRSS(ctx, h.op.pid, h.quietRSS+8*1024, 4*time.Minute)
 
 	if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, untouchedInventory, metav1.DeleteOptions{}); err != nil {
 		return nil, fmt.Errorf("delete inventory %s: %w", untouchedInventory, err)

@@ -29,6 +29,7 @@ type inventoriesResult struct {
 	created            time.Duration
 	synced             time.Duration // from the first create to the last right status
 	steadyRSS, peakRSS float64       // KiB
+	beforeRSS          float64       // KiB, just before the first create
 }
 
 // inventoriesPhase creates count GpuInventories over subsets of a few hundred GPU nodes,
@@ -52,7 +53,8 @@ func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesR
 	}
 	res.mean /= int32(max(1, count))
 
-	resetPeak(h.pid)
+	res.beforeRSS = readStatus(h.op.pid, "VmRSS")
+	resetPeak(h.op.pid)
 	start := time.Now()
 	if err := createInventories(ctx, h, items); err != nil {
 		return nil, err
@@ -65,8 +67,8 @@ func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesR
 
 	// A quiet period with every inventory in place: nothing changes, so nothing to watch for.
 	time.Sleep(10 * time.Second)
-	res.steadyRSS = readStatus(h.pid, "VmRSS")
-	res.peakRSS = readStatus(h.pid, "VmHWM")
+	res.steadyRSS = readStatus(h.op.pid, "VmRSS")
+	res.peakRSS = readStatus(h.op.pid, "VmHWM")
 
 	if err := forEach(items, func(gi *homelabv1.GpuInventory) error {
 		if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, gi.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +33,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
@@ -58,7 +56,11 @@ func main() {
 	flag.DurationVar(&hostileFor, "hostile-duration", time.Minute, "Length of the hostile phase, after the others: GPU nodes rewrite a 64 KiB Ready message and random GPU labels (0: skip).")
 	flag.IntVar(&hostileNodes, "hostile-nodes", 50, "GPU nodes that write in the hostile phase.")
 	flag.Float64Var(&hostileRate, "hostile-rate", 10, "Writes per second of each hostile node.")
-	flag.IntVar(&inventoryCount, "inventories", 1000, "GpuInventories over a few hundred GPU nodes each, created in the last phase (0: skip).")
+	flag.IntVar(&inventoryCount, "inventories", 1000, "GpuInventories over a few hundred GPU nodes each, created after the hostile phase (0: skip).")
+	flag.DurationVar(&flipFor, "flip-duration", 10*time.Second, "Length of the phase of Ready flips only (at --churn per second), after the churn: it must cost no GpuNode record write.")
+	flag.Float64Var(&relabelRate, "relabel-rate", 50, "GPU nodes a second whose driver version changes in the relabel phase (each a record write).")
+	flag.DurationVar(&relabelFor, "relabel-duration", 20*time.Second, "Length of the relabel phase (0: skip).")
+	flag.DurationVar(&outageFor, "outage-duration", 2*time.Minute, "The last phase: every GPU node loses GPU Feature Discovery's labels, the operator restarts halfway, the labels come back after this (0: skip).")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -78,6 +80,10 @@ var (
 	hostileRate  float64
 	// inventoryCount is the number of inventories of the last phase.
 	inventoryCount int
+	flipFor        time.Duration
+	relabelRate    float64
+	relabelFor     time.Duration
+	outageFor      time.Duration
 	probeLog       *os.File // with --profile-dir: each probe's start and latency
 )
 
@@ -125,20 +131,6 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Fprintf(os.Stderr, "created %d nodes in %s (a GPU node is %d bytes of protobuf, %d labels)\n", n, time.Since(start).Round(time.Second), len(raw), len(sample.Labels))
 	gpuNodes := int32((n + 1) / 2)
 
-	// The CRD and the default inventory are created once per cluster; what is measured is an
-	// operator (re)start, as on every upgrade, reschedule or leader change. (The API server's
-	// first request for a new CRD takes about 2 s more on this machine.)
-	apiext := apiextensionsclient.NewForConfigOrDie(bulk)
-	if _, err := crd.Ensure(ctx, apiext); err != nil {
-		return err
-	}
-	if err := crd.WaitEstablished(ctx, apiext, homelabv1.CustomResourceDefinitionName, time.Minute); err != nil {
-		return err
-	}
-	if _, err := gpu.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-
 	// The operator, as a separate process, so that its RSS and CPU are its own.
 	logPath := filepath.Join(env.Dir, "logs", "operator.log")
 	logFile, err := os.Create(logPath)
@@ -147,8 +139,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	}
 	defer logFile.Close()
 	pprofAddr := "127.0.0.1:16060"
-	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system",
-		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}
+	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system", "--health-probe-bind-address=127.0.0.1:0"}
 	args = append(args, strings.Fields(operatorArgs)...)
 	if profileDir != "" {
 		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=4") // -v=4 logs every sync with its duration
@@ -161,33 +152,70 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 			_ = os.WriteFile(filepath.Join(profileDir, "operator.log"), data, 0o644)
 		}()
 	}
-	cmd := exec.Command(operator, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), strings.Fields(operatorEnv)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	apiext := apiextensionsclient.NewForConfigOrDie(bulk)
+	protobuf := rest.CopyConfig(bulk)
+	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
+	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	h := &harness{kube: kubernetes.NewForConfigOrDie(protobuf), gpu: gpu, watcher: watcher, fleet: gpuFleet(n),
+		launcher: &launcher{binary: operator, args: args, env: strings.Fields(operatorEnv), log: logFile}}
+
+	// The first start is on an empty cluster: the operator installs both CRDs and creates the
+	// default inventory, and creates every record at its default client rate.
+	if h.op, err = h.launcher.start(); err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	pid := cmd.Process.Pid
-
-	// First complete status.
-	var rv string
-	err = watchInventory(ctx, watcher, "cluster", 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
-		rv = gi.ResourceVersion
+	defer func() { h.op.stop() }()
+	recordsDone := make(chan recordsCreated, 1)
+	go func() { recordsDone <- waitAllRecords(ctx, apiext, gpu, h.op.started, int(gpuNodes)) }()
+	if err := waitCRDEstablished(ctx, apiext, homelabv1.CustomResourceDefinitionName, 2*time.Minute); err != nil {
+		return fmt.Errorf("operator log %s: %w", logPath, err)
+	}
+	err = watchInventory(ctx, watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
 		return gi.Status.TotalGpuNodes == gpuNodes
 	})
 	if err != nil {
-		return fmt.Errorf("first complete status (operator log %s): %w", logPath, err)
+		return fmt.Errorf("first complete status on an empty cluster (operator log %s): %w", logPath, err)
 	}
-	firstStatus := time.Since(started)
+	firstStatusEmpty := time.Since(h.op.started)
+	records := <-recordsDone
+	if records.err != nil {
+		return fmt.Errorf("operator log %s: %w", logPath, records.err)
+	}
+	firstWrites, err := recordsCounted(h.op, int64(gpuNodes))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "empty cluster: first complete status after %s, GpuNode CRD established after %s, all %d records after %s (record writes: %s)\n",
+		firstStatusEmpty.Round(time.Millisecond), records.crdServed.Round(time.Millisecond), gpuNodes, records.all.Round(time.Millisecond), firstWrites)
+
+	// What is measured from here on is an operator restart, as on every upgrade, reschedule
+	// or leader change: the CRDs, the inventory and every record exist.
+	firstStatus, _, err := restartOperator(ctx, h, "restart with the records in place")
+	if err != nil {
+		return fmt.Errorf("operator log %s: %w", logPath, err)
+	}
+	pid := h.op.pid
+	current, err := gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	rv := current.ResourceVersion
 
 	// Quiet: no writes, steady memory, latency of single changes.
 	writes := &writeCounter{}
 	go writes.run(ctx, watcher, rv)
+	restartWrites, err := h.op.recordWrites()
+	if err != nil {
+		return err
+	}
 	quietStart := writes.count()
-	time.Sleep(10 * time.Second) // measure a quiet period: no change is expected to watch for
+	quietRecords, err := countWrites(h.op, func() error {
+		time.Sleep(10 * time.Second) // measure a quiet period: no change is expected to watch for
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	quietWrites := writes.count() - quietStart
 	steadyRSS := readStatus(pid, "VmRSS")
 	steadyAnon, steadyFile := readStatus(pid, "RssAnon"), readStatus(pid, "RssFile")
@@ -209,6 +237,10 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	churnCtx, stop := context.WithTimeout(ctx, churnFor)
 	defer stop()
 	cpu0, wall0, writes0 := cpuTicks(pid), time.Now(), writes.count()
+	churnRecords0, err := h.op.recordWrites()
+	if err != nil {
+		return err
+	}
 	var flips int
 	var churnErr error
 	var wg sync.WaitGroup
@@ -226,6 +258,32 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	cpu := float64(cpuTicks(pid)-cpu0) / 100 / wall.Seconds() // clock ticks are 1/100 s
 	writesPerSec := float64(writes.count()-writes0) / wall.Seconds()
 	peakRSS := readStatus(pid, "VmHWM")
+	churnRecords, err := h.op.recordWrites()
+	if err != nil {
+		return err
+	}
+	churnRecords = churnRecords.since(churnRecords0)
+
+	// Ready flips only, then relabels: once the churn's rejoins have settled (the inventory
+	// quiet, every GPU node's record there).
+	if err := settle(ctx, watcher, homelabv1.DefaultInventoryName, 2*time.Second, 30*time.Second); err != nil {
+		return err
+	}
+	if err := watchRecords(ctx, gpu, time.Minute, func(all map[string]*homelabv1.GpuNode) bool { return len(all) == int(gpuNodes) }); err != nil {
+		return fmt.Errorf("records after the churn: %w", err)
+	}
+	var onlyFlips *flipResult
+	if flipFor > 0 {
+		if onlyFlips, err = flipPhase(ctx, h, n, rate, flipFor); err != nil {
+			return err
+		}
+	}
+	var relabel *relabelResult
+	if relabelFor > 0 {
+		if relabel, err = relabelPhase(ctx, h, relabelRate, relabelFor); err != nil {
+			return fmt.Errorf("relabel phase: %w", err)
+		}
+	}
 	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -238,11 +296,27 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("\nN=%d nodes (%d GPU nodes), churn %.0f flips/s for %s (%d flips), %d probes per phase\n\n", n, gi.Status.TotalGpuNodes, rate, churnFor, flips, probes)
 	fmt.Println("| figure | measured | target |")
 	fmt.Println("|---|---|---|")
-	fmt.Printf("| steady RSS after sync | %.0f MiB | ≤ 48 MiB |\n", steadyRSS/1024)
+	fmt.Printf("| steady RSS after sync (with %d records) | %.1f MiB | ≤ 48 MiB |\n", gpuNodes, steadyRSS/1024)
 	fmt.Printf("| peak RSS | %.0f MiB | ≤ 96 MiB |\n", peakRSS/1024)
-	fmt.Printf("| start to first complete status (CRD and inventory exist) | %.2f s | ≤ 2 s |\n", firstStatus.Seconds())
+	fmt.Printf("| start to first complete status on an empty cluster (the operator installs both CRDs) | %.2f s | ≤ 2.5 s: %s |\n", firstStatusEmpty.Seconds(), verdict(firstStatusEmpty <= 2500*time.Millisecond))
+	fmt.Printf("| start on an empty cluster to all %d GpuNode records (default `--gpunode-qps`) | %.1f s (CRD established at %.1f s; %s) | ≤ 60 s: %s |\n",
+		gpuNodes, records.all.Seconds(), records.crdServed.Seconds(), firstWrites, verdict(records.all <= time.Minute))
+	fmt.Printf("| start to first complete status (CRDs, inventory and %d records exist) | %.2f s | ≤ 2 s: %s |\n", gpuNodes, firstStatus.Seconds(), verdict(firstStatus <= 2*time.Second))
+	fmt.Printf("| record writes from that start until the quiet phase | %d (%s) | 0: %s |\n", restartWrites.writes(), restartWrites, verdict(restartWrites.writes() == 0))
 	fmt.Printf("| CPU while %.0f GPU nodes/s flip Ready | %.1f %% of a core | ≤ 5 %% of a core |\n", rate, cpu*100)
 	fmt.Printf("| status writes while quiet (10 s) | %d | 0 |\n", quietWrites)
+	fmt.Printf("| record writes while quiet (10 s) | %d (%s) | 0: %s |\n", quietRecords.writes(), quietRecords, verdict(quietRecords.writes() == 0))
+	if f := onlyFlips; f != nil {
+		fmt.Printf("| record writes while %.0f GPU nodes/s flip Ready (flips only, %d in %s, and 2 s after) | %d (%s) | 0: %s |\n",
+			rate, f.flips, f.took.Round(time.Second), f.writes.writes(), f.writes, verdict(f.writes.writes() == 0))
+	}
+	fmt.Printf("| record writes under churn (its relabels are GFD's timestamp; its rejoins and the probes change identities) | %d (%s) | |\n", churnRecords.writes(), churnRecords)
+	if r := relabel; r != nil {
+		perSec := float64(r.writes.writes()) / r.took.Seconds()
+		fmt.Printf("| relabel (driver version of distinct GPU nodes): %d nodes in %s, %.1f nodes/s; record writes until every record shows it (%s) | %d (%s), %.1f/s, %.2f per relabelled node | ≤ 50/s: %s |\n",
+			r.nodes, r.took.Round(100*time.Millisecond), float64(r.nodes)/r.took.Seconds(), r.synced.Round(100*time.Millisecond),
+			r.writes.writes(), r.writes, perSec, float64(r.writes.writes())/float64(max(1, r.nodes)), verdict(perSec <= 50 && r.writes.writes() <= int64(r.nodes)))
+	}
 	fmt.Printf("| status writes/s under churn | %.1f | ≤ 2 per inventory |\n", writesPerSec)
 	fmt.Printf("| change -> status, p99 | %s quiet, %s under churn | ≤ 200 ms quiet, ≤ 1.5 s under churn |\n", p99(quietLatency), p99(churnLatency))
 	fmt.Printf("| status size | %.0f KiB at %d GPU nodes | ≤ 256 KiB at any size |\n", float64(len(objBytes))/1024, gi.Status.TotalGpuNodes)
@@ -254,14 +328,15 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 			return err
 		}
 	}
-	if hostileFor <= 0 && inventoryCount <= 0 {
-		return nil
-	}
-	protobuf := rest.CopyConfig(bulk)
-	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
-	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	h := &harness{kube: kubernetes.NewForConfigOrDie(protobuf), gpu: gpu, watcher: watcher, pid: pid, quietRSS: steadyRSS, fleet: gpuFleet(n)}
+	h.quietRSS = steadyRSS
 	return lastPhases(ctx, h)
+}
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "**missed**"
 }
 
 // measurePlugins runs the plugin, once the status has settled after the churn.

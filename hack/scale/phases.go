@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,17 +19,18 @@ type harness struct {
 	kube     kubernetes.Interface // protobuf
 	gpu      versioned.Interface
 	watcher  versioned.Interface // reads inventories without their node lists
-	pid      int                 // the operator's
-	quietRSS float64             // KiB: the steady RSS after sync
-	fleet    []fleetNode         // the GPU nodes as generated
+	launcher *launcher
+	op       *operatorProc // the running operator (a restart replaces it)
+	quietRSS float64       // KiB: the steady RSS after sync
+	fleet    []fleetNode   // the GPU nodes as generated
 }
 
-// lastPhases brings the fleet back to its generated state, then runs the hostile phase and
-// the many-inventories phase, in this order: the hostile phase compares the operator's
-// memory with its quiet figure, which a thousand inventories (and the memory they leave to
-// be returned once deleted) would blur, and the inventories' expected totals need the hostile
-// nodes restored. It prints their table and fails when a report was wrong; a memory target
-// missed is printed, as the other targets are.
+// lastPhases brings the fleet back to its generated state, then runs the hostile phase, the
+// many-inventories phase and the GFD outage, in this order: the hostile phase compares the
+// operator's memory with its quiet figure, which a thousand inventories (and the memory they
+// leave to be returned once deleted) would blur, the inventories' expected totals need the
+// hostile nodes restored, and the outage restarts the operator. It prints their tables and
+// fails when a report was wrong; a memory target missed is printed, as the other targets are.
 func lastPhases(ctx context.Context, h *harness) error {
 	reset, err := resetFleet(ctx, h.kube, h.fleet)
 	if err != nil {
@@ -36,9 +38,9 @@ func lastPhases(ctx context.Context, h *harness) error {
 	}
 	whole := expectTotals(h.fleet, labels.Everything())
 	if err := waitTotals(ctx, h.watcher, "cluster", whole, 2*time.Minute); err != nil {
-		return fmt.Errorf("after %d GPU nodes were made Ready again: %w", reset, err)
+		return fmt.Errorf("after the fleet reset (%s): %w", reset, err)
 	}
-	fmt.Fprintf(os.Stderr, "fleet reset: %d GPU nodes made Ready again; the inventory shows %s\n", reset, whole)
+	fmt.Fprintf(os.Stderr, "fleet reset: %s; the inventory shows %s\n", reset, whole)
 
 	var hostile *hostileResult
 	if hostileFor > 0 {
@@ -46,11 +48,14 @@ func lastPhases(ctx context.Context, h *harness) error {
 			return fmt.Errorf("hostile phase: %w", err)
 		}
 	}
+	var wrong []error
+	if hostileFor <= 0 && inventoryCount <= 0 {
+		return outage(ctx, h, wrong)
+	}
 	// The hostile phase's rows first, so that a failure of the next phase does not lose them.
 	fmt.Printf("\nHostile nodes, then many inventories (after the phases above; the fleet first made Ready again, as generated)\n\n")
 	fmt.Println("| figure | measured | target |")
 	fmt.Println("|---|---|---|")
-	var wrong []error
 	if r := hostile; r != nil {
 		mib := func(kib float64) float64 { return kib / 1024 }
 		fmt.Printf("| hostile writes: %d GPU nodes, each a new 64 KiB Ready message and random `nvidia.com/gpu.*` values | %.0f/s of %.0f/s asked (%d in %s, %d failed) | %.0f/s |\n",
@@ -91,7 +96,36 @@ func lastPhases(ctx context.Context, h *harness) error {
 		if r.steadyRSS > 96*1024 {
 			verdict = "**missed**"
 		}
+		fmt.Printf("| RSS just before the %d inventories were created | %.1f MiB | |\n", r.count, r.beforeRSS/1024)
 		fmt.Printf("| steady RSS with %d inventories (peak in the phase) | %.0f MiB (%.0f MiB) | ≤ 96 MiB: %s |\n", r.count+1, r.steadyRSS/1024, r.peakRSS/1024, verdict)
 	}
+	return outage(ctx, h, wrong)
+}
+
+// outage runs the GFD outage phase and prints its table; it returns wrong and what the
+// outage got wrong.
+func outage(ctx context.Context, h *harness, wrong []error) error {
+	if outageFor <= 0 {
+		return errors.Join(wrong...)
+	}
+	r, err := outagePhase(ctx, h, outageFor)
+	if err != nil {
+		return errors.Join(append(wrong, fmt.Errorf("GFD outage: %w", err))...)
+	}
+	fmt.Printf("\nGFD outage: every GPU node loses GPU Feature Discovery's labels, the operator restarts halfway, the labels come back after %s\n\n", outageFor)
+	fmt.Println("| figure | measured | target |")
+	fmt.Println("|---|---|---|")
+	fmt.Printf("| labels taken from %d GPU nodes / put back | in %.1f s / in %.1f s (at %.0f s) | |\n", r.nodes, r.removeTook.Seconds(), r.restoreTook.Seconds(), r.backAt.Seconds())
+	fmt.Printf("| labelsMissingNodes during the outage (highest seen) | %d (every node counted %.1f s after the first removal) | %d |\n", r.maxMissing, r.allMissing.Seconds(), r.nodes)
+	fmt.Printf("| restart at %.0f s: start to first complete status | %.2f s, labelsMissingNodes %s | |\n", r.restartAt.Seconds(), r.restartFirst.Seconds(),
+		map[bool]string{true: fmt.Sprintf("%d", r.nodes), false: "**not all**"}[r.missingAfterRestart])
+	fmt.Printf("| labels back: status exact, labelsMissingNodes 0 / every record unmarked | %.1f s (labelsMissingNodes %d) / %.1f s (%d records) | 0 |\n",
+		r.exactBack.Seconds(), r.lastMissing, r.recordsBack.Seconds(), r.records)
+	result := fmt.Sprintf("pass (%d states seen, %d counting all %d GPU nodes, each exact)", r.statesSeen, r.complete, r.nodes)
+	if failures := r.failures(); len(failures) > 0 {
+		result = "**FAIL**: " + strings.Join(failures, "; ")
+		wrong = append(wrong, fmt.Errorf("GFD outage: %s", strings.Join(failures, "; ")))
+	}
+	fmt.Printf("| totalGpus and per-model nodes and GPUs in every state counting all GPU nodes; LabelsMissing naming the count | %s | pass |\n", result)
 	return errors.Join(wrong...)
 }

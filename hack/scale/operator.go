@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+)
+
+// launcher starts the operator as a separate process, so that its RSS and CPU are its own,
+// with the same flags each time and its log appended to one file.
+type launcher struct {
+	binary string
+	args   []string
+	env    []string
+	log    *os.File
+}
+
+// operatorProc is one running operator.
+type operatorProc struct {
+	cmd     *exec.Cmd
+	pid     int
+	metrics string // host:port of its /metrics
+	started time.Time
+}
+
+// start starts an operator, its /metrics on a free loopback port.
+func (l *launcher) start() (*operatorProc, error) {
+	addr, err := freeAddress()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(l.log, "\n==== hack/scale: operator started at %s ====\n", time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command(l.binary, append(slices.Clone(l.args), "--metrics-bind-address="+addr)...)
+	cmd.Stdout, cmd.Stderr = l.log, l.log
+	cmd.Env = append(os.Environ(), l.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start operator %s: %w", l.binary, err)
+	}
+	return &operatorProc{cmd: cmd, pid: cmd.Process.Pid, metrics: addr, started: started}, nil
+}
+
+// stop ends the operator as Kubernetes does: SIGTERM, then SIGKILL after 30 s.
+func (p *operatorProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// freeAddress returns a loopback address with a port nothing listens on.
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// recordWrites reads gpu_inventory_gpunode_writes_total by outcome from the operator's
+// /metrics.
+func (p *operatorProc) recordWrites() (writeCounts, error) {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("read the operator's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read the operator's metrics: %s", resp.Status)
+	}
+	const prefix = "gpu_inventory_gpunode_writes_total{outcome=\""
+	out := writeCounts{}
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		rest, ok := strings.CutPrefix(s.Text(), prefix)
+		if !ok {
+			continue
+		}
+		outcome, value, ok := strings.Cut(rest, "\"} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s: %w", s.Text(), err)
+		}
+		out[outcome] = int64(v)
+	}
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("read the operator's metrics: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the operator's metrics have no gpu_inventory_gpunode_writes_total")
+	}
+	return out, nil
+}
+
+// writeCounts are GpuNode record writes by outcome.
+type writeCounts map[string]int64
+
+// since returns the counts of c less those of before.
+func (c writeCounts) since(before writeCounts) writeCounts {
+	out := writeCounts{}
+	for k, v := range c {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// writes is the number of records written: every outcome but skipped.
+func (c writeCounts) writes() int64 {
+	var n int64
+	for _, outcome := range metrics.GpuNodeOutcomes {
+		if outcome != metrics.GpuNodeSkipped {
+			n += c[outcome]
+		}
+	}
+	return n
+}
+
+// String lists the written outcomes that are not zero.
+func (c writeCounts) String() string {
+	var parts []string
+	for _, outcome := range metrics.GpuNodeOutcomes {
+		if outcome != metrics.GpuNodeSkipped && c[outcome] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", outcome, c[outcome]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
