@@ -415,7 +415,12 @@ func (c *Controller) syncUnlabelled(ctx context.Context, node *corev1.Node, reco
 // seeded returns the identity an older version remembered for a node, marked missing since
 // it says or since now.
 func (c *Controller) seeded(name string) (homelabv1.GpuNodeSpec, bool) {
-	if c.seed == nil {
+	// Only nodes present at start, in their first sync: the seed is the memory from before
+	// records existed, not that of a node deleted since (its record went with it).
+	c.mu.Lock()
+	initial := c.pending[name]
+	c.mu.Unlock()
+	if c.seed == nil || !initial {
 		return homelabv1.GpuNodeSpec{}, false
 	}
 	entry, ok := c.seed(name)

@@ -359,6 +359,7 @@ func TestUpgradeSeedsRecordsFromTheOldMemory(t *testing.T) {
 	f.seed["just-lost"] = homelabv1.GpuNodeEntry{Name: "just-lost", Product: "NVIDIA-L4", GpuCount: 1, Ready: true,
 		Sharing: &homelabv1.GpuSharing{Strategy: "time-slicing", Replicas: 4}}
 	f.seed["known-nothing"] = homelabv1.GpuNodeEntry{Name: "known-nothing", Ready: true}
+	f.c.startInitialPass() // the nodes are there when the upgraded operator starts
 
 	wantWrites(t, "in an outage", f.sync("in-outage"), "patch")
 	want := homelabv1.GpuNodeSpec{Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 8, GpuMemoryMiB: 40960,
@@ -382,10 +383,22 @@ func TestUpgradeSeedsRecordsFromTheOldMemory(t *testing.T) {
 	wantWrites(t, "second sync", f.sync("in-outage"))
 }
 
+// A node that joins after the start is not seeded: the stored status may remember a node of
+// that name that was deleted (its record went with it), and a new node is unknown until
+// labelled.
+func TestNodeJoiningLaterIsNotSeeded(t *testing.T) {
+	f := newFixture(t, nil)
+	f.c.startInitialPass()
+	f.seed["rejoined"] = homelabv1.GpuNodeEntry{Name: "rejoined", Product: "NVIDIA-L4", GpuCount: 1}
+	f.setNode(withoutGFDLabels(gpuNode("rejoined", "x", 1)))
+	wantWrites(t, "a node created without labels yet", f.sync("rejoined"))
+}
+
 // A seed anyone could have edited is bounded as the record's schema requires.
 func TestSeedIsBounded(t *testing.T) {
 	f := newFixture(t, []*corev1.Node{withoutGFDLabels(gpuNode("n", "x", 1))})
 	f.seed["n"] = homelabv1.GpuNodeEntry{Name: "n", Product: strings.Repeat("p", 1000), GpuCount: 2, GpuMemoryMiB: -5}
+	f.c.startInitialPass()
 	f.sync("n")
 	if r := f.record("n"); len(r.Spec.Product) > 128 || r.Spec.GpuMemoryMiB != 0 || r.Spec.GpuCount != 2 {
 		t.Errorf("seeded spec = product of %d bytes, %d GPUs, %d MiB; want at most 128 bytes, 2 GPUs, 0 MiB",
