@@ -88,6 +88,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.config.Host, "leaderElect", o.opts.LeaderElect)
 	o.metrics.ServeClientMetrics()
+	go returnFreeMemory(ctx, freeMemoryEvery, freeMemoryThreshold)
 	if o.opts.LeaderElect {
 		o.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}

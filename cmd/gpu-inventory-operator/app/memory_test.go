@@ -1,0 +1,39 @@
+package app
+
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+var sink [][]byte
+
+// Memory a burst left free is handed back to the OS: the free-but-held heap falls under the
+// threshold without waiting for the scavenger.
+func TestFreeMemoryIsHandedBack(t *testing.T) {
+	free := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	for range 64 {
+		sink = append(sink, make([]byte, 1<<20)) // a burst of 64 MiB
+	}
+	sink = nil
+	runtime.GC()
+	if free() < 32<<20 {
+		t.Fatalf("setup: the runtime handed the burst back at once (%d bytes free)", free())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go returnFreeMemory(ctx, 10*time.Millisecond, 8<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for free() > 8<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still free and held after 10 s", free())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
