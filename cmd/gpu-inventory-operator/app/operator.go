@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -138,10 +139,26 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	}
 	o.setWithRecords(true)
 	// A GpuInventory CRD created just now: no inventory names a selector key yet, and the API
-	// server takes a while to serve the new kinds, so the node list does not wait for them.
-	ready := make(chan error, 1)
-	go func() { ready <- prepare() }()
-	return o.runRelisting(ctx, waitOnce(ready), true)
+	// server takes a while to serve the new kinds, so the node list does not wait for them,
+	// and the custom resources' informers do not wait for the default inventory's create.
+	established := make(chan error, 1)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		err := crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second)
+		established <- err
+		if err == nil {
+			err = o.ensureDefaultInventory(ctx)
+		}
+		if err != nil {
+			cancel(err)
+		}
+	}()
+	err := o.runRelisting(runCtx, waitOnce(established), true)
+	if cause := context.Cause(runCtx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
 }
 
 func (o *Operator) setWithRecords(on bool) {
