@@ -256,7 +256,11 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	if err := c.start(ctx, crds); err != nil {
 		return err
 	}
-	go freeListBuffers(ctx, c.nodes)
+	synced := []cache.InformerSynced{c.nodes.HasSynced}
+	if c.records != nil {
+		synced = append(synced, c.records.Informer().HasSynced)
+	}
+	go freeListBuffers(ctx, synced...)
 	errs := make(chan error, 3)
 	go func() { errs <- cs.inventory.Run(ctx, o.opts.Workers) }()
 	go func() { errs <- cs.nodeStatus.Run(ctx) }()
@@ -367,10 +371,10 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	return cs, nil
 }
 
-// freeListBuffers hands the initial list's buffers back to the OS once the node cache has
-// synced and holds only trimmed objects.
-func freeListBuffers(ctx context.Context, nodes cache.SharedIndexInformer) {
-	if cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced) {
+// freeListBuffers hands the initial lists' buffers back to the OS once the node cache (and
+// the records') have synced and hold only what they keep.
+func freeListBuffers(ctx context.Context, synced ...cache.InformerSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), synced...) {
 		runtime.GC()
 		debug.FreeOSMemory()
 	}
