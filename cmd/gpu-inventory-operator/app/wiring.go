@@ -17,6 +17,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -260,7 +261,11 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	if c.records != nil {
 		synced = append(synced, c.records.Informer().HasSynced)
 	}
-	go freeListBuffers(ctx, synced...)
+	started := []cache.InformerSynced{cs.inventory.Synced, cs.nodeStatus.Synced}
+	if cs.records != nil {
+		started = append(started, cs.records.Synced)
+	}
+	go freeListBuffers(ctx, synced, started)
 	errs := make(chan error, 3)
 	go func() { errs <- cs.inventory.Run(ctx, o.opts.Workers) }()
 	go func() { errs <- cs.nodeStatus.Run(ctx) }()
@@ -371,10 +376,24 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	return cs, nil
 }
 
-// freeListBuffers hands the initial lists' buffers back to the OS once the node cache (and
-// the records') have synced and hold only what they keep.
-func freeListBuffers(ctx context.Context, synced ...cache.InformerSynced) {
-	if cache.WaitForCacheSync(ctx.Done(), synced...) {
+// freeListBuffers hands the initial lists' buffers back to the OS once the caches have
+// synced and hold only what they keep, and what the first syncs left once every controller
+// has made its first pass.
+func freeListBuffers(ctx context.Context, synced, started []cache.InformerSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	all := func(context.Context) (bool, error) {
+		for _, ok := range started {
+			if !ok() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if wait.PollUntilContextCancel(ctx, time.Second, false, all) == nil {
 		runtime.GC()
 		debug.FreeOSMemory()
 	}
