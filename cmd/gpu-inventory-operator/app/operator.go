@@ -179,12 +179,16 @@ func (o *Operator) gpuNodesServed(ctx context.Context) bool {
 			}
 		}
 	}
+	if err == nil {
+		err = fmt.Errorf("%s serves no gpunodes", homelabv1.SchemeGroupVersion)
+	}
 	klog.FromContext(ctx).Error(err, "GpuNode records are not served: running without them, so a GPU node that loses its labels is remembered only while status.nodes lists it; apply manifests/crd of this release (or run with --install-crd)",
 		"crd", homelabv1.GpuNodeCRDName)
 	return false
 }
 
-// crdsServed waits until the CRDs are served and the default inventory exists.
+// crdsServed waits until the CRDs are served (on a cluster where they existed already, also
+// until the default inventory exists).
 type crdsServed func(ctx context.Context) error
 
 // served is a crdsServed that is done, with err.
