@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,22 +83,20 @@ func TestWritesComeInBurstsAndAreSpacedUnderChurn(t *testing.T) {
 	next(200*time.Millisecond, "nuc2 Ready", func(gi *homelabv1.GpuInventory) bool { return nuc2(gi).Ready })
 	t.Logf("after a quiet spell: labels back in the status after %s, Ready %s after that", labelsBack, time.Since(start))
 
-	// Churn: nuc1 flips every 100 ms for 6 s. Two writes of the burst, then one per 2 s.
+	// Churn: nuc1's GPU memory label changes every 100 ms for 6 s, each value new (a Ready
+	// flip back and forth can find the status as it was and rightly write nothing). Two
+	// writes of the burst, then one per 2 s.
 	churn := 6 * time.Second
 	writes := 0
 	stop := time.After(churn)
 	flip := time.NewTicker(100 * time.Millisecond)
 	defer flip.Stop()
-	ready := corev1.ConditionTrue
+	memory := 8188
 	for done := false; !done; {
 		select {
 		case <-flip.C:
-			c.setReady(t, "nuc1", ready)
-			if ready == corev1.ConditionTrue {
-				ready = corev1.ConditionFalse
-			} else {
-				ready = corev1.ConditionTrue
-			}
+			memory++
+			c.patchLabels(t, "nuc1", map[string]string{"nvidia.com/gpu.memory": fmt.Sprint(memory)})
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				t.Fatal("the watch of the inventory ended")
