@@ -39,6 +39,12 @@ func KnowsGPUs(spec *homelabv1.GpuNodeSpec) bool {
 	return spec.Product != "" || spec.GpuCount != 0 || spec.GpuMemoryMiB != 0
 }
 
+// EntryKnowsGPUs is KnowsGPUs for an entry: one that knows nothing of the GPUs (a node never
+// labelled) is no last-known memory either.
+func EntryKnowsGPUs(e *homelabv1.GpuNodeEntry) bool {
+	return e.Product != "" || e.GpuCount != 0 || e.GpuMemoryMiB != 0
+}
+
 // IdentityHash identifies an identity's facts and whether they are missing; the times are
 // left out, so that a record is rewritten only when the facts change, vanish or come back.
 func IdentityHash(spec homelabv1.GpuNodeSpec) string {

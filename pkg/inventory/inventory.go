@@ -188,7 +188,7 @@ func lastKnownOf(name string, records Records, prev map[string]*homelabv1.GpuNod
 		}
 	}
 	p := prev[name]
-	if p == nil || (p.Product == "" && p.GpuCount == 0 && p.GpuMemoryMiB == 0) {
+	if p == nil || !EntryKnowsGPUs(p) {
 		return nil // never labelled: unknown, not missing
 	}
 	known := &lastKnown{product: p.Product, family: p.Family, computeCapability: p.ComputeCapability,

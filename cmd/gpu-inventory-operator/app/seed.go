@@ -12,6 +12,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // seeder holds, for an upgrade from a version without GpuNode records, the last-known values
@@ -42,7 +43,7 @@ func (s *seeder) load() {
 	logger := klog.FromContext(s.ctx)
 	s.entries = map[string]homelabv1.GpuNodeEntry{}
 	keep := func(e homelabv1.GpuNodeEntry) {
-		if e.Product == "" && e.GpuCount == 0 && e.GpuMemoryMiB == 0 {
+		if !inventory.EntryKnowsGPUs(&e) {
 			return
 		}
 		// Several places may list a node: the one that saw its labels go first tells since when.
