@@ -292,8 +292,8 @@ func (c *Controller) recordChanged(obj any) {
 		return
 	}
 	node, ok := c.nodes.Get(key.Name)
-	if !ok {
-		return // no GPU node of that name: no inventory counts it
+	if !ok || inventory.HasGFDLabels(node) {
+		return // no GPU node of that name, or one whose labels say it all: the record changes nothing
 	}
 	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
 		c.limiter.Enqueue(c.queue, inv)
