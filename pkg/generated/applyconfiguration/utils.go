@@ -32,6 +32,10 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=homelab.youngju.dev, Version=v1
+	case v1.SchemeGroupVersion.WithKind("GpuClique"):
+		return &homelabv1.GpuCliqueApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuDevice"):
+		return &homelabv1.GpuDeviceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventory"):
 		return &homelabv1.GpuInventoryApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventorySpec"):

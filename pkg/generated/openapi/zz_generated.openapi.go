@@ -32,6 +32,8 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique":          schema_pkg_apis_homelab_v1_GpuClique(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice":          schema_pkg_apis_homelab_v1_GpuDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventory":       schema_pkg_apis_homelab_v1_GpuInventory(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryList":   schema_pkg_apis_homelab_v1_GpuInventoryList(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":   schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
@@ -99,6 +101,132 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		runtime.TypeMeta{}.OpenAPIModelName():                                                  schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
 		runtime.Unknown{}.OpenAPIModelName():                                                   schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
 		version.Info{}.OpenAPIModelName():                                                      schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuClique(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuClique counts the nodes of one multi-node NVLink domain.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the clique label's value (<cluster UUID>.<clique ID>).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"readyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+				},
+				Required: []string{"name", "nodes", "gpus", "readyGpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuDevice(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuDevice is one device a DRA driver published for the node.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the device's name in its ResourceSlice, e.g. gpu-0.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"type": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Type is the driver's type attribute: gpu, mig or vfio.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"uuid": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UUID is the device's UUID (GPU-... or MIG-...).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pciBusID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PCIBusID is resource.kubernetes.io/pciBusID.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"profile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Profile is a MIG device's profile, e.g. 1g.10gb.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"parentUUID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ParentUUID is the UUID of a MIG device's GPU.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"memoryMiB": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MemoryMiB is the device's memory.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"taints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Taints are the device's taints as key:effect, e.g. gpu.nvidia.com/xid:NoSchedule.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
 	}
 }
 
@@ -293,7 +421,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 					},
 					"unhealthyGpus": {
 						SchemaProps: spec.SchemaProps{
-							Description: "UnhealthyGpus sums, over all nodes, the GPUs the device plugin stopped advertising as allocatable (capacity minus allocatable).",
+							Description: "UnhealthyGpus sums, over all nodes, the GPUs that are unusable: those the device plugin stopped advertising (capacity minus allocatable), DRA devices tainted NoSchedule or NoExecute, and at least one per node whose health monitor reports a GPU fault (docs/api.md).",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -332,6 +460,24 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
 										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel"),
+									},
+								},
+							},
+						},
+					},
+					"cliques": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Cliques counts nodes and GPUs per multi-node NVLink domain (nvidia.com/gpu.clique): the 32 largest, the rest counted under \"<other cliques>\".",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique"),
 									},
 								},
 							},
@@ -380,7 +526,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -622,7 +768,7 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 					},
 					"unhealthyGpus": {
 						SchemaProps: spec.SchemaProps{
-							Description: "UnhealthyGpus is capacity minus allocatable: devices the device plugin marked unhealthy.",
+							Description: "UnhealthyGpus counts the node's unusable GPUs: capacity minus allocatable, DRA devices tainted NoSchedule or NoExecute, at least one under a health monitor's GPU fault.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},
@@ -640,6 +786,20 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source says where the GPU facts came from (see GpuNode's spec.source).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"clique": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -647,7 +807,7 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing, UnhealthyGPUs, MIGConfigFailed, Cordoned.",
+							Description: "Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing, UnhealthyGPUs, MIGConfigFailed, Cordoned, DevicesPending, and the health monitors' GPUFallenOff, XIDError, SXIDError, GPUMemoryError, GPUThermal, GPUPCIeError, NVLinkError, GPUHealthWarning, Quarantined, DriverUpgrading, DriverUpgradeFailed and DeviceTainted (docs/api.md says what sets each).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -810,9 +970,72 @@ func schema_pkg_apis_homelab_v1_GpuNodeSpec(ref common.ReferenceCallback) common
 							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo"),
 						},
 					},
+					"clique": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"devices": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Devices lists the GPUs (and MIG or passthrough devices) a DRA driver published, at most 64, sorted by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice"),
+									},
+								},
+							},
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions are the health reports of the monitors beside the driver, in the same short vocabulary as an inventory's status.nodes[].conditions.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"warnings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Warnings say where the sources disagree, and which one said what.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 					"source": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Source says where these facts came from: gpu-feature-discovery, or seeded (copied from an inventory's stored status or the ConfigMap when the operator was upgraded).",
+							Description: "Source says where these facts came from, comma-separated when several agree: gpu-feature-discovery, dra, gke, accelerator-label, device-plugin, or seeded (copied from an inventory's stored status or the ConfigMap when the operator was upgraded).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -833,7 +1056,7 @@ func schema_pkg_apis_homelab_v1_GpuNodeSpec(ref common.ReferenceCallback) common
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", v1.Time{}.OpenAPIModelName()},
 	}
 }
 

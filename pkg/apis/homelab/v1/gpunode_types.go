@@ -8,6 +8,10 @@ import (
 const (
 	SourceGPUFeatureDiscovery = "gpu-feature-discovery"
 	SourceSeeded              = "seeded" // copied at upgrade from a stored status or ConfigMap
+	SourceDRA                 = "dra"    // the gpu.nvidia.com DRA driver's ResourceSlices
+	SourceGKE                 = "gke"    // GKE's cloud.google.com/gke-accelerator labels
+	SourceAcceleratorLabel    = "accelerator-label" // the cluster-autoscaler's k8s.amazonaws.com/accelerator
+	SourceDevicePlugin        = "device-plugin"     // nvidia.com/gpu capacity alone
 
 	IdentityHashAnnotation = GroupName + "/identity-hash"
 	GpuNodeCRDName         = "gpunodes." + GroupName
@@ -27,6 +31,7 @@ const (
 // +kubebuilder:printcolumn:name="SOURCE",type=string,JSONPath=`.spec.source`
 // +kubebuilder:printcolumn:name="MISSING-SINCE",type=date,JSONPath=`.spec.missingSince`
 // +kubebuilder:printcolumn:name="FAMILY",type=string,JSONPath=`.spec.family`,priority=1
+// +kubebuilder:printcolumn:name="CLIQUE",type=string,JSONPath=`.spec.clique`,priority=1
 // +kubebuilder:printcolumn:name="CUDA",type=string,JSONPath=`.spec.cudaVersion`,priority=1
 // +kubebuilder:printcolumn:name="LAST-SEEN",type=date,JSONPath=`.spec.lastSeen`,priority=1
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -81,10 +86,33 @@ type GpuNodeSpec struct {
 	// +optional
 	MIG *MigInfo `json:"mig,omitempty"`
 
-	// Source says where these facts came from: gpu-feature-discovery, or seeded (copied
+	// Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Clique string `json:"clique,omitempty"`
+	// Devices lists the GPUs (and MIG or passthrough devices) a DRA driver published, at
+	// most 64, sorted by name.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Devices []GpuDevice `json:"devices,omitempty"`
+	// Conditions are the health reports of the monitors beside the driver, in the same
+	// short vocabulary as an inventory's status.nodes[].conditions.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []string `json:"conditions,omitempty"`
+	// Warnings say where the sources disagree, and which one said what.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Warnings []string `json:"warnings,omitempty"`
+
+	// Source says where these facts came from, comma-separated when several agree:
+	// gpu-feature-discovery, dra, gke, accelerator-label, device-plugin, or seeded (copied
 	// from an inventory's stored status or the ConfigMap when the operator was upgraded).
 	// +optional
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=128
 	Source string `json:"source,omitempty"`
 	// LastSeen is when the operator last saw the sources state these facts, as of the
 	// record's last write (a record is written only when the facts change or vanish).
@@ -93,6 +121,41 @@ type GpuNodeSpec struct {
 	// MissingSince is set while the sources are gone: the facts are then the last-known ones.
 	// +optional
 	MissingSince *metav1.Time `json:"missingSince,omitempty"`
+}
+
+// GpuDevice is one device a DRA driver published for the node.
+type GpuDevice struct {
+	// Name is the device's name in its ResourceSlice, e.g. gpu-0.
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+	// Type is the driver's type attribute: gpu, mig or vfio.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Type string `json:"type,omitempty"`
+	// UUID is the device's UUID (GPU-... or MIG-...).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	UUID string `json:"uuid,omitempty"`
+	// PCIBusID is resource.kubernetes.io/pciBusID.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PCIBusID string `json:"pciBusID,omitempty"`
+	// Profile is a MIG device's profile, e.g. 1g.10gb.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Profile string `json:"profile,omitempty"`
+	// ParentUUID is the UUID of a MIG device's GPU.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ParentUUID string `json:"parentUUID,omitempty"`
+	// MemoryMiB is the device's memory.
+	// +optional
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// Taints are the device's taints as key:effect, e.g. gpu.nvidia.com/xid:NoSchedule.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Taints []string `json:"taints,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

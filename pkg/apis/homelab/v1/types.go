@@ -102,8 +102,10 @@ type GpuInventoryStatus struct {
 	// GPU Feature Discovery labels vanished keep counting instead of shrinking the fleet.
 	// +optional
 	UnlabeledGpus int32 `json:"unlabeledGpus,omitempty"`
-	// UnhealthyGpus sums, over all nodes, the GPUs the device plugin stopped advertising as
-	// allocatable (capacity minus allocatable).
+	// UnhealthyGpus sums, over all nodes, the GPUs that are unusable: those the device
+	// plugin stopped advertising (capacity minus allocatable), DRA devices tainted
+	// NoSchedule or NoExecute, and at least one per node whose health monitor reports a
+	// GPU fault (docs/api.md).
 	// +optional
 	UnhealthyGpus int32 `json:"unhealthyGpus,omitempty"`
 	// LabelsMissingNodes counts the nodes reported from last-known labels.
@@ -122,6 +124,12 @@ type GpuInventoryStatus struct {
 	// +optional
 	// +listType=atomic
 	Models []GpuModel `json:"models,omitempty"`
+
+	// Cliques counts nodes and GPUs per multi-node NVLink domain (nvidia.com/gpu.clique):
+	// the 32 largest, the rest counted under "<other cliques>".
+	// +optional
+	// +listType=atomic
+	Cliques []GpuClique `json:"cliques,omitempty"`
 
 	// Nodes lists the covered GPU nodes, sorted by name: all of them, or at most
 	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
@@ -180,7 +188,8 @@ type GpuNodeEntry struct {
 	// Allocatable is the allocatable amount of the same resource.
 	// +optional
 	Allocatable int32 `json:"allocatable,omitempty"`
-	// UnhealthyGpus is capacity minus allocatable: devices the device plugin marked unhealthy.
+	// UnhealthyGpus counts the node's unusable GPUs: capacity minus allocatable, DRA
+	// devices tainted NoSchedule or NoExecute, at least one under a health monitor's GPU fault.
 	// +optional
 	UnhealthyGpus int32 `json:"unhealthyGpus,omitempty"`
 	// LabelsMissing is true when GPU Feature Discovery's labels vanished; product, count and
@@ -190,8 +199,17 @@ type GpuNodeEntry struct {
 	// LabelsMissingSince is when the labels were first seen missing.
 	// +optional
 	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
+	// Source says where the GPU facts came from (see GpuNode's spec.source).
+	// +optional
+	Source string `json:"source,omitempty"`
+	// Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).
+	// +optional
+	Clique string `json:"clique,omitempty"`
 	// Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing,
-	// UnhealthyGPUs, MIGConfigFailed, Cordoned.
+	// UnhealthyGPUs, MIGConfigFailed, Cordoned, DevicesPending, and the health monitors'
+	// GPUFallenOff, XIDError, SXIDError, GPUMemoryError, GPUThermal, GPUPCIeError,
+	// NVLinkError, GPUHealthWarning, Quarantined, DriverUpgrading, DriverUpgradeFailed and
+	// DeviceTainted (docs/api.md says what sets each).
 	// +optional
 	// +listType=atomic
 	Conditions []string `json:"conditions,omitempty"`
@@ -264,6 +282,15 @@ type GpuModel struct {
 	// largest seen when nodes disagree.
 	// +optional
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+}
+
+// GpuClique counts the nodes of one multi-node NVLink domain.
+type GpuClique struct {
+	// Name is the clique label's value (<cluster UUID>.<clique ID>).
+	Name      string `json:"name"`
+	Nodes     int32  `json:"nodes"`
+	Gpus      int32  `json:"gpus"`
+	ReadyGpus int32  `json:"readyGpus"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

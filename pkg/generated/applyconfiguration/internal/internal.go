@@ -223,6 +223,56 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuClique
+  map:
+    fields:
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: nodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuDevice
+  map:
+    fields:
+    - name: memoryMiB
+      type:
+        scalar: numeric
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: parentUUID
+      type:
+        scalar: string
+    - name: pciBusID
+      type:
+        scalar: string
+    - name: profile
+      type:
+        scalar: string
+    - name: taints
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: type
+      type:
+        scalar: string
+    - name: uuid
+      type:
+        scalar: string
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventory
   map:
     fields:
@@ -256,6 +306,12 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventoryStatus
   map:
     fields:
+    - name: cliques
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuClique
+          elementRelationship: atomic
     - name: conditions
       type:
         list:
@@ -380,6 +436,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: capacity
       type:
         scalar: numeric
+    - name: clique
+      type:
+        scalar: string
     - name: computeCapability
       type:
         scalar: string
@@ -428,6 +487,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: sharing
       type:
         namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
+    - name: source
+      type:
+        scalar: string
     - name: unhealthyGpus
       type:
         scalar: numeric
@@ -443,12 +505,27 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuNodeSpec
   map:
     fields:
+    - name: clique
+      type:
+        scalar: string
     - name: computeCapability
       type:
         scalar: string
+    - name: conditions
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: cudaVersion
       type:
         scalar: string
+    - name: devices
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuDevice
+          elementRelationship: atomic
     - name: driverVersion
       type:
         scalar: string
@@ -479,6 +556,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: source
       type:
         scalar: string
+    - name: warnings
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: workloadConfig
       type:
         scalar: string

@@ -47,8 +47,10 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// UnlabeledGpus is the part of TotalGpus known only from last-known labels: nodes whose
 	// GPU Feature Discovery labels vanished keep counting instead of shrinking the fleet.
 	UnlabeledGpus *int32 `json:"unlabeledGpus,omitempty"`
-	// UnhealthyGpus sums, over all nodes, the GPUs the device plugin stopped advertising as
-	// allocatable (capacity minus allocatable).
+	// UnhealthyGpus sums, over all nodes, the GPUs that are unusable: those the device
+	// plugin stopped advertising (capacity minus allocatable), DRA devices tainted
+	// NoSchedule or NoExecute, and at least one per node whose health monitor reports a
+	// GPU fault (docs/api.md).
 	UnhealthyGpus *int32 `json:"unhealthyGpus,omitempty"`
 	// LabelsMissingNodes counts the nodes reported from last-known labels.
 	LabelsMissingNodes *int32 `json:"labelsMissingNodes,omitempty"`
@@ -60,6 +62,9 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// Models summarises the fleet per GPU model. MIG and time-sliced (-SHARED) variants are
 	// grouped under their base model. Always exact, whatever the size of the cluster.
 	Models []GpuModelApplyConfiguration `json:"models,omitempty"`
+	// Cliques counts nodes and GPUs per multi-node NVLink domain (nvidia.com/gpu.clique):
+	// the 32 largest, the rest counted under "<other cliques>".
+	Cliques []GpuCliqueApplyConfiguration `json:"cliques,omitempty"`
 	// Nodes lists the covered GPU nodes, sorted by name: all of them, or at most
 	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
 	Nodes []GpuNodeEntryApplyConfiguration `json:"nodes,omitempty"`
@@ -178,6 +183,19 @@ func (b *GpuInventoryStatusApplyConfiguration) WithModels(values ...*GpuModelApp
 			panic("nil value passed to WithModels")
 		}
 		b.Models = append(b.Models, *values[i])
+	}
+	return b
+}
+
+// WithCliques adds the given value to the Cliques field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Cliques field.
+func (b *GpuInventoryStatusApplyConfiguration) WithCliques(values ...*GpuCliqueApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithCliques")
+		}
+		b.Cliques = append(b.Cliques, *values[i])
 	}
 	return b
 }

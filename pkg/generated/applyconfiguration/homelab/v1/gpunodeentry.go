@@ -56,15 +56,23 @@ type GpuNodeEntryApplyConfiguration struct {
 	Capacity *int32 `json:"capacity,omitempty"`
 	// Allocatable is the allocatable amount of the same resource.
 	Allocatable *int32 `json:"allocatable,omitempty"`
-	// UnhealthyGpus is capacity minus allocatable: devices the device plugin marked unhealthy.
+	// UnhealthyGpus counts the node's unusable GPUs: capacity minus allocatable, DRA
+	// devices tainted NoSchedule or NoExecute, at least one under a health monitor's GPU fault.
 	UnhealthyGpus *int32 `json:"unhealthyGpus,omitempty"`
 	// LabelsMissing is true when GPU Feature Discovery's labels vanished; product, count and
 	// memory are then the last-known values.
 	LabelsMissing *bool `json:"labelsMissing,omitempty"`
 	// LabelsMissingSince is when the labels were first seen missing.
 	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
+	// Source says where the GPU facts came from (see GpuNode's spec.source).
+	Source *string `json:"source,omitempty"`
+	// Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).
+	Clique *string `json:"clique,omitempty"`
 	// Conditions worth a human's attention: NotReady, Unreachable, LabelsMissing,
-	// UnhealthyGPUs, MIGConfigFailed, Cordoned.
+	// UnhealthyGPUs, MIGConfigFailed, Cordoned, DevicesPending, and the health monitors'
+	// GPUFallenOff, XIDError, SXIDError, GPUMemoryError, GPUThermal, GPUPCIeError,
+	// NVLinkError, GPUHealthWarning, Quarantined, DriverUpgrading, DriverUpgradeFailed and
+	// DeviceTainted (docs/api.md says what sets each).
 	Conditions []string `json:"conditions,omitempty"`
 	// Warnings name labels that could not be read or contradict each other.
 	Warnings []string `json:"warnings,omitempty"`
@@ -209,6 +217,22 @@ func (b *GpuNodeEntryApplyConfiguration) WithLabelsMissing(value bool) *GpuNodeE
 // If called multiple times, the LabelsMissingSince field is set to the value of the last call.
 func (b *GpuNodeEntryApplyConfiguration) WithLabelsMissingSince(value metav1.Time) *GpuNodeEntryApplyConfiguration {
 	b.LabelsMissingSince = &value
+	return b
+}
+
+// WithSource sets the Source field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Source field is set to the value of the last call.
+func (b *GpuNodeEntryApplyConfiguration) WithSource(value string) *GpuNodeEntryApplyConfiguration {
+	b.Source = &value
+	return b
+}
+
+// WithClique sets the Clique field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Clique field is set to the value of the last call.
+func (b *GpuNodeEntryApplyConfiguration) WithClique(value string) *GpuNodeEntryApplyConfiguration {
+	b.Clique = &value
 	return b
 }
 

@@ -47,7 +47,18 @@ type GpuNodeSpecApplyConfiguration struct {
 	Sharing *GpuSharingApplyConfiguration `json:"sharing,omitempty"`
 	// MIG is the MIG layout (its transient configState is not kept).
 	MIG *MigInfoApplyConfiguration `json:"mig,omitempty"`
-	// Source says where these facts came from: gpu-feature-discovery, or seeded (copied
+	// Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).
+	Clique *string `json:"clique,omitempty"`
+	// Devices lists the GPUs (and MIG or passthrough devices) a DRA driver published, at
+	// most 64, sorted by name.
+	Devices []GpuDeviceApplyConfiguration `json:"devices,omitempty"`
+	// Conditions are the health reports of the monitors beside the driver, in the same
+	// short vocabulary as an inventory's status.nodes[].conditions.
+	Conditions []string `json:"conditions,omitempty"`
+	// Warnings say where the sources disagree, and which one said what.
+	Warnings []string `json:"warnings,omitempty"`
+	// Source says where these facts came from, comma-separated when several agree:
+	// gpu-feature-discovery, dra, gke, accelerator-label, device-plugin, or seeded (copied
 	// from an inventory's stored status or the ConfigMap when the operator was upgraded).
 	Source *string `json:"source,omitempty"`
 	// LastSeen is when the operator last saw the sources state these facts, as of the
@@ -140,6 +151,47 @@ func (b *GpuNodeSpecApplyConfiguration) WithSharing(value *GpuSharingApplyConfig
 // If called multiple times, the MIG field is set to the value of the last call.
 func (b *GpuNodeSpecApplyConfiguration) WithMIG(value *MigInfoApplyConfiguration) *GpuNodeSpecApplyConfiguration {
 	b.MIG = value
+	return b
+}
+
+// WithClique sets the Clique field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Clique field is set to the value of the last call.
+func (b *GpuNodeSpecApplyConfiguration) WithClique(value string) *GpuNodeSpecApplyConfiguration {
+	b.Clique = &value
+	return b
+}
+
+// WithDevices adds the given value to the Devices field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Devices field.
+func (b *GpuNodeSpecApplyConfiguration) WithDevices(values ...*GpuDeviceApplyConfiguration) *GpuNodeSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithDevices")
+		}
+		b.Devices = append(b.Devices, *values[i])
+	}
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *GpuNodeSpecApplyConfiguration) WithConditions(values ...string) *GpuNodeSpecApplyConfiguration {
+	for i := range values {
+		b.Conditions = append(b.Conditions, values[i])
+	}
+	return b
+}
+
+// WithWarnings adds the given value to the Warnings field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Warnings field.
+func (b *GpuNodeSpecApplyConfiguration) WithWarnings(values ...string) *GpuNodeSpecApplyConfiguration {
+	for i := range values {
+		b.Warnings = append(b.Warnings, values[i])
+	}
 	return b
 }
 
