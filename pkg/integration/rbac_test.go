@@ -124,6 +124,7 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 			"homelab.youngju.dev/gpuinventories: get,list,watch,create",
 			"homelab.youngju.dev/gpuinventories/status: get,patch",
 			"homelab.youngju.dev/gpunodes: create,get,list,watch,patch,delete",
+			"resource.k8s.io/resourceslices: get,list,watch",
 			"/events: create,patch",
 		},
 		"gpu-inventory-operator-crd-installer": {
