@@ -1,0 +1,198 @@
+package slicecache
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// GroupVersion is the API the cache reads ResourceSlices from.
+const GroupVersion = "resource.k8s.io/v1"
+
+// Served reports whether the API server serves resourceslices in resource.k8s.io/v1. A
+// server without the group version (before Kubernetes 1.34, or with it turned off) answers
+// NotFound: false, with no error. Other errors are returned.
+func Served(d discovery.DiscoveryInterface) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(GroupVersion)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "resourceslices" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// byNode is the index of node-local slices by node name.
+const byNode = "node"
+
+func nodeOf(obj any) string {
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok && nodeLocal(s) {
+		return *s.Spec.NodeName
+	}
+	return ""
+}
+
+func indexByNode(obj any) ([]string, error) {
+	if node := nodeOf(obj); node != "" {
+		return []string{node}, nil
+	}
+	return nil, nil
+}
+
+// Cache holds the gpu.nvidia.com ResourceSlices, trimmed, and each node's DeviceFacts.
+type Cache struct {
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+	listeners    []func(node string)
+
+	// slices maps a slice's key to the node it was last seen on, so that a deletion (even
+	// one known only from a tombstone) and a move update the right nodes. Only the event
+	// handler uses it.
+	slices map[string]string
+
+	mu    sync.RWMutex
+	facts map[string]*inventory.DeviceFacts
+}
+
+// factsOf computes a node's facts from all its slices.
+var factsOf = inventory.DeviceFactsOf
+
+// New builds the cache's informer on client: a list and watch of the ResourceSlices with
+// spec.driver=gpu.nvidia.com (the client sets the content type), no resync. Nothing runs
+// until the informer is started.
+func New(client kubernetes.Interface) *Cache {
+	slices := client.ResourceV1().ResourceSlices()
+	driver := fields.OneTermEqualSelector("spec.driver", inventory.DRADriver).String()
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = driver
+			return slices.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = driver
+			return slices.Watch(ctx, opts)
+		},
+	}, client), &resourcev1.ResourceSlice{}, cache.SharedIndexInformerOptions{
+		ResyncPeriod:      0, // facts change only with slices
+		Indexers:          cache.Indexers{byNode: indexByNode},
+		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
+	})
+	_ = informer.SetTransform((&trimmer{}).Trim) // fails only once the informer has started
+	c := &Cache{informer: informer, slices: map[string]string{}, facts: map[string]*inventory.DeviceFacts{}}
+	// Registering fails only on a stopped informer; this one has not started.
+	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.sliceSeen(obj) },
+		UpdateFunc: func(_, cur any) { c.sliceSeen(cur) },
+		DeleteFunc: c.sliceDeleted,
+	})
+	return c
+}
+
+// Informer is the cache's informer, started by the caller (Run).
+func (c *Cache) Informer() cache.SharedIndexInformer { return c.informer }
+
+// HasSynced reports whether the initial list is cached and every node's facts computed.
+func (c *Cache) HasSynced() bool {
+	return c.informer.HasSynced() && c.registration != nil && c.registration.HasSynced()
+}
+
+// Facts returns a node's facts: nil when it has no gpu.nvidia.com slices. The facts are
+// never modified: a change yields new ones.
+func (c *Cache) Facts(node string) *inventory.DeviceFacts {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.facts[node]
+}
+
+// OnChange registers f, called with a node's name from the informer's goroutine whenever
+// that node's Facts changed (new facts, or nil). Register before the informer starts.
+func (c *Cache) OnChange(f func(node string)) {
+	c.listeners = append(c.listeners, f)
+}
+
+// sliceSeen handles an added or updated slice: its node's facts, and those of the node it
+// was on before if it moved, are computed again.
+func (c *Cache) sliceSeen(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return // not an object: nothing to index
+	}
+	node := nodeOf(obj)
+	before := c.slices[key]
+	if node == "" {
+		delete(c.slices, key)
+	} else {
+		c.slices[key] = node
+	}
+	if before != "" && before != node {
+		c.recompute(before)
+	}
+	if node != "" {
+		c.recompute(node)
+	}
+}
+
+func (c *Cache) sliceDeleted(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	node, ok := c.slices[key]
+	if !ok {
+		return // never node-local
+	}
+	delete(c.slices, key)
+	c.recompute(node)
+}
+
+// recompute builds a node's facts from its cached slices and tells the listeners if they
+// differ from the last ones; equal facts keep the old pointer.
+func (c *Cache) recompute(node string) {
+	objs, err := c.informer.GetIndexer().ByIndex(byNode, node)
+	if err != nil {
+		return // only for an unknown index
+	}
+	var facts *inventory.DeviceFacts
+	if len(objs) > 0 {
+		slices := make([]*resourcev1.ResourceSlice, 0, len(objs))
+		for _, obj := range objs {
+			slices = append(slices, obj.(*resourcev1.ResourceSlice))
+		}
+		facts = factsOf(slices)
+	}
+	c.mu.Lock()
+	old := c.facts[node]
+	changed := !reflect.DeepEqual(old, facts)
+	if changed {
+		if facts == nil {
+			delete(c.facts, node)
+		} else {
+			c.facts[node] = facts
+		}
+	}
+	c.mu.Unlock()
+	if changed {
+		for _, f := range c.listeners {
+			f(node)
+		}
+	}
+}

@@ -1,0 +1,478 @@
+package slicecache
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+func TestServed(t *testing.T) {
+	slices := metav1.APIResource{Name: "resourceslices", Kind: "ResourceSlice"}
+	claims := metav1.APIResource{Name: "resourceclaims", Kind: "ResourceClaim"}
+	for _, tc := range []struct {
+		name      string
+		resources []*metav1.APIResourceList
+		want      bool
+	}{
+		{"served", []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{claims, slices}}}, true},
+		{"no resource.k8s.io", []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "nodes"}}}}, false},
+		{"only v1beta1", []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1beta1", APIResources: []metav1.APIResource{slices}}}, false},
+		{"v1 without resourceslices", []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{claims}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}}
+			got, err := Served(d)
+			if err != nil || got != tc.want {
+				t.Errorf("Served = %v, %v; want %v, nil", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("discovery fails", func(t *testing.T) {
+		fake := &clienttesting.Fake{}
+		fake.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("connection refused")
+		})
+		if got, err := Served(&fakediscovery.FakeDiscovery{Fake: fake}); err == nil || got {
+			t.Errorf("Served = %v, %v; want false and the error", got, err)
+		}
+	})
+}
+
+// slice is a gpu.nvidia.com slice of node in the driver's shape, with what the cache drops
+// besides (managed fields, labels, annotations, brand, other capacities, counter values).
+func slice(name, node string, generation, count int64, driverVersion string, devices ...string) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{"app": "nvidia-dra-driver-gpu"},
+			Annotations: map[string]string{"note": "dropped"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{
+				Manager: "gpu-kubelet-plugin", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "resource.k8s.io/v1",
+			}},
+		},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   inventory.DRADriver,
+			NodeName: &node,
+			Pool:     resourcev1.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: count},
+		},
+	}
+	for i, d := range devices {
+		uuid := "GPU-" + node + "-" + d
+		bus := "0000:1b:00." + d[len(d)-1:] // gpu-<n>
+		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{
+			Name: d,
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type":                            {StringValue: ptr("gpu")},
+				"uuid":                            {StringValue: &uuid},
+				"productName":                     {StringValue: ptr("NVIDIA B200")},
+				"brand":                           {StringValue: ptr("Nvidia")},
+				"architecture":                    {StringValue: ptr("Blackwell")},
+				"cudaComputeCapability":           {VersionValue: ptr("10.0.0")},
+				"driverVersion":                   {VersionValue: ptr(driverVersion)},
+				"cudaDriverVersion":               {VersionValue: ptr("13.0.0")},
+				"resource.kubernetes.io/pciBusID": {StringValue: &bus},
+				"index":                           {IntValue: ptr(int64(i))},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+				"memory":       {Value: resource.MustParse("183359Mi")},
+				"multiprocess": {Value: resource.MustParse("1")},
+			},
+		})
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// fixture is a started cache on a fake clientset, with every OnChange call on changes.
+type fixture struct {
+	client  *fake.Clientset
+	cache   *Cache
+	changes chan string
+}
+
+func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{client: fake.NewClientset(objs...), changes: make(chan string, 100)}
+	f.cache = New(f.client)
+	f.cache.OnChange(func(node string) { f.changes <- node })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go f.cache.Informer().RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), f.cache.HasSynced) {
+		t.Fatal("slice cache never synced")
+	}
+	// The initial list's nodes were announced before the sync: start with a clean slate.
+	for len(f.changes) > 0 {
+		<-f.changes
+	}
+	return f
+}
+
+// next returns the node of the next OnChange call.
+func (f *fixture) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case node := <-f.changes:
+		return node
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnChange call")
+		return ""
+	}
+}
+
+// noChangeUntil fails if OnChange is called before the call for sentinel: events are
+// handled in order, so a call the previous writes caused would come first.
+func (f *fixture) noChangeUntil(t *testing.T, sentinel string) {
+	t.Helper()
+	if node := f.next(t); node != sentinel {
+		t.Errorf("OnChange(%q) before the sentinel %q", node, sentinel)
+	}
+}
+
+func (f *fixture) create(t *testing.T, s *resourcev1.ResourceSlice) {
+	t.Helper()
+	if _, err := f.client.ResourceV1().ResourceSlices().Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) update(t *testing.T, s *resourcev1.ResourceSlice) {
+	t.Helper()
+	if _, err := f.client.ResourceV1().ResourceSlices().Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) delete(t *testing.T, name string) {
+	t.Helper()
+	if err := f.client.ResourceV1().ResourceSlices().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantFacts checks a node's cached facts against DeviceFactsOf of its full (untrimmed)
+// slices: the trim keeps all that is read.
+func (f *fixture) wantFacts(t *testing.T, node string, full ...*resourcev1.ResourceSlice) *inventory.DeviceFacts {
+	t.Helper()
+	got := f.cache.Facts(node)
+	var want *inventory.DeviceFacts
+	if len(full) > 0 {
+		want = factsOf(full)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Facts(%s) = %+v\nwant %+v", node, got, want)
+	}
+	return got
+}
+
+func TestListWatchSelectsTheDriver(t *testing.T) {
+	f := newFixture(t)
+	for _, a := range f.client.Actions() {
+		var restrictions string
+		switch a := a.(type) {
+		case clienttesting.ListActionImpl:
+			restrictions = a.GetListRestrictions().Fields.String()
+		case clienttesting.WatchActionImpl:
+			restrictions = a.GetWatchRestrictions().Fields.String()
+		default:
+			continue
+		}
+		if restrictions != "spec.driver=gpu.nvidia.com" {
+			t.Errorf("%s %s with field selector %q, want spec.driver=gpu.nvidia.com", a.GetVerb(), a.GetResource().Resource, restrictions)
+		}
+	}
+	if n := len(f.client.Actions()); n == 0 {
+		t.Error("no list or watch of resourceslices")
+	}
+}
+
+func TestFactsFollowSlices(t *testing.T) {
+	initial := slice("dra-1-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0", "gpu-1")
+	f := newFixture(t, initial)
+	if got := f.wantFacts(t, "dra-1", initial); got == nil || got.GpuCount != 2 {
+		t.Fatalf("facts from the initial list: %+v, want 2 GPUs", got)
+	}
+	if f.cache.Facts("dra-2") != nil {
+		t.Error("a node without slices has facts")
+	}
+
+	t.Run("added", func(t *testing.T) {
+		s := slice("dra-2-gpu", "dra-2", 1, 1, "580.126.9", "gpu-0")
+		f.create(t, s)
+		if node := f.next(t); node != "dra-2" {
+			t.Fatalf("OnChange(%q), want dra-2", node)
+		}
+		f.wantFacts(t, "dra-2", s)
+	})
+
+	t.Run("new generation", func(t *testing.T) {
+		before := f.cache.Facts("dra-1")
+		s := slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		f.update(t, s)
+		if node := f.next(t); node != "dra-1" {
+			t.Fatalf("OnChange(%q), want dra-1", node)
+		}
+		got := f.wantFacts(t, "dra-1", s)
+		if got == before || got.DriverVersion != "590.48.1" {
+			t.Errorf("facts after the new generation: %+v (same pointer: %v)", got, got == before)
+		}
+		if before.DriverVersion != "580.126.9" {
+			t.Errorf("the facts returned before were modified: %+v", before)
+		}
+	})
+
+	t.Run("republished with equal content", func(t *testing.T) {
+		before := f.cache.Facts("dra-1")
+		s := slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		s.Labels["republished"] = "true" // a new resourceVersion, nothing read changed
+		f.update(t, s)
+		f.create(t, slice("sentinel-gpu", "sentinel", 1, 1, "580.126.9", "gpu-0"))
+		f.noChangeUntil(t, "sentinel")
+		if got := f.cache.Facts("dra-1"); got != before {
+			t.Errorf("equal facts got a new pointer: %p, was %p", got, before)
+		}
+	})
+
+	t.Run("deleted", func(t *testing.T) {
+		f.delete(t, "dra-2-gpu")
+		if node := f.next(t); node != "dra-2" {
+			t.Fatalf("OnChange(%q), want dra-2", node)
+		}
+		if got := f.cache.Facts("dra-2"); got != nil {
+			t.Errorf("facts of a node without slices: %+v", got)
+		}
+	})
+
+	t.Run("moved to another node", func(t *testing.T) {
+		s := slice("dra-1-gpu", "dra-3", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		s.Spec.Pool.Name = "dra-1" // the pool's name is not the node's: the node is
+		f.update(t, s)
+		got := map[string]bool{f.next(t): true, f.next(t): true}
+		if !got["dra-1"] || !got["dra-3"] {
+			t.Errorf("OnChange for %v, want dra-1 and dra-3", got)
+		}
+		f.wantFacts(t, "dra-1")
+		f.wantFacts(t, "dra-3", s)
+	})
+}
+
+// A node's facts come from all its slices: a pool of two slices counts once both of its
+// newest generation are there.
+func TestFactsOfAPoolOfSeveralSlices(t *testing.T) {
+	f := newFixture(t)
+	a := slice("dra-1-a", "dra-1", 1, 2, "580.126.9", "gpu-0")
+	b := slice("dra-1-b", "dra-1", 1, 2, "580.126.9", "gpu-1")
+	f.create(t, a)
+	if node := f.next(t); node != "dra-1" {
+		t.Fatalf("OnChange(%q), want dra-1", node)
+	}
+	if got := f.wantFacts(t, "dra-1", a); got == nil || !got.Pending {
+		t.Errorf("one slice of two: %+v, want pending", got)
+	}
+	f.create(t, b)
+	if node := f.next(t); node != "dra-1" {
+		t.Fatalf("OnChange(%q), want dra-1", node)
+	}
+	if got := f.wantFacts(t, "dra-1", a, b); got == nil || got.Pending || got.GpuCount != 2 {
+		t.Errorf("both slices: %+v, want 2 GPUs", got)
+	}
+}
+
+// Slices that are not node-local (a network-attached pool) or of another driver (the fake
+// clientset ignores the field selector) are cached as a stub and give no node facts.
+func TestSlicesNotReadAreStubs(t *testing.T) {
+	f := newFixture(t)
+	network := slice("fabric", "x", 1, 1, "580.126.9", "gpu-0")
+	network.Spec.NodeName = nil
+	network.Spec.AllNodes = ptr(true)
+	other := slice("other-driver", "dra-1", 1, 1, "580.126.9", "gpu-0")
+	other.Spec.Driver = "gpu.example.com"
+	f.create(t, network)
+	f.create(t, other)
+	f.create(t, slice("sentinel-gpu", "sentinel", 1, 1, "580.126.9", "gpu-0"))
+	f.noChangeUntil(t, "sentinel")
+	for _, s := range []*resourcev1.ResourceSlice{network, other} {
+		obj, ok, err := f.cache.Informer().GetIndexer().GetByKey(s.Name)
+		if err != nil || !ok {
+			t.Fatalf("%s not cached: %v", s.Name, err)
+		}
+		cached := obj.(*resourcev1.ResourceSlice)
+		want := resourcev1.ResourceSliceSpec{Driver: s.Spec.Driver}
+		if !reflect.DeepEqual(cached.Spec, want) || cached.Labels != nil || cached.ManagedFields != nil {
+			t.Errorf("%s cached as %+v, want only its name, resourceVersion and driver", s.Name, cached)
+		}
+	}
+	if f.cache.Facts("dra-1") != nil || f.cache.Facts("x") != nil {
+		t.Error("facts from slices that are not read")
+	}
+	f.delete(t, "fabric")
+	f.delete(t, "sentinel-gpu")
+	f.noChangeUntil(t, "sentinel")
+}
+
+func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
+	s := slice("dra-1-gpu", "dra-1", 3, 2, "580.126.9", "gpu-0")
+	s.Spec.Devices[0].Taints = []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule, TimeAdded: &metav1.Time{}}}
+	s.Spec.Devices[0].ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0-counters", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("10Gi")}}}}
+	counters := slice("dra-1-counters", "dra-1", 3, 2, "580.126.9")
+	counters.Spec.SharedCounters = []resourcev1.CounterSet{{Name: "gpu-0-counters", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("80Gi")}}}}
+	f := newFixture(t, s, counters)
+
+	obj, ok, err := f.cache.Informer().GetIndexer().GetByKey("dra-1-gpu")
+	if err != nil || !ok {
+		t.Fatalf("not cached: %v", err)
+	}
+	node := "dra-1"
+	want := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "dra-1-gpu", ResourceVersion: obj.(*resourcev1.ResourceSlice).ResourceVersion},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   inventory.DRADriver,
+			NodeName: &node,
+			Pool:     resourcev1.ResourcePool{Name: "dra-1", Generation: 3, ResourceSliceCount: 2},
+			Devices: []resourcev1.Device{{
+				Name: "gpu-0",
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+					"type":                            {StringValue: ptr("gpu")},
+					"uuid":                            {StringValue: ptr("GPU-dra-1-gpu-0")},
+					"productName":                     {StringValue: ptr("NVIDIA B200")},
+					"architecture":                    {StringValue: ptr("Blackwell")},
+					"cudaComputeCapability":           {VersionValue: ptr("10.0.0")},
+					"driverVersion":                   {VersionValue: ptr("580.126.9")},
+					"cudaDriverVersion":               {VersionValue: ptr("13.0.0")},
+					"resource.kubernetes.io/pciBusID": {StringValue: ptr("0000:1b:00.0")},
+				},
+				Capacity:         map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("183359Mi")}},
+				ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0-counters"}},
+				Taints:           []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Effect: resourcev1.DeviceTaintEffectNoSchedule}},
+			}},
+		},
+	}
+	if !reflect.DeepEqual(obj, want) {
+		t.Errorf("cached slice:\n%+v\nwant:\n%+v", obj, want)
+	}
+	obj, _, _ = f.cache.Informer().GetIndexer().GetByKey("dra-1-counters")
+	if got := obj.(*resourcev1.ResourceSlice).Spec; got.SharedCounters != nil || got.Pool != counters.Spec.Pool {
+		t.Errorf("cached counters slice: %+v, want its pool and no counters", got)
+	}
+	f.wantFacts(t, "dra-1", s, counters)
+
+	// The trim may run twice (client-go applies it again to objects it re-queues).
+	tr := &trimmer{}
+	once, _ := tr.Trim(s)
+	twice, _ := tr.Trim(once)
+	if !reflect.DeepEqual(once, twice) {
+		t.Errorf("a trimmed slice trims to\n%+v\nnot itself\n%+v", twice, once)
+	}
+}
+
+// A deletion the informer learnt of only from a tombstone (it missed the watch event)
+// still removes the node's facts: the cache remembers each slice's node.
+func TestTombstoneDeletion(t *testing.T) {
+	c := New(fake.NewClientset())
+	var changed []string
+	c.OnChange(func(node string) { changed = append(changed, node) })
+	indexer := c.Informer().GetIndexer()
+	trimmed, _ := (&trimmer{}).Trim(slice("dra-1-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0"))
+	if err := indexer.Add(trimmed); err != nil {
+		t.Fatal(err)
+	}
+	c.sliceSeen(trimmed)
+	if c.Facts("dra-1") == nil {
+		t.Fatal("no facts from the slice")
+	}
+	if err := indexer.Delete(trimmed); err != nil {
+		t.Fatal(err)
+	}
+	c.sliceDeleted(cache.DeletedFinalStateUnknown{Key: "dra-1-gpu"})
+	if c.Facts("dra-1") != nil || !reflect.DeepEqual(changed, []string{"dra-1", "dra-1"}) {
+		t.Errorf("after the tombstone: facts %+v, OnChange calls %v", c.Facts("dra-1"), changed)
+	}
+}
+
+// The facts of trimmed slices are those of the full slices, for each shape the driver
+// publishes.
+func TestTrimmedSlicesGiveTheSameFacts(t *testing.T) {
+	str := func(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{StringValue: &s} }
+	ver := func(s string) resourcev1.DeviceAttribute { return resourcev1.DeviceAttribute{VersionValue: &s} }
+	gib := func(n string) map[resourcev1.QualifiedName]resourcev1.DeviceCapacity {
+		return map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse(n)}, "multiprocessors": {Value: resource.MustParse("14")}}
+	}
+	staticMIG := slice("mig", "n", 1, 1, "580.126.9")
+	staticMIG.Spec.Devices = []resourcev1.Device{{
+		Name: "gpu-0-mig-1g10gb-0",
+		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": str("mig"), "uuid": str("MIG-1"), "parentUUID": str("GPU-1"), "profile": str("1g.10gb"),
+			"productName": str("NVIDIA H100 80GB HBM3"), "architecture": str("Hopper"), "driverVersion": ver("580.126.9"),
+			"resource.kubernetes.io/pciBusID": str("0000:1b:00.0"), "brand": str("Nvidia"),
+		},
+		Capacity: gib("10Gi"),
+		Taints:   []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Value: "48", Effect: resourcev1.DeviceTaintEffectNoExecute}},
+	}}
+	dynamicMIG := slice("dyn", "n", 1, 1, "580.126.9")
+	dynamicMIG.Spec.Devices = []resourcev1.Device{
+		{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": str("gpu"), "uuid": str("GPU-1"), "productName": str("NVIDIA H100 80GB HBM3"), "pciBusID": str("0000:1b:00.0"),
+		}, Capacity: gib("80Gi"), ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("80Gi")}}}}},
+		{Name: "gpu-0-mig-1g10gb-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": str("mig"), "parentUUID": str("GPU-1"), "profile": str("1g.10gb"),
+		}, Capacity: gib("10Gi"), ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("10Gi")}}}}},
+	}
+	qualified := slice("q", "n", 1, 1, "580.126.9")
+	qualified.Spec.Devices = []resourcev1.Device{
+		{Name: "gpu-vfio-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"gpu.nvidia.com/type": str("vfio"), "gpu.nvidia.com/uuid": str("vfio-0000:1b:00.0"), "gpu.nvidia.com/productName": str("GH100 [H100 SXM5 80GB]"),
+			"resource.kubernetes.io/pciBusID": str("0000:1b:00.0"),
+		}},
+		{Name: "gpu-1", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"gpu.nvidia.com/type": str("gpu"), "gpu.nvidia.com/uuid": str("GPU-2"), "gpu.nvidia.com/cudaDriverVersion": ver("13.0.0"),
+		}, Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"gpu.nvidia.com/memory": {Value: resource.MustParse("80Gi")}}},
+	}
+	for _, s := range []*resourcev1.ResourceSlice{staticMIG, dynamicMIG, qualified} {
+		t.Run(s.Name, func(t *testing.T) {
+			trimmed, _ := (&trimmer{}).Trim(s)
+			got, want := factsOf([]*resourcev1.ResourceSlice{trimmed.(*resourcev1.ResourceSlice)}), factsOf([]*resourcev1.ResourceSlice{s})
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("facts of the trimmed slice:\n%+v\nof the full slice:\n%+v", got, want)
+			}
+		})
+	}
+}
+
+// The driver's fixtures, cached, give each node the facts of its full slices.
+func TestFixturesCached(t *testing.T) {
+	for _, name := range []string{dra.H100, dra.H100Tainted, dra.A100StaticMIG, dra.H100DynMIG, dra.H100VFIO, dra.PoolMidUpdate} {
+		t.Run(name, func(t *testing.T) {
+			full, err := dra.Slices(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byNode := map[string][]*resourcev1.ResourceSlice{}
+			var objs []runtime.Object
+			for _, s := range full {
+				byNode[*s.Spec.NodeName] = append(byNode[*s.Spec.NodeName], s)
+				objs = append(objs, s.DeepCopy())
+			}
+			f := newFixture(t, objs...)
+			for node, slices := range byNode {
+				if got := f.wantFacts(t, node, slices...); got == nil {
+					t.Errorf("no facts for %s", node)
+				}
+			}
+		})
+	}
+}
