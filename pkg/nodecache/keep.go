@@ -40,8 +40,32 @@ func keepsResource(name string) bool { return strings.HasPrefix(name, resourcePr
 
 func keepsResourceBytes(name []byte) bool { return bytes.HasPrefix(name, []byte(resourcePrefix)) }
 
-// readyCondition is the Ready condition as the cache keeps it: its type and status are all
-// that the inventory reads.
-func readyCondition(status corev1.ConditionStatus) []corev1.NodeCondition {
-	return []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+// maxHealthConditions bounds the health monitors' conditions the cache keeps of one node,
+// so that a writer of ever-new condition types cannot grow it; Ready is always kept.
+const maxHealthConditions = 32
+
+// keepsCondition reports whether the cache holds a node condition of type t: Ready and the
+// GPU health monitors' conditions that the inventory reads.
+func keepsCondition(t corev1.NodeConditionType) bool {
+	return t == corev1.NodeReady || inventory.IsHealthCondition(t)
+}
+
+// keptConditions collects the conditions the cache holds of one node, in the node's order:
+// type and status only, as the inventory reads nothing else. Heartbeat, reason and message,
+// which their writers rewrite, are dropped, so a heartbeat leaves the cached node unchanged.
+type keptConditions struct {
+	list   []corev1.NodeCondition
+	health int
+}
+
+// add keeps a condition of type t (keepsCondition must be true) unless the health bound is
+// reached.
+func (k *keptConditions) add(t corev1.NodeConditionType, status corev1.ConditionStatus) {
+	if t != corev1.NodeReady {
+		if k.health == maxHealthConditions {
+			return
+		}
+		k.health++
+	}
+	k.list = append(k.list, corev1.NodeCondition{Type: t, Status: status})
 }

@@ -21,23 +21,25 @@ import (
 )
 
 // NodeTrimmer is an informer transform: it keeps only what the inventory and the node
-// selectors read (name, the NVIDIA labels, the labels that selectors name, the Ready
-// condition's status, unschedulable, lifecycle taints, nvidia.com resources) so that kubelet
-// status such as images, addresses, volumes, managedFields and the dozens of other feature
-// labels never enter the cache. The Ready condition's heartbeat, reason and message are
-// dropped too: a kubelet's status update that leaves readiness as it was leaves the cached
-// node unchanged. Objects other than Nodes pass through untouched.
+// selectors read (name, the labels the inventory reads and those that selectors name, the
+// status of the Ready condition and of the GPU health monitors' conditions, unschedulable,
+// lifecycle taints, nvidia.com resources) so that kubelet status such as images, addresses,
+// volumes, managedFields and the dozens of other feature labels never enter the cache. The
+// kept conditions' heartbeat, reason and message are dropped too: a status update that
+// leaves every condition's status as it was leaves the cached node unchanged. Objects other
+// than Nodes pass through untouched.
 type NodeTrimmer struct {
 	selectorKeys  map[string]bool
 	interned      atomic.Pointer[sync.Map] // string -> string: label keys and values repeat across nodes
 	internedBytes atomic.Int64
 
 	// GPU nodes of one model and configuration keep identical label sets and resource
-	// lists, and most nodes have the same taints (or none): the decoder gives them one
-	// shared copy each.
-	labelSets     sharedSets[map[string]string]
-	resourceLists sharedSets[corev1.ResourceList]
-	taintLists    sharedSets[[]corev1.Taint]
+	// lists, and most nodes have the same taints (or none) and conditions: the decoder
+	// gives them one shared copy each.
+	labelSets      sharedSets[map[string]string]
+	resourceLists  sharedSets[corev1.ResourceList]
+	taintLists     sharedSets[[]corev1.Taint]
+	conditionLists sharedSets[[]corev1.NodeCondition]
 }
 
 // NewNodeTrimmer returns a trimmer that also keeps the given label keys (those that node
@@ -148,11 +150,13 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 			Allocatable: nvidiaResources(node.Status.Allocatable),
 		},
 	}
+	var conditions keptConditions
 	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			trimmed.Status.Conditions = readyCondition(c.Status)
+		if keepsCondition(c.Type) {
+			conditions.add(corev1.NodeConditionType(t.intern(string(c.Type))), c.Status)
 		}
 	}
+	trimmed.Status.Conditions = conditions.list
 	if v, ok := node.Annotations[metav1.InitialEventsAnnotationKey]; ok {
 		// The watch-list bookmark's marker: the reflector waits for it.
 		trimmed.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
@@ -259,7 +263,7 @@ func NodeChanged(old, cur *corev1.Node) bool {
 	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
 		!slices.Equal(old.Spec.Taints, cur.Spec.Taints) || // key and effect only
 		!maps.Equal(old.Labels, cur.Labels) ||
-		!slices.Equal(old.Status.Conditions, cur.Status.Conditions) || // Ready's type and status only
+		!slices.Equal(old.Status.Conditions, cur.Status.Conditions) || // type and status only
 		!sameResources(old.Status.Capacity, cur.Status.Capacity) ||
 		!sameResources(old.Status.Allocatable, cur.Status.Allocatable)
 }

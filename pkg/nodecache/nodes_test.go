@@ -274,3 +274,95 @@ func TestEverNewLabelValuesLeaveLittleBehind(t *testing.T) {
 	}
 	runtime.KeepAlive(trimmer)
 }
+
+// The cache keeps the GPU health monitors' conditions beside Ready, type and status only, and
+// no other monitor's: NVSentinel rewriting a condition's heartbeat or message leaves the
+// cached node unchanged and reaches no controller; a condition turning True (a fatal GPU
+// fault) or back does, and shows in the node's entry.
+func TestHealthConditionChangesReachHandlersHeartbeatsDoNot(t *testing.T) {
+	node, lbls := fixtures.FleetNode(0)
+	for k, v := range lbls {
+		node.Labels[k] = v
+	}
+	trimmer := NewNodeTrimmer(nil)
+	// nvsentinel writes its conditions as its platform connector does: a new heartbeat each
+	// report, the transition time only when the status changes.
+	nvsentinel := func(xid corev1.ConditionStatus, message string, at time.Time) *corev1.Node {
+		conditions := []corev1.NodeCondition{
+			{Type: "GpuMemWatch", Status: corev1.ConditionFalse, Reason: "GpuMemWatchIsHealthy", Message: "No Health Failures"},
+			{Type: "SysLogsXIDError", Status: xid, Reason: "SysLogsXIDError" + string(xid), Message: message},
+			{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: "KernelHasNoDeadlock", Message: message}, // node-problem-detector
+		}
+		node.Status.Conditions = slices.DeleteFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type != corev1.NodeReady })
+		for _, c := range conditions {
+			c.LastHeartbeatTime, c.LastTransitionTime = metav1.NewTime(at), metav1.NewTime(at.Truncate(time.Hour))
+			node.Status.Conditions = append(node.Status.Conditions, c)
+		}
+		return decodeProtobuf(t, trimmer, node)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		name   string
+		node   *corev1.Node
+		synced bool
+	}{
+		{"healthy", nvsentinel(corev1.ConditionFalse, "No Health Failures", at), true},
+		{"heartbeat", nvsentinel(corev1.ConditionFalse, "No Health Failures", at.Add(30*time.Second)), false},
+		{"fatal XID", nvsentinel(corev1.ConditionTrue, "ErrorCode:79 PCI:0000:1b:00 GPU has fallen off the bus. Recommended Action=RESTART_BM;", at.Add(time.Minute)), true},
+		{"another XID message", nvsentinel(corev1.ConditionTrue, "ErrorCode:48 DBE. Recommended Action=RESTART_BM;", at.Add(2*time.Minute)), false},
+		{"recovered", nvsentinel(corev1.ConditionFalse, "No Health Failures", at.Add(3*time.Minute)), true},
+	}
+	want := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+		{Type: "GpuMemWatch", Status: corev1.ConditionFalse}, {Type: "SysLogsXIDError", Status: corev1.ConditionTrue}}
+	if diff := cmp.Diff(want, steps[2].node.Status.Conditions); diff != "" {
+		t.Errorf("conditions cached (-want +got):\n%s", diff)
+	}
+	var calls int
+	handler := NodeHandler(inventory.NewEntryCache().Forget, func(_, _ any) { calls++ })
+	handler.OnAdd(steps[0].node, true)
+	for i, step := range steps[1:] {
+		old := steps[i].node
+		if unchanged := cmp.Equal(old, step.node); unchanged == step.synced {
+			t.Errorf("%s after %s: cached node unchanged: %v", step.name, steps[i].name, unchanged)
+		}
+		calls = 0
+		handler.OnUpdate(old, step.node)
+		if got := calls == 1; got != step.synced {
+			t.Errorf("%s after %s: handlers called %d times, want a call: %v", step.name, steps[i].name, calls, step.synced)
+		}
+		oldEntry, _ := inventory.Entry(old)
+		newEntry, _ := inventory.Entry(step.node)
+		if shown := !cmp.Equal(oldEntry, newEntry); shown != step.synced {
+			t.Errorf("%s after %s: the entry changes: %v; the handlers are called: %v", step.name, steps[i].name, shown, step.synced)
+		}
+	}
+	if entry, _ := inventory.Entry(steps[2].node); !slices.Contains(entry.Conditions, inventory.NodeXIDError) {
+		t.Errorf("the cached node with a fatal XID gives conditions %v; want %s among them", entry.Conditions, inventory.NodeXIDError)
+	}
+}
+
+// A writer of ever-new health condition types cannot grow a cached node beyond the bound,
+// and cannot push its Ready condition out; Trim and the decoder agree on what is kept.
+func TestKeptHealthConditionsAreBounded(t *testing.T) {
+	node, lbls := fixtures.FleetNode(0)
+	for k, v := range lbls {
+		node.Labels[k] = v
+	}
+	var flood []corev1.NodeCondition
+	for i := range 500 {
+		flood = append(flood, corev1.NodeCondition{Type: corev1.NodeConditionType(fmt.Sprintf("GpuNew%dWatch", i)), Status: corev1.ConditionTrue})
+	}
+	node.Status.Conditions = append(flood, node.Status.Conditions...) // Ready comes last
+	trimmer := NewNodeTrimmer(nil)
+	got := decodeProtobuf(t, trimmer, node)
+	want, _ := trimmer.Trim(node)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decoder differs from Trim (-Trim +decoder):\n%s", diff)
+	}
+	if n := len(got.Status.Conditions); n != maxHealthConditions+1 {
+		t.Errorf("%d conditions kept; want %d health conditions and Ready", n, maxHealthConditions)
+	}
+	if !inventory.IsReady(got) {
+		t.Error("Ready was pushed out by the health conditions")
+	}
+}

@@ -188,6 +188,7 @@ func mapEntry(b []byte) (key, value []byte, err error) {
 func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
 	scratch := &nodeScratch{}
 	scratch.labels = scratch.labelsBuf[:0]
+	scratch.conditions = scratch.condBuf[:0]
 	node := &corev1.Node{}
 	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
@@ -212,7 +213,9 @@ type nodeScratch struct {
 	labels      [][]byte
 	capacity    [][]byte
 	allocatable [][]byte
+	conditions  []rawCondition
 	labelsBuf   [40][]byte // room for a GPU node's kept labels without growing labels
+	condBuf     [16]rawCondition
 }
 
 // setKey is the identity of a list of raw protobuf entries: each length-prefixed, so that
@@ -325,15 +328,18 @@ func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch
 				scratch.allocatable = append(scratch.allocatable, v)
 			}
 		case statusConditions:
-			ready, readyStatus, err := readCondition(v)
-			if err == nil && ready {
-				status.Conditions = readyCondition(readyStatus)
+			typ, condStatus, err := readCondition(v)
+			if err == nil && keepsCondition(corev1.NodeConditionType(view(typ))) {
+				scratch.conditions = append(scratch.conditions, rawCondition{typ, condStatus})
 			}
 			return err
 		}
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if status.Conditions, err = t.conditionList(scratch); err != nil {
 		return err
 	}
 	if status.Capacity, err = t.resourceList(scratch, scratch.capacity); err != nil {
@@ -365,20 +371,50 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 	})
 }
 
-// readCondition reads a NodeCondition's type and status only: whether it is the Ready
-// condition, and its status. Heartbeat, reason and message, which a kubelet rewrites, are
-// skipped unread.
-func readCondition(b []byte) (ready bool, status corev1.ConditionStatus, err error) {
+// readCondition reads a NodeCondition's type and status only (the type's bytes are not
+// copied). Heartbeat, reason and message, which a kubelet or monitor rewrites, are skipped
+// unread.
+func readCondition(b []byte) (condType []byte, status corev1.ConditionStatus, err error) {
 	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		switch {
 		case num == conditionType && typ == protowire.BytesType:
-			ready = string(v) == string(corev1.NodeReady)
+			condType = v
 		case num == conditionStatus && typ == protowire.BytesType:
 			status = conditionStatusOf(v)
 		}
 		return nil
 	})
-	return ready, status, err
+	return condType, status, err
+}
+
+// rawCondition is a kept condition's type (bytes of the message) and status.
+type rawCondition struct {
+	typ    []byte
+	status corev1.ConditionStatus
+}
+
+// conditionList builds (or shares) the conditions the cache keeps of a node, as Trim keeps
+// them (keptConditions).
+func (t *NodeTrimmer) conditionList(scratch *nodeScratch) ([]corev1.NodeCondition, error) {
+	if len(scratch.conditions) == 0 {
+		return nil, nil
+	}
+	key := scratch.key[:0]
+	for _, c := range scratch.conditions {
+		key = protowire.AppendString(protowire.AppendBytes(key, c.typ), string(c.status))
+	}
+	scratch.key = key
+	return t.conditionLists.get(key, func() ([]corev1.NodeCondition, error) {
+		var kept keptConditions
+		for _, c := range scratch.conditions {
+			condType := corev1.NodeReady
+			if view(c.typ) != string(corev1.NodeReady) {
+				condType = corev1.NodeConditionType(t.intern(string(c.typ)))
+			}
+			kept.add(condType, c.status)
+		}
+		return kept.list, nil
+	})
 }
 
 // conditionStatusOf returns the status named by v, without allocating for the three that

@@ -43,11 +43,32 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 			n.DeletionTimestamp = &now
 		}
 		n.Status.Capacity["nvidia.com/mig-1g.5gb"] = resource.MustParse("7")
+		if i%3 == 0 { // a GKE node, watched by NVSentinel, in a driver upgrade
+			n.Labels[inventory.LabelGKEAccelerator] = "nvidia-tesla-a100"
+			n.Labels[inventory.LabelGKEPartitionSize] = "1g.5gb"
+			n.Labels[inventory.LabelGKESharingStrategy] = "time-sharing"
+			n.Labels[inventory.LabelGKEMaxSharedClients] = "2"
+			n.Labels["cloud.google.com/gke-nodepool"] = "gpu-pool"
+			n.Labels[inventory.LabelNVSentinelState] = "draining"
+			n.Labels[inventory.LabelDriverUpgradeState] = "pod-restart-required"
+		}
+		if i%4 == 2 {
+			n.Labels[inventory.LabelAWSAccelerator] = "nvidia-tesla-t4"
+		}
 		if ready := &n.Status.Conditions[len(n.Status.Conditions)-1]; i%4 == 1 {
 			ready.Status, ready.Reason, ready.Message = corev1.ConditionFalse, "KubeletNotReady", "PLEG is not healthy"
 		} else if i%4 == 3 {
 			ready.Status, ready.Reason, ready.Message = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
 		}
+		// NVSentinel's conditions beside the kubelet's, with their heartbeats and messages
+		heartbeat := metav1.Unix(1800000000+int64(i), 0)
+		n.Status.Conditions = append(n.Status.Conditions,
+			corev1.NodeCondition{Type: "GpuMemWatch", Status: corev1.ConditionFalse, Reason: "GpuMemWatchIsHealthy",
+				Message: "No Health Failures", LastHeartbeatTime: heartbeat, LastTransitionTime: heartbeat},
+			corev1.NodeCondition{Type: "SysLogsXIDError", Status: []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse}[i%2],
+				Reason: "SysLogsXIDErrorIsNotHealthy", Message: "ErrorCode:79 GPU has fallen off the bus", LastHeartbeatTime: heartbeat},
+			corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: "KernelHasNoDeadlock"},
+			corev1.NodeCondition{Type: "GpuPowerWatch", Status: corev1.ConditionTrue, Message: "power"})
 		nodes = append(nodes, n)
 	}
 	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})
@@ -69,6 +90,14 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 		}
 		if got.(*corev1.Node).UID != n.UID {
 			t.Errorf("%s: UID %q not kept (a GpuNode record's owner reference needs it)", n.Name, got.(*corev1.Node).UID)
+		}
+		if health := inventory.ReadHealth(n); !cmp.Equal(health, inventory.ReadHealth(got.(*corev1.Node))) {
+			t.Errorf("%s: the cached node says %+v of its health; the node %+v", n.Name, inventory.ReadHealth(got.(*corev1.Node)), health)
+		}
+		for k, v := range n.Labels {
+			if (inventory.IsCloudGPULabel(k) || inventory.IsHealthLabel(k)) && got.(*corev1.Node).Labels[k] != v {
+				t.Errorf("%s: label %s not kept", n.Name, k)
+			}
 		}
 	}
 }
@@ -305,6 +334,23 @@ func BenchmarkDecodeNode(b *testing.B) {
 	for b.Loop() {
 		if _, err := trimmer.DecodeNode(data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A managed-cloud node whose only GPU sign is its accelerator label (the device plugin has
+// not advertised nvidia.com/gpu yet) is cached whole, with that label.
+func TestCloudAcceleratorNodesAreCachedWhole(t *testing.T) {
+	trimmer := NewNodeTrimmer(nil)
+	for _, label := range []string{inventory.LabelGKEAccelerator, inventory.LabelAWSAccelerator} {
+		node, _ := fixtures.FleetNode(1) // a CPU node
+		node.Labels[label] = "nvidia-tesla-t4"
+		obj, err := cacheForm(decodeProtobuf(t, trimmer, node))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cached, ok := obj.(*corev1.Node); !ok || cached.Labels[label] != "nvidia-tesla-t4" {
+			t.Errorf("a node labelled %s cached as %#v; want the Node with the label", label, obj)
 		}
 	}
 }
