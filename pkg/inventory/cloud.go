@@ -76,6 +76,14 @@ func IsCloudGPULabel(key string) bool {
 	return false
 }
 
+// HasCloudAccelerator reports whether a managed cloud labelled the node as carrying GPUs
+// (what ReadCloudLabels needs to say anything), without reading the values.
+func HasCloudAccelerator(labels map[string]string) bool {
+	_, gke := labels[LabelGKEAccelerator]
+	_, aws := labels[LabelAWSAccelerator]
+	return gke || aws
+}
+
 // ReadCloudLabels reads the managed-cloud GPU labels; false when the node has no accelerator
 // label (partition and sharing labels alone say nothing). GKE's label wins over the
 // autoscaler's. Malformed values are left out with a warning.

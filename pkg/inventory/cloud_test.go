@@ -170,7 +170,7 @@ func TestReadCloudLabels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := ReadCloudLabels(tt.labels)
-			if !ok {
+			if !ok || !HasCloudAccelerator(tt.labels) {
 				t.Fatal("no cloud labels found")
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -267,6 +267,9 @@ func TestReadCloudLabelsWithoutAccelerator(t *testing.T) {
 	} {
 		if facts, ok := ReadCloudLabels(labels); ok {
 			t.Errorf("ReadCloudLabels(%v) = %+v, true; want false", labels, facts)
+		}
+		if HasCloudAccelerator(labels) {
+			t.Errorf("HasCloudAccelerator(%v) = true", labels)
 		}
 	}
 }

@@ -65,9 +65,10 @@ var healthConditions = map[corev1.NodeConditionType]string{
 
 // gpuFaults are the conditions that mean at least one GPU is unusable: the GPU left the bus,
 // the driver reported a fatal XID, memory or PCIe failed (NVSentinel recommends a reset,
-// reboot or replacement for each), the NVLink fabric is down (multi-GPU work on the node
-// fails), or NVSentinel holds the node out of service. Thermal and the other DCGM watches
-// slow a GPU or warn of trouble; the GPU still runs, so they are not counted.
+// reboot or replacement for each), the NVLink fabric is down (NVLink, NVSwitch or a fatal
+// SXID: multi-GPU work on the node fails), or NVSentinel holds the node out of service.
+// Thermal and the other DCGM watches slow a GPU or warn of trouble; the GPU still runs, so
+// they are not counted. A driver upgrade is the operator's own doing, not a GPU fault.
 var gpuFaults = []string{NodeGPUFallenOff, NodeXIDError, NodeSXIDError, NodeGPUMemoryError, NodeGPUPCIeError, NodeNVLinkError, NodeQuarantined}
 
 // maxHealthConditions bounds Health.Conditions (the vocabulary has fewer words).
