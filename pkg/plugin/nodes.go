@@ -45,11 +45,14 @@ func newNodesCommand(env Environment, c *clients) *cobra.Command {
 while GPU Feature Discovery's labels are gone), joined with the Ready condition of its Node:
 True, False, Unknown, or "gone" when the Node no longer exists. Unlike the inventory's node
 table, which lists at most --max-status-nodes nodes, it shows them all, sorted by name.
+SOURCE says where each node's facts came from (gpu-feature-discovery, dra, gke,
+accelerator-label, device-plugin, comma-separated when several agree); the health
+conditions and the warnings of the listed nodes follow the table.
 
 -o json and -o yaml print the records as stored (a GpuNodeList, after the filters); the
 readiness is the Node's. It needs "list" on gpunodes.homelab.youngju.dev and on nodes.`,
 		Example: `  kubectl gpuinv nodes
-  kubectl gpuinv nodes --problems            # not Ready, Node gone, or facts missing
+  kubectl gpuinv nodes --problems            # not Ready, Node gone, facts missing, or health conditions
   kubectl gpuinv nodes --model H100 -o wide
   kubectl gpuinv nodes --problems -o json | jq -r '.items[].metadata.name'`,
 		Args: cobra.NoArgs,
@@ -63,10 +66,10 @@ readiness is the Node's. It needs "list" on gpunodes.homelab.youngju.dev and on 
 			return o.run(cmd.Context(), env, c)
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds family, compute capability, CUDA version, workload, last seen and age), json or yaml (the records as stored).")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds family, compute capability, CUDA version, workload, NVLink clique, last seen and age), json or yaml (the records as stored).")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().StringVar(&o.model, "model", "", "Show only the GPU nodes whose product contains this text (case-insensitive) or whose base model it is, e.g. H100 or NVIDIA-A100-SXM4-40GB.")
-	cmd.Flags().BoolVar(&o.problems, "problems", false, "Show only the GPU nodes that need attention: Node not Ready (False or Unknown) or gone, or GPU facts missing (the record holds the last-known ones).")
+	cmd.Flags().BoolVar(&o.problems, "problems", false, "Show only the GPU nodes that need attention: Node not Ready (False or Unknown) or gone, GPU facts missing (the record holds the last-known ones), or health conditions (a health monitor's GPU fault, a tainted DRA device, a driver upgrade).")
 	// --problem, as the issue spells it, is accepted too.
 	cmd.Flags().BoolVar(&o.problems, "problem", false, "Same as --problems.")
 	_ = cmd.Flags().MarkHidden("problem")

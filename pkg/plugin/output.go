@@ -22,7 +22,7 @@ const (
 )
 
 func addOutputFlags(cmd *cobra.Command, output *string, problems, failOnDegraded *bool) {
-	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: wide (adds family, compute capability, driver and CUDA versions, sharing), json or yaml (the object as stored).")
+	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: wide (adds family, compute capability, driver and CUDA versions, sharing, where the GPU facts came from and the NVLink clique), json or yaml (the object as stored).")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	if problems != nil {
 		cmd.Flags().BoolVar(problems, "problems", false, "Show only the nodes that need attention (not Ready, unreachable, labels missing, unhealthy GPUs, MIG failures, cordoned, label warnings).")

@@ -22,14 +22,16 @@ type GpuNodeRow struct {
 	Ready  string
 }
 
-// Problem reports whether the node needs attention: its Node is not Ready or gone, or its
-// facts are missing (the record holds the last-known ones).
+// Problem reports whether the node needs attention: its Node is not Ready or gone, its
+// facts are missing (the record holds the last-known ones), or a health monitor or the DRA
+// driver reports a condition.
 func (r GpuNodeRow) Problem() bool {
-	return r.Ready != string(corev1.ConditionTrue) || r.Record.Spec.MissingSince != nil
+	return r.Ready != string(corev1.ConditionTrue) || r.Record.Spec.MissingSince != nil || len(r.Record.Spec.Conditions) > 0
 }
 
 // GpuNodes writes what `kubectl gpuinv nodes` shows: one row per GPU node (rows as given,
-// already filtered), then a summary line. total is the number of GPU nodes before filtering;
+// already filtered), the conditions and warnings of the rows that have any, then a summary
+// line. total is the number of GPU nodes before filtering;
 // model and opts.Problems name the filters that were applied.
 func GpuNodes(w io.Writer, rows []GpuNodeRow, total int, model string, opts Options) error {
 	filter := nodesFilter(model, opts.Problems)
@@ -47,7 +49,7 @@ func GpuNodes(w io.Writer, rows []GpuNodeRow, total int, model string, opts Opti
 	var t table
 	headers := []string{"NAME", "READY", "PRODUCT", "GPUS", "MEMORY", "MIG/SHARING", "DRIVER", "SOURCE", "MISSING-SINCE"}
 	if opts.Wide {
-		headers = append(headers, "FAMILY", "COMPUTE", "CUDA", "WORKLOAD", "LAST-SEEN", "AGE")
+		headers = append(headers, "FAMILY", "COMPUTE", "CUDA", "WORKLOAD", "CLIQUE", "LAST-SEEN", "AGE")
 	}
 	t.header(headers...)
 	for _, r := range rows {
@@ -72,21 +74,58 @@ func GpuNodes(w io.Writer, rows []GpuNodeRow, total int, model string, opts Opti
 				lastSeen = age(s.LastSeen.Time, opts.Now)
 			}
 			row = append(row, plain(s.Family), plain(s.ComputeCapability), plain(s.CudaVersion), plain(s.WorkloadConfig),
-				plain(lastSeen), plain(age(r.Record.CreationTimestamp.Time, opts.Now)))
+				plain(s.Clique), plain(lastSeen), plain(age(r.Record.CreationTimestamp.Time, opts.Now)))
 		}
 		t.row(row...)
 	}
 	if err := t.write(w, opts.Color); err != nil {
 		return err
 	}
+	if err := recordFootnotes(w, rows, opts.Color); err != nil {
+		return err
+	}
 	_, err := io.WriteString(w, "\n"+gpuNodesSummary(rows, total, filter)+"\n")
 	return err
+}
+
+// recordFootnotes lists the health conditions and then the warnings (sources that disagree)
+// of the rows that have any, one line per node.
+func recordFootnotes(w io.Writer, rows []GpuNodeRow, color bool) error {
+	var conditions, warnings keyValues
+	for _, r := range rows {
+		s := &r.Record.Spec
+		if len(s.Conditions) > 0 {
+			words := make([]cell, len(s.Conditions))
+			for i, c := range s.Conditions {
+				words[i] = condition(c)
+			}
+			conditions.add("  "+r.Record.Name, join(", ", words...))
+		}
+		for _, warning := range s.Warnings {
+			warnings.add("  "+r.Record.Name, plain(warning))
+		}
+	}
+	for _, section := range []struct {
+		title string
+		kv    keyValues
+	}{{"Conditions:", conditions}, {"Warnings:", warnings}} {
+		if len(section.kv.keys) == 0 {
+			continue
+		}
+		if _, err := io.WriteString(w, "\n"+section.title+"\n"); err != nil {
+			return err
+		}
+		if err := section.kv.write(w, color); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // gpuNodesSummary is the line under the table, e.g. "7 GPU nodes, 3 problems (2 not Ready,
 // 1 Node gone, 1 with facts missing)"; a node can have several problems.
 func gpuNodesSummary(rows []GpuNodeRow, total int, filter string) string {
-	var problems, notReady, gone, missing int
+	var problems, notReady, gone, missing, conditions int
 	for _, r := range rows {
 		if r.Problem() {
 			problems++
@@ -100,6 +139,9 @@ func gpuNodesSummary(rows []GpuNodeRow, total int, filter string) string {
 		}
 		if r.Record.Spec.MissingSince != nil {
 			missing++
+		}
+		if len(r.Record.Spec.Conditions) > 0 {
+			conditions++
 		}
 	}
 	nodes := count(total, "GPU node", "GPU nodes")
@@ -118,6 +160,9 @@ func gpuNodesSummary(rows []GpuNodeRow, total int, filter string) string {
 	}
 	if missing > 0 {
 		kinds = append(kinds, fmt.Sprintf("%d with facts missing", missing))
+	}
+	if conditions > 0 {
+		kinds = append(kinds, fmt.Sprintf("%d with conditions", conditions))
 	}
 	return fmt.Sprintf("%s, %s (%s)", nodes, count(problems, "problem", "problems"), strings.Join(kinds, ", "))
 }

@@ -17,8 +17,8 @@ import (
 
 // Options say how Report, List and Line render an inventory.
 type Options struct {
-	// Wide adds the family, compute capability, driver and CUDA versions and sharing of each
-	// node, and the allocatable GPUs of each model.
+	// Wide adds the family, compute capability, driver and CUDA versions, sharing, source of
+	// the facts and NVLink clique of each node, and the allocatable GPUs of each model.
 	Wide bool
 	// Problems shows only the nodes that need attention (inventory.IsProblem).
 	Problems bool
@@ -53,6 +53,14 @@ func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
 			return err
 		}
 		if err := modelTable(w, s.Models, opts); err != nil {
+			return err
+		}
+	}
+	if len(s.Cliques) > 0 {
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return err
+		}
+		if err := cliqueTable(w, s.Cliques, opts); err != nil {
 			return err
 		}
 	}
@@ -145,11 +153,11 @@ func nodeSection(w io.Writer, all []homelabv1.GpuNodeEntry, opts Options) error 
 }
 
 // nodeTable writes NODE, READY, PRODUCT, GPUS, MEMORY, WORKLOAD, (wide: FAMILY, COMPUTE, DRIVER,
-// CUDA, SHARING,) NOTES.
+// CUDA, SHARING, SOURCE, CLIQUE,) NOTES.
 func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, opts Options) error {
 	var t table
 	if opts.Wide {
-		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "NOTES")
+		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "SOURCE", "CLIQUE", "NOTES")
 	} else {
 		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "NOTES")
 	}
@@ -174,7 +182,8 @@ func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, opts Options) error 
 		}
 		row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark), plain(memory), plain(n.WorkloadConfig)}
 		if opts.Wide {
-			row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)))
+			row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)),
+				plain(entrySource(n)), plain(n.Clique))
 		}
 		row = append(row, join(", ", notes(n, opts.Now)...))
 		t.row(row...)
@@ -211,8 +220,6 @@ func notes(n homelabv1.GpuNodeEntry, now time.Time) []cell {
 	var notes []cell
 	for _, c := range n.Conditions {
 		switch c {
-		case inventory.NodeNotReady, inventory.NodeUnreachable, inventory.NodeMIGConfigFailed:
-			notes = append(notes, colored(c, red))
 		case inventory.NodeUnhealthyGPUs:
 			notes = append(notes, colored(fmt.Sprintf("%d unhealthy", n.UnhealthyGpus), red))
 		case inventory.NodeLabelsMissing:
@@ -222,7 +229,7 @@ func notes(n homelabv1.GpuNodeEntry, now time.Time) []cell {
 			}
 			notes = append(notes, colored(text, yellow))
 		default:
-			notes = append(notes, colored(c, yellow))
+			notes = append(notes, condition(c))
 		}
 	}
 	if m := n.MIG; m != nil {
@@ -244,6 +251,18 @@ func notes(n homelabv1.GpuNodeEntry, now time.Time) []cell {
 		notes = append(notes, colored(count(len(n.Warnings), "label warning", "label warnings"), yellow))
 	}
 	return notes
+}
+
+// condition is a node condition in red when the node or one of its GPUs is unusable (or its
+// driver upgrade failed), in yellow otherwise.
+func condition(c string) cell {
+	switch c {
+	case inventory.NodeNotReady, inventory.NodeUnreachable, inventory.NodeMIGConfigFailed, inventory.NodeUnhealthyGPUs,
+		inventory.NodeGPUFallenOff, inventory.NodeXIDError, inventory.NodeSXIDError, inventory.NodeGPUMemoryError,
+		inventory.NodeGPUPCIeError, inventory.NodeNVLinkError, inventory.NodeQuarantined, inventory.NodeDriverUpgradeFailed:
+		return colored(c, red)
+	}
+	return colored(c, yellow)
 }
 
 // modelTable writes the per-model summary.
@@ -275,6 +294,25 @@ func modelTable(w io.Writer, models []homelabv1.GpuModel, opts Options) error {
 		t.row(row...)
 	}
 	return t.write(w, opts.Color)
+}
+
+// cliqueTable writes the nodes and GPUs of each multi-node NVLink domain.
+func cliqueTable(w io.Writer, cliques []homelabv1.GpuClique, opts Options) error {
+	var t table
+	t.header("NVLINK-CLIQUE", "NODES", "READY-GPUS")
+	for _, c := range cliques {
+		t.row(plain(c.Name), plain(strconv.Itoa(int(c.Nodes))), readyCell(c.ReadyGpus, c.Gpus))
+	}
+	return t.write(w, opts.Color)
+}
+
+// entrySource names where an inventory entry's GPU facts came from; an empty Source means
+// GPU Feature Discovery's labels alone.
+func entrySource(n homelabv1.GpuNodeEntry) string {
+	if n.Source == "" {
+		return homelabv1.SourceGPUFeatureDiscovery
+	}
+	return n.Source
 }
 
 // List writes one row per inventory: NAME, SELECTOR, READY-NODES, READY-GPUS, UNHEALTHY,

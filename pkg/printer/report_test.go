@@ -1,0 +1,92 @@
+package printer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+var reportTime = time.Date(2026, 11, 29, 21, 45, 38, 0, time.UTC)
+
+// sourcedInventory has a GFD node in an NVLink clique, a DRA node with an XID error, and a
+// GKE node.
+func sourcedInventory() *homelabv1.GpuInventory {
+	clique := "7f1c2e8a-4b0d-4c1e-9a55-2d1b3c4e5f60.1"
+	return &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster"},
+		Status: homelabv1.GpuInventoryStatus{
+			TotalGpuNodes: 3, ReadyGpuNodes: 3, TotalGpus: 17, ReadyGpus: 17, UnhealthyGpus: 1,
+			InventoryHash: "h", ObservedAt: &metav1.Time{Time: reportTime},
+			Cliques: []homelabv1.GpuClique{{Name: clique, Nodes: 1, Gpus: 8, ReadyGpus: 8}},
+			Nodes: []homelabv1.GpuNodeEntry{
+				{Name: "dgx-1", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, Clique: clique},
+				{Name: "dra-h100-1", Ready: true, Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, Source: homelabv1.SourceDRA,
+					UnhealthyGpus: 1, Conditions: []string{inventory.NodeUnhealthyGPUs, inventory.NodeXIDError}},
+				{Name: "gke-l4-1", Ready: true, Product: "NVIDIA-L4", GpuCount: 1, Source: homelabv1.SourceGKE},
+			},
+		},
+	}
+}
+
+func report(t *testing.T, gi *homelabv1.GpuInventory, opts Options) string {
+	t.Helper()
+	opts.Now = reportTime.Add(time.Hour)
+	var b strings.Builder
+	if err := Report(&b, gi, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// -o wide says where each node's facts came from (GFD when the entry names no source) and
+// its clique; the default table does not.
+func TestReportWideShowsSourceAndClique(t *testing.T) {
+	wide := report(t, sourcedInventory(), Options{Wide: true})
+	want := `NODE        READY  PRODUCT                GPUS  MEMORY  WORKLOAD  FAMILY  COMPUTE  DRIVER  CUDA  SHARING  SOURCE                 CLIQUE                                  NOTES
+dgx-1       true   NVIDIA-H100-80GB-HBM3  8                                                               gpu-feature-discovery  7f1c2e8a-4b0d-4c1e-9a55-2d1b3c4e5f60.1
+dra-h100-1  true   NVIDIA-H100-80GB-HBM3  8                                                               dra                                                            1 unhealthy, XIDError
+gke-l4-1    true   NVIDIA-L4              1                                                               gke
+`
+	if got := wide[strings.Index(wide, "NODE "):]; got != want {
+		t.Errorf("wide node table:\n%s\nwant:\n%s", got, want)
+	}
+	table := report(t, sourcedInventory(), Options{})
+	if !strings.Contains(table, "\nNODE        READY  PRODUCT                GPUS  MEMORY  WORKLOAD  NOTES\n") {
+		t.Errorf("the default node table has other columns than without sources:\n%s", table)
+	}
+}
+
+// A status with cliques gets a section with each clique's nodes and GPUs; one without
+// has none.
+func TestReportListsNVLinkCliques(t *testing.T) {
+	gi := sourcedInventory()
+	gi.Status.Cliques = append(gi.Status.Cliques, homelabv1.GpuClique{Name: "<other cliques>", Nodes: 3, Gpus: 12, ReadyGpus: 8})
+	got := report(t, gi, Options{})
+	want := "\nNVLINK-CLIQUE                           NODES  READY-GPUS\n" +
+		"7f1c2e8a-4b0d-4c1e-9a55-2d1b3c4e5f60.1  1      8/8\n" +
+		"<other cliques>                         3      8/12\n\nNODE"
+	if !strings.Contains(got, want) {
+		t.Errorf("report lacks the clique section %q:\n%s", want, got)
+	}
+	gi.Status.Cliques = nil
+	if got := report(t, gi, Options{}); strings.Contains(got, "CLIQUE") {
+		t.Errorf("report without cliques has a clique section:\n%s", got)
+	}
+}
+
+// A health monitor's GPU fault is red; a condition that leaves the GPUs usable is yellow.
+func TestReportColoursHealthConditions(t *testing.T) {
+	gi := sourcedInventory()
+	gi.Status.Nodes[2].Conditions = []string{inventory.NodeDriverUpgrading}
+	got := report(t, gi, Options{Color: true})
+	for _, want := range []string{red + "XIDError" + reset, yellow + "DriverUpgrading" + reset} {
+		if !strings.Contains(got, want) {
+			t.Errorf("coloured report lacks %q:\n%q", want, got)
+		}
+	}
+}
