@@ -1,9 +1,11 @@
 package inventory
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -11,15 +13,22 @@ import (
 )
 
 // Identity is the GPU identity of a node's entry, as a GpuNode record keeps it: what the
-// node is, not how it is doing (readiness, allocation and warnings are left out, and so is
-// MIG's transient configState).
+// node is, not how it is doing (readiness, cordoning and allocation are left out, and so is
+// MIG's transient configState). The GPUs' health conditions and the warnings are kept: they
+// change when a GPU fails or a source contradicts another, not with every heartbeat.
 func Identity(entry *homelabv1.GpuNodeEntry) homelabv1.GpuNodeSpec {
 	spec := homelabv1.GpuNodeSpec{
 		Product: entry.Product, GpuCount: entry.GpuCount, GpuMemoryMiB: entry.GpuMemoryMiB,
 		Family: entry.Family, ComputeCapability: entry.ComputeCapability,
 		DriverVersion: entry.DriverVersion, CudaVersion: entry.CudaVersion, WorkloadConfig: entry.WorkloadConfig,
-		Source: homelabv1.SourceGPUFeatureDiscovery,
+		Clique: entry.Clique, Source: cmp.Or(entry.Source, homelabv1.SourceGPUFeatureDiscovery),
 	}
+	for _, c := range entry.Conditions {
+		if !stateCondition(c) {
+			spec.Conditions = append(spec.Conditions, c)
+		}
+	}
+	spec.Warnings = slices.Clone(entry.Warnings)
 	if entry.Sharing != nil {
 		sharing := *entry.Sharing
 		spec.Sharing = &sharing
@@ -31,6 +40,16 @@ func Identity(entry *homelabv1.GpuNodeEntry) homelabv1.GpuNodeSpec {
 		spec.MIG = &mig
 	}
 	return spec
+}
+
+// stateCondition reports whether a node condition is the node's state rather than its GPUs'
+// health: readiness, cordoning and missing labels are in the inventory, not the record.
+func stateCondition(c string) bool {
+	switch c {
+	case NodeNotReady, NodeUnreachable, NodeLabelsMissing, NodeCordoned:
+		return true
+	}
+	return false
 }
 
 // KnowsGPUs reports whether an identity says anything about the node's GPUs: a record that
@@ -58,19 +77,24 @@ func IdentityHash(spec homelabv1.GpuNodeSpec) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// NodeIdentity returns the GPU identity of a node that GPU Feature Discovery labelled, with
-// the node's entry taken from the cache (a nil cache parses it); ok is false for a node
-// without GFD labels and for one that is no GPU node.
+// NodeIdentity returns the GPU identity of a node that a discovery source describes now, or
+// whose nvidia.com/gpu capacity is all that is known (spec.Source says which), with the
+// node's entry taken from the cache (a nil cache parses it) and the devices its DRA slices
+// list; ok is false for a node that states nothing of its GPUs and for one that is no GPU node.
 func (c *EntryCache) NodeIdentity(node *corev1.Node) (spec homelabv1.GpuNodeSpec, ok bool) {
 	if c != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 	}
 	cached := c.lookupLocked(node)
-	if !cached.gpu || !cached.gfd {
+	if !cached.gpu || !cached.known && cached.entry.Source != homelabv1.SourceDevicePlugin {
 		return spec, false
 	}
-	return Identity(cached.entry), true
+	spec = Identity(cached.entry)
+	if cached.facts != nil && !cached.facts.Pending {
+		spec.Devices = slices.Clone(cached.facts.Devices)
+	}
+	return spec, true
 }
 
 // SeededIdentity is the identity of a stored entry (an inventory's status.nodes or the

@@ -31,6 +31,7 @@ type Inventory struct {
 	UnlabeledGpus      int32
 	UnhealthyGpus      int32
 	LabelsMissingNodes int32
+	Cliques            []homelabv1.GpuClique // at most MaxCliques (see Cliques)
 	// Hash identifies Nodes (and so everything else here, which derives from them).
 	Hash string
 	// digests[i] identifies Nodes[i] and gives the size of its JSON.
@@ -66,7 +67,12 @@ type EntryCache struct {
 	mu      sync.Mutex
 	entries map[string]*cachedEntry
 	refs    []entryRef // Compute's scratch, reused from one Compute to the next
+	devices Devices
 }
+
+// Devices returns what a node's DRA ResourceSlices say (nil: no slices). A node's facts are
+// replaced, never modified, when its slices change.
+type Devices func(node string) *DeviceFacts
 
 // entryRef is an entry and its digest, as Compute collects them before sorting.
 type entryRef struct {
@@ -76,14 +82,24 @@ type entryRef struct {
 
 type cachedEntry struct {
 	resourceVersion string
-	gpu, gfd        bool
-	entry           *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
-	digest          entryDigest
-	warnings        []Warning
+	facts           *DeviceFacts // what the entry was parsed with
+	gpu             bool
+	// known: a discovery source (labels, slices, cloud labels) states the GPUs now; without
+	// one, what was last known of the node is carried.
+	known    bool
+	entry    *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
+	digest   entryDigest
+	warnings []Warning
 }
 
 // NewEntryCache returns an empty cache.
-func NewEntryCache() *EntryCache { return &EntryCache{entries: map[string]*cachedEntry{}} }
+func NewEntryCache() *EntryCache { return NewEntryCacheWithDevices(nil) }
+
+// NewEntryCacheWithDevices returns an empty cache whose entries include what devices says of
+// each node (nil: nothing).
+func NewEntryCacheWithDevices(devices Devices) *EntryCache {
+	return &EntryCache{entries: map[string]*cachedEntry{}, devices: devices}
+}
 
 // Forget drops a node (deleted) from the cache.
 func (c *EntryCache) Forget(name string) {
@@ -98,8 +114,12 @@ func (c *EntryCache) Forget(name string) {
 // lookupLocked returns the node's parsed entry, parsing it when the node changed since it was
 // cached. c.mu is held (or c is nil: no cache).
 func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
+	var facts *DeviceFacts
+	if c != nil && c.devices != nil {
+		facts = c.devices(node.Name)
+	}
 	if c != nil && node.ResourceVersion != "" {
-		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion {
+		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && e.facts == facts {
 			return e
 		}
 	}
@@ -109,8 +129,8 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 		}
 		return &notGPU // not cached: the check is cheap, and half of a fleet is such nodes
 	}
-	e := &cachedEntry{resourceVersion: node.ResourceVersion, gpu: true, gfd: HasGFDLabels(node)}
-	entry, warnings := Entry(node)
+	entry, warnings := EntryFrom(node, facts)
+	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, gpu: true, known: Discovered(node, &entry)}
 	e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
 	if c != nil && node.ResourceVersion != "" {
 		c.entries[node.Name] = e
@@ -129,7 +149,7 @@ func (c *EntryCache) Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeE
 // Records returns a node's GpuNode record (its GPU identity as last discovered), or nil.
 type Records func(name string) *homelabv1.GpuNodeSpec
 
-// ComputeWithRecords is Compute where a node without GPU Feature Discovery labels is filled
+// ComputeWithRecords is Compute where a node that no discovery source describes now is filled
 // from its record first, and from previous only when it has none: the records remember every
 // GPU node, previous only the ones a bounded status listed.
 func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, records Records, now time.Time) (Inventory, []Warning) {
@@ -156,7 +176,7 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		}
 		ref := entryRef{cached.entry, cached.digest}
 		warnings = append(warnings, cached.warnings...)
-		if !cached.gfd {
+		if !cached.known {
 			carried := *cached.entry
 			if carryLastKnown(&carried, lastKnownOf(node.Name, records, prev), now) {
 				ref = entryRef{&carried, digest(&carried)}
@@ -173,14 +193,19 @@ type lastKnown struct {
 	gpuCount                           int32
 	gpuMemoryMiB                       int64
 	missingSince                       *metav1.Time // nil: not known to be missing yet
+	source                             string       // as an entry says it ("": GFD's labels)
 }
 
-// lastKnownOf prefers the node's record to the previous entry; nil when neither knows its GPUs.
+// lastKnownOf prefers the node's record to the previous entry; nil when neither knows its GPUs
+// from a discovery source (what the capacity alone said is no memory: it is still there).
 func lastKnownOf(name string, records Records, prev map[string]*homelabv1.GpuNodeEntry) *lastKnown {
 	if records != nil {
-		if r := records(name); r != nil && KnowsGPUs(r) {
+		if r := records(name); r != nil && KnowsGPUs(r) && r.Source != homelabv1.SourceDevicePlugin {
 			known := &lastKnown{product: r.Product, family: r.Family, computeCapability: r.ComputeCapability,
-				gpuCount: r.GpuCount, gpuMemoryMiB: r.GpuMemoryMiB, missingSince: r.MissingSince}
+				gpuCount: r.GpuCount, gpuMemoryMiB: r.GpuMemoryMiB, missingSince: r.MissingSince, source: r.Source}
+			if known.source == homelabv1.SourceGPUFeatureDiscovery || known.source == homelabv1.SourceSeeded {
+				known.source = ""
+			}
 			if p := prev[name]; p != nil && p.LabelsMissing && p.LabelsMissingSince != nil {
 				known.missingSince = p.LabelsMissingSince // as stored: the record may be marked a moment later
 			}
@@ -188,11 +213,11 @@ func lastKnownOf(name string, records Records, prev map[string]*homelabv1.GpuNod
 		}
 	}
 	p := prev[name]
-	if p == nil || !EntryKnowsGPUs(p) {
+	if p == nil || !EntryKnowsGPUs(p) || p.Source == homelabv1.SourceDevicePlugin {
 		return nil // never labelled: unknown, not missing
 	}
 	known := &lastKnown{product: p.Product, family: p.Family, computeCapability: p.ComputeCapability,
-		gpuCount: p.GpuCount, gpuMemoryMiB: p.GpuMemoryMiB}
+		gpuCount: p.GpuCount, gpuMemoryMiB: p.GpuMemoryMiB, source: p.Source}
 	if p.LabelsMissing {
 		known.missingSince = p.LabelsMissingSince
 	}
@@ -206,6 +231,7 @@ func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *lastKnown, now time.Tim
 		return false
 	}
 	entry.Product, entry.GpuCount, entry.GpuMemoryMiB = last.product, last.gpuCount, last.gpuMemoryMiB
+	entry.Source = last.source
 	if entry.Family == "" {
 		entry.Family = last.family
 	}
@@ -262,6 +288,7 @@ func fromRefs(refs []entryRef) Inventory {
 			inv.UnlabeledGpus = addSaturating(inv.UnlabeledGpus, n.GpuCount)
 		}
 	}
+	inv.Cliques = Cliques(inv.Nodes)
 	all := Models(inv.Nodes)
 	inv.ModelCount = len(all)
 	inv.Models = FoldModels(all)
@@ -398,4 +425,61 @@ func Selector(ls *metav1.LabelSelector) (labels.Selector, error) {
 		return nil, fmt.Errorf("invalid node selector: %w", err)
 	}
 	return sel, nil
+}
+
+// Discovered reports whether a discovery source (GFD's labels, DRA slices, cloud labels)
+// states a node's GPUs, as opposed to the capacity alone or nothing: entry is EntryFrom's.
+func Discovered(node *corev1.Node, entry *homelabv1.GpuNodeEntry) bool {
+	return HasGFDLabels(node) || entry.Source != "" && entry.Source != homelabv1.SourceDevicePlugin
+}
+
+// MaxCliques bounds the per-clique counts; OtherCliques counts the rest.
+const (
+	MaxCliques   = 32
+	OtherCliques = "<other cliques>"
+)
+
+// Cliques counts nodes and GPUs per NVLink clique, the largest MaxCliques-1 by GPUs (then
+// name) listed and the rest folded into OtherCliques; nil when no node names a clique.
+func Cliques(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuClique {
+	byName := map[string]*homelabv1.GpuClique{}
+	for i := range entries {
+		n := &entries[i]
+		if n.Clique == "" {
+			continue
+		}
+		c := byName[n.Clique]
+		if c == nil {
+			c = &homelabv1.GpuClique{Name: n.Clique}
+			byName[n.Clique] = c
+		}
+		c.Nodes++
+		c.Gpus = addSaturating(c.Gpus, n.GpuCount)
+		if n.Ready {
+			c.ReadyGpus = addSaturating(c.ReadyGpus, n.GpuCount)
+		}
+	}
+	if len(byName) == 0 {
+		return nil
+	}
+	all := make([]homelabv1.GpuClique, 0, len(byName))
+	for _, c := range byName {
+		all = append(all, *c)
+	}
+	slices.SortFunc(all, func(a, b homelabv1.GpuClique) int {
+		if a.Gpus != b.Gpus {
+			return int(b.Gpus) - int(a.Gpus)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if len(all) > MaxCliques {
+		other := homelabv1.GpuClique{Name: OtherCliques}
+		for _, c := range all[MaxCliques-1:] {
+			other.Nodes += c.Nodes
+			other.Gpus = addSaturating(other.Gpus, c.Gpus)
+			other.ReadyGpus = addSaturating(other.ReadyGpus, c.ReadyGpus)
+		}
+		all = append(all[:MaxCliques-1], other)
+	}
+	return all
 }

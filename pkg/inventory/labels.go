@@ -25,6 +25,7 @@ const (
 	LabelComputeMinor   = "nvidia.com/gpu.compute.minor"
 	LabelReplicas       = "nvidia.com/gpu.replicas"
 	LabelSharing        = "nvidia.com/gpu.sharing-strategy"
+	LabelClique         = "nvidia.com/gpu.clique" // multi-node NVLink domain: <cluster UUID>.<clique ID>
 
 	LabelDriverFull   = "nvidia.com/cuda.driver-version.full"
 	LabelDriverMajor  = "nvidia.com/cuda.driver-version.major"
@@ -63,6 +64,8 @@ const (
 	NodeUnhealthyGPUs   = "UnhealthyGPUs"
 	NodeMIGConfigFailed = "MIGConfigFailed"
 	NodeCordoned        = "Cordoned"
+	NodeDevicesPending  = "DevicesPending" // the node's DRA pool is incomplete: its newest slices are still coming
+	NodeDeviceTainted   = "DeviceTainted"  // a DRA device carries a taint
 )
 
 // nfdNVIDIAPCILabels mark a node on which Node Feature Discovery found an NVIDIA PCI device
@@ -92,6 +95,9 @@ func ReadsLabel(key string) bool {
 		return true
 	case strings.HasPrefix(key, labelMIGProfilePfx):
 		return strings.HasSuffix(key, ".count") || strings.HasSuffix(key, ".memory")
+	}
+	if IsCloudGPULabel(key) || IsHealthLabel(key) {
+		return true
 	}
 	return slices.Contains(nfdNVIDIAPCILabels, key)
 }

@@ -33,8 +33,9 @@ func (w Warning) short() string {
 
 // IsGPUNode reports whether a node carries an NVIDIA GPU, or did: GPU Feature Discovery's
 // labels vanish when a node goes NotReady, but the GPU Operator's nvidia.com/gpu.deploy.* and
-// nvidia.com/gpu.workload.config labels, NFD's PCI labels and the kubelet's extended-resource
-// capacity survive.
+// nvidia.com/gpu.workload.config labels, NFD's PCI labels, managed clouds' accelerator labels
+// and the kubelet's extended-resource capacity survive. (A DRA node carries the GPU
+// Operator's or NFD's labels: the driver is deployed to the nodes they mark.)
 func IsGPUNode(node *corev1.Node) bool {
 	for key := range node.Labels {
 		if strings.HasPrefix(key, LabelGPUPrefix) {
@@ -45,6 +46,9 @@ func IsGPUNode(node *corev1.Node) bool {
 		if node.Labels[key] == "true" {
 			return true
 		}
+	}
+	if HasCloudAccelerator(node.Labels) {
+		return true
 	}
 	capacity, ok := node.Status.Capacity[ResourceGPU]
 	return ok && capacity.Sign() > 0
@@ -78,16 +82,58 @@ func HasGFDLabels(node *corev1.Node) bool {
 // Entry reads one GPU node's inventory entry from its labels and status. Malformed label
 // values never fail: the field stays zero and a Warning says what was ignored. Entry knows
 // nothing of earlier scans; Compute adds last-known values for nodes that lost their labels.
-// It is long because it is one pass over the label families GFD writes, in their order.
-func Entry(node *corev1.Node) (homelabv1.GpuNodeEntry, []Warning) {
+func Entry(node *corev1.Node) (homelabv1.GpuNodeEntry, []Warning) { return EntryFrom(node, nil) }
+
+// EntryFrom is Entry with what the node's DRA ResourceSlices say (nil: none). The sources
+// are read in order: GPU Feature Discovery's labels, the slices (which win where the two
+// disagree, with a warning), managed-cloud labels when neither is there, and the
+// nvidia.com/gpu capacity alone when nothing else is.
+func EntryFrom(node *corev1.Node, dra *DeviceFacts) (homelabv1.GpuNodeEntry, []Warning) {
 	r := reader{node: node}
-	lbl := node.Labels
-	entry := homelabv1.GpuNodeEntry{
-		Name:           node.Name,
-		Ready:          IsReady(node),
+	entry, replicas := r.labelled()
+	var sources []string
+	if HasGFDLabels(node) {
+		sources = append(sources, homelabv1.SourceGPUFeatureDiscovery)
+	}
+	r.capacity(&entry, replicas)
+	if dra != nil && !dra.Pending {
+		r.devices(&entry, dra, len(sources) > 0)
+		sources = append(sources, homelabv1.SourceDRA)
+	}
+	if len(sources) == 0 {
+		if cloud, ok := ReadCloudLabels(node.Labels); ok {
+			r.cloud(&entry, cloud)
+			sources = append(sources, cloud.Source)
+		} else if entry.Capacity > 0 {
+			entry.GpuCount = ceilDiv(entry.Capacity, max(replicas, 1))
+			sources = append(sources, homelabv1.SourceDevicePlugin)
+		}
+	}
+	if len(sources) > 0 && sources[0] != homelabv1.SourceGPUFeatureDiscovery || len(sources) > 1 {
+		entry.Source = strings.Join(sources, ",") // empty: GPU Feature Discovery alone
+	}
+	r.conditions(&entry, dra)
+	for _, w := range r.warnings {
+		entry.Warnings = append(entry.Warnings, w.short())
+	}
+	if dra != nil {
+		entry.Warnings = append(entry.Warnings, dra.Warnings...)
+	}
+	bound(&entry)
+	return entry, r.warnings
+}
+
+// labelled reads GPU Feature Discovery's labels (and the GPU Operator's workload and clique
+// labels); replicas is the time-slicing replica count.
+func (r *reader) labelled() (entry homelabv1.GpuNodeEntry, replicas int32) {
+	lbl := r.node.Labels
+	entry = homelabv1.GpuNodeEntry{
+		Name:           r.node.Name,
+		Ready:          IsReady(r.node),
 		Product:        lbl[LabelProduct],
 		WorkloadConfig: lbl[LabelWorkloadConfig],
 		Family:         lbl[LabelFamily],
+		Clique:         lbl[LabelClique],
 	}
 	if entry.WorkloadConfig == "" {
 		entry.WorkloadConfig = homelabv1.DefaultWorkloadConfig
@@ -106,20 +152,25 @@ func Entry(node *corev1.Node) (homelabv1.GpuNodeEntry, []Warning) {
 		version(lbl[LabelRuntimeMajor], lbl[LabelRuntimeMinor]),
 		version(lbl[LabelOldRuntimeMajor], lbl[LabelOldRuntimeMinor]))
 
-	replicas := int32(r.count(LabelReplicas, 32))
+	replicas = int32(r.count(LabelReplicas, 32))
 	if strategy := lbl[LabelSharing]; (strategy != "" && strategy != "none") || replicas > 1 {
 		entry.Sharing = &homelabv1.GpuSharing{Strategy: strategy, Replicas: replicas}
 	}
 	entry.MIG = r.mig()
+	return entry, replicas
+}
 
+// capacity reads the device plugin's capacity and allocatable, and the GPUs it stopped
+// advertising.
+func (r *reader) capacity(entry *homelabv1.GpuNodeEntry, replicas int32) {
 	resource := ResourceGPU
-	if _, ok := node.Status.Capacity[ResourceGPU]; !ok {
-		if _, ok := node.Status.Capacity[ResourceGPUShared]; ok {
+	if _, ok := r.node.Status.Capacity[ResourceGPU]; !ok {
+		if _, ok := r.node.Status.Capacity[ResourceGPUShared]; ok {
 			resource = ResourceGPUShared
 		}
 	}
-	capacity, hasCapacity := node.Status.Capacity[resource]
-	allocatable, hasAllocatable := node.Status.Allocatable[resource]
+	capacity, hasCapacity := r.node.Status.Capacity[resource]
+	allocatable, hasAllocatable := r.node.Status.Allocatable[resource]
 	if hasCapacity {
 		entry.Capacity = clampInt32(capacity.Value())
 	}
@@ -133,13 +184,23 @@ func Entry(node *corev1.Node) (homelabv1.GpuNodeEntry, []Warning) {
 		}
 		entry.UnhealthyGpus = clampInt32(missing)
 	}
-	r.checkCapacity(entry, replicas)
+	r.checkCapacity(*entry, replicas)
+}
 
-	readiness := readyStatus(node)
+// conditions lists what deserves a human's attention, in a fixed order.
+func (r *reader) conditions(entry *homelabv1.GpuNodeEntry, dra *DeviceFacts) {
+	node := r.node
+	health := ReadHealth(node)
+	if dra != nil && !dra.Pending {
+		entry.UnhealthyGpus = max(entry.UnhealthyGpus, dra.UnhealthyGpus)
+	}
+	if health.GPUFault && entry.UnhealthyGpus == 0 && entry.GpuCount > 0 {
+		entry.UnhealthyGpus = 1 // at least one GPU; the monitor's message says which
+	}
 	if !entry.Ready {
 		entry.Conditions = append(entry.Conditions, NodeNotReady)
 	}
-	if readiness == corev1.ConditionUnknown || hasTaint(node, TaintUnreachable) {
+	if readyStatus(node) == corev1.ConditionUnknown || hasTaint(node, TaintUnreachable) {
 		entry.Conditions = append(entry.Conditions, NodeUnreachable)
 	}
 	if entry.UnhealthyGpus > 0 {
@@ -151,11 +212,94 @@ func Entry(node *corev1.Node) (homelabv1.GpuNodeEntry, []Warning) {
 	if node.Spec.Unschedulable {
 		entry.Conditions = append(entry.Conditions, NodeCordoned)
 	}
-	for _, w := range r.warnings {
-		entry.Warnings = append(entry.Warnings, w.short())
+	if dra != nil && dra.Pending {
+		entry.Conditions = append(entry.Conditions, NodeDevicesPending)
 	}
-	bound(&entry)
-	return entry, r.warnings
+	if dra != nil && !dra.Pending && dra.Tainted {
+		entry.Conditions = append(entry.Conditions, NodeDeviceTainted)
+	}
+	entry.Conditions = append(entry.Conditions, health.Conditions...)
+}
+
+// devices fills an entry from a node's DRA slices; with GFD's labels there too, the slices
+// win where they disagree (they are what the scheduler allocates from), with a warning.
+func (r *reader) devices(entry *homelabv1.GpuNodeEntry, dra *DeviceFacts, labelled bool) {
+	if labelled {
+		r.disagree(LabelProduct, entry.Product, NormalizeProduct(entry.Product) != dra.Product && dra.Product != "",
+			"the gpu.nvidia.com ResourceSlices publish product %q", dra.Product)
+		r.disagree(LabelCount, r.node.Labels[LabelCount], entry.GpuCount != dra.GpuCount,
+			"the gpu.nvidia.com ResourceSlices publish %d GPUs", dra.GpuCount)
+		r.disagree(LabelMemory, r.node.Labels[LabelMemory], dra.GpuMemoryMiB != 0 && entry.GpuMemoryMiB != dra.GpuMemoryMiB,
+			"the gpu.nvidia.com ResourceSlices publish %d MiB per GPU", dra.GpuMemoryMiB)
+		r.disagree(LabelDriverFull, entry.DriverVersion, dra.DriverVersion != "" && entry.DriverVersion != "" && !sameVersion(entry.DriverVersion, dra.DriverVersion),
+			"the gpu.nvidia.com ResourceSlices publish driver %s", dra.DriverVersion)
+	}
+	if dra.Product != "" {
+		entry.Product = dra.Product
+	}
+	entry.GpuCount = dra.GpuCount
+	if dra.GpuMemoryMiB != 0 {
+		entry.GpuMemoryMiB = dra.GpuMemoryMiB
+	}
+	entry.Family = firstNonEmpty(entry.Family, dra.Family)
+	entry.ComputeCapability = firstNonEmpty(entry.ComputeCapability, dra.ComputeCapability)
+	entry.DriverVersion = firstNonEmpty(dra.DriverVersion, entry.DriverVersion)
+	entry.CudaVersion = firstNonEmpty(entry.CudaVersion, dra.CudaVersion)
+	if len(dra.MIG) > 0 {
+		if entry.MIG == nil {
+			entry.MIG = &homelabv1.MigInfo{Capable: true}
+		}
+		entry.MIG.Devices = append([]homelabv1.MigDevice(nil), dra.MIG...)
+	}
+}
+
+// disagree warns that a label says otherwise than the slices, which are used instead.
+func (r *reader) disagree(label, value string, differs bool, format string, arg any) {
+	if differs {
+		r.warn(label, value, fmt.Sprintf(format, arg)+"; using the slices")
+	}
+}
+
+// sameVersion compares dotted versions numerically: GFD writes 570.124.06, the DRA driver
+// the semantic version 570.124.6.
+func sameVersion(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	if len(pa) != len(pb) {
+		return false
+	}
+	for i := range pa {
+		x, errx := strconv.ParseUint(pa[i], 10, 64)
+		y, erry := strconv.ParseUint(pb[i], 10, 64)
+		if errx != nil || erry != nil || x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// cloud fills an entry from managed-cloud labels: product, MIG partitions and sharing; the
+// count is the capacity divided by what one GPU gives.
+func (r *reader) cloud(entry *homelabv1.GpuNodeEntry, cloud CloudFacts) {
+	entry.Product = cloud.Product
+	clients := int32(1)
+	if cloud.Sharing != nil {
+		sharing := *cloud.Sharing
+		entry.Sharing = &sharing
+		clients = max(sharing.Replicas, 1)
+	}
+	entry.GpuCount = ceilDiv(entry.Capacity, max(cloud.PartitionsPerGPU, 1)*clients)
+	if cloud.MIGProfile != "" {
+		entry.MIG = &homelabv1.MigInfo{Capable: true, Strategy: "single",
+			Devices: []homelabv1.MigDevice{{Profile: cloud.MIGProfile, Count: entry.Capacity / clients}}}
+	}
+	entry.Warnings = append(entry.Warnings, cloud.Warnings...)
+}
+
+func ceilDiv(n, d int32) int32 {
+	if d <= 0 || n <= 0 {
+		return max(n, 0)
+	}
+	return int32((int64(n) + int64(d) - 1) / int64(d))
 }
 
 // Bounds of one node's entry, so that no node can take more than a small share of the

@@ -84,17 +84,20 @@ func Conditions(inv Inventory, omitted int, generation int64) []metav1.Condition
 	}
 }
 
-// DegradedCondition says whether any covered GPU node is not Ready or has unhealthy GPUs,
-// naming the first few.
+// DegradedCondition says whether any covered GPU node is not Ready, has unhealthy GPUs (a
+// health monitor's GPU fault counts) or failed its driver upgrade, naming the first few.
 func DegradedCondition(inv Inventory, generation int64) metav1.Condition {
 	cond := metav1.Condition{Type: homelabv1.ConditionDegraded, ObservedGeneration: generation}
-	var notReady, unhealthy []string
+	var notReady, unhealthy, upgradeFailed []string
 	for _, n := range inv.Nodes {
 		if !n.Ready {
 			notReady = append(notReady, n.Name)
 		}
 		if n.UnhealthyGpus > 0 {
 			unhealthy = append(unhealthy, n.Name)
+		}
+		if slices.Contains(n.Conditions, NodeDriverUpgradeFailed) {
+			upgradeFailed = append(upgradeFailed, n.Name)
 		}
 	}
 	var problems []string
@@ -105,6 +108,9 @@ func DegradedCondition(inv Inventory, generation int64) metav1.Condition {
 	if len(unhealthy) > 0 {
 		problems = append(problems, fmt.Sprintf("%d GPUs are unhealthy on %s",
 			inv.UnhealthyGpus, nameList(unhealthy, NotReadyNodeNames)))
+	}
+	if len(upgradeFailed) > 0 {
+		problems = append(problems, fmt.Sprintf("the GPU driver upgrade failed on %s", nameList(upgradeFailed, NotReadyNodeNames)))
 	}
 	switch {
 	case inv.TotalGpuNodes == 0:
@@ -190,6 +196,7 @@ func (inv Inventory) Status(listed []homelabv1.GpuNodeEntry, conditions []metav1
 		TotalModels:        int32(inv.ModelCount),
 		ListedNodes:        int32(len(listed)),
 		Models:             inv.Models,
+		Cliques:            inv.Cliques,
 		Nodes:              listed,
 		Conditions:         conditions,
 	}

@@ -52,6 +52,10 @@ type Metrics struct {
 	UnhealthyGPUs      *prometheus.GaugeVec
 	LabelsMissingNodes *prometheus.GaugeVec
 	NotReadyNodes      *prometheus.GaugeVec
+	// SourceNodes counts GPU nodes by where their facts came from; ConditionNodes by the
+	// conditions in their entries (a fixed vocabulary).
+	SourceNodes    *prometheus.GaugeVec
+	ConditionNodes *prometheus.GaugeVec
 
 	requestLatency *prometheus.HistogramVec
 	requestResult  *prometheus.CounterVec
@@ -87,11 +91,15 @@ func New() *Metrics {
 		ModelGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "model_gpus",
 			Help: "GPUs per model (product without MIG/-SHARED suffix), by readiness of their node."}, []string{"inventory", "product", "ready"}),
 		UnhealthyGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "unhealthy_gpus",
-			Help: "GPUs the device plugin reports unhealthy (capacity minus allocatable)."}, []string{"inventory"}),
+			Help: "Unusable GPUs: capacity minus allocatable, DRA devices tainted NoSchedule/NoExecute, at least one per node whose health monitor reports a GPU fault."}, []string{"inventory"}),
 		LabelsMissingNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "labels_missing_nodes",
 			Help: "GPU nodes reported from last-known labels because GPU Feature Discovery's labels vanished."}, []string{"inventory"}),
 		NotReadyNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "node_not_ready",
 			Help: "1 for each GPU node that is not Ready (only with --metrics-per-node)."}, []string{"inventory", "node"}),
+		SourceNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "source_nodes",
+			Help: "GPU nodes by the source of their GPU facts (gpu-feature-discovery, dra, gke, accelerator-label, device-plugin; comma-joined when several)."}, []string{"inventory", "source"}),
+		ConditionNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "condition_nodes",
+			Help: "GPU nodes with a condition in status.nodes[].conditions (NotReady, UnhealthyGPUs, XIDError, DriverUpgradeFailed, ...)."}, []string{"inventory", "condition"}),
 		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "rest_client", Name: "request_duration_seconds",
 			Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"}),
 		requestResult: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "rest_client", Name: "requests_total",
@@ -101,7 +109,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
 		m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs, m.LabelsMissingNodes, m.NotReadyNodes,
-		m.requestLatency, m.requestResult)
+		m.SourceNodes, m.ConditionNodes, m.requestLatency, m.requestResult)
 	m.queues.register(m.Registry)
 	for _, outcome := range GpuNodeOutcomes {
 		m.GpuNodeWrites.WithLabelValues(outcome) // every series from the start, for rate()
@@ -126,7 +134,7 @@ var GpuNodeOutcomes = []string{GpuNodeCreated, GpuNodeUpdated, GpuNodeMissing, G
 func (m *Metrics) ForgetInventory(name string) {
 	labels := prometheus.Labels{"inventory": name}
 	for _, vec := range []*prometheus.GaugeVec{m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs,
-		m.LabelsMissingNodes, m.NotReadyNodes, m.LastSuccessfulSync} {
+		m.LabelsMissingNodes, m.NotReadyNodes, m.SourceNodes, m.ConditionNodes, m.LastSuccessfulSync} {
 		vec.DeletePartialMatch(labels)
 	}
 	m.StatusWrites.DeletePartialMatch(labels)

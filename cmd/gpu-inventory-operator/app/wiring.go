@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
@@ -39,6 +40,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 )
 
@@ -95,7 +97,8 @@ func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interf
 
 // runRelisting runs the informers and controllers with a node cache that keeps only the
 // labels the inventory and the current node selectors read. When a selector names another
-// label, everything is started again with that label kept (a re-list). With noInventories
+// label, everything is started again with that label kept (a re-list); the same happens when
+// the API server starts or stops serving ResourceSlices. With noInventories
 // (the GpuInventory CRD is new) the first run lists nodes while the CRDs become served.
 func (o *Operator) runRelisting(ctx context.Context, crds crdsServed, noInventories bool) error {
 	logger := klog.FromContext(ctx)
@@ -111,22 +114,22 @@ func (o *Operator) runRelisting(ctx context.Context, crds crdsServed, noInventor
 		noInventories = false
 		relist := make(chan string, 1)
 		runCtx, cancel := context.WithCancel(ctx)
-		err = o.runInformers(runCtx, crds, nodecache.NewNodeTrimmer(keys), func(key string) {
+		err = o.runInformers(runCtx, crds, nodecache.NewNodeTrimmer(keys), func(reason string) {
 			select {
-			case relist <- key:
+			case relist <- reason:
 			default:
 			}
 			cancel()
 		})
 		cancel()
 		select {
-		case key := <-relist:
+		case reason := <-relist:
 			if ctx.Err() != nil {
 				return err
 			}
 			// Anyone who may edit an inventory could cycle selector keys: re-lists are spaced.
 			wait := relists.Reserve().Delay()
-			logger.Info("A node selector names a label the node cache drops; re-listing nodes", "label", key, "after", wait)
+			logger.Info("Re-listing", "reason", reason, "after", wait)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -177,9 +180,10 @@ type caches struct {
 	inventoryFactory externalversions.SharedInformerFactory
 	nodes            cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
 	records          informersv1.GpuNodeInformer
+	slices           *slicecache.Cache // nil: the API server serves no resource.k8s.io/v1
 }
 
-func (o *Operator) newCaches(trimmer *nodecache.NodeTrimmer) (*caches, error) {
+func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer) (*caches, error) {
 	nodes, err := o.nodeClient(trimmer)
 	if err != nil {
 		return nil, err
@@ -208,8 +212,38 @@ func (o *Operator) newCaches(trimmer *nodecache.NodeTrimmer) (*caches, error) {
 	if withRecords {
 		c.records = gpunode.NewRecordInformer(o.client, 0)
 	}
+	if o.servesSlices(ctx) {
+		c.slices = slicecache.New(o.kube)
+	}
 	return c, nil
 }
+
+// servesSlices reports whether the API server serves DRA's ResourceSlices; a cluster before
+// Kubernetes 1.34, or with resource.k8s.io turned off, runs without them.
+func (o *Operator) servesSlices(ctx context.Context) bool {
+	served, err := slicecache.Served(o.kube.Discovery())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot tell whether resource.k8s.io/v1 is served; running without DRA ResourceSlices until the next re-list")
+		return false
+	}
+	return served
+}
+
+// watchSliceServing re-lists (calls relist) when the API server starts or stops serving
+// ResourceSlices, checking every sliceDiscoveryInterval until ctx is cancelled.
+func (o *Operator) watchSliceServing(ctx context.Context, serving bool, relist func(string)) {
+	_ = wait.PollUntilContextCancel(ctx, sliceDiscoveryInterval, false, func(ctx context.Context) (bool, error) {
+		served, err := slicecache.Served(o.kube.Discovery())
+		if err != nil || served == serving {
+			return false, nil
+		}
+		relist(fmt.Sprintf("resource.k8s.io/v1 served: %t", served))
+		return true, nil
+	})
+}
+
+// sliceDiscoveryInterval is how often the operator asks whether ResourceSlices are served.
+const sliceDiscoveryInterval = 5 * time.Minute
 
 // start starts the informers: the Node and ConfigMap ones at once, those of the custom
 // resources once crds are served.
@@ -223,6 +257,9 @@ func (c *caches) start(ctx context.Context, crds crdsServed) error {
 		go c.records.Informer().RunWithContext(ctx)
 	}
 	c.inventoryFactory.Start(ctx.Done())
+	if c.slices != nil {
+		go c.slices.Informer().RunWithContext(ctx)
+	}
 	return nil
 }
 
@@ -233,8 +270,9 @@ func (c *caches) shutdown() {
 }
 
 // runInformers runs the informers and the controllers until ctx is cancelled.
-func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *nodecache.NodeTrimmer, onUnknownKey func(string)) error {
-	c, err := o.newCaches(trimmer)
+// relist restarts them with new caches, saying why.
+func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *nodecache.NodeTrimmer, relist func(reason string)) error {
+	c, err := o.newCaches(ctx, trimmer)
 	if err != nil {
 		return err
 	}
@@ -245,7 +283,9 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: homelabv1.FieldManager})
 
-	cs, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, onUnknownKey)
+	cs, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, func(key string) {
+		relist(fmt.Sprintf("a node selector names label %q, which the node cache drops", key))
+	})
 	if err != nil {
 		return err
 	}
@@ -261,6 +301,10 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	if c.records != nil {
 		synced = append(synced, c.records.Informer().HasSynced)
 	}
+	if c.slices != nil {
+		synced = append(synced, c.slices.HasSynced)
+	}
+	go o.watchSliceServing(ctx, c.slices != nil, relist)
 	started := []cache.InformerSynced{cs.inventory.Synced, cs.nodeStatus.Synced}
 	if cs.records != nil {
 		started = append(started, cs.records.Synced)
@@ -300,6 +344,11 @@ var eventScheme = func() *k8sruntime.Scheme {
 func (o *Operator) newControllers(ctx context.Context, c *caches, recorder record.EventRecorder,
 	keepsLabel func(string) bool, onUnknownKey func(string)) (*controllers, error) {
 	entries := inventory.NewEntryCache()
+	var devices controller.DeviceSource
+	if c.slices != nil {
+		entries = inventory.NewEntryCacheWithDevices(c.slices.Facts)
+		devices = c.slices
+	}
 	nodeEvents := &nodecache.Events{}
 	cs := &controllers{}
 	var recordOf inventory.Records
@@ -314,6 +363,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 			RecordInformer: c.records,
 			Metrics:        o.metrics,
 			Entries:        entries,
+			Devices:        devices,
 			Seed:           seed.lookup,
 		})
 		if err != nil {
@@ -347,6 +397,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		Records:              recordOf,
 		RecordEvents:         recordEvents,
 		RecordsSynced:        recordsSynced,
+		Devices:              devices,
 	})
 	if err != nil {
 		return nil, err
@@ -365,6 +416,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		Delay:             o.opts.MinSyncInterval,
 		Records:           recordOf,
 		RecordEvents:      recordEvents,
+		Devices:           devices,
 	})
 	if err != nil {
 		return nil, err

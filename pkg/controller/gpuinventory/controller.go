@@ -71,6 +71,9 @@ type Config struct {
 	RecordEvents nodecache.EventSource
 	// RecordsSynced reports whether the records' cache has synced; nil: no records.
 	RecordsSynced cache.InformerSynced
+	// Devices tells of nodes whose DRA slices changed (the Entries cache reads the slices
+	// themselves); nil: no DRA.
+	Devices controller.DeviceSource
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
 	// BeforeSync, for tests, runs at the start of every sync (inside the worker's recovery).
@@ -97,6 +100,7 @@ type Controller struct {
 	unknown           func(string)
 	records           inventory.Records
 	recordsSynced     cache.InformerSynced
+	devicesSynced     cache.InformerSynced
 
 	beforeSync func(string)
 
@@ -145,6 +149,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		beforeSync:        cfg.BeforeSync,
 		records:           cfg.Records,
 		recordsSynced:     cfg.RecordsSynced,
+		devicesSynced:     controller.DevicesSynced(cfg.Devices),
 	}
 	if c.recordsSynced == nil {
 		c.recordsSynced = func() bool { return true }
@@ -167,6 +172,9 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
 	}
+	if cfg.Devices != nil {
+		cfg.Devices.OnChange(c.devicesChanged)
+	}
 	if cfg.RecordEvents != nil {
 		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.recordChanged,
@@ -182,14 +190,14 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 // Run processes inventories with the given number of workers until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
-	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced, c.recordsSynced)
+	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced, c.recordsSynced, c.devicesSynced)
 }
 
 // Synced reports whether the caches have synced and the controller has made progress: an
 // inventory had a successful sync, or there is none. One inventory that cannot be written
 // shows in its own metrics, not here.
 func (c *Controller) Synced() bool {
-	if !c.nodesSynced() || !c.inventoriesSynced() || !c.recordsSynced() {
+	if !c.nodesSynced() || !c.inventoriesSynced() || !c.recordsSynced() || !c.devicesSynced() {
 		return false
 	}
 	inventories, err := c.inventories.List(labels.Everything())
@@ -294,6 +302,17 @@ func (c *Controller) recordChanged(obj any) {
 	node, ok := c.nodes.Get(key.Name)
 	if !ok || inventory.HasGFDLabels(node) {
 		return // no GPU node of that name, or one whose labels say it all: the record changes nothing
+	}
+	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
+		c.limiter.Enqueue(c.queue, inv)
+	}
+}
+
+// devicesChanged enqueues the inventories that select a node whose DRA slices changed.
+func (c *Controller) devicesChanged(name string) {
+	node, ok := c.nodes.Get(name)
+	if !ok {
+		return // no GPU node of that name: its slices count when it becomes one
 	}
 	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
 		c.limiter.Enqueue(c.queue, inv)

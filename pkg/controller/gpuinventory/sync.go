@@ -1,6 +1,7 @@
 package gpuinventory
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -181,6 +182,22 @@ func (c *Controller) observe(name string, content inventory.Inventory) {
 	for _, model := range content.Models {
 		m.ModelGPUs.WithLabelValues(name, model.Product, "true").Set(float64(model.ReadyGpus))
 		m.ModelGPUs.WithLabelValues(name, model.Product, "false").Set(float64(model.Gpus - model.ReadyGpus))
+	}
+	m.SourceNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
+	m.ConditionNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
+	sources, conditions := map[string]int{}, map[string]int{}
+	for i := range content.Nodes {
+		n := &content.Nodes[i]
+		sources[cmp.Or(n.Source, homelabv1.SourceGPUFeatureDiscovery)]++
+		for _, cond := range n.Conditions {
+			conditions[cond]++
+		}
+	}
+	for source, count := range sources {
+		m.SourceNodes.WithLabelValues(name, source).Set(float64(count))
+	}
+	for cond, count := range conditions {
+		m.ConditionNodes.WithLabelValues(name, cond).Set(float64(count))
 	}
 	if c.perNodeMetrics {
 		m.NotReadyNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ type Config struct {
 	Entries *inventory.EntryCache
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
+	// Devices tells of nodes whose DRA slices changed (the Entries cache reads the slices
+	// themselves); nil: no DRA.
+	Devices controller.DeviceSource
 	// Seed returns the last-known entry of a node from before records existed (an inventory's
 	// stored status.nodes or the ConfigMap); nil: none.
 	Seed func(name string) (homelabv1.GpuNodeEntry, bool)
@@ -72,6 +76,7 @@ type Controller struct {
 	nodesSynced   cache.InformerSynced
 	records       listersv1.GpuNodeLister
 	recordsSynced cache.InformerSynced
+	devicesSynced cache.InformerSynced
 	queue         workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	limiter       *controller.WriteLimiter[cache.ObjectName] // spaces a relabelled node's writes
 	metrics       *metrics.Metrics
@@ -110,6 +115,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		nodesSynced:   cfg.NodeInformer.HasSynced,
 		records:       cfg.RecordInformer.Lister(),
 		recordsSynced: cfg.RecordInformer.Informer().HasSynced,
+		devicesSynced: controller.DevicesSynced(cfg.Devices),
 		queue:         controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
 		limiter:       controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, cfg.Clock),
 		metrics:       cfg.Metrics,
@@ -121,6 +127,9 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
+	}
+	if cfg.Devices != nil {
+		cfg.Devices.OnChange(func(name string) { c.limiter.Enqueue(c.queue, cache.ObjectName{Name: name}) })
 	}
 	if _, err := cfg.RecordInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRecord,
@@ -142,7 +151,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 // cachesSynced reports whether both caches have synced; the first time they have, before any
 // worker starts, it queues every GPU node and every record for the initial pass.
 func (c *Controller) cachesSynced() bool {
-	if !c.nodesSynced() || !c.recordsSynced() {
+	if !c.nodesSynced() || !c.recordsSynced() || !c.devicesSynced() {
 		return false
 	}
 	c.started.Do(c.startInitialPass)
@@ -171,7 +180,7 @@ func (c *Controller) startInitialPass() {
 // Synced reports whether the caches have synced and every GPU node and record seen at start
 // has been synced once: the records are then as complete as this controller can make them.
 func (c *Controller) Synced() bool {
-	return c.nodesSynced() && c.recordsSynced() && c.initialDone.Load()
+	return c.nodesSynced() && c.recordsSynced() && c.devicesSynced() && c.initialDone.Load()
 }
 
 // Record returns the cached record of a node, nil when there is none. The record is shared
@@ -238,9 +247,11 @@ func (c *Controller) isDeleted(name string) bool {
 }
 
 // identityInputsChanged reports whether anything Identity reads differs between two cached
-// versions of a GPU node: the labels the inventory reads, or the capacity.
+// versions of a GPU node: the labels the inventory reads, the health monitors' conditions, or
+// the capacity.
 func identityInputsChanged(old, cur *corev1.Node) bool {
 	return !sameReadLabels(old.Labels, cur.Labels) ||
+		!slices.Equal(inventory.ReadHealth(old).Conditions, inventory.ReadHealth(cur).Conditions) ||
 		!maps.EqualFunc(old.Status.Capacity, cur.Status.Capacity, func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 }
 
@@ -342,10 +353,30 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if desired, ok := c.entries.NodeIdentity(node); ok {
+	if desired, ok := c.entries.NodeIdentity(node); ok && !c.remembersMore(name, record, desired) {
 		return c.syncLabelled(ctx, node, record, desired)
 	}
 	return c.syncUnlabelled(ctx, node, record)
+}
+
+// remembersMore reports whether what is remembered of a node (its record, or an older
+// version's memory) says more than the nvidia.com/gpu capacity that is all the node shows
+// now: the discovery source vanished, and the record is kept, marked missing.
+func (c *Controller) remembersMore(name string, record *homelabv1.GpuNode, desired homelabv1.GpuNodeSpec) bool {
+	if desired.Source != homelabv1.SourceDevicePlugin {
+		return false
+	}
+	if record != nil {
+		return inventory.KnowsGPUs(&record.Spec) && record.Spec.Source != homelabv1.SourceDevicePlugin
+	}
+	c.mu.Lock()
+	deleted := c.deleted[name]
+	c.mu.Unlock()
+	if deleted != nil {
+		return deleted.Spec.Source != homelabv1.SourceDevicePlugin
+	}
+	_, seeded := c.seeded(name)
+	return seeded
 }
 
 // syncLabelled writes the identity GFD states, unless the record already holds it.
@@ -424,7 +455,7 @@ func (c *Controller) seeded(name string) (homelabv1.GpuNodeSpec, bool) {
 		return homelabv1.GpuNodeSpec{}, false
 	}
 	entry, ok := c.seed(name)
-	if !ok {
+	if !ok || entry.Source == homelabv1.SourceDevicePlugin {
 		return homelabv1.GpuNodeSpec{}, false
 	}
 	spec := inventory.SeededIdentity(&entry)

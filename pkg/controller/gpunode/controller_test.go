@@ -183,6 +183,11 @@ func withoutGFDLabels(n *corev1.Node) *corev1.Node {
 	})
 }
 
+// unknownGPUs strips a node of every GPU fact: GFD's labels and the nvidia.com/gpu capacity.
+func unknownGPUs(n *corev1.Node) *corev1.Node {
+	return changed(withoutGFDLabels(n), func(c *corev1.Node) { c.Status.Capacity = nil })
+}
+
 func onlyVerbs(actions []core.Action) []string {
 	var verbs []string
 	for _, a := range actions {
@@ -241,7 +246,7 @@ func managedBy(r *homelabv1.GpuNode, manager string) bool {
 
 func TestNodesThatAreNoGPUNodeOrWereNeverLabelledGetNoRecord(t *testing.T) {
 	cpu := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-1", UID: "uid-cpu-1", ResourceVersion: "1"}}
-	unlabelled := withoutGFDLabels(gpuNode("gpu-new", "x", 1))
+	unlabelled := unknownGPUs(gpuNode("gpu-new", "x", 1))
 	f := newFixture(t, []*corev1.Node{cpu, unlabelled})
 	cached, _, _ := f.nodes.GetIndexer().GetByKey("cpu-1")
 	f.events.OnAdd(cached, false)
@@ -350,8 +355,8 @@ func TestUpgradeSeedsRecordsFromTheOldMemory(t *testing.T) {
 	nodes := []*corev1.Node{
 		withoutGFDLabels(gpuNode("in-outage", "x", 1)),
 		withoutGFDLabels(gpuNode("just-lost", "x", 1)),
-		withoutGFDLabels(gpuNode("known-nothing", "x", 1)),
-		withoutGFDLabels(gpuNode("not-seeded", "x", 1)),
+		unknownGPUs(gpuNode("known-nothing", "x", 1)),
+		unknownGPUs(gpuNode("not-seeded", "x", 1)),
 	}
 	f := newFixture(t, nodes)
 	f.seed["in-outage"] = homelabv1.GpuNodeEntry{Name: "in-outage", Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 8, GpuMemoryMiB: 40960,
@@ -390,8 +395,29 @@ func TestNodeJoiningLaterIsNotSeeded(t *testing.T) {
 	f := newFixture(t, nil)
 	f.c.startInitialPass()
 	f.seed["rejoined"] = homelabv1.GpuNodeEntry{Name: "rejoined", Product: "NVIDIA-L4", GpuCount: 1}
-	f.setNode(withoutGFDLabels(gpuNode("rejoined", "x", 1)))
+	f.setNode(unknownGPUs(gpuNode("rejoined", "x", 1)))
 	wantWrites(t, "a node created without labels yet", f.sync("rejoined"))
+}
+
+// A node whose only GPU signal is the device plugin's capacity gets a record of that count;
+// when GFD's labels arrive, they replace it.
+func TestCapacityAloneMakesADevicePluginRecord(t *testing.T) {
+	labelled := gpuNode("bare", "NVIDIA-L4", 2)
+	bare := withoutGFDLabels(labelled)
+	f := newFixture(t, []*corev1.Node{bare})
+	wantWrites(t, "capacity alone", f.sync("bare"), "patch")
+	want := homelabv1.GpuNodeSpec{GpuCount: 2, WorkloadConfig: "container", Source: homelabv1.SourceDevicePlugin}
+	got := f.record("bare").Spec
+	got.LastSeen = nil
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("record of a bare device-plugin node (-want +got):\n%s", diff)
+	}
+	labelled = changed(bare, func(n *corev1.Node) { n.Labels = gpuNode("bare", "NVIDIA-L4", 2).Labels })
+	f.updateNode(bare, labelled)
+	wantWrites(t, "labels arrive", f.syncQueued(), "patch")
+	if r := f.record("bare"); r.Spec.Product != "NVIDIA-L4" || r.Spec.Source != homelabv1.SourceGPUFeatureDiscovery {
+		t.Errorf("record after GFD labelled the node = %+v", r.Spec)
+	}
 }
 
 // A seed anyone could have edited is bounded as the record's schema requires.

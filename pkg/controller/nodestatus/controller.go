@@ -100,9 +100,10 @@ type Controller struct {
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	metrics          *metrics.Metrics
 
-	recorder   record.EventRecorder
-	records    inventory.Records
-	progressed atomic.Bool // a sync succeeded
+	recorder      record.EventRecorder
+	records       inventory.Records
+	devicesSynced cache.InformerSynced
+	progressed    atomic.Bool // a sync succeeded
 
 	// last is what this controller wrote last: while the ConfigMap is at that
 	// resourceVersion, its entries need not be decoded again.
@@ -141,6 +142,8 @@ type Config struct {
 	Records inventory.Records
 	// RecordEvents delivers changes of GpuNode records; nil: none.
 	RecordEvents nodecache.EventSource
+	// Devices tells of nodes whose DRA slices changed; nil: no DRA.
+	Devices controller.DeviceSource
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
 }
@@ -199,6 +202,10 @@ func NewController(cfg Config) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("add ConfigMap event handler: %w", err)
 	}
+	if cfg.Devices != nil {
+		cfg.Devices.OnChange(func(string) { enqueue(nil) })
+	}
+	c.devicesSynced = controller.DevicesSynced(cfg.Devices)
 	if cfg.RecordEvents != nil {
 		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
@@ -214,7 +221,7 @@ func NewController(cfg Config) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	c.queue.Add(c.key) // nodes may be none at all, and the ConfigMap should exist anyway
 	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
-	return loop.Run(ctx, 1, c.nodesSynced, c.configMapsSynced)
+	return loop.Run(ctx, 1, c.nodesSynced, c.configMapsSynced, c.devicesSynced)
 }
 
 // Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON.

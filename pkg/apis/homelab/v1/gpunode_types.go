@@ -7,9 +7,9 @@ import (
 // Values of GpuNodeSpec.Source, and the annotation with the hash of a record's identity.
 const (
 	SourceGPUFeatureDiscovery = "gpu-feature-discovery"
-	SourceSeeded              = "seeded" // copied at upgrade from a stored status or ConfigMap
-	SourceDRA                 = "dra"    // the gpu.nvidia.com DRA driver's ResourceSlices
-	SourceGKE                 = "gke"    // GKE's cloud.google.com/gke-accelerator labels
+	SourceSeeded              = "seeded"            // copied at upgrade from a stored status or ConfigMap
+	SourceDRA                 = "dra"               // the gpu.nvidia.com DRA driver's ResourceSlices
+	SourceGKE                 = "gke"               // GKE's cloud.google.com/gke-accelerator labels
 	SourceAcceleratorLabel    = "accelerator-label" // the cluster-autoscaler's k8s.amazonaws.com/accelerator
 	SourceDevicePlugin        = "device-plugin"     // nvidia.com/gpu capacity alone
 

@@ -6,8 +6,9 @@ import (
 
 // Condition types and reasons that the operator sets on a GpuInventory.
 const (
-	// ConditionDegraded is True when a covered GPU node is not Ready or has unhealthy GPUs,
-	// or when the inventory cannot be computed at all (an invalid node selector).
+	// ConditionDegraded is True when a covered GPU node is not Ready, has unhealthy GPUs
+	// (a health monitor's GPU fault counts) or failed its GPU driver upgrade, or when the
+	// inventory cannot be computed at all (an invalid node selector).
 	ConditionDegraded = "Degraded"
 	// ConditionLabelsMissing is True when GPU nodes lost their GPU Feature Discovery labels
 	// and are reported from their last-known values.
@@ -199,7 +200,8 @@ type GpuNodeEntry struct {
 	// LabelsMissingSince is when the labels were first seen missing.
 	// +optional
 	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
-	// Source says where the GPU facts came from (see GpuNode's spec.source).
+	// Source says where the GPU facts came from (see GpuNode's spec.source); empty for
+	// GPU Feature Discovery's labels alone, the common case, to keep the list small.
 	// +optional
 	Source string `json:"source,omitempty"`
 	// Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).
