@@ -788,7 +788,7 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 					},
 					"source": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Source says where the GPU facts came from (see GpuNode's spec.source).",
+							Description: "Source says where the GPU facts came from (see GpuNode's spec.source); empty for GPU Feature Discovery's labels alone, the common case, to keep the list small.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -64,7 +64,8 @@ type GpuNodeEntryApplyConfiguration struct {
 	LabelsMissing *bool `json:"labelsMissing,omitempty"`
 	// LabelsMissingSince is when the labels were first seen missing.
 	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
-	// Source says where the GPU facts came from (see GpuNode's spec.source).
+	// Source says where the GPU facts came from (see GpuNode's spec.source); empty for
+	// GPU Feature Discovery's labels alone, the common case, to keep the list small.
 	Source *string `json:"source,omitempty"`
 	// Clique is the multi-node NVLink domain the node belongs to (nvidia.com/gpu.clique).
 	Clique *string `json:"clique,omitempty"`
