@@ -44,6 +44,9 @@ type Options struct {
 	Dir string
 	// StartTimeout bounds each component's start. Default: 60s.
 	StartTimeout time.Duration
+	// APIServerArgs are appended to kube-apiserver's flags, for example
+	// --runtime-config=resource.k8s.io/v1=false for a cluster without an API group.
+	APIServerArgs []string
 }
 
 // Env is a running control plane.
@@ -56,6 +59,7 @@ type Env struct {
 	binDir       string
 	removeDir    bool
 	startTimeout time.Duration
+	apiArgs      []string
 	token        string
 	etcdURL      string
 	apiPort      int
@@ -67,7 +71,7 @@ type Env struct {
 // Start runs etcd and kube-apiserver and returns once /readyz answers ok. On failure every
 // started process is stopped and the error carries the tail of the failing component's log.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
-	e := &Env{binDir: opts.BinDir, Dir: opts.Dir, startTimeout: opts.StartTimeout}
+	e := &Env{binDir: opts.BinDir, Dir: opts.Dir, startTimeout: opts.StartTimeout, apiArgs: opts.APIServerArgs}
 	if e.binDir == "" {
 		e.binDir = os.Getenv(BinDirEnv)
 	}
@@ -217,30 +221,32 @@ func (e *Env) startEtcd(ctx context.Context) error {
 }
 
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the same port and etcd
-// data, and waits for /readyz.
+// data, with Options.APIServerArgs, and waits for /readyz.
 func (e *Env) StartAPIServer(ctx context.Context) error {
 	if e.apiserver != nil && e.apiserver.running() {
 		return errors.New("kube-apiserver is already running")
 	}
 	port := strconv.Itoa(e.apiPort)
 	saKey := filepath.Join(e.Dir, "sa.key")
-	var err error
-	e.apiserver, err = startProcess(filepath.Join(e.binDir, "kube-apiserver"), filepath.Join(e.Dir, "logs", "kube-apiserver.log"),
-		"--etcd-servers="+e.etcdURL,
-		"--secure-port="+port,
+	args := []string{
+		"--etcd-servers=" + e.etcdURL,
+		"--secure-port=" + port,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(e.Dir, "certs"),
-		"--service-account-issuer=https://127.0.0.1:"+port,
-		"--service-account-key-file="+saKey,
-		"--service-account-signing-key-file="+saKey,
+		"--cert-dir=" + filepath.Join(e.Dir, "certs"),
+		"--service-account-issuer=https://127.0.0.1:" + port,
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--token-auth-file="+filepath.Join(e.Dir, "tokens.csv"),
+		"--token-auth-file=" + filepath.Join(e.Dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--disable-admission-plugins=ServiceAccount",
 		"--v=1",
-	)
+	}
+	var err error
+	e.apiserver, err = startProcess(filepath.Join(e.binDir, "kube-apiserver"), filepath.Join(e.Dir, "logs", "kube-apiserver.log"),
+		append(args, e.apiArgs...)...)
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,78 @@ package testenv
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// fakeEtcdEnv makes the test binary act as an etcd that only answers /health (see TestMain).
+const fakeEtcdEnv = "TESTENV_FAKE_ETCD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEtcdEnv) != "" {
+		serveFakeEtcd(os.Args[1:])
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveFakeEtcd answers /health on the --listen-client-urls address until killed.
+func serveFakeEtcd(args []string) {
+	for i, arg := range args {
+		if arg == "--listen-client-urls" && i+1 < len(args) {
+			u, err := url.Parse(args[i+1])
+			if err != nil {
+				os.Exit(2)
+			}
+			l, err := net.Listen("tcp", u.Host)
+			if err != nil {
+				os.Exit(2)
+			}
+			_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"health":"true"}`)) }))
+		}
+	}
+	os.Exit(2)
+}
+
+// Options.APIServerArgs reach kube-apiserver after the flags Start always passes. The test
+// binary stands in for etcd; the fake kube-apiserver writes its arguments down and exits.
+func TestStartPassesAPIServerArgs(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, argsFile := t.TempDir(), filepath.Join(t.TempDir(), "args")
+	for name, script := range map[string]string{
+		"etcd":           "exec env " + fakeEtcdEnv + "=1 '" + self + "' \"$@\"\n",
+		"kube-apiserver": "for a in \"$@\"; do echo \"$a\"; done > '" + argsFile + "'; exit 1\n",
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	extra := []string{"--runtime-config=resource.k8s.io/v1=false", "--feature-gates=DRADeviceTaints=true"}
+	_, err = Start(context.Background(), Options{BinDir: bin, Dir: t.TempDir(), StartTimeout: 10 * time.Second, APIServerArgs: extra})
+	if err == nil || !strings.Contains(err.Error(), "kube-apiserver exited before it was ready") {
+		t.Fatalf("Start error = %v; want the fake kube-apiserver's exit", err)
+	}
+	data, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatalf("kube-apiserver was not started: %v", err)
+	}
+	args := strings.Fields(string(data))
+	if len(args) < len(extra)+1 || !strings.HasPrefix(args[0], "--etcd-servers=") {
+		t.Fatalf("kube-apiserver arguments %q; want Start's own flags first", args)
+	}
+	if got := args[len(args)-len(extra):]; strings.Join(got, " ") != strings.Join(extra, " ") {
+		t.Errorf("kube-apiserver's last arguments = %q, want %q", got, extra)
+	}
+}
 
 // A component that fails to start is reported with the end of its log, and nothing is left
 // running. Fake binaries stand in for etcd and kube-apiserver.
