@@ -37,7 +37,8 @@ func newScanCommand(env Environment, c *clients) *cobra.Command {
 		Short: "Compute the inventory straight from the Nodes, without the operator or its CRD",
 		Long: `Compute the inventory straight from the Nodes, with the operator's own code, so that the
 result equals what the operator would write into a GpuInventory with the same node selector.
-It needs only "list" on nodes, and works on a cluster where the operator is not installed.
+It needs "list" on nodes (and on resourceslices, for the GPUs NVIDIA's DRA driver publishes),
+and works on a cluster where the operator is not installed.
 
 A scan has no memory: a node whose GPU Feature Discovery labels are gone is shown as
 <unlabeled>, where the operator keeps its last-known product, count and memory.`,
@@ -56,7 +57,18 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
 			if err != nil {
 				return err
 			}
-			gi, read, err := scan(cmd.Context(), core, o.selector, o.chunkSize, o.maxNodes, env.now())
+			slices, err := c.Slices()
+			if err != nil {
+				return err
+			}
+			devices, note, err := deviceFacts(cmd.Context(), slices, o.chunkSize)
+			if err != nil {
+				return err
+			}
+			if note != "" {
+				fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
+			}
+			gi, read, err := scan(cmd.Context(), core, devices, o.selector, o.chunkSize, o.maxNodes, env.now())
 			if err != nil {
 				return c.explainScan(err)
 			}
@@ -97,7 +109,8 @@ func (c *clients) explainScan(err error) error {
 // without memory of earlier scans. It reads the node list page by page and keeps only the
 // trimmed GPU nodes of each page, so the whole list is never held decoded. It returns the
 // inventory and how many nodes it read.
-func scan(ctx context.Context, core rest.Interface, selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
+// devices says what each node's DRA slices say (nil: none).
+func scan(ctx context.Context, core rest.Interface, devices inventory.Devices, selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: ScanName}}
 	gi.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
 	if selector != "" {
@@ -115,7 +128,7 @@ func scan(ctx context.Context, core rest.Interface, selector string, chunkSize i
 	if err != nil {
 		return nil, 0, err
 	}
-	gi.Status = inventoryStatus(kept, nil, maxNodes, gi.Generation, now)
+	gi.Status = inventoryStatusWith(kept, devices, nil, maxNodes, gi.Generation, now)
 	return gi, read, nil
 }
 
@@ -124,7 +137,12 @@ func scan(ctx context.Context, core rest.Interface, selector string, chunkSize i
 // labels): the same functions, the same size bound (maxNodes, 0 for no bound), conditions
 // whose transition time is now.
 func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
-	content, _ := inventory.Compute(nodes, previous, now) // warnings are in the entries too
+	return inventoryStatusWith(nodes, nil, previous, maxNodes, generation, now)
+}
+
+// inventoryStatusWith is inventoryStatus with what the nodes' DRA slices say.
+func inventoryStatusWith(nodes []*corev1.Node, devices inventory.Devices, previous []homelabv1.GpuNodeEntry, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
+	content, _ := inventory.NewEntryCacheWithDevices(devices).Compute(nodes, previous, now) // warnings are in the entries too
 	listed, omitted := content.Nodes, 0
 	if maxNodes > 0 {
 		listed, omitted = content.Listed(maxNodes, inventory.MaxNodeListBytes)

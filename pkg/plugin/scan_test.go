@@ -66,7 +66,7 @@ func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
 			}
 		}
 		server := &nodeServer{nodes: nodes} // the API server applies the selector
-		gi, read, err := scan(context.Background(), server.core(t), selector, 7, 5, now)
+		gi, read, err := scan(context.Background(), server.core(t), nil, selector, 7, 5, now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,59 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// Slices returns the client of DRA's resource.k8s.io/v1 group, in protobuf.
+func (c *clients) Slices() (resourcev1client.ResourceSlicesGetter, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return resourcev1client.NewForConfig(cfg)
+}
+
+// deviceFacts reads every gpu.nvidia.com ResourceSlice, chunkSize at a time, and returns what
+// each node's slices say. Without the API (a cluster before 1.34, or DRA off) or the
+// permission to list slices, it returns no facts and a note saying so.
+func deviceFacts(ctx context.Context, slices resourcev1client.ResourceSlicesGetter, chunkSize int64) (inventory.Devices, string, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, inventory.DRADriver).String(), Limit: chunkSize}
+	byNode := map[string][]*resourcev1.ResourceSlice{}
+	for {
+		list, err := slices.ResourceSlices().List(ctx, opts)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, "", nil // no DRA on this cluster
+		case apierrors.IsForbidden(err):
+			return nil, "cannot list resourceslices (forbidden): nodes are read from their labels only", nil
+		case err != nil:
+			return nil, "", fmt.Errorf("list ResourceSlices: %w", err)
+		}
+		for i := range list.Items {
+			s := &list.Items[i]
+			if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
+				byNode[*s.Spec.NodeName] = append(byNode[*s.Spec.NodeName], s)
+			}
+		}
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
+	}
+	facts := make(map[string]*inventory.DeviceFacts, len(byNode))
+	for node, s := range byNode {
+		facts[node] = inventory.DeviceFactsOf(s)
+	}
+	return func(node string) *inventory.DeviceFacts { return facts[node] }, "", nil
+}
