@@ -19,6 +19,7 @@ func main() {
 	opts := demo.Options{Out: os.Stdout, Color: term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""}
 	flag.StringVar(&opts.Operator, "operator", "bin/gpu-inventory-operator", "Path of the operator binary.")
 	flag.BoolVar(&opts.Once, "once", false, "Print the converged inventory and exit.")
+	flag.BoolVar(&opts.Wide, "wide", false, "Print the inventory as kubectl gpuinv -o wide does (with each node's source and clique).")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,6 +1,7 @@
 // Package demo is `make demo`: a local control plane loaded with the home lab and a few
-// healthy GPU nodes kept Ready by kwok, the operator running against it, and the inventory
-// printed as a table whenever it changes.
+// healthy GPU nodes kept Ready by kwok (among them a DRA node whose GPUs are in a
+// ResourceSlice and a GKE node), the operator running against it, and the inventory printed
+// as a table whenever it changes.
 package demo
 
 import (
@@ -37,6 +38,9 @@ type Options struct {
 	Out io.Writer
 	// Color marks readiness and problems in the report (Out is a terminal).
 	Color bool
+	// Wide prints the report as `kubectl gpuinv -o wide` does: with each node's source and
+	// clique.
+	Wide bool
 }
 
 const namespace = "gpu-inventory-system"
@@ -69,11 +73,22 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
-	healthy := fixtures.HealthyNodes()
+	healthy := append(fixtures.HealthyNodes(), sourceNodes()...)
 	if err := testenv.CreateNodes(ctx, kube, append(fixtures.HomeLab(), healthy...)); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Loaded the home lab (8 nodes, 4 GPU nodes, all NotReady) and %d healthy GPU nodes kept Ready by kwok.\n", len(healthy))
+	draGPUs, published, err := publishDRASlices(ctx, kube)
+	if err != nil {
+		return err
+	}
+	if published {
+		fmt.Fprintf(out, "%s has no GPU Feature Discovery labels: its %d GPUs are in a gpu.nvidia.com ResourceSlice, as NVIDIA's DRA driver publishes them; %s has GKE's labels and %d nvidia.com/gpu.\n",
+			DRANode, draGPUs, GKENode, GKENodeGPUs)
+	} else {
+		fmt.Fprintf(out, "The API server does not serve resource.k8s.io/v1: %s gets no ResourceSlice (0 GPUs known); %s has GKE's labels and %d nvidia.com/gpu.\n",
+			DRANode, GKENode, GKENodeGPUs)
+	}
 
 	logPath := filepath.Join(env.Dir, "logs", "operator.log")
 	stopOperator, err := startOperator(opts.Operator, env.KubeconfigPath(), logPath)
@@ -87,15 +102,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}()
 	fmt.Fprintf(out, "Operator running; its log: %s\n", logPath)
 
-	// Wait until kwok has made the healthy nodes Ready and the operator has reported them.
+	// Wait until kwok has made the healthy nodes Ready and the operator has reported them,
+	// the DRA node with its slice's GPUs.
 	gi, err := waitForInventory(ctx, gpu, func(gi *homelabv1.GpuInventory) bool {
-		return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(len(healthy))
+		return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(len(healthy)) &&
+			entryGPUs(gi, DRANode) == int32(draGPUs)
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the inventory (operator log: %s): %w", logPath, err)
 	}
 	fmt.Fprintln(out)
-	if err := report(out, gi, opts.Color); err != nil {
+	if err := report(out, gi, opts); err != nil {
 		return err
 	}
 	if opts.Once {
@@ -105,20 +122,34 @@ func Run(ctx context.Context, opts Options) (err error) {
 The cluster is yours until Ctrl-C. In another terminal:
   export KUBECONFIG=%s
   bin/kubectl-gpuinv --problems            # or, with bin/ on the PATH: kubectl gpuinv --problems
+  bin/kubectl-gpuinv -o wide               # SOURCE: where each node's facts came from (%s: dra, %s: gke)
+  bin/kubectl-gpuinv nodes -o wide         # one GpuNode record per GPU node, with its source
   kubectl get gpuinv                       # GPU-NODES, READY, GPUS, READY-GPUS, DEGRADED
+  kubectl get gpunodes                     # the records: PRODUCT, GPUS, ..., SOURCE
+  kubectl get resourceslices               # %s's GPUs as the DRA driver published them
   kubectl get gpuinv cluster -o yaml       # the whole status
   kubectl get configmap -n %s gpu-node-status -o yaml
   # bring nuc1 back, and watch the table here change:
   kubectl patch node nuc1 --subresource=status --type=json \
     -p '[{"op":"replace","path":"/status/conditions/0/status","value":"True"}]'
 
-`, env.KubeconfigPath(), namespace)
-	return followChanges(ctx, gpu, gi, out, opts.Color)
+`, env.KubeconfigPath(), DRANode, GKENode, DRANode, namespace)
+	return followChanges(ctx, gpu, gi, opts)
 }
 
-// report prints what `kubectl gpuinv` prints for the inventory.
-func report(out io.Writer, gi *homelabv1.GpuInventory, color bool) error {
-	return printer.Report(out, gi, printer.Options{Color: color, Now: time.Now()})
+// entryGPUs is the GPU count of the node's entry in the inventory's status (-1 when not listed).
+func entryGPUs(gi *homelabv1.GpuInventory, node string) int32 {
+	for _, n := range gi.Status.Nodes {
+		if n.Name == node {
+			return n.GpuCount
+		}
+	}
+	return -1
+}
+
+// report prints what `kubectl gpuinv` (-o wide with opts.Wide) prints for the inventory.
+func report(out io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
+	return printer.Report(out, gi, printer.Options{Color: opts.Color, Wide: opts.Wide, Now: time.Now()})
 }
 
 // startOperator runs the operator binary against kubeconfig and returns a function that
@@ -186,9 +217,10 @@ func waitForInventory(ctx context.Context, gpu versioned.Interface, done func(*h
 	}
 }
 
-// followChanges prints the table again each time the inventory changes after shown, and a
+// followChanges prints the report again each time the inventory changes after shown, and a
 // line when it is deleted, until ctx ends.
-func followChanges(ctx context.Context, gpu versioned.Interface, shown *homelabv1.GpuInventory, out io.Writer, color bool) error {
+func followChanges(ctx context.Context, gpu versioned.Interface, shown *homelabv1.GpuInventory, opts Options) error {
+	out := opts.Out
 	rv := shown.ResourceVersion
 	err := follow.Inventory(ctx, gpu, shown.Name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 		at := time.Now().Format(time.TimeOnly)
@@ -200,7 +232,7 @@ func followChanges(ctx context.Context, gpu versioned.Interface, shown *homelabv
 		case gi.ResourceVersion != rv:
 			rv = gi.ResourceVersion
 			fmt.Fprintf(out, "\n--- %s: the inventory changed\n", at)
-			return false, report(out, gi, color)
+			return false, report(out, gi, opts)
 		}
 		return false, nil
 	})
