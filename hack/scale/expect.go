@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
@@ -19,31 +20,56 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // fleetNode is what the expectations need of one generated GPU node.
 type fleetNode struct {
-	index  int
-	name   string
-	labels labels.Set // every label, NFD's and GFD's included, as created
-	gpus   int32      // nvidia.com/gpu.count
+	index   int
+	name    string
+	labels  labels.Set // every label, NFD's and GFD's included, as created
+	gpus    int32      // nvidia.com/gpu.count, or the GPUs of a DRA node's slice
+	product string     // nvidia.com/gpu.product, or the normalised product of a DRA node's slice
+	dra     bool       // run by NVIDIA's DRA driver: no GFD label, one ResourceSlice
 }
 
-// gpuFleet returns the GPU nodes among the first n of the fleet fixture, as created.
-func gpuFleet(n int) []fleetNode {
+// gpuFleet returns the GPU nodes among the first n of the fleet fixture, as created, with
+// draShare of them DRA nodes.
+func gpuFleet(n int, draShare float64) []fleetNode {
 	var out []fleetNode
 	for i := range n {
 		if !fixtures.IsFleetGPUNode(i) {
 			continue
 		}
+		if fixtures.IsFleetDRANode(i, draShare) {
+			node, extra := fixtures.FleetDRANode(i)
+			maps.Copy(node.Labels, extra)
+			facts := inventory.DeviceFactsOf([]*resourcev1.ResourceSlice{fixtures.FleetSlice(i, "")})
+			out = append(out, fleetNode{index: i, name: node.Name, labels: node.Labels, gpus: facts.GpuCount, product: facts.Product, dra: true})
+			continue
+		}
 		node, extra := fixtures.FleetNode(i)
 		maps.Copy(node.Labels, extra)
 		count, _ := strconv.Atoi(node.Labels["nvidia.com/gpu.count"])
-		out = append(out, fleetNode{index: i, name: node.Name, labels: node.Labels, gpus: int32(count)})
+		out = append(out, fleetNode{index: i, name: node.Name, labels: node.Labels, gpus: int32(count), product: node.Labels["nvidia.com/gpu.product"]})
 	}
 	return out
 }
+
+// gfdNodes are the nodes of fleet that GPU Feature Discovery labels (no DRA node).
+func gfdNodes(fleet []fleetNode) []fleetNode {
+	var out []fleetNode
+	for _, n := range fleet {
+		if !n.dra {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// draNodes counts the DRA nodes of fleet.
+func draNodes(fleet []fleetNode) int { return len(fleet) - len(gfdNodes(fleet)) }
 
 // totals are the figures of an inventory that the fixture determines once every GPU node is
 // Ready with its generated labels: the inventory's totals and its nodes per base model.
@@ -64,8 +90,8 @@ func expectTotals(fleet []fleetNode, sel labels.Selector) totals {
 		t.Ready++
 		t.Gpus += n.gpus
 		t.ReadyGpus += n.gpus
-		t.Models[baseProduct(n.labels["nvidia.com/gpu.product"])]++
-		t.ModelGpus[baseProduct(n.labels["nvidia.com/gpu.product"])] += n.gpus
+		t.Models[baseProduct(n.product)]++
+		t.ModelGpus[baseProduct(n.product)] += n.gpus
 	}
 	return t
 }
@@ -129,13 +155,16 @@ func waitTotals(ctx context.Context, gpu versioned.Interface, name string, want 
 
 // resetFleet brings the GPU nodes back to the fixture's state after the churn and the
 // probes: every one there and with its labels (a rejoin in flight when the churn ends leaves
-// its node deleted, or unlabelled) and Ready, the probes' marker node with its own product.
-// kube lists in protobuf.
+// its node deleted, or unlabelled) and Ready, the probes' marker node with its own product,
+// no device of a DRA node tainted. kube lists in protobuf.
 func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (resetCounts, error) {
 	var counts resetCounts
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return counts, fmt.Errorf("list nodes: %w", err)
+	}
+	if counts.untainted, err = untaintSlices(ctx, kube, fleet); err != nil {
+		return counts, err
 	}
 	byName := map[string]*corev1.Node{}
 	for i := range nodes.Items {
@@ -145,7 +174,7 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 	for _, n := range fleet {
 		node := byName[n.name]
 		if node == nil {
-			if err := testenv.CreateFleet(ctx, kube, n.index, 1, 1); err != nil {
+			if err := testenv.CreateDRAFleet(ctx, kube, n.index, 1, 1, draShare); err != nil {
 				return counts, fmt.Errorf("re-create node %s, missing after the churn: %w", n.name, err)
 			}
 			counts.recreated++
@@ -187,11 +216,39 @@ func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNod
 	return counts, nil
 }
 
+// untaintSlices republishes without taints the slices of fleet's DRA nodes that have any
+// (the churn toggles taints), and returns how many.
+func untaintSlices(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (int, error) {
+	if draNodes(fleet) == 0 {
+		return 0, nil
+	}
+	slices, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	tainted := map[string]bool{}
+	for _, s := range slices.Items {
+		for _, d := range s.Spec.Devices {
+			tainted[s.Name] = tainted[s.Name] || len(d.Taints) > 0
+		}
+	}
+	count := 0
+	for _, n := range fleet {
+		if n.dra && tainted[fixtures.FleetSliceName(n.index)] {
+			if err := testenv.RepublishSlice(ctx, kube, n.index, false); err != nil {
+				return count, err
+			}
+			count++
+		}
+	}
+	return count, nil
+}
+
 // resetCounts says what resetFleet did.
-type resetCounts struct{ recreated, relabelled, madeReady int }
+type resetCounts struct{ recreated, relabelled, madeReady, untainted int }
 
 func (c resetCounts) String() string {
-	return fmt.Sprintf("%d GPU nodes re-created, %d given their labels back, %d made Ready again", c.recreated, c.relabelled, c.madeReady)
+	return fmt.Sprintf("%d GPU nodes re-created, %d given their labels back, %d made Ready again, %d slices republished without taints", c.recreated, c.relabelled, c.madeReady, c.untainted)
 }
 
 // labelsDiffer reports whether have lacks or changed a label of want, GFD's timestamp aside

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -43,7 +44,7 @@ import (
 
 func main() {
 	n := flag.Int("nodes", 5000, "Nodes in the fleet (half of them GPU nodes).")
-	rate := flag.Float64("churn", 50, "Ready flips per second during the churn phase.")
+	rate := flag.Float64("churn", 50, "Changes per second during the churn phase: Ready flips, and on DRA nodes as many slice republishes.")
 	churnFor := flag.Duration("churn-duration", 30*time.Second, "Length of the churn phase.")
 	operator := flag.String("operator", "bin/gpu-inventory-operator", "Operator binary.")
 	probes := flag.Int("probes", 20, "Latency probes per phase.")
@@ -60,7 +61,8 @@ func main() {
 	flag.DurationVar(&flipFor, "flip-duration", 10*time.Second, "Length of the phase of Ready flips only (at --churn per second), after the churn: it must cost no GpuNode record write.")
 	flag.Float64Var(&relabelRate, "relabel-rate", 50, "GPU nodes a second whose driver version changes in the relabel phase (each a record write).")
 	flag.DurationVar(&relabelFor, "relabel-duration", 20*time.Second, "Length of the relabel phase (0: skip).")
-	flag.DurationVar(&outageFor, "outage-duration", 2*time.Minute, "The last phase: every GPU node loses GPU Feature Discovery's labels, the operator restarts halfway, the labels come back after this (0: skip).")
+	flag.Float64Var(&draShare, "dra-share", 0.5, "Share of the GPU nodes run by NVIDIA's DRA driver: no GFD label, one ResourceSlice of eight H100s each.")
+	flag.DurationVar(&outageFor, "outage-duration", 2*time.Minute, "The last phase: every GPU node labelled by GPU Feature Discovery loses its labels, the operator restarts halfway, the labels come back after this (0: skip).")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -84,6 +86,7 @@ var (
 	relabelRate    float64
 	relabelFor     time.Duration
 	outageFor      time.Duration
+	draShare       float64
 	probeLog       *os.File // with --profile-dir: each probe's start and latency
 )
 
@@ -123,13 +126,16 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		return err
 	}
 	start := time.Now()
-	if err := testenv.CreateFleet(ctx, kube, 0, n, 16); err != nil {
+	if err := testenv.CreateDRAFleet(ctx, kube, 0, n, 16, draShare); err != nil {
 		return err
 	}
+	fleet := gpuFleet(n, draShare)
 	sample, _ := kube.CoreV1().Nodes().Get(ctx, fixtures.FleetNodeName(0), metav1.GetOptions{})
 	raw, _ := sample.Marshal()
-	fmt.Fprintf(os.Stderr, "created %d nodes in %s (a GPU node is %d bytes of protobuf, %d labels)\n", n, time.Since(start).Round(time.Second), len(raw), len(sample.Labels))
+	fmt.Fprintf(os.Stderr, "created %d nodes in %s (a GPU node is %d bytes of protobuf, %d labels); %d of the %d GPU nodes are DRA nodes, each with a ResourceSlice\n",
+		n, time.Since(start).Round(time.Second), len(raw), len(sample.Labels), draNodes(fleet), len(fleet))
 	gpuNodes := int32((n + 1) / 2)
+	wantGpus := expectTotals(fleet, labels.Everything()).Gpus
 
 	// The operator, as a separate process, so that its RSS and CPU are its own.
 	logPath := filepath.Join(env.Dir, "logs", "operator.log")
@@ -156,7 +162,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	protobuf := rest.CopyConfig(bulk)
 	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
 	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	h := &harness{kube: kubernetes.NewForConfigOrDie(protobuf), gpu: gpu, watcher: watcher, fleet: gpuFleet(n),
+	h := &harness{kube: kubernetes.NewForConfigOrDie(protobuf), gpu: gpu, watcher: watcher, fleet: fleet,
 		launcher: &launcher{binary: operator, args: args, env: strings.Fields(operatorEnv), log: logFile}}
 
 	// The first start is on an empty cluster: the operator installs both CRDs and creates the
@@ -171,7 +177,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		return fmt.Errorf("operator log %s: %w", logPath, err)
 	}
 	err = watchInventory(ctx, watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
-		return gi.Status.TotalGpuNodes == gpuNodes
+		return gi.Status.TotalGpuNodes == gpuNodes && gi.Status.TotalGpus == wantGpus // the DRA nodes' GPUs included
 	})
 	if err != nil {
 		return fmt.Errorf("first complete status on an empty cluster (operator log %s): %w", logPath, err)
@@ -241,10 +247,10 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	if err != nil {
 		return err
 	}
-	var flips int
+	var churned testenv.ChurnCounts
 	var churnErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { flips, churnErr = testenv.Churn(churnCtx, kube, n, rate) })
+	wg.Go(func() { churned, churnErr = testenv.ChurnDRA(churnCtx, kube, n, rate, draShare) })
 	wg.Go(func() { fetchProfile(pprofAddr, "/debug/pprof/profile?seconds=10", "cpu.pprof") })
 	churnLatency, err := probe(churnCtx, kube, watcher, probes, "churn")
 	if err != nil {
@@ -293,7 +299,10 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		return err
 	}
 
-	fmt.Printf("\nN=%d nodes (%d GPU nodes), churn %.0f flips/s for %s (%d flips), %d probes per phase\n\n", n, gi.Status.TotalGpuNodes, rate, churnFor, flips, probes)
+	flips := churned.Changes
+	fmt.Printf("\nN=%d nodes (%d GPU nodes), churn %.0f flips/s for %s (%d flips), %d probes per phase\n", n, gi.Status.TotalGpuNodes, rate, churnFor, flips, probes)
+	fmt.Printf("DRA: %d of the GPU nodes (--dra-share %g) have no GFD label and one ResourceSlice of 8 devices; the churn's %d changes include %d slice republishes (%d of them adding or removing a device taint)\n\n",
+		draNodes(h.fleet), draShare, churned.Changes, churned.Republishes, churned.Taints)
 	fmt.Println("| figure | measured | target |")
 	fmt.Println("|---|---|---|")
 	fmt.Printf("| steady RSS after sync (with %d records) | %.1f MiB | ≤ 48 MiB |\n", gpuNodes, steadyRSS/1024)
@@ -304,13 +313,14 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("| start to first complete status (CRDs, inventory and %d records exist) | %.2f s | ≤ 2 s: %s |\n", gpuNodes, firstStatus.Seconds(), verdict(firstStatus <= 2*time.Second))
 	fmt.Printf("| record writes from that start until the quiet phase | %d (%s) | 0: %s |\n", restartWrites.writes(), restartWrites, verdict(restartWrites.writes() == 0))
 	fmt.Printf("| CPU while %.0f GPU nodes/s flip Ready | %.1f %% of a core | ≤ 5 %% of a core |\n", rate, cpu*100)
+	fmt.Printf("| slice republishes under churn (generation+1, same devices; device taint toggles) | %d (%d) | |\n", churned.Republishes, churned.Taints)
 	fmt.Printf("| status writes while quiet (10 s) | %d | 0 |\n", quietWrites)
 	fmt.Printf("| record writes while quiet (10 s) | %d (%s) | 0: %s |\n", quietRecords.writes(), quietRecords, verdict(quietRecords.writes() == 0))
 	if f := onlyFlips; f != nil {
 		fmt.Printf("| record writes while %.0f GPU nodes/s flip Ready (flips only, %d in %s, and 2 s after) | %d (%s) | 0: %s |\n",
 			rate, f.flips, f.took.Round(time.Second), f.writes.writes(), f.writes, verdict(f.writes.writes() == 0))
 	}
-	fmt.Printf("| record writes under churn (its relabels are GFD's timestamp; its rejoins and the probes change identities) | %d (%s) | |\n", churnRecords.writes(), churnRecords)
+	fmt.Printf("| record writes under churn (its relabels are GFD's timestamp, its republishes the slice's generation; its rejoins and the probes change identities, its taint toggles health) | %d (%s) | |\n", churnRecords.writes(), churnRecords)
 	if r := relabel; r != nil {
 		// The writes happen between the first relabel and the last record showing it.
 		perSec := float64(r.writes.writes()) / r.synced.Seconds()

@@ -21,7 +21,7 @@ import (
 
 // restartOperator stops the operator, changes the default inventory's note meanwhile (so
 // that the new operator owes it a status), starts a new one and returns the time from its
-// start until the status is for that spec and counts every GPU node, and that status.
+// start until the status is for that spec and counts every GPU node and GPU, and that status.
 func restartOperator(ctx context.Context, h *harness, why string) (time.Duration, *homelabv1.GpuInventoryStatus, error) {
 	h.op.stop()
 	patch := fmt.Sprintf(`{"spec":{"note":%q}}`, fmt.Sprintf("hack/scale: %s at %s", why, time.Now().UTC().Format(time.RFC3339Nano)))
@@ -35,11 +35,13 @@ func restartOperator(ctx context.Context, h *harness, why string) (time.Duration
 	}
 	h.op = op
 	gpuNodes := int32(len(h.fleet))
+	gpus := expectTotals(h.fleet, labels.Everything()).Gpus
 	var first *homelabv1.GpuInventoryStatus
 	err = watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
 		first = &gi.Status
-		// At least the patched generation: a list from the watch cache can be older.
-		return gi.Status.ObservedGeneration >= patched.Generation && gi.Status.TotalGpuNodes == gpuNodes
+		// At least the patched generation: a list from the watch cache can be older. Every
+		// GPU counted: a DRA node's come from its slice.
+		return gi.Status.ObservedGeneration >= patched.Generation && gi.Status.TotalGpuNodes == gpuNodes && gi.Status.TotalGpus == gpus
 	})
 	took := time.Since(op.started)
 	if err != nil {
@@ -50,7 +52,8 @@ func restartOperator(ctx context.Context, h *harness, why string) (time.Duration
 
 // outageResult is what the GFD outage measured.
 type outageResult struct {
-	nodes                   int
+	nodes                   int           // the GFD-labelled GPU nodes, which lose their labels
+	all                     int           // every GPU node, DRA nodes included
 	removeTook, restoreTook time.Duration // taking every node's GFD labels away, putting them back
 	allMissing              time.Duration // from the first removal until labelsMissingNodes counted every node
 	restartAt               time.Duration // from the first removal
@@ -86,16 +89,18 @@ func (r *outageResult) failures() []string {
 	return out
 }
 
-// outagePhase takes GPU Feature Discovery's labels away from every GPU node at once (its
-// DaemonSet deleted), restarts the operator in the middle and puts the labels back after d.
-// It follows the default inventory throughout: every state that counts all GPU nodes must
-// show the fleet's total GPUs and per-model node and GPU counts, labelsMissingNodes must
-// count every node during the outage (with the LabelsMissing condition naming the count)
-// and none after, and the records must come back unmarked.
+// outagePhase takes GPU Feature Discovery's labels away from every GPU node it labels at once
+// (its DaemonSet deleted), restarts the operator in the middle and puts the labels back after
+// d; DRA nodes have none to lose. It follows the default inventory throughout: every state
+// that counts all GPU nodes must show the fleet's total GPUs and per-model node and GPU
+// counts, labelsMissingNodes must count every GFD node during the outage (with the
+// LabelsMissing condition naming the count) and none after, and the records must come back
+// unmarked.
 func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResult, error) {
-	res := &outageResult{nodes: len(h.fleet)}
+	gfd := gfdNodes(h.fleet)
+	res := &outageResult{nodes: len(gfd), all: len(h.fleet)}
 	want := expectTotals(h.fleet, labels.Everything())
-	all := int32(len(h.fleet))
+	all, missing := int32(len(h.fleet)), int32(len(gfd))
 	if err := waitTotals(ctx, h.watcher, homelabv1.DefaultInventoryName, want, 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("before the outage: %w", err)
 	}
@@ -129,16 +134,16 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 	defer func() { stopFollowing(); following.Wait() }()
 
 	start := time.Now()
-	if err := setGFD(ctx, h, false); err != nil {
+	if err := setGFD(ctx, h, gfd, false); err != nil {
 		return nil, err
 	}
 	res.removeTook = time.Since(start)
-	fmt.Fprintf(os.Stderr, "GFD outage: labels taken from %d GPU nodes in %s\n", len(h.fleet), res.removeTook.Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "GFD outage: labels taken from %d GPU nodes in %s\n", len(gfd), res.removeTook.Round(time.Millisecond))
 	err := watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
-		return gi.Status.LabelsMissingNodes == all
+		return gi.Status.LabelsMissingNodes == missing
 	})
 	if err != nil {
-		return nil, fmt.Errorf("labelsMissingNodes did not reach %d: %w", all, err)
+		return nil, fmt.Errorf("labelsMissingNodes did not reach %d: %w", missing, err)
 	}
 	res.allMissing = time.Since(start)
 
@@ -148,13 +153,13 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 	if err != nil {
 		return nil, err
 	}
-	res.restartFirst, res.missingAfterRestart = took, first.LabelsMissingNodes == all
+	res.restartFirst, res.missingAfterRestart = took, first.LabelsMissingNodes == missing
 	fmt.Fprintf(os.Stderr, "GFD outage: operator restarted at %s, first complete status %s later\n", res.restartAt.Round(time.Second), res.restartFirst.Round(time.Millisecond))
 
 	time.Sleep(time.Until(start.Add(d))) // as above
 	res.backAt = time.Since(start)
 	back := time.Now()
-	if err := setGFD(ctx, h, true); err != nil {
+	if err := setGFD(ctx, h, gfd, true); err != nil {
 		return nil, err
 	}
 	res.restoreTook = time.Since(back)
@@ -170,7 +175,7 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 				marked++
 			}
 		}
-		return res.records == len(h.fleet) && marked == 0
+		return res.records == res.all && marked == 0
 	})
 	if err != nil {
 		return nil, fmt.Errorf("after the labels came back, %d records, %d of them marked missing: %w", res.records, marked, err)
@@ -216,9 +221,9 @@ func firstOf(first, next string) string {
 	return next
 }
 
-// setGFD takes GPU Feature Discovery's labels away from every GPU node (present false) or
-// puts them back, 16 nodes at a time.
-func setGFD(ctx context.Context, h *harness, present bool) error {
-	_, err := paced(ctx, h.fleet, 0, func(n fleetNode) error { return testenv.SetGFDLabels(ctx, h.kube, n.index, present) })
+// setGFD takes GPU Feature Discovery's labels away from nodes (present false) or puts them
+// back, 16 nodes at a time.
+func setGFD(ctx context.Context, h *harness, nodes []fleetNode, present bool) error {
+	_, err := paced(ctx, nodes, 0, func(n fleetNode) error { return testenv.SetGFDLabels(ctx, h.kube, n.index, present) })
 	return err
 }

@@ -112,7 +112,7 @@ func outage(ctx context.Context, h *harness, wrong []error) error {
 	if err != nil {
 		return errors.Join(append(wrong, fmt.Errorf("GFD outage: %w", err))...)
 	}
-	fmt.Printf("\nGFD outage: every GPU node loses GPU Feature Discovery's labels, the operator restarts halfway, the labels come back after %s\n\n", outageFor)
+	fmt.Printf("\nGFD outage: every GPU node labelled by GPU Feature Discovery (%d; the %d DRA nodes have no such label) loses them, the operator restarts halfway, the labels come back after %s\n\n", r.nodes, r.all-r.nodes, outageFor)
 	fmt.Println("| figure | measured | target |")
 	fmt.Println("|---|---|---|")
 	fmt.Printf("| labels taken from %d GPU nodes / put back | in %.1f s / in %.1f s (at %.0f s) | |\n", r.nodes, r.removeTook.Seconds(), r.restoreTook.Seconds(), r.backAt.Seconds())
@@ -121,7 +121,7 @@ func outage(ctx context.Context, h *harness, wrong []error) error {
 		map[bool]string{true: fmt.Sprintf("%d", r.nodes), false: "**not all**"}[r.missingAfterRestart])
 	fmt.Printf("| labels back: status exact, labelsMissingNodes 0 / every record unmarked | %.1f s (labelsMissingNodes %d) / %.1f s (%d records) | 0 |\n",
 		r.exactBack.Seconds(), r.lastMissing, r.recordsBack.Seconds(), r.records)
-	result := fmt.Sprintf("pass (%d states seen, %d counting all %d GPU nodes, each exact)", r.statesSeen, r.complete, r.nodes)
+	result := fmt.Sprintf("pass (%d states seen, %d counting all %d GPU nodes, each exact)", r.statesSeen, r.complete, r.all)
 	if failures := r.failures(); len(failures) > 0 {
 		result = "**FAIL**: " + strings.Join(failures, "; ")
 		wrong = append(wrong, fmt.Errorf("GFD outage: %s", strings.Join(failures, "; ")))

@@ -168,14 +168,15 @@ type relabelResult struct {
 	writes writeCounts   // from the first relabel until every record shows it
 }
 
-// relabelPhase changes the driver version of rate distinct GPU nodes a second for d (as a
+// relabelPhase changes the driver version of rate distinct GFD nodes a second for d (as a
 // driver upgrade rolling through the fleet does), counts the record writes until every
 // relabelled record shows its new version, then puts the fleet's version back and waits
 // until the records show that too.
 func relabelPhase(ctx context.Context, h *harness, rate float64, d time.Duration) (*relabelResult, error) {
 	res := &relabelResult{}
-	count := min(len(h.fleet)-1, int(rate*d.Seconds()))
-	nodes := h.fleet[1 : 1+count] // never the first, the probes' marker
+	gfd := gfdNodes(h.fleet) // a DRA node's driver version is its slice's
+	count := min(len(gfd)-1, int(rate*d.Seconds()))
+	nodes := gfd[1 : 1+count] // never the first, the probes' marker
 	const upgraded = "575.57.08"
 	var relabelled []fleetNode
 	var err error

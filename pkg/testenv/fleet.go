@@ -8,19 +8,30 @@ import (
 	"sync"
 	"time"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	applycorev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 )
 
 // CreateFleet creates nodes first..first+n-1 as real clusters do: the kubelet creates each
 // node with its status, then nfd-master server-side applies the feature labels. It uses
 // workers concurrent requests.
 func CreateFleet(ctx context.Context, kube kubernetes.Interface, first, n, workers int) error {
+	return CreateDRAFleet(ctx, kube, first, n, workers, 0)
+}
+
+// CreateDRAFleet is CreateFleet where draShare of the GPU nodes (fixtures.IsFleetDRANode) run
+// NVIDIA's DRA driver: such a node is created with the GPU Operator's DRA-mode labels only,
+// then the driver publishes its ResourceSlice (fixtures.FleetSlice).
+func CreateDRAFleet(ctx context.Context, kube kubernetes.Interface, first, n, workers int, draShare float64) error {
 	indexes := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -28,7 +39,7 @@ func CreateFleet(ctx context.Context, kube kubernetes.Interface, first, n, worke
 	for range workers {
 		wg.Go(func() {
 			for i := range indexes {
-				if err := createFleetNode(ctx, kube, i); err != nil {
+				if err := createFleetNode(ctx, kube, i, fixtures.IsFleetDRANode(i, draShare)); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -46,14 +57,65 @@ func CreateFleet(ctx context.Context, kube kubernetes.Interface, first, n, worke
 	return firstErr
 }
 
-func createFleetNode(ctx context.Context, kube kubernetes.Interface, i int) error {
+// createFleetNode creates fleet node i, a DRA node with its ResourceSlice when dra. A slice
+// that already exists (the node rejoined: nothing deletes its slice here) is left as it is.
+func createFleetNode(ctx context.Context, kube kubernetes.Interface, i int, dra bool) error {
 	node, labels := fixtures.FleetNode(i)
-	if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: "kubelet"}); err != nil {
+	if dra {
+		node, labels = fixtures.FleetDRANode(i)
+	}
+	created, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: "kubelet"})
+	if err != nil {
 		return fmt.Errorf("create node %s: %w", node.Name, err)
 	}
 	apply := applycorev1.Node(node.Name).WithLabels(labels)
 	if _, err := kube.CoreV1().Nodes().Apply(ctx, apply, metav1.ApplyOptions{FieldManager: "nfd-master", Force: true}); err != nil {
 		return fmt.Errorf("label node %s: %w", node.Name, err)
+	}
+	if !dra {
+		return nil
+	}
+	slice := fixtures.FleetSlice(i, created.UID)
+	_, err = kube.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{FieldManager: sliceManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("publish ResourceSlice %s of node %s: %w", slice.Name, node.Name, err)
+	}
+	return nil
+}
+
+// sliceManager is the field manager of the DRA driver's slice writes.
+const sliceManager = "gpu.nvidia.com"
+
+// SliceTaintKey is the device taint RepublishSlice sets: the driver's Xid taint.
+const SliceTaintKey = "gpu.nvidia.com/xid"
+
+// taintedDevice is the device of a fleet slice that RepublishSlice taints.
+const taintedDevice = "gpu-3"
+
+// RepublishSlice publishes DRA fleet node i's slice again, as the driver does when it
+// restarts: the same devices in generation+1. With tainted, one GPU carries an Xid
+// NoSchedule taint (the driver's health monitor saw a fatal Xid), without it none does.
+func RepublishSlice(ctx context.Context, kube kubernetes.Interface, i int, tainted bool) error {
+	name := fixtures.FleetSliceName(i)
+	slices := kube.ResourceV1().ResourceSlices()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := slices.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Pool.Generation++
+		for j := range s.Spec.Devices {
+			d := &s.Spec.Devices[j]
+			d.Taints = nil
+			if tainted && d.Name == taintedDevice {
+				d.Taints = []resourcev1.DeviceTaint{{Key: SliceTaintKey, Value: "79", Effect: resourcev1.DeviceTaintEffectNoSchedule, TimeAdded: ptr.To(metav1.Now().Rfc3339Copy())}}
+			}
+		}
+		_, err = slices.Update(ctx, s, metav1.UpdateOptions{FieldManager: sliceManager})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("republish ResourceSlice %s: %w", name, err)
 	}
 	return nil
 }
@@ -119,58 +181,89 @@ func patchConditions(ctx context.Context, kube kubernetes.Interface, name string
 // Changes are sent concurrently, so that the rate holds whatever the API server's latency;
 // a node that is rejoining when ctx ends joins before Churn returns.
 func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
-	return churn(ctx, kube, n, rate, true)
+	counts, err := ChurnDRA(ctx, kube, n, rate, 0)
+	return counts.Changes, err
+}
+
+// ChurnCounts says what a churn changed.
+type ChurnCounts struct {
+	Changes     int // all of them
+	Republishes int // DRA slices published again (generation+1)
+	Taints      int // of those, the ones that added or removed a device taint
+}
+
+// ChurnDRA is Churn over a fleet created with CreateDRAFleet(draShare): a change that falls
+// on a DRA node republishes its slice (RepublishSlice) half of the time instead of flipping
+// Ready, and every fifth republish toggles a device taint, which changes the node's healthy
+// GPUs. A DRA node is never relabelled (it has no GFD label to relabel).
+func ChurnDRA(ctx context.Context, kube kubernetes.Interface, n int, rate float64, draShare float64) (ChurnCounts, error) {
+	return churn(ctx, kube, n, rate, true, draShare)
 }
 
 // FlipReady is Churn with Ready flips only: no relabel, no node leaving.
 func FlipReady(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
-	return churn(ctx, kube, n, rate, false)
+	counts, err := churn(ctx, kube, n, rate, false, 0)
+	return counts.Changes, err
 }
 
-// churn is Churn; mixed adds the relabels and the rejoins to the Ready flips. It is long
-// because the three kinds of change are chosen and sent in one loop.
-func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, mixed bool) (int, error) {
+// churn is ChurnDRA; mixed adds the relabels, the rejoins and the republishes to the Ready
+// flips. It is long because the kinds of change are chosen and sent in one loop.
+func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, mixed bool, draShare float64) (ChurnCounts, error) {
+	var counts ChurnCounts
 	if rate <= 0 {
 		<-ctx.Done()
-		return 0, nil
+		return counts, nil
 	}
 	ticker := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer ticker.Stop()
 	rng := rand.New(rand.NewPCG(7, 7))
 	ready := map[int]bool{}
+	tainted := map[int]bool{}
 	inFlight := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	changes := 0
 	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-ticker.C:
 			i := (1 + rng.IntN(max(1, (n+1)/2-1))) * 2 // a GPU node, never node 0 (the probes' marker)
-			relabel := mixed && changes%10 == 9
-			rejoin := mixed && changes%25 == 24
+			isDRA := fixtures.IsFleetDRANode(i, draShare)
+			rejoin := mixed && counts.Changes%25 == 24
+			relabel := mixed && !rejoin && !isDRA && counts.Changes%10 == 9
+			republish := mixed && !rejoin && isDRA && rng.IntN(2) == 0
 			isReady, seen := ready[i]
 			if !seen {
 				isReady = true
 			}
+			taint := tainted[i]
 			switch {
 			case rejoin:
 				delete(ready, i) // it joins Ready
+			case republish:
+				counts.Republishes++
+				if counts.Republishes%5 == 0 {
+					taint = !taint
+					tainted[i] = taint
+					counts.Taints++
+				}
 			case !relabel:
 				ready[i] = !isReady
 			}
-			changes++
+			counts.Changes++
 			inFlight <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-inFlight }()
 				var err error
-				if rejoin {
-					err = rejoinNode(ctx, kube, i)
-				} else if relabel {
+				switch {
+				case rejoin:
+					err = rejoinNode(ctx, kube, i, isDRA)
+				case republish:
+					err = RepublishSlice(ctx, kube, i, taint)
+				case relabel:
 					patch := fmt.Sprintf(`{"metadata":{"labels":{"nvidia.com/gfd.timestamp":"%d"}}}`, time.Now().UnixNano())
 					_, err = kube.CoreV1().Nodes().Patch(ctx, fixtures.FleetNodeName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "nfd-master"})
-				} else {
+				default:
 					err = SetNodeReady(ctx, kube, fixtures.FleetNodeName(i), !isReady)
 				}
 				// A change that meets a node in the middle of leaving and joining is lost, as
@@ -186,17 +279,18 @@ func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, 
 		}
 	}
 	wg.Wait()
-	return changes, firstErr
+	return counts, firstErr
 }
 
-// rejoinNode deletes fleet node i and creates it anew with its labels, on a context that
+// rejoinNode deletes fleet node i and creates it anew with its labels (a DRA node's slice
+// stays, as while its owner reference is not yet collected), on a context that
 // the churn's end does not cancel: a request cut short could leave the node deleted, or
 // without its labels. Churn waits for it.
-func rejoinNode(ctx context.Context, kube kubernetes.Interface, i int) error {
+func rejoinNode(ctx context.Context, kube kubernetes.Interface, i int, dra bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := kube.CoreV1().Nodes().Delete(ctx, fixtures.FleetNodeName(i), metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete node %s to rejoin it: %w", fixtures.FleetNodeName(i), err)
 	}
-	return createFleetNode(ctx, kube, i)
+	return createFleetNode(ctx, kube, i, dra)
 }
