@@ -1,46 +1,83 @@
 // Package slicecache is where NVIDIA's DRA ResourceSlices (driver gpu.nvidia.com) are
-// cached: trimmed to what inventory.DeviceFactsOf reads, indexed by node, with each node's
-// DeviceFacts recomputed from that node's slices when one of them changes.
-// docs/design/slice-cache.md says why.
+// cached: each as a compact form holding what inventory.DeviceFactsOf reads, indexed by
+// node, with each node's DeviceFacts recomputed from that node's slices when one of them
+// changes. docs/design/slice-cache.md says why.
 package slicecache
 
 import (
-	"strings"
+	"math"
 	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // The keep-rules: what the cache holds of a device, which is what inventory.DeviceFactsOf
-// reads (pkg/inventory/dra.go). Attribute names are unqualified (the driver's own domain)
-// or qualified with the driver's or Kubernetes' domain.
+// reads (pkg/inventory/dra.go, attrString and deviceMemoryMiB): each attribute under its
+// name, else under its alternative spelling, as a string or version value.
+type attributeKey struct{ name, alt resourcev1.QualifiedName }
+
+// driverAttribute is an attribute of the driver: unqualified, or qualified with its domain.
+func driverAttribute(name string) attributeKey {
+	return attributeKey{resourcev1.QualifiedName(name), resourcev1.QualifiedName(inventory.DRADriver + "/" + name)}
+}
+
 var (
-	// keptAttributes are the device attributes DeviceFactsOf reads, by unqualified name.
-	keptAttributes = map[string]bool{
-		"type": true, "uuid": true, "productName": true, "architecture": true,
-		"cudaComputeCapability": true, "driverVersion": true, "cudaDriverVersion": true,
-		"profile": true, "parentUUID": true, "pciBusID": true,
-	}
-	// keptQualifiedAttributes are attributes of other domains that DeviceFactsOf reads.
-	keptQualifiedAttributes = map[string]bool{"resource.kubernetes.io/pciBusID": true}
+	attrType         = driverAttribute("type")
+	attrUUID         = driverAttribute("uuid")
+	attrParentUUID   = driverAttribute("parentUUID")
+	attrProfile      = driverAttribute("profile")
+	attrProductName  = driverAttribute("productName")
+	attrArchitecture = driverAttribute("architecture")
+	attrCC           = driverAttribute("cudaComputeCapability")
+	attrDriver       = driverAttribute("driverVersion")
+	attrCuda         = driverAttribute("cudaDriverVersion")
+	// The standard attribute first, the driver-domain spelling as a fallback.
+	attrPCIBusID = attributeKey{"resource.kubernetes.io/pciBusID", "pciBusID"}
+
+	capMemory = driverAttribute("memory")
 )
 
-// keptCapacities are the device capacities DeviceFactsOf reads: memory, in either spelling.
-var keptCapacities = []resourcev1.QualifiedName{"memory", inventory.DRADriver + "/memory"}
-
-// uniqueAttribute is an attribute whose value differs on every device: not interned.
-const uniqueAttribute = "uuid"
-
-// keepsAttribute reports whether the cache holds the device attribute name.
-func keepsAttribute(name resourcev1.QualifiedName) bool {
-	s := string(name)
-	if keptQualifiedAttributes[s] {
-		return true
+// value is what DeviceFactsOf reads of the attribute: its string or version value, "" when
+// absent or of another kind (an attribute under the name hides one under alt).
+func (k attributeKey) value(d *resourcev1.Device) string {
+	a, ok := d.Attributes[k.name]
+	if !ok {
+		a, ok = d.Attributes[k.alt]
 	}
-	return keptAttributes[strings.TrimPrefix(s, inventory.DRADriver+"/")]
+	switch {
+	case !ok:
+		return ""
+	case a.StringValue != nil:
+		return *a.StringValue
+	case a.VersionValue != nil:
+		return *a.VersionValue
+	}
+	return ""
+}
+
+// memoryBytes is the device's memory capacity as DeviceFactsOf reads it: in bytes, rounded
+// up as Quantity.Value does; a negative capacity is kept as -1 and one beyond int64 as
+// MaxInt64, both out of the range DeviceFactsOf accepts, as the original is.
+func memoryBytes(d *resourcev1.Device) (bytes int64, present bool) {
+	c, ok := d.Capacity[capMemory.name]
+	if !ok {
+		c, ok = d.Capacity[capMemory.alt]
+	}
+	switch {
+	case !ok:
+		return 0, false
+	case c.Value.Sign() < 0:
+		return -1, true
+	case c.Value.CmpInt64(math.MaxInt64) > 0:
+		return math.MaxInt64, true
+	}
+	return c.Value.Value(), true
 }
 
 // nodeLocal reports whether a slice is one the cache reads: the NVIDIA driver's, bound to a
@@ -49,10 +86,132 @@ func nodeLocal(s *resourcev1.ResourceSlice) bool {
 	return s.Spec.Driver == inventory.DRADriver && s.Spec.NodeName != nil && *s.Spec.NodeName != ""
 }
 
-// Trim is the informer's transform: a node-local gpu.nvidia.com slice keeps only what
-// DeviceFactsOf reads; any other slice keeps its name, resourceVersion and driver, so the
-// informer can still track (and delete) it. Anything else passes untouched, and a trimmed
-// slice trims to itself, so it may run twice.
+// compactSlice is how the cache holds a ResourceSlice: the fields DeviceFactsOf reads, as
+// plain values, with the strings that repeat across slices shared. A slice that is not
+// node-local keeps its name, resourceVersion and driver only (node is ""), so that the
+// informer can still track and delete it. Slices are never modified once cached.
+type compactSlice struct {
+	name, resourceVersion string
+	driver                string
+	node                  string // spec.nodeName; "" when not node-local
+	pool                  pool
+	devices               []device
+}
+
+type pool struct {
+	name                           string
+	generation, resourceSliceCount int64
+}
+
+// device is one device of a slice. Its attributes that repeat across the devices of one
+// model and driver share one model.
+type device struct {
+	name, uuid, parentUUID, pciBusID string
+	model                            *model
+	taints                           []taint
+	memory                           int64 // bytes, see memoryBytes; only if hasMemory
+	hasMemory                        bool
+	consumesCounters                 bool // it draws on shared counters (a DynamicMIG partition or its GPU)
+}
+
+// model is what devices of one GPU model, driver and MIG profile have in common. Models are
+// shared by the cached slices: read-only.
+type model struct {
+	kind, productName, architecture, computeCapability string
+	driverVersion, cudaDriverVersion, profile          string
+}
+
+type taint struct {
+	key    string
+	effect resourcev1.DeviceTaintEffect
+}
+
+// GetObjectKind implements runtime.Object; the cache's objects have no kind.
+func (s *compactSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object. Models are shared, as in the cache.
+func (s *compactSlice) DeepCopyObject() runtime.Object {
+	out := *s
+	if s.devices != nil {
+		out.devices = make([]device, len(s.devices))
+		for i, d := range s.devices {
+			if d.taints != nil {
+				d.taints = append([]taint(nil), d.taints...)
+			}
+			out.devices[i] = d
+		}
+	}
+	return &out
+}
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor, through which the informer's store
+// (meta.Accessor) reads the name and resourceVersion: a new ObjectMeta on each call, since
+// one held by every slice would cost more than the rest of it.
+func (s *compactSlice) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: s.name, ResourceVersion: s.resourceVersion}
+}
+
+// consumesCounters stands in for a device's counter consumption when a slice is expanded:
+// DeviceFactsOf reads only whether there is any.
+var consumesCounters = []resourcev1.DeviceCounterConsumption{{}}
+
+// expand returns the slice as a ResourceSlice holding what DeviceFactsOf reads, for
+// computing its node's facts. The ResourceSlice shares strings with the cached slice and is
+// read-only.
+func (s *compactSlice) expand() *resourcev1.ResourceSlice {
+	out := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, ResourceVersion: s.resourceVersion},
+		Spec:       resourcev1.ResourceSliceSpec{Driver: s.driver},
+	}
+	if s.node == "" {
+		return out
+	}
+	out.Spec.NodeName = &s.node
+	out.Spec.Pool = resourcev1.ResourcePool{Name: s.pool.name, Generation: s.pool.generation, ResourceSliceCount: s.pool.resourceSliceCount}
+	if len(s.devices) > 0 {
+		out.Spec.Devices = make([]resourcev1.Device, len(s.devices))
+		for i := range s.devices {
+			out.Spec.Devices[i] = s.devices[i].expand()
+		}
+	}
+	return out
+}
+
+func (d *device) expand() resourcev1.Device {
+	out := resourcev1.Device{Name: d.name, Attributes: make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, 10)}
+	for _, a := range [...]struct {
+		key   attributeKey
+		value *string
+	}{
+		{attrType, &d.model.kind}, {attrUUID, &d.uuid}, {attrParentUUID, &d.parentUUID},
+		{attrProfile, &d.model.profile}, {attrProductName, &d.model.productName},
+		{attrArchitecture, &d.model.architecture}, {attrCC, &d.model.computeCapability},
+		{attrDriver, &d.model.driverVersion}, {attrCuda, &d.model.cudaDriverVersion},
+		{attrPCIBusID, &d.pciBusID},
+	} {
+		if *a.value != "" {
+			out.Attributes[a.key.name] = resourcev1.DeviceAttribute{StringValue: a.value}
+		}
+	}
+	if d.hasMemory {
+		out.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+			capMemory.name: {Value: *resource.NewQuantity(d.memory, resource.BinarySI)},
+		}
+	}
+	if d.consumesCounters {
+		out.ConsumesCounters = consumesCounters
+	}
+	if len(d.taints) > 0 {
+		out.Taints = make([]resourcev1.DeviceTaint, len(d.taints))
+		for i, t := range d.taints {
+			out.Taints[i] = resourcev1.DeviceTaint{Key: t.key, Effect: t.effect}
+		}
+	}
+	return out
+}
+
+// Trim is the informer's transform: a ResourceSlice becomes a compactSlice. Anything else,
+// a compactSlice included, passes untouched, so it may run twice.
 func (t *trimmer) Trim(obj any) (any, error) {
 	s, ok := obj.(*resourcev1.ResourceSlice)
 	if !ok {
@@ -61,115 +220,112 @@ func (t *trimmer) Trim(obj any) (any, error) {
 	return t.trim(s), nil
 }
 
-func (t *trimmer) trim(s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
-	out := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: s.Name, ResourceVersion: s.ResourceVersion},
-		Spec:       resourcev1.ResourceSliceSpec{Driver: t.intern(s.Spec.Driver)},
-	}
-	if v, ok := s.Annotations[metav1.InitialEventsAnnotationKey]; ok {
-		// The watch-list bookmark's marker: the reflector waits for it.
-		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
-	}
+func (t *trimmer) trim(s *resourcev1.ResourceSlice) *compactSlice {
+	out := &compactSlice{name: s.Name, resourceVersion: s.ResourceVersion, driver: t.intern(s.Spec.Driver)}
 	if !nodeLocal(s) {
 		return out
 	}
-	out.Spec.NodeName = s.Spec.NodeName
-	out.Spec.Pool = s.Spec.Pool
+	out.node = *s.Spec.NodeName
+	out.pool = pool{name: s.Spec.Pool.Name, generation: s.Spec.Pool.Generation, resourceSliceCount: s.Spec.Pool.ResourceSliceCount}
+	if out.pool.name == out.node {
+		out.pool.name = out.node // the driver names a node's pool after it: one copy
+	}
 	// A counters slice (DynamicMIG) counts towards its pool by its pool alone: its counter
 	// sets are not read.
 	if len(s.Spec.Devices) > 0 {
-		out.Spec.Devices = make([]resourcev1.Device, len(s.Spec.Devices))
+		out.devices = make([]device, len(s.Spec.Devices))
 		for i := range s.Spec.Devices {
-			out.Spec.Devices[i] = t.device(&s.Spec.Devices[i])
+			out.devices[i] = t.device(&s.Spec.Devices[i])
 		}
 	}
 	return out
 }
 
-func (t *trimmer) device(d *resourcev1.Device) resourcev1.Device {
-	out := resourcev1.Device{Name: t.intern(d.Name)}
-	for name, a := range d.Attributes {
-		if !keepsAttribute(name) {
-			continue
-		}
-		if out.Attributes == nil {
-			out.Attributes = make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, len(keptAttributes)+len(keptQualifiedAttributes))
-		}
-		out.Attributes[resourcev1.QualifiedName(t.intern(string(name)))] = t.attribute(a, strings.TrimPrefix(string(name), inventory.DRADriver+"/") != uniqueAttribute)
+func (t *trimmer) device(d *resourcev1.Device) device {
+	out := device{
+		name:       t.intern(d.Name),
+		uuid:       attrUUID.value(d), // differs on every device: not interned
+		parentUUID: t.intern(attrParentUUID.value(d)),
+		pciBusID:   t.intern(attrPCIBusID.value(d)),
+		model: t.model(model{
+			kind:              attrType.value(d),
+			productName:       attrProductName.value(d),
+			architecture:      attrArchitecture.value(d),
+			computeCapability: attrCC.value(d),
+			driverVersion:     attrDriver.value(d),
+			cudaDriverVersion: attrCuda.value(d),
+			profile:           attrProfile.value(d),
+		}),
+		consumesCounters: len(d.ConsumesCounters) > 0,
 	}
-	for _, name := range keptCapacities {
-		if c, ok := d.Capacity[name]; ok {
-			if out.Capacity == nil {
-				out.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{}
-			}
-			out.Capacity[name] = resourcev1.DeviceCapacity{Value: c.Value}
-		}
-	}
-	if len(d.ConsumesCounters) > 0 {
-		// Counter set names only: that a device draws on shared counters (a possible
-		// partition, not a published GPU) is what is read, not how much.
-		out.ConsumesCounters = make([]resourcev1.DeviceCounterConsumption, len(d.ConsumesCounters))
-		for i, c := range d.ConsumesCounters {
-			out.ConsumesCounters[i] = resourcev1.DeviceCounterConsumption{CounterSet: t.intern(c.CounterSet)}
-		}
-	}
+	out.memory, out.hasMemory = memoryBytes(d)
 	if len(d.Taints) > 0 {
-		out.Taints = make([]resourcev1.DeviceTaint, len(d.Taints))
-		for i, taint := range d.Taints {
-			out.Taints[i] = resourcev1.DeviceTaint{Key: t.intern(taint.Key), Effect: taint.Effect}
+		out.taints = make([]taint, len(d.Taints))
+		for i, dt := range d.Taints {
+			out.taints[i] = taint{key: t.intern(dt.Key), effect: resourcev1.DeviceTaintEffect(t.intern(string(dt.Effect)))}
 		}
 	}
 	return out
 }
 
-// attribute keeps an attribute's string or version value, the only ones read. Shared values
-// point at one interned string.
-func (t *trimmer) attribute(a resourcev1.DeviceAttribute, shared bool) resourcev1.DeviceAttribute {
-	str := func(p *string) *string {
-		if p == nil || !shared {
-			return p
-		}
-		return t.internPtr(*p)
-	}
-	return resourcev1.DeviceAttribute{
-		StringValue:  str(a.StringValue),
-		VersionValue: str(a.VersionValue),
-	}
-}
-
-// Bounds of the intern table, so that ever-changing values cannot grow it forever: a full
-// table starts over (cached slices keep what they have).
+// Bounds of the tables shared by the cached slices, so that ever-changing values cannot
+// grow them forever: a full table starts over (cached slices keep what they have).
 const (
 	maxInternedBytes  = 1 << 20
 	internOverhead    = 64 // a table entry besides the string's bytes
 	maxInternedString = 256
+	maxModels         = 4096
 )
 
-// trimmer holds the strings that cached slices share: device names, attribute names and
-// the values that repeat across devices and nodes (product, architecture, versions, PCI bus
-// IDs), each as one string behind one pointer.
+// trimmer holds what cached slices share: device names, PCI bus IDs, parent UUIDs, taint
+// keys and models, each as one copy.
 type trimmer struct {
-	mu    sync.Mutex
-	table map[string]*string
-	bytes int
+	mu     sync.Mutex
+	table  map[string]string
+	bytes  int
+	models map[model]*model
 }
 
-func (t *trimmer) internPtr(s string) *string {
-	if len(s) > maxInternedString {
-		return &s
+// intern returns the one copy of s that the cached slices share.
+func (t *trimmer) intern(s string) string {
+	if s == "" || len(s) > maxInternedString {
+		return s
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if p, ok := t.table[s]; ok {
-		return p
+	if v, ok := t.table[s]; ok {
+		return v
 	}
 	if t.table == nil || t.bytes+len(s)+internOverhead > maxInternedBytes {
-		t.table, t.bytes = map[string]*string{}, 0
+		t.table, t.bytes = map[string]string{}, 0
 	}
-	p := &s
-	t.table[s] = p
+	t.table[s] = s
 	t.bytes += len(s) + internOverhead
+	return s
+}
+
+// model returns the one copy of m that the cached slices share.
+func (t *trimmer) model(m model) *model {
+	if len(m.kind)+len(m.productName)+len(m.architecture)+len(m.computeCapability)+
+		len(m.driverVersion)+len(m.cudaDriverVersion)+len(m.profile) > maxInternedString {
+		return m.copy()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.models[m]; ok {
+		return p
+	}
+	if t.models == nil || len(t.models) >= maxModels {
+		t.models = map[model]*model{}
+	}
+	p := m.copy()
+	t.models[m] = p
 	return p
 }
 
-func (t *trimmer) intern(s string) string { return *t.internPtr(s) }
+// copy returns m on the heap; taking m's address would move it there on every call.
+func (m model) copy() *model {
+	p := new(model)
+	*p = m
+	return p
+}

@@ -45,8 +45,8 @@ func Served(d discovery.DiscoveryInterface) (bool, error) {
 const byNode = "node"
 
 func nodeOf(obj any) string {
-	if s, ok := obj.(*resourcev1.ResourceSlice); ok && nodeLocal(s) {
-		return *s.Spec.NodeName
+	if s, ok := obj.(*compactSlice); ok {
+		return s.node
 	}
 	return ""
 }
@@ -58,7 +58,8 @@ func indexByNode(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// Cache holds the gpu.nvidia.com ResourceSlices, trimmed, and each node's DeviceFacts.
+// Cache holds the gpu.nvidia.com ResourceSlices, each as a compactSlice, and each node's
+// DeviceFacts.
 type Cache struct {
 	informer     cache.SharedIndexInformer
 	registration cache.ResourceEventHandlerRegistration
@@ -77,7 +78,9 @@ type Cache struct {
 var factsOf = inventory.DeviceFactsOf
 
 // New builds the cache's informer on client: a list and watch of the ResourceSlices with
-// spec.driver=gpu.nvidia.com (the client sets the content type), no resync. Nothing runs
+// spec.driver=gpu.nvidia.com (the client sets the content type), no resync. The informer's
+// store holds compactSlices (its transform is trimmer.Trim): its example object is the
+// type of the watch events, which the reflector checks before the transform. Nothing runs
 // until the informer is started.
 func New(client kubernetes.Interface) *Cache {
 	slices := client.ResourceV1().ResourceSlices()
@@ -164,8 +167,9 @@ func (c *Cache) sliceDeleted(obj any) {
 	c.recompute(node)
 }
 
-// recompute builds a node's facts from its cached slices and tells the listeners if they
-// differ from the last ones; equal facts keep the old pointer.
+// recompute builds a node's facts from its cached slices, expanded back into ResourceSlices
+// for DeviceFactsOf, and tells the listeners if they differ from the last ones; equal facts
+// keep the old pointer.
 func (c *Cache) recompute(node string) {
 	objs, err := c.informer.GetIndexer().ByIndex(byNode, node)
 	if err != nil {
@@ -175,7 +179,7 @@ func (c *Cache) recompute(node string) {
 	if len(objs) > 0 {
 		slices := make([]*resourcev1.ResourceSlice, 0, len(objs))
 		for _, obj := range objs {
-			slices = append(slices, obj.(*resourcev1.ResourceSlice))
+			slices = append(slices, obj.(*compactSlice).expand())
 		}
 		facts = factsOf(slices)
 	}

@@ -3,11 +3,17 @@ package slicecache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -311,9 +317,9 @@ func TestSlicesNotReadAreStubs(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%s not cached: %v", s.Name, err)
 		}
-		cached := obj.(*resourcev1.ResourceSlice)
-		want := resourcev1.ResourceSliceSpec{Driver: s.Spec.Driver}
-		if !reflect.DeepEqual(cached.Spec, want) || cached.Labels != nil || cached.ManagedFields != nil {
+		cached := obj.(*compactSlice)
+		want := &compactSlice{name: s.Name, resourceVersion: cached.resourceVersion, driver: s.Spec.Driver}
+		if !reflect.DeepEqual(cached, want) {
 			t.Errorf("%s cached as %+v, want only its name, resourceVersion and driver", s.Name, cached)
 		}
 	}
@@ -337,37 +343,25 @@ func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("not cached: %v", err)
 	}
-	node := "dra-1"
-	want := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "dra-1-gpu", ResourceVersion: obj.(*resourcev1.ResourceSlice).ResourceVersion},
-		Spec: resourcev1.ResourceSliceSpec{
-			Driver:   inventory.DRADriver,
-			NodeName: &node,
-			Pool:     resourcev1.ResourcePool{Name: "dra-1", Generation: 3, ResourceSliceCount: 2},
-			Devices: []resourcev1.Device{{
-				Name: "gpu-0",
-				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-					"type":                            {StringValue: ptr("gpu")},
-					"uuid":                            {StringValue: ptr("GPU-dra-1-gpu-0")},
-					"productName":                     {StringValue: ptr("NVIDIA B200")},
-					"architecture":                    {StringValue: ptr("Blackwell")},
-					"cudaComputeCapability":           {VersionValue: ptr("10.0.0")},
-					"driverVersion":                   {VersionValue: ptr("580.126.9")},
-					"cudaDriverVersion":               {VersionValue: ptr("13.0.0")},
-					"resource.kubernetes.io/pciBusID": {StringValue: ptr("0000:1b:00.0")},
-				},
-				Capacity:         map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("183359Mi")}},
-				ConsumesCounters: []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-0-counters"}},
-				Taints:           []resourcev1.DeviceTaint{{Key: "gpu.nvidia.com/xid", Effect: resourcev1.DeviceTaintEffectNoSchedule}},
-			}},
-		},
+	h100 := &model{
+		kind: "gpu", productName: "NVIDIA B200", architecture: "Blackwell", computeCapability: "10.0.0",
+		driverVersion: "580.126.9", cudaDriverVersion: "13.0.0",
+	}
+	want := &compactSlice{
+		name: "dra-1-gpu", resourceVersion: obj.(*compactSlice).resourceVersion, driver: inventory.DRADriver,
+		node: "dra-1", pool: pool{name: "dra-1", generation: 3, resourceSliceCount: 2},
+		devices: []device{{
+			name: "gpu-0", uuid: "GPU-dra-1-gpu-0", pciBusID: "0000:1b:00.0", model: h100,
+			memory: 183359 << 20, hasMemory: true, consumesCounters: true,
+			taints: []taint{{key: "gpu.nvidia.com/xid", effect: resourcev1.DeviceTaintEffectNoSchedule}},
+		}},
 	}
 	if !reflect.DeepEqual(obj, want) {
 		t.Errorf("cached slice:\n%+v\nwant:\n%+v", obj, want)
 	}
 	obj, _, _ = f.cache.Informer().GetIndexer().GetByKey("dra-1-counters")
-	if got := obj.(*resourcev1.ResourceSlice).Spec; got.SharedCounters != nil || got.Pool != counters.Spec.Pool {
-		t.Errorf("cached counters slice: %+v, want its pool and no counters", got)
+	if got := obj.(*compactSlice); got.devices != nil || got.pool != (pool{name: "dra-1", generation: 3, resourceSliceCount: 2}) {
+		t.Errorf("cached counters slice: %+v, want its pool and no devices", got)
 	}
 	f.wantFacts(t, "dra-1", s, counters)
 
@@ -442,13 +436,48 @@ func TestTrimmedSlicesGiveTheSameFacts(t *testing.T) {
 			"gpu.nvidia.com/type": str("gpu"), "gpu.nvidia.com/uuid": str("GPU-2"), "gpu.nvidia.com/cudaDriverVersion": ver("13.0.0"),
 		}, Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"gpu.nvidia.com/memory": {Value: resource.MustParse("80Gi")}}},
 	}
-	for _, s := range []*resourcev1.ResourceSlice{staticMIG, dynamicMIG, qualified} {
+	// An attribute under the name DeviceFactsOf reads first hides one under the other
+	// spelling, even when it is of a kind it does not read.
+	shadowed := slice("shadowed", "n", 1, 1, "580.126.9")
+	shadowed.Spec.Devices = []resourcev1.Device{
+		{Name: "gpu-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": {IntValue: ptr(int64(1))}, "gpu.nvidia.com/type": str("gpu"),
+			"uuid": str("GPU-1"), "gpu.nvidia.com/uuid": str("GPU-other"),
+			"productName": {BoolValue: ptr(true)}, "gpu.nvidia.com/productName": str("NVIDIA H100"),
+			"pciBusID": str("0000:1b:00.0"), "gpu.nvidia.com/pciBusID": str("0000:2b:00.0"),
+		}, Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("80Gi")}, "gpu.nvidia.com/memory": {Value: resource.MustParse("40Gi")}}},
+		{Name: "gpu-1", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": str("gpu"), "uuid": str("GPU-2"), "gpu.nvidia.com/pciBusID": str("0000:2b:00.0"),
+			"cudaComputeCapability": str("nine"), "cudaDriverVersion": ver("13.0.0"), "gpu.nvidia.com/driverVersion": ver("580.1.2"),
+		}},
+	}
+	// Memory capacities at and beyond the bounds DeviceFactsOf accepts.
+	memory := slice("memory", "n", 1, 1, "580.126.9")
+	for i, q := range []string{"-1", "-0.5", "0", "0.5", "1.5Mi", "1Pi", "1025Ti", "1e400", "9223372036854775807", "9223372036854775808"} {
+		memory.Spec.Devices = append(memory.Spec.Devices, resourcev1.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type": str("gpu"), "uuid": str(fmt.Sprintf("GPU-%d", i)), "productName": str("NVIDIA H100"),
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse(q)}},
+		})
+	}
+	// Taints of every effect, more than a device lists, and strings longer than are shared.
+	long := strings.Repeat("x", 300)
+	taints := slice("taints", "n", 1, 1, "580.126.9")
+	taints.Spec.Devices = []resourcev1.Device{{
+		Name: "gpu-0-" + long,
+		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"type": str("gpu"), "uuid": str("GPU-" + long), "productName": str("NVIDIA " + long), "architecture": str(long),
+			"resource.kubernetes.io/pciBusID": str(long),
+		},
+	}}
+	for i, effect := range []resourcev1.DeviceTaintEffect{"None", "NoSchedule", "NoExecute", "None", "None", "None", "None", "None", "None", "NoExecute"} {
+		taints.Spec.Devices[0].Taints = append(taints.Spec.Devices[0].Taints, resourcev1.DeviceTaint{Key: fmt.Sprintf("gpu.nvidia.com/t%d", i), Value: "v", Effect: effect})
+	}
+	for _, s := range []*resourcev1.ResourceSlice{staticMIG, dynamicMIG, qualified, shadowed, memory, taints} {
 		t.Run(s.Name, func(t *testing.T) {
-			trimmed, _ := (&trimmer{}).Trim(s)
-			got, want := factsOf([]*resourcev1.ResourceSlice{trimmed.(*resourcev1.ResourceSlice)}), factsOf([]*resourcev1.ResourceSlice{s})
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("facts of the trimmed slice:\n%+v\nof the full slice:\n%+v", got, want)
-			}
+			wantSameFacts(t, s)
 		})
 	}
 }
@@ -474,5 +503,139 @@ func TestFixturesCached(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantSameFacts checks that slices of one node, cached, give the facts of the full slices.
+func wantSameFacts(t *testing.T, full ...*resourcev1.ResourceSlice) {
+	t.Helper()
+	tr := &trimmer{}
+	expanded := make([]*resourcev1.ResourceSlice, len(full))
+	for i, s := range full {
+		cached, err := tr.Trim(s.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		expanded[i] = cached.(*compactSlice).expand()
+	}
+	got, want := factsOf(expanded), factsOf(full)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("facts of the cached slices:\n%+v\nof the full slices:\n%+v", got, want)
+	}
+}
+
+// The driver's fixtures give each node the same facts cached as in full.
+func TestFixturesGiveTheSameFacts(t *testing.T) {
+	for _, name := range []string{dra.H100, dra.H100Tainted, dra.A100StaticMIG, dra.H100DynMIG, dra.H100VFIO, dra.PoolMidUpdate} {
+		t.Run(name, func(t *testing.T) {
+			full, err := dra.Slices(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byNode := map[string][]*resourcev1.ResourceSlice{}
+			for _, s := range full {
+				byNode[*s.Spec.NodeName] = append(byNode[*s.Spec.NodeName], s)
+			}
+			for _, slices := range byNode {
+				wantSameFacts(t, slices...)
+			}
+		})
+	}
+}
+
+// The informer's store reads a cached slice's name and resourceVersion through
+// meta.Accessor, and may copy it.
+func TestCachedSliceIsAnObject(t *testing.T) {
+	full, err := dra.Slices(dra.H100Tainted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full[0].ResourceVersion = "42"
+	obj, _ := (&trimmer{}).Trim(full[0])
+	cached := obj.(*compactSlice)
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetName() != full[0].Name || m.GetResourceVersion() != "42" {
+		t.Fatalf("meta.Accessor: %v, %v", m, err)
+	}
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err != nil || key != full[0].Name {
+		t.Errorf("key %q, %v; want %q", key, err, full[0].Name)
+	}
+	cp := cached.DeepCopyObject().(*compactSlice)
+	if !reflect.DeepEqual(cp, cached) {
+		t.Fatalf("copy:\n%+v\nwant:\n%+v", cp, cached)
+	}
+	tainted := slices.IndexFunc(cached.devices, func(d device) bool { return len(d.taints) > 0 })
+	if tainted < 0 {
+		t.Fatalf("%s cached without taints", dra.H100Tainted)
+	}
+	cp.devices[tainted].name = "changed"
+	cp.devices[tainted].taints[0].key = "changed"
+	if d := cached.devices[tainted]; d.name == "changed" || d.taints[0].key == "changed" {
+		t.Error("the copy shares its devices with the original")
+	}
+}
+
+// fleetSlice is the i-th node's 8-GPU slice, with the strings of its own (name, node,
+// resourceVersion, UUIDs) freshly allocated as a decoder would.
+func fleetSlice(template *resourcev1.ResourceSlice, i int) *resourcev1.ResourceSlice {
+	s := template.DeepCopy()
+	node := fmt.Sprintf("dra-h100-%d", i)
+	s.Name = node + "-gpu.nvidia.com-8fq2x"
+	s.ResourceVersion = strconv.Itoa(100000 + i)
+	s.Spec.NodeName = &node
+	s.Spec.Pool.Name = strings.Clone(node)
+	for j := range s.Spec.Devices {
+		uuid := fmt.Sprintf("GPU-%08x-6b80-5491-8500-21f3285de%03d", i, j)
+		s.Spec.Devices[j].Attributes["uuid"] = resourcev1.DeviceAttribute{StringValue: &uuid}
+	}
+	return s
+}
+
+// What the cache retains of an 8-GPU slice: the heap a thousand of them hold once the full
+// slices are gone, beyond what the first one put in the tables the slices share.
+func TestRetainedBytesPerSlice(t *testing.T) {
+	const n, limit = 1000, 2048
+	full, err := dra.Slices(dra.H100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := full[0]
+	if len(template.Spec.Devices) != 8 {
+		t.Fatalf("%s has %d devices, want 8", dra.H100, len(template.Spec.Devices))
+	}
+	tr := &trimmer{}
+	_, _ = tr.Trim(fleetSlice(template, n))
+	held := make([]any, n)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	for i := range held {
+		held[i], _ = tr.Trim(fleetSlice(template, i))
+	}
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	perSlice := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("%d bytes retained per 8-GPU slice", perSlice)
+	if perSlice > limit {
+		t.Errorf("%d bytes retained per 8-GPU slice, want at most %d", perSlice, limit)
+	}
+	goruntime.KeepAlive(held)
+}
+
+func BenchmarkTransform(b *testing.B) {
+	full, err := dra.Slices(dra.H100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	slices := make([]*resourcev1.ResourceSlice, 64)
+	for i := range slices {
+		slices[i] = fleetSlice(full[0], i)
+	}
+	tr := &trimmer{}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := tr.Trim(slices[i%len(slices)]); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
