@@ -315,3 +315,24 @@ func TestNodesErrorMessagesSayWhatToDo(t *testing.T) {
 		})
 	}
 }
+
+// --problems lists a Ready node whose record carries health conditions, with the conditions.
+func TestNodesProblemsIncludeHealthConditions(t *testing.T) {
+	nodes, records := recordedFleet()
+	for _, r := range records {
+		if r.Name == "dgx-01" {
+			r.Spec.Source = homelabv1.SourceDRA
+			r.Spec.Conditions = []string{inventory.NodeDeviceTainted, inventory.NodeXIDError}
+		}
+	}
+	r := runPlugin(context.Background(), nodesClients(t, nodes, records), false, nil, "nodes", "--problems")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	for _, want := range []string{"\ndgx-01 ", "  dra\n", "\nHealth conditions:\n  dgx-01:  DeviceTainted, XIDError\n",
+		"5 of 9 GPU nodes (--problems), 5 problems (3 not Ready, 1 Node gone, 1 with facts missing, 1 with health conditions)\n"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("nodes --problems lacks %q:\n%s", want, r.out)
+		}
+	}
+}

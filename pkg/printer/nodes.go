@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // NodeGone is the readiness of a GPU node whose record outlives its Node.
@@ -23,15 +24,39 @@ type GpuNodeRow struct {
 }
 
 // Problem reports whether the node needs attention: its Node is not Ready or gone, its
-// facts are missing (the record holds the last-known ones), or a health monitor or the DRA
-// driver reports a condition.
+// facts are missing (the record holds the last-known ones), or it has health conditions.
 func (r GpuNodeRow) Problem() bool {
-	return r.Ready != string(corev1.ConditionTrue) || r.Record.Spec.MissingSince != nil || len(r.Record.Spec.Conditions) > 0
+	return r.Ready != string(corev1.ConditionTrue) || r.Record.Spec.MissingSince != nil || len(r.healthConditions()) > 0
+}
+
+// healthConditions are the record's conditions from the health monitors and the DRA driver
+// (see isHealthCondition).
+func (r GpuNodeRow) healthConditions() []string {
+	var health []string
+	for _, c := range r.Record.Spec.Conditions {
+		if isHealthCondition(c) {
+			health = append(health, c)
+		}
+	}
+	return health
+}
+
+// isHealthCondition: what the health monitors (NVSentinel, the GPU Operator's driver upgrades)
+// and the DRA driver's device taints and pools say. A record's other conditions
+// (UnhealthyGPUs, MIGConfigFailed) are the report's to show.
+func isHealthCondition(c string) bool {
+	switch c {
+	case inventory.NodeGPUFallenOff, inventory.NodeXIDError, inventory.NodeSXIDError, inventory.NodeGPUMemoryError,
+		inventory.NodeGPUThermal, inventory.NodeGPUPCIeError, inventory.NodeNVLinkError, inventory.NodeGPUHealthWarning,
+		inventory.NodeQuarantined, inventory.NodeDriverUpgrading, inventory.NodeDriverUpgradeFailed,
+		inventory.NodeDeviceTainted, inventory.NodeDevicesPending:
+		return true
+	}
+	return false
 }
 
 // GpuNodes writes what `kubectl gpuinv nodes` shows: one row per GPU node (rows as given,
-// already filtered), the conditions and warnings of the rows that have any, then a summary
-// line. total is the number of GPU nodes before filtering;
+// already filtered), the health conditions of the rows that have any, then a summary line. total is the number of GPU nodes before filtering;
 // model and opts.Problems name the filters that were applied.
 func GpuNodes(w io.Writer, rows []GpuNodeRow, total int, model string, opts Options) error {
 	filter := nodesFilter(model, opts.Problems)
@@ -81,45 +106,34 @@ func GpuNodes(w io.Writer, rows []GpuNodeRow, total int, model string, opts Opti
 	if err := t.write(w, opts.Color); err != nil {
 		return err
 	}
-	if err := recordFootnotes(w, rows, opts.Color); err != nil {
+	if err := healthFootnote(w, rows, opts.Color); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, "\n"+gpuNodesSummary(rows, total, filter)+"\n")
 	return err
 }
 
-// recordFootnotes lists the health conditions and then the warnings (sources that disagree)
-// of the rows that have any, one line per node.
-func recordFootnotes(w io.Writer, rows []GpuNodeRow, color bool) error {
-	var conditions, warnings keyValues
+// healthFootnote lists the health conditions of the rows that have any, one line per node.
+func healthFootnote(w io.Writer, rows []GpuNodeRow, color bool) error {
+	var kv keyValues
 	for _, r := range rows {
-		s := &r.Record.Spec
-		if len(s.Conditions) > 0 {
-			words := make([]cell, len(s.Conditions))
-			for i, c := range s.Conditions {
-				words[i] = condition(c)
-			}
-			conditions.add("  "+r.Record.Name, join(", ", words...))
-		}
-		for _, warning := range s.Warnings {
-			warnings.add("  "+r.Record.Name, plain(warning))
-		}
-	}
-	for _, section := range []struct {
-		title string
-		kv    keyValues
-	}{{"Conditions:", conditions}, {"Warnings:", warnings}} {
-		if len(section.kv.keys) == 0 {
+		health := r.healthConditions()
+		if len(health) == 0 {
 			continue
 		}
-		if _, err := io.WriteString(w, "\n"+section.title+"\n"); err != nil {
-			return err
+		words := make([]cell, len(health))
+		for i, c := range health {
+			words[i] = condition(c)
 		}
-		if err := section.kv.write(w, color); err != nil {
-			return err
-		}
+		kv.add("  "+r.Record.Name, join(", ", words...))
 	}
-	return nil
+	if len(kv.keys) == 0 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "\nHealth conditions:\n"); err != nil {
+		return err
+	}
+	return kv.write(w, color)
 }
 
 // gpuNodesSummary is the line under the table, e.g. "7 GPU nodes, 3 problems (2 not Ready,
@@ -140,7 +154,7 @@ func gpuNodesSummary(rows []GpuNodeRow, total int, filter string) string {
 		if r.Record.Spec.MissingSince != nil {
 			missing++
 		}
-		if len(r.Record.Spec.Conditions) > 0 {
+		if len(r.healthConditions()) > 0 {
 			conditions++
 		}
 	}
@@ -162,7 +176,7 @@ func gpuNodesSummary(rows []GpuNodeRow, total int, filter string) string {
 		kinds = append(kinds, fmt.Sprintf("%d with facts missing", missing))
 	}
 	if conditions > 0 {
-		kinds = append(kinds, fmt.Sprintf("%d with conditions", conditions))
+		kinds = append(kinds, fmt.Sprintf("%d with health conditions", conditions))
 	}
 	return fmt.Sprintf("%s, %s (%s)", nodes, count(problems, "problem", "problems"), strings.Join(kinds, ", "))
 }

@@ -82,18 +82,19 @@ func TestGpuNodesMIGAndSharing(t *testing.T) {
 	}
 }
 
-// A record with health conditions is a problem; the conditions and the warnings of the listed
-// nodes follow the table, and the summary counts the nodes with conditions.
+// A record with health conditions is a problem; they follow the table, and the summary counts
+// the nodes with any. The record's other conditions are the report's and change nothing here.
 func TestGpuNodesHealthConditions(t *testing.T) {
 	rows := []GpuNodeRow{
-		gpuNodeRow("dgx-1", "True", homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, Source: homelabv1.SourceGPUFeatureDiscovery}),
+		gpuNodeRow("dgx-1", "True", homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, Source: homelabv1.SourceGPUFeatureDiscovery,
+			Conditions: []string{"UnhealthyGPUs"}, Warnings: []string{`nvidia.com/gpu.count="abc": not a whole number`}}),
 		gpuNodeRow("dra-h100-1", "True", homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, Source: "gpu-feature-discovery,dra",
-			Conditions: []string{"DeviceTainted", "XIDError"}, Warnings: []string{`gpu count: labels say 4, dra says 8`}}),
+			Conditions: []string{"DeviceTainted", "UnhealthyGPUs", "XIDError"}}),
 		gpuNodeRow("gke-l4-1", "True", homelabv1.GpuNodeSpec{Product: "NVIDIA-L4", GpuCount: 1, Source: homelabv1.SourceGKE,
 			Conditions: []string{"DriverUpgrading"}}),
 	}
 	if rows[0].Problem() || !rows[1].Problem() || !rows[2].Problem() {
-		t.Errorf("problems: %v %v %v, want only the nodes with conditions", rows[0].Problem(), rows[1].Problem(), rows[2].Problem())
+		t.Errorf("problems: %v %v %v, want only the nodes with health conditions", rows[0].Problem(), rows[1].Problem(), rows[2].Problem())
 	}
 	var b strings.Builder
 	if err := GpuNodes(&b, rows[1:], 3, "", Options{Problems: true}); err != nil {
@@ -103,17 +104,21 @@ func TestGpuNodesHealthConditions(t *testing.T) {
 dra-h100-1  True   NVIDIA-H100-80GB-HBM3  8                                  gpu-feature-discovery,dra
 gke-l4-1    True   NVIDIA-L4              1                                  gke
 
-Conditions:
+Health conditions:
   dra-h100-1:  DeviceTainted, XIDError
   gke-l4-1:    DriverUpgrading
 
-Warnings:
-  dra-h100-1:  gpu count: labels say 4, dra says 8
-
-2 of 3 GPU nodes (--problems), 2 problems (2 with conditions)
+2 of 3 GPU nodes (--problems), 2 problems (2 with health conditions)
 `
 	if b.String() != want {
 		t.Errorf("--problems:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := GpuNodes(&b, rows[:1], 1, "", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\n1 GPU node, no problems\n"; !strings.HasSuffix(b.String(), want) || strings.Contains(b.String(), "Health") {
+		t.Errorf("a node with only UnhealthyGPUs and a warning:\n%s\nwant no health conditions and a summary %q", b.String(), want)
 	}
 	b.Reset()
 	if err := GpuNodes(&b, rows, 3, "", Options{Color: true}); err != nil {
