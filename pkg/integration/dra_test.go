@@ -373,13 +373,13 @@ func TestDRANodesAreGPUNodes(t *testing.T) {
 			}
 			return nil
 		})
+		waitMetrics(t, op, `gpu_inventory_condition_nodes{condition="XIDError",inventory="cluster"} 1`)
 		c.waitRecord(t, gfdH100, func(spec homelabv1.GpuNodeSpec) error {
 			if !slices.Contains(spec.Conditions, inventory.NodeXIDError) {
 				return fmt.Errorf("spec.conditions %v, want %s", spec.Conditions, inventory.NodeXIDError)
 			}
 			return nil
 		})
-		waitMetrics(t, op, `gpu_inventory_condition_nodes{condition="XIDError",inventory="cluster"} 1`)
 	})
 }
 
