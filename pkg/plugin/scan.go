@@ -61,12 +61,12 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
 			if err != nil {
 				return err
 			}
-			devices, note, err := deviceFacts(cmd.Context(), slices, o.chunkSize)
-			if err != nil {
-				return err
-			}
-			if note != "" {
-				fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
+			devices := func(ctx context.Context) (inventory.Devices, error) {
+				devices, note, err := deviceFacts(ctx, slices, o.chunkSize)
+				if note != "" {
+					fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
+				}
+				return devices, err
 			}
 			gi, read, err := scan(cmd.Context(), core, devices, o.selector, o.chunkSize, o.maxNodes, env.now())
 			if err != nil {
@@ -109,8 +109,8 @@ func (c *clients) explainScan(err error) error {
 // without memory of earlier scans. It reads the node list page by page and keeps only the
 // trimmed GPU nodes of each page, so the whole list is never held decoded. It returns the
 // inventory and how many nodes it read.
-// devices says what each node's DRA slices say (nil: none).
-func scan(ctx context.Context, core rest.Interface, devices inventory.Devices, selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
+// devices reads what each node's DRA slices say, once the nodes are read (nil: no slices).
+func scan(ctx context.Context, core rest.Interface, devices func(context.Context) (inventory.Devices, error), selector string, chunkSize int64, maxNodes int, now time.Time) (*homelabv1.GpuInventory, int, error) {
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: ScanName}}
 	gi.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
 	if selector != "" {
@@ -128,7 +128,13 @@ func scan(ctx context.Context, core rest.Interface, devices inventory.Devices, s
 	if err != nil {
 		return nil, 0, err
 	}
-	gi.Status = inventoryStatusWith(kept, devices, nil, maxNodes, gi.Generation, now)
+	var facts inventory.Devices
+	if devices != nil {
+		if facts, err = devices(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	gi.Status = inventoryStatusWith(kept, facts, nil, maxNodes, gi.Generation, now)
 	return gi, read, nil
 }
 

@@ -29,6 +29,16 @@ func specConfiguration(spec homelabv1.GpuNodeSpec) *applyv1.GpuNodeSpecApplyConf
 	setString(spec.CudaVersion, s.WithCudaVersion)
 	setString(spec.WorkloadConfig, s.WithWorkloadConfig)
 	setString(spec.Source, s.WithSource)
+	setString(spec.Clique, s.WithClique)
+	if len(spec.Conditions) > 0 {
+		s.WithConditions(spec.Conditions...)
+	}
+	if len(spec.Warnings) > 0 {
+		s.WithWarnings(spec.Warnings...)
+	}
+	for _, d := range spec.Devices {
+		s.WithDevices(deviceConfiguration(d))
+	}
 	if spec.GpuCount != 0 {
 		s.WithGpuCount(spec.GpuCount)
 	}
@@ -67,6 +77,22 @@ func specConfiguration(spec homelabv1.GpuNodeSpec) *applyv1.GpuNodeSpecApplyConf
 		s.WithMissingSince(*spec.MissingSince)
 	}
 	return s
+}
+
+func deviceConfiguration(d homelabv1.GpuDevice) *applyv1.GpuDeviceApplyConfiguration {
+	c := applyv1.GpuDevice().WithName(d.Name)
+	setString(d.Type, c.WithType)
+	setString(d.UUID, c.WithUUID)
+	setString(d.PCIBusID, c.WithPCIBusID)
+	setString(d.Profile, c.WithProfile)
+	setString(d.ParentUUID, c.WithParentUUID)
+	if d.MemoryMiB != 0 {
+		c.WithMemoryMiB(d.MemoryMiB)
+	}
+	if len(d.Taints) > 0 {
+		c.WithTaints(d.Taints...)
+	}
+	return c
 }
 
 func setString[T any](v string, with func(string) T) {

@@ -91,6 +91,8 @@ type Controller struct {
 	// deleted: the last state of records someone deleted while their node remains, so that a
 	// node without labels gets its memory back.
 	deleted map[string]*homelabv1.GpuNode
+	// pruned: the identity hash of records the server could not hold whole (an older CRD).
+	pruned map[string]string
 	// pending: the nodes and records seen at start that have not been synced yet.
 	pending     map[string]bool
 	started     sync.Once
@@ -124,6 +126,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		seed:          cfg.Seed,
 		lastSeen:      map[string]time.Time{},
 		deleted:       map[string]*homelabv1.GpuNode{},
+		pruned:        map[string]string{},
 	}
 	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
 		return nil, fmt.Errorf("add Node event handler: %w", err)
@@ -288,7 +291,7 @@ func (c *Controller) enqueueRecord(obj any) {
 // (a record as this controller writes it: its annotation names its own spec's hash, and the
 // node owns it) is dropped.
 func (c *Controller) recordUpdated(_, cur any) {
-	if r, ok := cur.(*homelabv1.GpuNode); ok && consistent(r) {
+	if r, ok := cur.(*homelabv1.GpuNode); ok && c.consistent(r) {
 		return
 	}
 	c.enqueueRecord(cur)
@@ -309,9 +312,20 @@ func (c *Controller) recordDeleted(obj any) {
 }
 
 // consistent reports whether a record looks as this controller writes it: the annotation is
-// its spec's hash and a Node owns it.
-func consistent(r *homelabv1.GpuNode) bool {
-	return r.Annotations[homelabv1.IdentityHashAnnotation] == inventory.IdentityHash(r.Spec) && ownerUID(r) != ""
+// its spec's hash (or the hash of an identity the server cannot hold whole) and a Node owns it.
+func (c *Controller) consistent(r *homelabv1.GpuNode) bool {
+	return c.holds(r, r.Annotations[homelabv1.IdentityHashAnnotation]) && ownerUID(r) != ""
+}
+
+// holds reports whether a record holds the identity with hash, as well as the server lets it:
+// a GpuNode CRD older than this operator prunes the fields it lacks.
+func (c *Controller) holds(r *homelabv1.GpuNode, hash string) bool {
+	if inventory.IdentityHash(r.Spec) == hash {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pruned[r.Name] == hash && r.Annotations[homelabv1.IdentityHashAnnotation] == hash
 }
 
 // ownerUID returns the UID of the Node named in a record's owner references ("" if none).
@@ -386,7 +400,7 @@ func (c *Controller) syncLabelled(ctx context.Context, node *corev1.Node, record
 	c.mu.Unlock()
 	hash := inventory.IdentityHash(desired)
 	if record != nil && record.Annotations[homelabv1.IdentityHashAnnotation] == hash &&
-		inventory.IdentityHash(record.Spec) == hash && ownerUID(record) == string(node.UID) {
+		c.holds(record, hash) && ownerUID(record) == string(node.UID) {
 		c.metrics.GpuNodeWrites.WithLabelValues(metrics.GpuNodeSkipped).Inc()
 		return nil
 	}
@@ -421,7 +435,7 @@ func (c *Controller) syncUnlabelled(ctx context.Context, node *corev1.Node, reco
 		switch {
 		case recreate:
 			return c.apply(ctx, node, spec, metrics.GpuNodeCreated)
-		case !consistent(record) || ownerUID(record) != string(node.UID):
+		case !c.consistent(record) || ownerUID(record) != string(node.UID):
 			return c.apply(ctx, node, spec, metrics.GpuNodeUpdated) // put the metadata back
 		}
 		c.metrics.GpuNodeWrites.WithLabelValues(metrics.GpuNodeSkipped).Inc()
@@ -475,6 +489,7 @@ func (c *Controller) seeded(name string) (homelabv1.GpuNodeSpec, bool) {
 func (c *Controller) deleteRecord(ctx context.Context, name string, record *homelabv1.GpuNode) error {
 	c.mu.Lock()
 	delete(c.lastSeen, name)
+	delete(c.pruned, name)
 	c.mu.Unlock()
 	if record == nil {
 		return nil
@@ -511,7 +526,12 @@ func (c *Controller) apply(ctx context.Context, node *corev1.Node, spec homelabv
 			return err
 		}
 		if inventory.IdentityHash(written.Spec) != hash {
-			return fmt.Errorf("GpuNode %s: the written record differs from its identity", node.Name)
+			// The server dropped fields: writing again would loop. Keep what it holds.
+			c.mu.Lock()
+			c.pruned[node.Name] = hash
+			c.mu.Unlock()
+			klog.FromContext(ctx).Error(nil, "The API server dropped fields of a GpuNode record; is the GpuNode CRD older than this operator? Apply manifests/crd of this release, or run with --install-crd",
+				"gpuNode", klog.KObj(written))
 		}
 	}
 	c.limiter.Wrote(cache.ObjectName{Name: node.Name})
