@@ -185,7 +185,11 @@ func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, opts Options) error 
 			row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)),
 				plain(entrySource(n)), plain(n.Clique))
 		}
-		row = append(row, join(", ", notes(n, opts.Now)...))
+		notes := notes(n, opts.Now)
+		if !opts.Wide && n.Source != "" {
+			notes = append(notes, plain("via "+n.Source)) // GFD alone goes without saying
+		}
+		row = append(row, join(", ", notes...))
 		t.row(row...)
 	}
 	return t.write(w, opts.Color)

@@ -44,7 +44,7 @@ func report(t *testing.T, gi *homelabv1.GpuInventory, opts Options) string {
 }
 
 // -o wide says where each node's facts came from (GFD when the entry names no source) and
-// its clique; the default table does not.
+// its clique; the default table names a source other than GFD's in the notes.
 func TestReportWideShowsSourceAndClique(t *testing.T) {
 	wide := report(t, sourcedInventory(), Options{Wide: true})
 	want := `NODE        READY  PRODUCT                GPUS  MEMORY  WORKLOAD  FAMILY  COMPUTE  DRIVER  CUDA  SHARING  SOURCE                 CLIQUE                                  NOTES
@@ -58,6 +58,16 @@ gke-l4-1    true   NVIDIA-L4              1                                     
 	table := report(t, sourcedInventory(), Options{})
 	if !strings.Contains(table, "\nNODE        READY  PRODUCT                GPUS  MEMORY  WORKLOAD  NOTES\n") {
 		t.Errorf("the default node table has other columns than without sources:\n%s", table)
+	}
+	// The default table names a source other than GFD's labels in the notes.
+	for _, line := range []string{
+		"dgx-1       true   NVIDIA-H100-80GB-HBM3  8\n",
+		"dra-h100-1  true   NVIDIA-H100-80GB-HBM3  8                       1 unhealthy, XIDError, via dra\n",
+		"gke-l4-1    true   NVIDIA-L4              1                       via gke\n",
+	} {
+		if !strings.Contains(table, line) {
+			t.Errorf("default node table lacks %q:\n%s", line, table)
+		}
 	}
 }
 
