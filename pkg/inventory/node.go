@@ -238,6 +238,10 @@ func (r *reader) devices(entry *homelabv1.GpuNodeEntry, dra *DeviceFacts, labell
 		entry.Product = dra.Product
 	}
 	entry.GpuCount = dra.GpuCount
+	if entry.GpuCount > MaxGpusPerNode {
+		entry.GpuCount = MaxGpusPerNode
+		entry.Warnings = append(entry.Warnings, fmt.Sprintf("the gpu.nvidia.com ResourceSlices publish %d GPUs: more than %d on one node is not physical; counted as %d", dra.GpuCount, MaxGpusPerNode, MaxGpusPerNode))
+	}
 	if dra.GpuMemoryMiB != 0 {
 		entry.GpuMemoryMiB = dra.GpuMemoryMiB
 	}

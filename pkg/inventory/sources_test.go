@@ -223,3 +223,10 @@ func TestCliquesCountNodesAndGPUsBounded(t *testing.T) {
 		t.Error("cliques without any clique label are not nil")
 	}
 }
+
+func TestSlicesClaimingThousandsOfGPUsCountAsAPhysicalNode(t *testing.T) {
+	entry, _ := EntryFrom(draNode("big"), &DeviceFacts{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 5000})
+	if entry.GpuCount != MaxGpusPerNode || len(entry.Warnings) != 1 {
+		t.Errorf("entry = %d GPUs, warnings %q; want %d and one warning", entry.GpuCount, entry.Warnings, MaxGpusPerNode)
+	}
+}
