@@ -91,7 +91,11 @@ func (c *EntryCache) NodeIdentity(node *corev1.Node) (spec homelabv1.GpuNodeSpec
 		return spec, false
 	}
 	spec = Identity(cached.entry)
-	if cached.facts != nil && !cached.facts.Pending {
+	switch {
+	case cached.facts == nil || cached.facts.Pending:
+	case c != nil && c.deviceList != nil:
+		spec.Devices = c.deviceList(node.Name)
+	default:
 		spec.Devices = slices.Clone(cached.facts.Devices)
 	}
 	return spec, true

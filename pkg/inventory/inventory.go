@@ -68,6 +68,8 @@ type EntryCache struct {
 	entries map[string]*cachedEntry
 	refs    []entryRef // Compute's scratch, reused from one Compute to the next
 	devices Devices
+	// deviceList lists a node's devices for its record when its facts do not keep them.
+	deviceList func(node string) []homelabv1.GpuDevice
 }
 
 // Devices returns what a node's DRA ResourceSlices say (nil: no slices). A node's facts are
@@ -99,6 +101,13 @@ func NewEntryCache() *EntryCache { return NewEntryCacheWithDevices(nil) }
 // each node (nil: nothing).
 func NewEntryCacheWithDevices(devices Devices) *EntryCache {
 	return &EntryCache{entries: map[string]*cachedEntry{}, devices: devices}
+}
+
+// WithDeviceList makes NodeIdentity list a node's devices with list, for facts that do not
+// keep their device list (a slice cache lists them again on demand); it returns c.
+func (c *EntryCache) WithDeviceList(list func(node string) []homelabv1.GpuDevice) *EntryCache {
+	c.deviceList = list
+	return c
 }
 
 // Forget drops a node (deleted) from the cache.

@@ -230,3 +230,16 @@ func TestSlicesClaimingThousandsOfGPUsCountAsAPhysicalNode(t *testing.T) {
 		t.Errorf("entry = %d GPUs, warnings %q; want %d and one warning", entry.GpuCount, entry.Warnings, MaxGpusPerNode)
 	}
 }
+
+// Facts kept without their device list (the slice cache's) get it listed for the record.
+func TestNodeIdentityListsDevicesOnDemand(t *testing.T) {
+	full := DeviceFactsOf(draSlices(t, dra.H100))
+	kept := *full
+	kept.Devices = nil
+	cache := NewEntryCacheWithDevices(devicesOf(map[string]*DeviceFacts{"d": &kept})).
+		WithDeviceList(func(string) []homelabv1.GpuDevice { return full.Devices })
+	spec, ok := cache.NodeIdentity(draNode("d"))
+	if !ok || !slices.EqualFunc(spec.Devices, full.Devices, func(a, b homelabv1.GpuDevice) bool { return a.UUID == b.UUID }) {
+		t.Errorf("NodeIdentity devices = %v, want the listed ones", spec.Devices)
+	}
+}

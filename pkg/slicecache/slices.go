@@ -2,9 +2,13 @@ package slicecache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sync"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,7 +75,15 @@ type Cache struct {
 	slices map[string]string
 
 	mu    sync.RWMutex
-	facts map[string]*inventory.DeviceFacts
+	facts map[string]held
+}
+
+// held is a node's facts as the cache keeps them: without the device list, which only a
+// record's write reads (Devices lists it again), and with a digest of it, so that a change
+// of the devices alone is still a change.
+type held struct {
+	facts   *inventory.DeviceFacts
+	devices [sha256.Size]byte
 }
 
 // factsOf computes a node's facts from all its slices.
@@ -100,7 +112,7 @@ func New(client kubernetes.Interface) *Cache {
 		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
 	})
 	_ = informer.SetTransform((&trimmer{}).Trim) // fails only once the informer has started
-	c := &Cache{informer: informer, slices: map[string]string{}, facts: map[string]*inventory.DeviceFacts{}}
+	c := &Cache{informer: informer, slices: map[string]string{}, facts: map[string]held{}}
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.sliceSeen(obj) },
@@ -118,12 +130,35 @@ func (c *Cache) HasSynced() bool {
 	return c.informer.HasSynced() && c.registration != nil && c.registration.HasSynced()
 }
 
-// Facts returns a node's facts: nil when it has no gpu.nvidia.com slices. The facts are
-// never modified: a change yields new ones.
+// Facts returns a node's facts, without the device list (see Devices): nil when it has no
+// gpu.nvidia.com slices. The facts are never modified: a change yields new ones.
 func (c *Cache) Facts(node string) *inventory.DeviceFacts {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.facts[node]
+	return c.facts[node].facts
+}
+
+// Devices lists the devices of a node's slices, built anew from the cached slices: the
+// records controller asks for them only when it writes a node's record.
+func (c *Cache) Devices(node string) []homelabv1.GpuDevice {
+	if facts := c.build(node); facts != nil {
+		return facts.Devices
+	}
+	return nil
+}
+
+// build computes a node's facts, device list included, from its cached slices expanded back
+// into ResourceSlices for DeviceFactsOf; nil when it has none.
+func (c *Cache) build(node string) *inventory.DeviceFacts {
+	objs, err := c.informer.GetIndexer().ByIndex(byNode, node)
+	if err != nil || len(objs) == 0 {
+		return nil // an error only for an unknown index
+	}
+	slices := make([]*resourcev1.ResourceSlice, 0, len(objs))
+	for _, obj := range objs {
+		slices = append(slices, obj.(*compactSlice).expand())
+	}
+	return factsOf(slices)
 }
 
 // OnChange registers f, called with a node's name from the informer's goroutine whenever
@@ -167,30 +202,24 @@ func (c *Cache) sliceDeleted(obj any) {
 	c.recompute(node)
 }
 
-// recompute builds a node's facts from its cached slices, expanded back into ResourceSlices
-// for DeviceFactsOf, and tells the listeners if they differ from the last ones; equal facts
-// keep the old pointer.
+// recompute builds a node's facts from its cached slices and tells the listeners if they
+// differ from the last ones; equal facts keep the old pointer.
 func (c *Cache) recompute(node string) {
-	objs, err := c.informer.GetIndexer().ByIndex(byNode, node)
-	if err != nil {
-		return // only for an unknown index
-	}
-	var facts *inventory.DeviceFacts
-	if len(objs) > 0 {
-		slices := make([]*resourcev1.ResourceSlice, 0, len(objs))
-		for _, obj := range objs {
-			slices = append(slices, obj.(*compactSlice).expand())
-		}
-		facts = factsOf(slices)
+	var now held
+	if facts := c.build(node); facts != nil {
+		devices, _ := json.Marshal(facts.Devices) // strings and integers: cannot fail
+		now.devices = sha256.Sum256(devices)
+		facts.Devices = nil
+		now.facts = facts
 	}
 	c.mu.Lock()
 	old := c.facts[node]
-	changed := !reflect.DeepEqual(old, facts)
+	changed := old.devices != now.devices || !reflect.DeepEqual(old.facts, now.facts)
 	if changed {
-		if facts == nil {
+		if now.facts == nil {
 			delete(c.facts, node)
 		} else {
-			c.facts[node] = facts
+			c.facts[node] = now
 		}
 	}
 	c.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
@@ -171,17 +172,22 @@ func (f *fixture) delete(t *testing.T, name string) {
 	}
 }
 
-// wantFacts checks a node's cached facts against DeviceFactsOf of its full (untrimmed)
-// slices: the trim keeps all that is read.
+// wantFacts checks a node's cached facts and devices against DeviceFactsOf of its full
+// (untrimmed) slices: the trim keeps all that is read.
 func (f *fixture) wantFacts(t *testing.T, node string, full ...*resourcev1.ResourceSlice) *inventory.DeviceFacts {
 	t.Helper()
 	got := f.cache.Facts(node)
 	var want *inventory.DeviceFacts
+	var devices []homelabv1.GpuDevice
 	if len(full) > 0 {
 		want = factsOf(full)
+		devices, want.Devices = want.Devices, nil // listed by Devices, not kept with the facts
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Facts(%s) = %+v\nwant %+v", node, got, want)
+	}
+	if got := f.cache.Devices(node); !reflect.DeepEqual(got, devices) {
+		t.Errorf("Devices(%s) = %+v\nwant %+v", node, got, devices)
 	}
 	return got
 }
@@ -252,6 +258,20 @@ func TestFactsFollowSlices(t *testing.T) {
 		if got := f.cache.Facts("dra-1"); got != before {
 			t.Errorf("equal facts got a new pointer: %p, was %p", got, before)
 		}
+	})
+
+	t.Run("a GPU swapped for another of the same kind", func(t *testing.T) {
+		s := slice("dra-1-gpu", "dra-1", 3, 1, "590.48.1", "gpu-0", "gpu-1")
+		for i := range s.Spec.Devices {
+			if s.Spec.Devices[i].Name == "gpu-1" {
+				s.Spec.Devices[i].Attributes["uuid"] = resourcev1.DeviceAttribute{StringValue: ptr("GPU-replacement")}
+			}
+		}
+		f.update(t, s)
+		if node := f.next(t); node != "dra-1" {
+			t.Fatalf("OnChange(%q), want dra-1: the devices changed, nothing else", node)
+		}
+		f.wantFacts(t, "dra-1", s)
 	})
 
 	t.Run("deleted", func(t *testing.T) {

@@ -346,7 +346,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	entries := inventory.NewEntryCache()
 	var devices controller.DeviceSource
 	if c.slices != nil {
-		entries = inventory.NewEntryCacheWithDevices(c.slices.Facts)
+		entries = inventory.NewEntryCacheWithDevices(c.slices.Facts).WithDeviceList(c.slices.Devices)
 		devices = c.slices
 	}
 	nodeEvents := &nodecache.Events{}
