@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
 // How much of a node's slices DeviceFacts keeps: the record's bounds (GpuNodeSpec.Devices and
