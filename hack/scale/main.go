@@ -251,7 +251,9 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	var churnErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { churned, churnErr = testenv.ChurnDRA(churnCtx, kube, n, rate, draShare) })
-	wg.Go(func() { fetchProfile(pprofAddr, "/debug/pprof/profile?seconds=10", "cpu.pprof") })
+	// The whole churn, for enough samples to read shares from.
+	profileFor := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(churnFor.Seconds())-1))
+	wg.Go(func() { fetchProfile(pprofAddr, profileFor, "cpu.pprof") })
 	churnLatency, err := probe(churnCtx, kube, watcher, probes, "churn")
 	if err != nil {
 		return err
