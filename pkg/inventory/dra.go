@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
@@ -23,27 +24,60 @@ const (
 	maxDeviceStringLen = 128
 )
 
-// attrKey names one device attribute of the driver. The driver writes its own attributes
-// unqualified ("type"), which the API defines as belonging to the driver's domain, so the
-// qualified spelling ("gpu.nvidia.com/type") means the same and is accepted too.
-type attrKey struct{ name, alt resourcev1.QualifiedName }
+// DeviceAttribute names one device attribute that DeviceFactsOf reads. The driver writes its
+// own attributes unqualified ("type"), which the API defines as belonging to the driver's
+// domain, so the qualified spelling ("gpu.nvidia.com/type") means the same and is read when
+// the first is absent. The slice cache keeps exactly these (pkg/slicecache).
+type DeviceAttribute struct{ Name, Alt resourcev1.QualifiedName }
 
+func driverAttribute(name string) DeviceAttribute {
+	return DeviceAttribute{resourcev1.QualifiedName(name), resourcev1.QualifiedName(DRADriver + "/" + name)}
+}
+
+// The attributes and the capacity DeviceFactsOf reads.
 var (
-	attrType         = attrKey{"type", DRADriver + "/type"}
-	attrUUID         = attrKey{"uuid", DRADriver + "/uuid"}
-	attrParentUUID   = attrKey{"parentUUID", DRADriver + "/parentUUID"}
-	attrProfile      = attrKey{"profile", DRADriver + "/profile"}
-	attrProductName  = attrKey{"productName", DRADriver + "/productName"}
-	attrArchitecture = attrKey{"architecture", DRADriver + "/architecture"}
-	attrCC           = attrKey{"cudaComputeCapability", DRADriver + "/cudaComputeCapability"}
-	attrDriver       = attrKey{"driverVersion", DRADriver + "/driverVersion"}
-	attrCuda         = attrKey{"cudaDriverVersion", DRADriver + "/cudaDriverVersion"}
+	AttrType         = driverAttribute("type")
+	AttrUUID         = driverAttribute("uuid")
+	AttrParentUUID   = driverAttribute("parentUUID")
+	AttrProfile      = driverAttribute("profile")
+	AttrProductName  = driverAttribute("productName")
+	AttrArchitecture = driverAttribute("architecture")
+	AttrCC           = driverAttribute("cudaComputeCapability")
+	AttrDriver       = driverAttribute("driverVersion")
+	AttrCuda         = driverAttribute("cudaDriverVersion")
 	// The standard attribute of k8s.io/dynamic-resource-allocation/deviceattribute; the
 	// driver-domain spelling is accepted as a fallback.
-	attrPCIBusID = attrKey{"resource.kubernetes.io/pciBusID", "pciBusID"}
+	AttrPCIBusID = DeviceAttribute{"resource.kubernetes.io/pciBusID", "pciBusID"}
 
-	capMemory = attrKey{"memory", DRADriver + "/memory"}
+	CapMemory = driverAttribute("memory")
 )
+
+// Value returns the attribute's string or version value ("" when absent or of another kind;
+// an attribute under Name hides one under Alt).
+func (k DeviceAttribute) Value(d *resourcev1.Device) string {
+	a, ok := d.Attributes[k.Name]
+	if !ok {
+		a, ok = d.Attributes[k.Alt]
+	}
+	switch {
+	case !ok:
+		return ""
+	case a.StringValue != nil:
+		return *a.StringValue
+	case a.VersionValue != nil:
+		return *a.VersionValue
+	}
+	return ""
+}
+
+// Capacity returns the device's capacity under the name (or its alternative spelling).
+func (k DeviceAttribute) Capacity(d *resourcev1.Device) (resource.Quantity, bool) {
+	c, ok := d.Capacity[k.Name]
+	if !ok {
+		c, ok = d.Capacity[k.Alt]
+	}
+	return c.Value, ok
+}
 
 // Values of the driver's type attribute.
 const (
@@ -172,10 +206,10 @@ func newestDevices(in []*resourcev1.ResourceSlice, pools []poolGen) []draDevice 
 		}
 		for j := range s.Spec.Devices {
 			d := &s.Spec.Devices[j]
-			kind := attrString(d, attrType)
+			kind := AttrType.Value(d)
 			devs = append(devs, draDevice{
 				dev: d, pool: s.Spec.Pool.Name, slice: s.Name, kind: kind,
-				potential: kind == draTypeMIG && (len(d.ConsumesCounters) > 0 || attrString(d, attrUUID) == ""),
+				potential: kind == draTypeMIG && (len(d.ConsumesCounters) > 0 || AttrUUID.Value(d) == ""),
 			})
 		}
 	}
@@ -286,7 +320,7 @@ func (b *factsBuilder) physical(devs []draDevice) {
 			}
 			continue
 		}
-		uuid, pci := attrString(d.dev, attrUUID), attrString(d.dev, attrPCIBusID)
+		uuid, pci := AttrUUID.Value(d.dev), AttrPCIBusID.Value(d.dev)
 		if d.kind == draTypeVFIO && pci != "" {
 			uuid = "" // derived from the PCI bus ID by the driver: not the GPU's UUID
 		}
@@ -301,7 +335,7 @@ func (b *factsBuilder) physical(devs []draDevice) {
 			b.merge(i, uuid, pci)
 		}
 		g := &b.gpus[i]
-		product := NormalizeProduct(attrString(d.dev, attrProductName))
+		product := NormalizeProduct(AttrProductName.Value(d.dev))
 		if d.kind == draTypeVFIO {
 			if g.pciName == "" {
 				g.pciName = product
@@ -328,7 +362,7 @@ func (b *factsBuilder) mig(devs []draDevice) {
 		if d.kind != draTypeMIG {
 			continue
 		}
-		parent, pci := attrString(d.dev, attrParentUUID), attrString(d.dev, attrPCIBusID)
+		parent, pci := AttrParentUUID.Value(d.dev), AttrPCIBusID.Value(d.dev)
 		i := -1
 		if parent == "" && pci == "" {
 			b.warn("MIG device %s has neither parentUUID nor pciBusID", Cut(d.dev.Name, 64))
@@ -341,7 +375,7 @@ func (b *factsBuilder) mig(devs []draDevice) {
 		if i >= 0 {
 			g := &b.gpus[i]
 			if g.product == "" {
-				g.product = NormalizeProduct(attrString(d.dev, attrProductName))
+				g.product = NormalizeProduct(AttrProductName.Value(d.dev))
 			}
 			g.unhealthy = g.unhealthy || unhealthy
 		}
@@ -349,7 +383,7 @@ func (b *factsBuilder) mig(devs []draDevice) {
 		if d.potential {
 			continue
 		}
-		profile := attrString(d.dev, attrProfile)
+		profile := AttrProfile.Value(d.dev)
 		if profile == "" {
 			b.warn("MIG device %s has no profile", Cut(d.dev.Name, 64))
 			continue
@@ -379,25 +413,25 @@ func (b *factsBuilder) tallyMIG(profile string, mib int64) {
 func (b *factsBuilder) versions(d *resourcev1.Device) {
 	f := b.facts
 	if f.Family == "" {
-		if a := attrString(d, attrArchitecture); a != "" {
+		if a := AttrArchitecture.Value(d); a != "" {
 			f.Family = Cut(strings.ReplaceAll(strings.ToLower(strings.TrimSpace(a)), " ", "-"), maxDeviceStringLen)
 		}
 	}
 	if f.ComputeCapability == "" {
-		f.ComputeCapability = b.majorMinor(d, attrCC)
+		f.ComputeCapability = b.majorMinor(d, AttrCC)
 	}
 	if f.CudaVersion == "" {
-		f.CudaVersion = b.majorMinor(d, attrCuda)
+		f.CudaVersion = b.majorMinor(d, AttrCuda)
 	}
 	if f.DriverVersion == "" {
-		f.DriverVersion = Cut(attrString(d, attrDriver), maxDeviceStringLen)
+		f.DriverVersion = Cut(AttrDriver.Value(d), maxDeviceStringLen)
 	}
 }
 
 // majorMinor returns "9.0" of a version attribute "9.0.0" ("" with a warning if it is not a
 // version).
-func (b *factsBuilder) majorMinor(d *resourcev1.Device, k attrKey) string {
-	v := attrString(d, k)
+func (b *factsBuilder) majorMinor(d *resourcev1.Device, k DeviceAttribute) string {
+	v := k.Value(d)
 	if v == "" {
 		return ""
 	}
@@ -407,7 +441,7 @@ func (b *factsBuilder) majorMinor(d *resourcev1.Device, k attrKey) string {
 		n++
 	}
 	if !ok || !isDigits(major) || n == 0 || len(major) > 4 || n > 4 {
-		b.warn("device %s: %s %q is not a version", Cut(d.Name, 64), k.name, Cut(v, 32))
+		b.warn("device %s: %s %q is not a version", Cut(d.Name, 64), k.Name, Cut(v, 32))
 		return ""
 	}
 	return v[:len(major)+1+n]
@@ -433,14 +467,11 @@ func (b *factsBuilder) memoryMiB(d draDevice) (int64, bool) {
 }
 
 func deviceMemoryMiB(d *resourcev1.Device) (mib int64, present, ok bool) {
-	c, present := d.Capacity[capMemory.name]
-	if !present {
-		c, present = d.Capacity[capMemory.alt]
-	}
-	if !present || c.Value.Sign() < 0 || c.Value.CmpInt64(maxDeviceMemory) > 0 {
+	c, present := CapMemory.Capacity(d)
+	if !present || c.Sign() < 0 || c.CmpInt64(maxDeviceMemory) > 0 {
 		return 0, present, false
 	}
-	return c.Value.Value() >> 20, true, true
+	return c.Value() >> 20, true, true
 }
 
 // taints notes whether a device carries taints, and reports whether one makes it unusable.
@@ -473,10 +504,10 @@ func (b *factsBuilder) list(devs []draDevice) {
 		gd := homelabv1.GpuDevice{
 			Name:       Cut(d.dev.Name, maxDeviceStringLen),
 			Type:       d.kind,
-			UUID:       Cut(attrString(d.dev, attrUUID), maxDeviceStringLen),
-			PCIBusID:   Cut(attrString(d.dev, attrPCIBusID), 64),
-			Profile:    Cut(attrString(d.dev, attrProfile), 64),
-			ParentUUID: Cut(attrString(d.dev, attrParentUUID), maxDeviceStringLen),
+			UUID:       Cut(AttrUUID.Value(d.dev), maxDeviceStringLen),
+			PCIBusID:   Cut(AttrPCIBusID.Value(d.dev), 64),
+			Profile:    Cut(AttrProfile.Value(d.dev), 64),
+			ParentUUID: Cut(AttrParentUUID.Value(d.dev), maxDeviceStringLen),
 		}
 		if d.kind != draTypeVFIO {
 			gd.MemoryMiB, _, _ = deviceMemoryMiB(d.dev)
@@ -548,21 +579,4 @@ func (b *factsBuilder) summarise() {
 	if b.dropped > 0 {
 		f.Warnings[len(f.Warnings)-1] = fmt.Sprintf("%d more warnings", b.dropped+1)
 	}
-}
-
-// attrString returns a string or version attribute of the driver ("" when absent).
-func attrString(d *resourcev1.Device, k attrKey) string {
-	a, ok := d.Attributes[k.name]
-	if !ok {
-		a, ok = d.Attributes[k.alt]
-	}
-	switch {
-	case !ok:
-		return ""
-	case a.StringValue != nil:
-		return *a.StringValue
-	case a.VersionValue != nil:
-		return *a.VersionValue
-	}
-	return ""
 }

@@ -17,67 +17,23 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
-// The keep-rules: what the cache holds of a device, which is what inventory.DeviceFactsOf
-// reads (pkg/inventory/dra.go, attrString and deviceMemoryMiB): each attribute under its
-// name, else under its alternative spelling, as a string or version value.
-type attributeKey struct{ name, alt resourcev1.QualifiedName }
-
-// driverAttribute is an attribute of the driver: unqualified, or qualified with its domain.
-func driverAttribute(name string) attributeKey {
-	return attributeKey{resourcev1.QualifiedName(name), resourcev1.QualifiedName(inventory.DRADriver + "/" + name)}
-}
-
-var (
-	attrType         = driverAttribute("type")
-	attrUUID         = driverAttribute("uuid")
-	attrParentUUID   = driverAttribute("parentUUID")
-	attrProfile      = driverAttribute("profile")
-	attrProductName  = driverAttribute("productName")
-	attrArchitecture = driverAttribute("architecture")
-	attrCC           = driverAttribute("cudaComputeCapability")
-	attrDriver       = driverAttribute("driverVersion")
-	attrCuda         = driverAttribute("cudaDriverVersion")
-	// The standard attribute first, the driver-domain spelling as a fallback.
-	attrPCIBusID = attributeKey{"resource.kubernetes.io/pciBusID", "pciBusID"}
-
-	capMemory = driverAttribute("memory")
-)
-
-// value is what DeviceFactsOf reads of the attribute: its string or version value, "" when
-// absent or of another kind (an attribute under the name hides one under alt).
-func (k attributeKey) value(d *resourcev1.Device) string {
-	a, ok := d.Attributes[k.name]
-	if !ok {
-		a, ok = d.Attributes[k.alt]
-	}
-	switch {
-	case !ok:
-		return ""
-	case a.StringValue != nil:
-		return *a.StringValue
-	case a.VersionValue != nil:
-		return *a.VersionValue
-	}
-	return ""
-}
+// The keep-rules: what the cache holds of a device is what inventory.DeviceFactsOf reads,
+// the attributes inventory.Attr* and the capacity inventory.CapMemory, each as it reads them.
 
 // memoryBytes is the device's memory capacity as DeviceFactsOf reads it: in bytes, rounded
 // up as Quantity.Value does; a negative capacity is kept as -1 and one beyond int64 as
 // MaxInt64, both out of the range DeviceFactsOf accepts, as the original is.
 func memoryBytes(d *resourcev1.Device) (bytes int64, present bool) {
-	c, ok := d.Capacity[capMemory.name]
-	if !ok {
-		c, ok = d.Capacity[capMemory.alt]
-	}
+	c, ok := inventory.CapMemory.Capacity(d)
 	switch {
 	case !ok:
 		return 0, false
-	case c.Value.Sign() < 0:
+	case c.Sign() < 0:
 		return -1, true
-	case c.Value.CmpInt64(math.MaxInt64) > 0:
+	case c.CmpInt64(math.MaxInt64) > 0:
 		return math.MaxInt64, true
 	}
-	return c.Value.Value(), true
+	return c.Value(), true
 }
 
 // nodeLocal reports whether a slice is one the cache reads: the NVIDIA driver's, bound to a
@@ -180,22 +136,22 @@ func (s *compactSlice) expand() *resourcev1.ResourceSlice {
 func (d *device) expand() resourcev1.Device {
 	out := resourcev1.Device{Name: d.name, Attributes: make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, 10)}
 	for _, a := range [...]struct {
-		key   attributeKey
+		key   inventory.DeviceAttribute
 		value *string
 	}{
-		{attrType, &d.model.kind}, {attrUUID, &d.uuid}, {attrParentUUID, &d.parentUUID},
-		{attrProfile, &d.model.profile}, {attrProductName, &d.model.productName},
-		{attrArchitecture, &d.model.architecture}, {attrCC, &d.model.computeCapability},
-		{attrDriver, &d.model.driverVersion}, {attrCuda, &d.model.cudaDriverVersion},
-		{attrPCIBusID, &d.pciBusID},
+		{inventory.AttrType, &d.model.kind}, {inventory.AttrUUID, &d.uuid}, {inventory.AttrParentUUID, &d.parentUUID},
+		{inventory.AttrProfile, &d.model.profile}, {inventory.AttrProductName, &d.model.productName},
+		{inventory.AttrArchitecture, &d.model.architecture}, {inventory.AttrCC, &d.model.computeCapability},
+		{inventory.AttrDriver, &d.model.driverVersion}, {inventory.AttrCuda, &d.model.cudaDriverVersion},
+		{inventory.AttrPCIBusID, &d.pciBusID},
 	} {
 		if *a.value != "" {
-			out.Attributes[a.key.name] = resourcev1.DeviceAttribute{StringValue: a.value}
+			out.Attributes[a.key.Name] = resourcev1.DeviceAttribute{StringValue: a.value}
 		}
 	}
 	if d.hasMemory {
 		out.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-			capMemory.name: {Value: *resource.NewQuantity(d.memory, resource.BinarySI)},
+			inventory.CapMemory.Name: {Value: *resource.NewQuantity(d.memory, resource.BinarySI)},
 		}
 	}
 	if d.consumesCounters {
@@ -244,17 +200,17 @@ func (t *trimmer) trim(s *resourcev1.ResourceSlice) *compactSlice {
 func (t *trimmer) device(d *resourcev1.Device) device {
 	out := device{
 		name:       t.intern(d.Name),
-		uuid:       attrUUID.value(d), // differs on every device: not interned
-		parentUUID: t.intern(attrParentUUID.value(d)),
-		pciBusID:   t.intern(attrPCIBusID.value(d)),
+		uuid:       inventory.AttrUUID.Value(d), // differs on every device: not interned
+		parentUUID: t.intern(inventory.AttrParentUUID.Value(d)),
+		pciBusID:   t.intern(inventory.AttrPCIBusID.Value(d)),
 		model: t.model(model{
-			kind:              attrType.value(d),
-			productName:       attrProductName.value(d),
-			architecture:      attrArchitecture.value(d),
-			computeCapability: attrCC.value(d),
-			driverVersion:     attrDriver.value(d),
-			cudaDriverVersion: attrCuda.value(d),
-			profile:           attrProfile.value(d),
+			kind:              inventory.AttrType.Value(d),
+			productName:       inventory.AttrProductName.Value(d),
+			architecture:      inventory.AttrArchitecture.Value(d),
+			computeCapability: inventory.AttrCC.Value(d),
+			driverVersion:     inventory.AttrDriver.Value(d),
+			cudaDriverVersion: inventory.AttrCuda.Value(d),
+			profile:           inventory.AttrProfile.Value(d),
 		}),
 		consumesCounters: len(d.ConsumesCounters) > 0,
 	}
