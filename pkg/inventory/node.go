@@ -291,7 +291,7 @@ func (r *reader) cloud(entry *homelabv1.GpuNodeEntry, cloud CloudFacts) {
 		entry.Sharing = &sharing
 		clients = max(sharing.Replicas, 1)
 	}
-	entry.GpuCount = ceilDiv(entry.Capacity, max(cloud.PartitionsPerGPU, 1)*clients)
+	entry.GpuCount = clampInt32(cloud.GPUs(int64(entry.Capacity)))
 	if cloud.MIGProfile != "" {
 		entry.MIG = &homelabv1.MigInfo{Capable: true, Strategy: "single",
 			Devices: []homelabv1.MigDevice{{Profile: cloud.MIGProfile, Count: entry.Capacity / clients}}}
