@@ -74,8 +74,9 @@ type Cache struct {
 	// handler uses it.
 	slices map[string]string
 
-	mu    sync.RWMutex
-	facts map[string]held
+	// facts maps a node's name to its *held: read without a lock by every inventory
+	// computation (once per node), written only by the event handler.
+	facts sync.Map
 }
 
 // held is a node's facts as the cache keeps them: without the device list, which only a
@@ -112,7 +113,7 @@ func New(client kubernetes.Interface) *Cache {
 		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
 	})
 	_ = informer.SetTransform((&trimmer{}).Trim) // fails only once the informer has started
-	c := &Cache{informer: informer, slices: map[string]string{}, facts: map[string]held{}}
+	c := &Cache{informer: informer, slices: map[string]string{}}
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.sliceSeen(obj) },
@@ -133,9 +134,10 @@ func (c *Cache) HasSynced() bool {
 // Facts returns a node's facts, without the device list (see Devices): nil when it has no
 // gpu.nvidia.com slices. The facts are never modified: a change yields new ones.
 func (c *Cache) Facts(node string) *inventory.DeviceFacts {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.facts[node].facts
+	if h, ok := c.facts.Load(node); ok {
+		return h.(*held).facts
+	}
+	return nil
 }
 
 // Devices lists the devices of a node's slices, built anew from the cached slices: the
@@ -205,24 +207,25 @@ func (c *Cache) sliceDeleted(obj any) {
 // recompute builds a node's facts from its cached slices and tells the listeners if they
 // differ from the last ones; equal facts keep the old pointer.
 func (c *Cache) recompute(node string) {
-	var now held
+	now := &held{}
 	if facts := c.build(node); facts != nil {
 		devices, _ := json.Marshal(facts.Devices) // strings and integers: cannot fail
 		now.devices = sha256.Sum256(devices)
 		facts.Devices = nil
 		now.facts = facts
 	}
-	c.mu.Lock()
-	old := c.facts[node]
+	old := &held{}
+	if h, ok := c.facts.Load(node); ok {
+		old = h.(*held)
+	}
 	changed := old.devices != now.devices || !reflect.DeepEqual(old.facts, now.facts)
 	if changed {
 		if now.facts == nil {
-			delete(c.facts, node)
+			c.facts.Delete(node)
 		} else {
-			c.facts[node] = now
+			c.facts.Store(node, now)
 		}
 	}
-	c.mu.Unlock()
 	if changed {
 		for _, f := range c.listeners {
 			f(node)
