@@ -240,7 +240,10 @@ func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *lastKnown, now time.Tim
 		return false
 	}
 	entry.Product, entry.GpuCount, entry.GpuMemoryMiB = last.product, last.gpuCount, last.gpuMemoryMiB
-	entry.Source = last.source
+	entry.Source = ""
+	if validSource(last.source) {
+		entry.Source = last.source
+	}
 	if entry.Family == "" {
 		entry.Family = last.family
 	}
@@ -491,4 +494,19 @@ func Cliques(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuClique {
 		all = append(all[:MaxCliques-1], other)
 	}
 	return all
+}
+
+// validSource reports whether source names only sources an entry can have: a stored entry or
+// a record that anyone could have edited must not put other words into the status or into
+// the metrics' labels.
+func validSource(source string) bool {
+	for part := range strings.SplitSeq(source, ",") {
+		switch part {
+		case homelabv1.SourceGPUFeatureDiscovery, homelabv1.SourceDRA, homelabv1.SourceGKE,
+			homelabv1.SourceAcceleratorLabel, homelabv1.SourceDevicePlugin:
+		default:
+			return false
+		}
+	}
+	return true
 }

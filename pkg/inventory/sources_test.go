@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,5 +242,20 @@ func TestNodeIdentityListsDevicesOnDemand(t *testing.T) {
 	spec, ok := cache.NodeIdentity(draNode("d"))
 	if !ok || !slices.EqualFunc(spec.Devices, full.Devices, func(a, b homelabv1.GpuDevice) bool { return a.UUID == b.UUID }) {
 		t.Errorf("NodeIdentity devices = %v, want the listed ones", spec.Devices)
+	}
+}
+
+// A stored entry edited to name another source does not carry that word into the status.
+func TestCarriedSourceIsOneOfTheSources(t *testing.T) {
+	vanished := node("g", corev1.ConditionTrue, map[string]string{LabelGPUPresent: "true"})
+	for stored, want := range map[string]string{
+		"dra": "dra", "gpu-feature-discovery,dra": "gpu-feature-discovery,dra",
+		"<script>": "", strings.Repeat("x", 4096): "", "dra,": "",
+	} {
+		prev := []homelabv1.GpuNodeEntry{{Name: "g", Product: "NVIDIA-L4", GpuCount: 1, Source: stored}}
+		inv, _ := Compute([]*corev1.Node{vanished}, prev, t0)
+		if got := inv.Nodes[0].Source; got != want {
+			t.Errorf("stored source %.20q carried as %q, want %q", stored, got, want)
+		}
 	}
 }
