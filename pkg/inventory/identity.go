@@ -110,5 +110,6 @@ func SeededIdentity(entry *homelabv1.GpuNodeEntry) homelabv1.GpuNodeSpec {
 	spec := Identity(e)
 	spec.GpuCount, spec.GpuMemoryMiB = max(spec.GpuCount, 0), max(spec.GpuMemoryMiB, 0)
 	spec.Source = homelabv1.SourceSeeded
+	spec.Conditions, spec.Warnings = nil, nil // the seed is the identity, not how the node was doing
 	return spec
 }
