@@ -360,7 +360,8 @@ func TestUpgradeSeedsRecordsFromTheOldMemory(t *testing.T) {
 	}
 	f := newFixture(t, nodes)
 	f.seed["in-outage"] = homelabv1.GpuNodeEntry{Name: "in-outage", Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 8, GpuMemoryMiB: 40960,
-		LabelsMissing: true, LabelsMissingSince: &missingSince, Conditions: []string{"LabelsMissing"}}
+		LabelsMissing: true, LabelsMissingSince: &missingSince, Conditions: []string{"LabelsMissing", "UnhealthyGPUs"},
+		Warnings: []string{"a stored warning"}} // the record keeps the identity, not these
 	f.seed["just-lost"] = homelabv1.GpuNodeEntry{Name: "just-lost", Product: "NVIDIA-L4", GpuCount: 1, Ready: true,
 		Sharing: &homelabv1.GpuSharing{Strategy: "time-slicing", Replicas: 4}}
 	f.seed["known-nothing"] = homelabv1.GpuNodeEntry{Name: "known-nothing", Ready: true}
