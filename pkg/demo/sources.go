@@ -47,11 +47,7 @@ func sourceNodes() []*corev1.Node {
 	return []*corev1.Node{
 		// What the GPU Operator in its DRA mode and NFD leave on a node: no GFD labels, and no
 		// nvidia.com/gpu capacity (the driver publishes devices, not an extended resource).
-		node(DRANode, map[string]string{
-			"nvidia.com/gpu.present":                      "true",
-			"nvidia.com/gpu.deploy.dra-driver":            "true",
-			"feature.node.kubernetes.io/pci-10de.present": "true",
-		}, 0),
+		node(DRANode, fixtures.DRAModeLabels(), 0),
 		// GKE's labels with its own device plugin, without GFD.
 		node(GKENode, map[string]string{
 			"cloud.google.com/gke-accelerator": "nvidia-l4",

@@ -20,35 +20,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
-// startClusterWith is startCluster on a kube-apiserver started with opts.
-func startClusterWith(t *testing.T, opts testenv.Options) *cluster {
-	t.Helper()
-	ctx := testContext(t)
-	env, err := testenv.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start control plane: %v", err)
-	}
-	t.Cleanup(env.Stop)
-	c := &cluster{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), gpu: versioned.NewForConfigOrDie(env.Config)}
-	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return c
-}
-
 // What the GPU Operator in its DRA mode leaves on a node: no GFD labels, no nvidia.com/gpu
 // capacity (the driver publishes devices, not an extended resource).
-var draModeLabels = map[string]string{"nvidia.com/gpu.deploy.dra-driver": "true", "nvidia.com/gpu.present": "true"}
+var draModeLabels = fixtures.DRAModeLabels()
 
 // readyNode is a Ready node with labels and, when gpus > 0, nvidia.com/gpu capacity and
 // allocatable, created with its status as a kubelet would report it.

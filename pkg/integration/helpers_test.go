@@ -69,8 +69,14 @@ type cluster struct {
 // startCluster starts a control plane with the operator's namespace; it stops with the test.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	return startClusterWith(t, testenv.Options{})
+}
+
+// startClusterWith is startCluster on a kube-apiserver started with opts.
+func startClusterWith(t *testing.T, opts testenv.Options) *cluster {
+	t.Helper()
 	ctx := testContext(t)
-	env, err := testenv.Start(ctx, testenv.Options{})
+	env, err := testenv.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
 	}
