@@ -1,0 +1,150 @@
+// Package allocation computes which GPUs pods hold and which pods wait for GPUs, from the two
+// ways a pod gets a GPU: device-plugin extended resources (nvidia.com/gpu, nvidia.com/gpu.shared,
+// nvidia.com/mig-*) and DRA ResourceClaims allocated from the gpu.nvidia.com driver. It makes no
+// API calls: the pod and claim caches feed it what they decoded.
+package allocation
+
+import "strings"
+
+// GPU resources and the DRA driver whose devices count.
+const (
+	ResourceGPU       = "nvidia.com/gpu"
+	ResourceGPUShared = "nvidia.com/gpu.shared"
+	ResourceMIGPrefix = "nvidia.com/mig-"
+	DRADriver         = "gpu.nvidia.com"
+	// ProductLabel is the label a pod's node selector or affinity pins a model with.
+	ProductLabel = "nvidia.com/gpu.product"
+	// ExtendedResourceClaimAnnotation marks the claim the scheduler made for a pod's
+	// extended-resource request served by DRA.
+	ExtendedResourceClaimAnnotation = "resource.kubernetes.io/extended-resource-claim"
+)
+
+// IsGPUResource reports whether an extended resource name is one whose units are GPUs or
+// parts of GPUs.
+func IsGPUResource(name string) bool {
+	return name == ResourceGPU || name == ResourceGPUShared || strings.HasPrefix(name, ResourceMIGPrefix) && len(name) > len(ResourceMIGPrefix)
+}
+
+// ResourceCount is an amount of one GPU resource.
+type ResourceCount struct {
+	Name  string
+	Count int64
+}
+
+// Container is what the request arithmetic reads of one container: its GPU requests (the
+// limit stands in for a missing request, as the API server's defaulting does) and, for an
+// init container, whether it is a sidecar (restartPolicy Always).
+type Container struct {
+	Requests    []ResourceCount
+	Restartable bool
+}
+
+// Pod is what the pod cache keeps of a pod that requests GPUs through the device plugin.
+// Pods that do not are not kept at all.
+type Pod struct {
+	Namespace, Name, UID string
+	ResourceVersion      string
+	// Node is spec.nodeName: empty while the pod waits to be scheduled.
+	Node string
+	// Finished: phase Succeeded or Failed; such a pod holds nothing.
+	Finished bool
+	// Created is metadata.creationTimestamp in Unix seconds.
+	Created int64
+	// Requests is the effective request, computed as the scheduler does (PodRequests),
+	// GPU resources only, sorted by name. Never empty for a kept pod.
+	Requests []ResourceCount
+	// Model is the product the pod pins through spec.nodeSelector or a required node
+	// affinity on ProductLabel (the label's value, as GPU Feature Discovery writes it);
+	// empty when it pins none or several.
+	Model string
+	// ViaClaim: status.extendedResourceClaimStatus is set, so the scheduler serves the
+	// extended-resource request with a DRA claim, which is counted instead.
+	ViaClaim bool
+}
+
+// Key is the pod's namespace/name.
+func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// Claim is what the claim cache keeps of a ResourceClaim that holds or asks for
+// gpu.nvidia.com devices. Other claims are not kept.
+type Claim struct {
+	Namespace, Name, UID string
+	ResourceVersion      string
+	Created              int64 // Unix seconds
+	// Devices are the allocation's results from DRADriver, sorted by pool then device.
+	Devices []Device
+	// Holders are the pods in status.reservedFor.
+	Holders []Holder
+	// Requests are the device requests of an unallocated claim (empty once allocated).
+	Requests []DeviceRequest
+}
+
+// Key is the claim's namespace/name.
+func (c *Claim) Key() string { return c.Namespace + "/" + c.Name }
+
+// Device is one allocated device: the NVIDIA driver's pool is named after the node.
+type Device struct {
+	Pool, Device string
+}
+
+// Holder is a pod a claim is reserved for.
+type Holder struct {
+	Name, UID string
+}
+
+// DeviceRequest is what one request of an unallocated claim asks for.
+type DeviceRequest struct {
+	// Class is the DeviceClass name (gpu.nvidia.com, mig.nvidia.com, ...).
+	Class string
+	// Count is the number of devices (1 unless allocationMode ExactCount says more; All
+	// counts as 1).
+	Count int64
+	// Product is the productName a CEL selector requires, as the driver publishes it
+	// (spaces, not GFD's dashes); empty when none.
+	Product string
+}
+
+// Held is what pods hold on one node. A Tracker replaces a node's Held when it changes and
+// never modifies one, so callers may keep and compare the pointer.
+type Held struct {
+	// Pods counts the distinct pods that hold GPUs here (claim holders included).
+	Pods int32
+	// Namespaces is what each namespace holds here, sorted by namespace.
+	Namespaces []NamespaceHeld
+}
+
+// NamespaceHeld is what one namespace's pods hold on one node.
+type NamespaceHeld struct {
+	Namespace string
+	Pods      int32
+	// Resources are the device-plugin resources held, summed over pods, sorted by name.
+	Resources []ResourceCount
+	// Devices are the DRA devices held (device names of the node's pool), sorted, unique.
+	Devices []string
+}
+
+// Shape is what converting held resources into GPUs needs to know of a node.
+type Shape struct {
+	// GPUs is the node's physical GPU count; 0 when unknown (no cap applies).
+	GPUs int32
+	// Replicas is the number of pods that share one GPU (time-slicing or MPS); 0 or 1: none.
+	Replicas int32
+	// SingleMIGProfile is set with MIG's single strategy: each nvidia.com/gpu is a MIG
+	// device of this profile (e.g. 1g.5gb).
+	SingleMIGProfile string
+	// SlicesPerGPU is the number of MIG compute slices of one GPU (7; 4 for A30); 0 means 7.
+	SlicesPerGPU int32
+}
+
+// Demand is what pods waiting to be scheduled ask for, for one requested model.
+type Demand struct {
+	// Model is the product the pods pin: the GFD label's form for pods (DRA false), the
+	// driver's productName for claims (DRA true); empty for pods that take any model.
+	Model string
+	DRA   bool
+	Pods  int32
+	// Milli is the GPUs asked for, in thousandths (docs/api.md: how parts count).
+	Milli int64
+	// Since is the creation time of the oldest waiting pod or claim, Unix seconds.
+	Since int64
+}
