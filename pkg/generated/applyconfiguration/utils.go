@@ -32,10 +32,16 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=homelab.youngju.dev, Version=v1
+	case v1.SchemeGroupVersion.WithKind("GpuAllocation"):
+		return &homelabv1.GpuAllocationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuClique"):
 		return &homelabv1.GpuCliqueApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuDemand"):
+		return &homelabv1.GpuDemandApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuDevice"):
 		return &homelabv1.GpuDeviceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuFit"):
+		return &homelabv1.GpuFitApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventory"):
 		return &homelabv1.GpuInventoryApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventorySpec"):
@@ -56,6 +62,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.MigDeviceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MigInfo"):
 		return &homelabv1.MigInfoApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NamespaceUsage"):
+		return &homelabv1.NamespaceUsageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("NodeFree"):
+		return &homelabv1.NodeFreeApplyConfiguration{}
 
 	}
 	return nil

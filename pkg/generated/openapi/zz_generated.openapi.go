@@ -32,8 +32,11 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation":      schema_pkg_apis_homelab_v1_GpuAllocation(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique":          schema_pkg_apis_homelab_v1_GpuClique(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDemand":          schema_pkg_apis_homelab_v1_GpuDemand(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice":          schema_pkg_apis_homelab_v1_GpuDevice(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit":             schema_pkg_apis_homelab_v1_GpuFit(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventory":       schema_pkg_apis_homelab_v1_GpuInventory(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryList":   schema_pkg_apis_homelab_v1_GpuInventoryList(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":   schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
@@ -46,6 +49,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage":     schema_pkg_apis_homelab_v1_NamespaceUsage(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree":           schema_pkg_apis_homelab_v1_NodeFree(ref),
 		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -104,6 +109,104 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	}
 }
 
+func schema_pkg_apis_homelab_v1_GpuAllocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuAllocation is who holds the covered GPUs and who waits for GPUs.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"allocatedGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllocatedGpus sums the nodes' allocatedGpus.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"allocatedMilliGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllocatedMilliGpus is what pods hold in thousandths of a GPU: a MIG device or a shared replica counts as its part (docs/api.md says how parts count).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FreeGpus sums the nodes' freeGpus.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"gpuPods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GpuPods counts the pods holding GPUs on covered nodes.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"pendingPods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingPods and PendingGpus count pods (and DRA claims) waiting to be scheduled that ask for GPUs, and what they ask for.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"pendingGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"pending": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Pending is the waiting demand per requested model (\"\" for pods that take any model): at most 32, the rest under \"<other models>\".",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDemand"),
+									},
+								},
+							},
+						},
+					},
+					"namespaces": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespaces is the usage of the namespaces holding the most GPUs: at most 10, the rest under \"<other namespaces>\".",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"allocatedGpus", "freeGpus", "gpuPods", "pendingPods", "pendingGpus"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDemand", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage"},
+	}
+}
+
 func schema_pkg_apis_homelab_v1_GpuClique(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -144,6 +247,50 @@ func schema_pkg_apis_homelab_v1_GpuClique(ref common.ReferenceCallback) common.O
 				Required: []string{"name", "nodes", "gpus", "readyGpus"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuDemand(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuDemand is what waiting pods ask of one model.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Model is the base model the pods pin; empty for any model.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"pods": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"since": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Since is when the oldest of these pods was created.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"model", "pods", "gpus"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -227,6 +374,63 @@ func schema_pkg_apis_homelab_v1_GpuDevice(ref common.ReferenceCallback) common.O
 				Required: []string{"name"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuFit(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuFit counts the nodes of one model by free GPUs: where a job of 1, 2, 4 or 8 GPUs can start now.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"nodesWith1Free": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"nodesWith2Free": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"nodesWith4Free": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"nodesWith8Free": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"most": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Most lists the nodes with the most free GPUs (at most 3, most first).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree"},
 	}
 }
 
@@ -501,6 +705,12 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							},
 						},
 					},
+					"allocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Allocation says which GPUs pods hold, which are free and what waiting pods ask for; absent when the operator does not read pods.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation"),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -526,7 +736,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -611,10 +821,38 @@ func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.Op
 							Format:      "int64",
 						},
 					},
+					"allocatedGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllocatedGpus, FreeGpus: as on the nodes, summed (present when pods are read).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"pendingGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingGpus is what waiting pods that pin this model ask for.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"fit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Fit says where a job of this model fits now.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit"),
+						},
+					},
 				},
 				Required: []string{"product", "nodes", "readyNodes", "gpus", "readyGpus"},
 			},
 		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit"},
 	}
 }
 
@@ -784,6 +1022,27 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 						SchemaProps: spec.SchemaProps{
 							Description: "LabelsMissingSince is when the labels were first seen missing.",
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"allocatedGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllocatedGpus counts the GPUs of which pods hold any part (device-plugin resources or DRA claims); a GPU partly held (a MIG device, a shared replica) counts as one.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FreeGpus counts the GPUs a pod could get whole now: healthy, not held, on a Ready node that is not cordoned.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"gpuPods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GpuPods counts the pods that hold GPUs on the node.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 					"source": {
@@ -1182,6 +1441,77 @@ func schema_pkg_apis_homelab_v1_MigInfo(ref common.ReferenceCallback) common.Ope
 		},
 		Dependencies: []string{
 			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice"},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_NamespaceUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NamespaceUsage is what one namespace's pods hold.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"pods": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Gpus counts GPUs held, a partly held GPU as one.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"milliGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MilliGpus is the exact share in thousandths of a GPU.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"namespace", "pods", "gpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_NodeFree(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NodeFree is a node and its free GPUs.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+				},
+				Required: []string{"name", "freeGpus"},
+			},
+		},
 	}
 }
 

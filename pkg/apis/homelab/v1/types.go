@@ -138,6 +138,11 @@ type GpuInventoryStatus struct {
 	// +listType=atomic
 	Nodes []GpuNodeEntry `json:"nodes,omitempty"`
 
+	// Allocation says which GPUs pods hold, which are free and what waiting pods ask for;
+	// absent when the operator does not read pods.
+	// +optional
+	Allocation *GpuAllocation `json:"allocation,omitempty"`
+
 	// Conditions: Degraded, LabelsMissing and Truncated.
 	// +optional
 	// +listType=map
@@ -200,6 +205,17 @@ type GpuNodeEntry struct {
 	// LabelsMissingSince is when the labels were first seen missing.
 	// +optional
 	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
+	// AllocatedGpus counts the GPUs of which pods hold any part (device-plugin resources
+	// or DRA claims); a GPU partly held (a MIG device, a shared replica) counts as one.
+	// +optional
+	AllocatedGpus int32 `json:"allocatedGpus,omitempty"`
+	// FreeGpus counts the GPUs a pod could get whole now: healthy, not held, on a Ready
+	// node that is not cordoned.
+	// +optional
+	FreeGpus int32 `json:"freeGpus,omitempty"`
+	// GpuPods counts the pods that hold GPUs on the node.
+	// +optional
+	GpuPods int32 `json:"gpuPods,omitempty"`
 	// Source says where the GPU facts came from (see GpuNode's spec.source); empty for
 	// GPU Feature Discovery's labels alone, the common case, to keep the list small.
 	// +optional
@@ -284,6 +300,93 @@ type GpuModel struct {
 	// largest seen when nodes disagree.
 	// +optional
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// AllocatedGpus, FreeGpus: as on the nodes, summed (present when pods are read).
+	// +optional
+	AllocatedGpus int32 `json:"allocatedGpus,omitempty"`
+	// +optional
+	FreeGpus int32 `json:"freeGpus,omitempty"`
+	// PendingGpus is what waiting pods that pin this model ask for.
+	// +optional
+	PendingGpus int32 `json:"pendingGpus,omitempty"`
+	// Fit says where a job of this model fits now.
+	// +optional
+	Fit *GpuFit `json:"fit,omitempty"`
+}
+
+// GpuFit counts the nodes of one model by free GPUs: where a job of 1, 2, 4 or 8 GPUs can
+// start now.
+type GpuFit struct {
+	// +optional
+	NodesWith1Free int32 `json:"nodesWith1Free,omitempty"`
+	// +optional
+	NodesWith2Free int32 `json:"nodesWith2Free,omitempty"`
+	// +optional
+	NodesWith4Free int32 `json:"nodesWith4Free,omitempty"`
+	// +optional
+	NodesWith8Free int32 `json:"nodesWith8Free,omitempty"`
+	// Most lists the nodes with the most free GPUs (at most 3, most first).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	Most []NodeFree `json:"most,omitempty"`
+}
+
+// NodeFree is a node and its free GPUs.
+type NodeFree struct {
+	Name     string `json:"name"`
+	FreeGpus int32  `json:"freeGpus"`
+}
+
+// GpuAllocation is who holds the covered GPUs and who waits for GPUs.
+type GpuAllocation struct {
+	// AllocatedGpus sums the nodes' allocatedGpus.
+	AllocatedGpus int32 `json:"allocatedGpus"`
+	// AllocatedMilliGpus is what pods hold in thousandths of a GPU: a MIG device or a
+	// shared replica counts as its part (docs/api.md says how parts count).
+	// +optional
+	AllocatedMilliGpus int64 `json:"allocatedMilliGpus,omitempty"`
+	// FreeGpus sums the nodes' freeGpus.
+	FreeGpus int32 `json:"freeGpus"`
+	// GpuPods counts the pods holding GPUs on covered nodes.
+	GpuPods int32 `json:"gpuPods"`
+	// PendingPods and PendingGpus count pods (and DRA claims) waiting to be scheduled that
+	// ask for GPUs, and what they ask for.
+	PendingPods int32 `json:"pendingPods"`
+	PendingGpus int32 `json:"pendingGpus"`
+	// Pending is the waiting demand per requested model ("" for pods that take any model):
+	// at most 32, the rest under "<other models>".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Pending []GpuDemand `json:"pending,omitempty"`
+	// Namespaces is the usage of the namespaces holding the most GPUs: at most 10, the
+	// rest under "<other namespaces>".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=11
+	Namespaces []NamespaceUsage `json:"namespaces,omitempty"`
+}
+
+// GpuDemand is what waiting pods ask of one model.
+type GpuDemand struct {
+	// Model is the base model the pods pin; empty for any model.
+	Model string `json:"model"`
+	Pods  int32  `json:"pods"`
+	Gpus  int32  `json:"gpus"`
+	// Since is when the oldest of these pods was created.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// NamespaceUsage is what one namespace's pods hold.
+type NamespaceUsage struct {
+	Namespace string `json:"namespace"`
+	Pods      int32  `json:"pods"`
+	// Gpus counts GPUs held, a partly held GPU as one.
+	Gpus int32 `json:"gpus"`
+	// MilliGpus is the exact share in thousandths of a GPU.
+	// +optional
+	MilliGpus int64 `json:"milliGpus,omitempty"`
 }
 
 // GpuClique counts the nodes of one multi-node NVLink domain.

@@ -223,6 +223,44 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuAllocation
+  map:
+    fields:
+    - name: allocatedGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: allocatedMilliGpus
+      type:
+        scalar: numeric
+    - name: freeGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: gpuPods
+      type:
+        scalar: numeric
+      default: 0
+    - name: namespaces
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.NamespaceUsage
+          elementRelationship: atomic
+    - name: pending
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuDemand
+          elementRelationship: atomic
+    - name: pendingGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: pendingPods
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuClique
   map:
     fields:
@@ -242,6 +280,24 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuDemand
+  map:
+    fields:
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: pods
+      type:
+        scalar: numeric
+      default: 0
+    - name: since
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuDevice
   map:
     fields:
@@ -273,6 +329,27 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: uuid
       type:
         scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFit
+  map:
+    fields:
+    - name: most
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.NodeFree
+          elementRelationship: atomic
+    - name: nodesWith1Free
+      type:
+        scalar: numeric
+    - name: nodesWith2Free
+      type:
+        scalar: numeric
+    - name: nodesWith4Free
+      type:
+        scalar: numeric
+    - name: nodesWith8Free
+      type:
+        scalar: numeric
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventory
   map:
     fields:
@@ -306,6 +383,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventoryStatus
   map:
     fields:
+    - name: allocation
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuAllocation
     - name: cliques
       type:
         list:
@@ -378,6 +458,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: allocatableGpus
       type:
         scalar: numeric
+    - name: allocatedGpus
+      type:
+        scalar: numeric
+    - name: fit
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFit
+    - name: freeGpus
+      type:
+        scalar: numeric
     - name: gpus
       type:
         scalar: numeric
@@ -389,6 +478,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: pendingGpus
+      type:
+        scalar: numeric
     - name: product
       type:
         scalar: string
@@ -433,6 +525,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: allocatable
       type:
         scalar: numeric
+    - name: allocatedGpus
+      type:
+        scalar: numeric
     - name: capacity
       type:
         scalar: numeric
@@ -457,11 +552,17 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: family
       type:
         scalar: string
+    - name: freeGpus
+      type:
+        scalar: numeric
     - name: gpuCount
       type:
         scalar: numeric
       default: 0
     - name: gpuMemoryMiB
+      type:
+        scalar: numeric
+    - name: gpuPods
       type:
         scalar: numeric
     - name: labelsMissing
@@ -609,6 +710,35 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: strategy
       type:
         scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.NamespaceUsage
+  map:
+    fields:
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: milliGpus
+      type:
+        scalar: numeric
+    - name: namespace
+      type:
+        scalar: string
+      default: ""
+    - name: pods
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.NodeFree
+  map:
+    fields:
+    - name: freeGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: name
+      type:
+        scalar: string
+      default: ""
 - name: __untyped_atomic_
   scalar: untyped
   list:

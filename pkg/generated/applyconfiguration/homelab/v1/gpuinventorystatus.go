@@ -68,6 +68,9 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// Nodes lists the covered GPU nodes, sorted by name: all of them, or at most
 	// --max-status-nodes (problem nodes chosen first) when the cluster is large.
 	Nodes []GpuNodeEntryApplyConfiguration `json:"nodes,omitempty"`
+	// Allocation says which GPUs pods hold, which are free and what waiting pods ask for;
+	// absent when the operator does not read pods.
+	Allocation *GpuAllocationApplyConfiguration `json:"allocation,omitempty"`
 	// Conditions: Degraded, LabelsMissing and Truncated.
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -210,6 +213,14 @@ func (b *GpuInventoryStatusApplyConfiguration) WithNodes(values ...*GpuNodeEntry
 		}
 		b.Nodes = append(b.Nodes, *values[i])
 	}
+	return b
+}
+
+// WithAllocation sets the Allocation field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Allocation field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithAllocation(value *GpuAllocationApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+	b.Allocation = value
 	return b
 }
 

@@ -38,6 +38,13 @@ type GpuModelApplyConfiguration struct {
 	// MemoryMiB is the memory of one GPU (of one MIG slice for single-strategy MIG); the
 	// largest seen when nodes disagree.
 	MemoryMiB *int64 `json:"memoryMiB,omitempty"`
+	// AllocatedGpus, FreeGpus: as on the nodes, summed (present when pods are read).
+	AllocatedGpus *int32 `json:"allocatedGpus,omitempty"`
+	FreeGpus      *int32 `json:"freeGpus,omitempty"`
+	// PendingGpus is what waiting pods that pin this model ask for.
+	PendingGpus *int32 `json:"pendingGpus,omitempty"`
+	// Fit says where a job of this model fits now.
+	Fit *GpuFitApplyConfiguration `json:"fit,omitempty"`
 }
 
 // GpuModelApplyConfiguration constructs a declarative configuration of the GpuModel type for use with
@@ -117,5 +124,37 @@ func (b *GpuModelApplyConfiguration) WithUnhealthyGpus(value int32) *GpuModelApp
 // If called multiple times, the MemoryMiB field is set to the value of the last call.
 func (b *GpuModelApplyConfiguration) WithMemoryMiB(value int64) *GpuModelApplyConfiguration {
 	b.MemoryMiB = &value
+	return b
+}
+
+// WithAllocatedGpus sets the AllocatedGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AllocatedGpus field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithAllocatedGpus(value int32) *GpuModelApplyConfiguration {
+	b.AllocatedGpus = &value
+	return b
+}
+
+// WithFreeGpus sets the FreeGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FreeGpus field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithFreeGpus(value int32) *GpuModelApplyConfiguration {
+	b.FreeGpus = &value
+	return b
+}
+
+// WithPendingGpus sets the PendingGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PendingGpus field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithPendingGpus(value int32) *GpuModelApplyConfiguration {
+	b.PendingGpus = &value
+	return b
+}
+
+// WithFit sets the Fit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Fit field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithFit(value *GpuFitApplyConfiguration) *GpuModelApplyConfiguration {
+	b.Fit = value
 	return b
 }

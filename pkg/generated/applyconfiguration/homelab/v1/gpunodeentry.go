@@ -64,6 +64,14 @@ type GpuNodeEntryApplyConfiguration struct {
 	LabelsMissing *bool `json:"labelsMissing,omitempty"`
 	// LabelsMissingSince is when the labels were first seen missing.
 	LabelsMissingSince *metav1.Time `json:"labelsMissingSince,omitempty"`
+	// AllocatedGpus counts the GPUs of which pods hold any part (device-plugin resources
+	// or DRA claims); a GPU partly held (a MIG device, a shared replica) counts as one.
+	AllocatedGpus *int32 `json:"allocatedGpus,omitempty"`
+	// FreeGpus counts the GPUs a pod could get whole now: healthy, not held, on a Ready
+	// node that is not cordoned.
+	FreeGpus *int32 `json:"freeGpus,omitempty"`
+	// GpuPods counts the pods that hold GPUs on the node.
+	GpuPods *int32 `json:"gpuPods,omitempty"`
 	// Source says where the GPU facts came from (see GpuNode's spec.source); empty for
 	// GPU Feature Discovery's labels alone, the common case, to keep the list small.
 	Source *string `json:"source,omitempty"`
@@ -218,6 +226,30 @@ func (b *GpuNodeEntryApplyConfiguration) WithLabelsMissing(value bool) *GpuNodeE
 // If called multiple times, the LabelsMissingSince field is set to the value of the last call.
 func (b *GpuNodeEntryApplyConfiguration) WithLabelsMissingSince(value metav1.Time) *GpuNodeEntryApplyConfiguration {
 	b.LabelsMissingSince = &value
+	return b
+}
+
+// WithAllocatedGpus sets the AllocatedGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AllocatedGpus field is set to the value of the last call.
+func (b *GpuNodeEntryApplyConfiguration) WithAllocatedGpus(value int32) *GpuNodeEntryApplyConfiguration {
+	b.AllocatedGpus = &value
+	return b
+}
+
+// WithFreeGpus sets the FreeGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FreeGpus field is set to the value of the last call.
+func (b *GpuNodeEntryApplyConfiguration) WithFreeGpus(value int32) *GpuNodeEntryApplyConfiguration {
+	b.FreeGpus = &value
+	return b
+}
+
+// WithGpuPods sets the GpuPods field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the GpuPods field is set to the value of the last call.
+func (b *GpuNodeEntryApplyConfiguration) WithGpuPods(value int32) *GpuNodeEntryApplyConfiguration {
+	b.GpuPods = &value
 	return b
 }
 
