@@ -1,0 +1,147 @@
+package allocation
+
+import (
+	"sort"
+	"strings"
+
+	resourcev1 "k8s.io/api/resource/v1"
+)
+
+// FromClaim is what allocation keeps of a ResourceClaim that holds gpu.nvidia.com devices
+// (allocated) or asks for devices of an NVIDIA DeviceClass (unallocated); nil for any other.
+//
+// It reads only these fields, so a decoder may fill just them:
+//   - metadata: name, namespace, uid, resourceVersion, creationTimestamp;
+//   - spec.devices.requests[]: exactly and firstAvailable[0] (deviceClassName, allocationMode,
+//     count, selectors[].cel.expression);
+//   - status.allocation.devices.results[] (driver, pool, device);
+//   - status.reservedFor[] (apiGroup, resource, name, uid).
+func FromClaim(claim *resourcev1.ResourceClaim) *Claim {
+	if claim == nil {
+		return nil
+	}
+	c := &Claim{
+		Namespace:       claim.Namespace,
+		Name:            claim.Name,
+		UID:             string(claim.UID),
+		ResourceVersion: claim.ResourceVersion,
+		Created:         claim.CreationTimestamp.Unix(),
+	}
+	if alloc := claim.Status.Allocation; alloc != nil {
+		c.Devices = claimDevices(alloc.Devices.Results)
+		if len(c.Devices) == 0 {
+			return nil
+		}
+		c.Holders = claimHolders(claim.Status.ReservedFor)
+		return c
+	}
+	for i := range claim.Spec.Devices.Requests {
+		if r, ok := deviceRequest(&claim.Spec.Devices.Requests[i]); ok {
+			c.Requests = append(c.Requests, r)
+		}
+	}
+	if len(c.Requests) == 0 {
+		return nil
+	}
+	return c
+}
+
+func claimDevices(results []resourcev1.DeviceRequestAllocationResult) []Device {
+	var out []Device
+	for _, r := range results {
+		if r.Driver == DRADriver {
+			out = append(out, Device{Pool: r.Pool, Device: r.Device})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pool != out[j].Pool {
+			return out[i].Pool < out[j].Pool
+		}
+		return out[i].Device < out[j].Device
+	})
+	out = compactDevices(out)
+	return out
+}
+
+func compactDevices(ds []Device) []Device {
+	if len(ds) < 2 {
+		return ds
+	}
+	out := ds[:1]
+	for _, d := range ds[1:] {
+		if d != out[len(out)-1] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func claimHolders(refs []resourcev1.ResourceClaimConsumerReference) []Holder {
+	var out []Holder
+	for _, r := range refs {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			out = append(out, Holder{Name: r.Name, UID: string(r.UID)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].UID < out[j].UID
+	})
+	return out
+}
+
+// isNVIDIAClass reports whether a DeviceClass name is one of NVIDIA's GPU classes
+// (gpu.nvidia.com, mig.nvidia.com, ...). The driver's compute-domain classes hand out
+// IMEX channels, not GPUs.
+func isNVIDIAClass(class string) bool {
+	return strings.HasSuffix(class, ".nvidia.com") && !strings.HasPrefix(class, "compute-domain")
+}
+
+// deviceRequest is what one request of an unallocated claim asks for: its exact request or
+// the first of its alternatives (the scheduler tries them in order).
+func deviceRequest(r *resourcev1.DeviceRequest) (DeviceRequest, bool) {
+	var (
+		class     string
+		mode      resourcev1.DeviceAllocationMode
+		count     int64
+		selectors []resourcev1.DeviceSelector
+	)
+	switch {
+	case r.Exactly != nil:
+		class, mode, count, selectors = r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors
+	case len(r.FirstAvailable) > 0:
+		s := &r.FirstAvailable[0]
+		class, mode, count, selectors = s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors
+	default:
+		return DeviceRequest{}, false
+	}
+	if !isNVIDIAClass(class) {
+		return DeviceRequest{}, false
+	}
+	if mode == resourcev1.DeviceAllocationModeAll || count < 1 {
+		count = 1
+	}
+	return DeviceRequest{Class: class, Count: count, Product: selectorsProduct(selectors)}, true
+}
+
+// selectorsProduct is the productName the selectors require together (they are ANDed); ""
+// when none requires one or they disagree.
+func selectorsProduct(selectors []resourcev1.DeviceSelector) string {
+	product := ""
+	for _, s := range selectors {
+		if s.CEL == nil {
+			continue
+		}
+		p := CELProduct(s.CEL.Expression)
+		if p == "" {
+			continue
+		}
+		if product != "" && p != product {
+			return ""
+		}
+		product = p
+	}
+	return product
+}
