@@ -1,0 +1,249 @@
+package claimcache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+const (
+	h100        = "NVIDIA H100 80GB HBM3"
+	productExpr = `device.attributes["gpu.nvidia.com"].productName == "` + h100 + `"`
+)
+
+// claim is a ResourceClaim as the API server stores it, with what the decoder skips besides
+// (labels, annotations, owner references, managed fields, finalizers, device configuration).
+func claim(namespace, name string) *resourcev1.ResourceClaim {
+	return &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "417",
+			Generation:        1,
+			CreationTimestamp: metav1.NewTime(time.Unix(1800000000, 0)),
+			Labels:            map[string]string{"app": "trainer"},
+			Annotations:       map[string]string{"note": "skipped"},
+			Finalizers:        []string{"resource.kubernetes.io/delete-protection"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name + "-pod",
+				UID: types.UID("uid-" + name + "-pod")}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
+				APIVersion: "resource.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}},
+		},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Config: []resourcev1.DeviceClaimConfiguration{{DeviceConfiguration: resourcev1.DeviceConfiguration{
+				Opaque: &resourcev1.OpaqueDeviceConfiguration{Driver: allocation.DRADriver,
+					Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing"}}`)}},
+			}}},
+		}},
+	}
+}
+
+func exact(name, class string, mode resourcev1.DeviceAllocationMode, count int64, cel ...string) resourcev1.DeviceRequest {
+	return resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{
+		DeviceClassName: class, AllocationMode: mode, Count: count, Selectors: celSelectors(cel...),
+	}}
+}
+
+func celSelectors(cel ...string) []resourcev1.DeviceSelector {
+	var out []resourcev1.DeviceSelector
+	for _, e := range cel {
+		out = append(out, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: e}})
+	}
+	return out
+}
+
+func requesting(c *resourcev1.ResourceClaim, requests ...resourcev1.DeviceRequest) *resourcev1.ResourceClaim {
+	c.Spec.Devices.Requests = requests
+	return c
+}
+
+// allocated gives c an allocation of the devices (driver, pool, device triples), as the
+// scheduler writes it, reserved for the pods.
+func allocated(c *resourcev1.ResourceClaim, devices [][3]string, pods ...string) *resourcev1.ResourceClaim {
+	alloc := &resourcev1.AllocationResult{AllocationTimestamp: ptr(metav1.NewTime(time.Unix(1800000100, 0)))}
+	for _, d := range devices {
+		alloc.Devices.Results = append(alloc.Devices.Results, resourcev1.DeviceRequestAllocationResult{
+			Request: "gpu", Driver: d[0], Pool: d[1], Device: d[2],
+			Tolerations: []resourcev1.DeviceToleration{{Key: "maintenance", Operator: resourcev1.DeviceTolerationOpExists}},
+		})
+		c.Status.Devices = append(c.Status.Devices, resourcev1.AllocatedDeviceStatus{Driver: d[0], Pool: d[1], Device: d[2],
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Prepared"}}})
+	}
+	c.Status.Allocation = alloc
+	for _, p := range pods {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{
+			Resource: "pods", Name: p, UID: types.UID("uid-" + p)})
+	}
+	return c
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// claimTable is a ResourceClaim of each shape the decoder meets; kept says whether
+// FromClaim keeps anything of it.
+func claimTable() []struct {
+	name  string
+	claim *resourcev1.ResourceClaim
+	kept  bool
+} {
+	gpu := func(pool, device string) [3]string { return [3]string{allocation.DRADriver, pool, device} }
+	oneGPU := exact("gpu", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 1)
+	extended := allocated(requesting(claim("ml", "train-0-extended-resources-x7k2p"),
+		exact("container-0-request-0", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 2)),
+		[][3]string{gpu("node-a", "gpu-0"), gpu("node-a", "gpu-1")}, "train-0")
+	extended.Annotations[allocation.ExtendedResourceClaimAnnotation] = "true"
+	firstAvailable := requesting(claim("ml", "either"), resourcev1.DeviceRequest{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{
+		{Name: "h100", DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2,
+			Selectors: celSelectors(productExpr)},
+		{Name: "mig", DeviceClassName: "mig.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 4},
+	}})
+	reservedForOthers := allocated(requesting(claim("ml", "shared"), oneGPU), [][3]string{gpu("node-b", "gpu-3")}, "w-2", "w-0", "w-1")
+	reservedForOthers.Status.ReservedFor = append(reservedForOthers.Status.ReservedFor,
+		resourcev1.ResourceClaimConsumerReference{APIGroup: "example.com", Resource: "jobs", Name: "j", UID: "uid-j"})
+	return []struct {
+		name  string
+		claim *resourcev1.ResourceClaim
+		kept  bool
+	}{
+		{"a full GPU", allocated(requesting(claim("ml", "one"), oneGPU), [][3]string{gpu("node-a", "gpu-0")}, "p"), true},
+		{"several devices over two requests", allocated(requesting(claim("ml", "eight"),
+			exact("a", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 4),
+			exact("b", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 4)),
+			[][3]string{gpu("node-c", "gpu-7"), gpu("node-c", "gpu-1"), gpu("node-c", "gpu-0"), gpu("node-c", "gpu-2"),
+				gpu("node-c", "gpu-3"), gpu("node-c", "gpu-4"), gpu("node-c", "gpu-5"), gpu("node-c", "gpu-6")}, "big"), true},
+		{"MIG devices", allocated(requesting(claim("ml", "mig"), exact("mig", "mig.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 2,
+			`device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`)),
+			[][3]string{gpu("node-d", "gpu-0-mig-1g10gb-0-0"), gpu("node-d", "gpu-0-mig-1g10gb-1-0")}, "m"), true},
+		{"with other drivers' results", allocated(requesting(claim("ml", "mixed"), oneGPU,
+			exact("nic", "nic.example.com", resourcev1.DeviceAllocationModeExactCount, 1),
+			exact("imex", "compute-domain-default-channel.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 1)),
+			[][3]string{{"nic.example.com", "node-a", "eth1"}, gpu("node-a", "gpu-5"), {"compute-domain.nvidia.com", "node-a", "channel-0"}}, "p"), true},
+		{"only other drivers' results", allocated(requesting(claim("net", "nic"), oneGPU),
+			[][3]string{{"nic.example.com", "node-a", "eth1"}}, "p"), false},
+		{"reserved for several pods and a non-pod", reservedForOthers, true},
+		{"allocated, not yet reserved", allocated(requesting(claim("ml", "unreserved"), oneGPU), [][3]string{gpu("node-a", "gpu-2")}), true},
+		{"unallocated: a product selector and a count", requesting(claim("ml", "waiting"),
+			exact("gpu", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 4, `device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0`, productExpr)), true},
+		{"unallocated: all devices and the default count", requesting(claim("ml", "all"),
+			exact("all", "gpu.nvidia.com", resourcev1.DeviceAllocationModeAll, 0),
+			exact("default", "mig.nvidia.com", "", 0)), true},
+		{"unallocated: firstAvailable", firstAvailable, true},
+		{"unallocated: no NVIDIA class", requesting(claim("net", "nic-waiting"),
+			exact("nic", "nic.example.com", resourcev1.DeviceAllocationModeExactCount, 2, `device.driver == "nic.example.com"`)), false},
+		{"unallocated: the compute-domain class only", requesting(claim("ml", "imex"),
+			exact("channel", "compute-domain-default-channel.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 1)), false},
+		{"the scheduler's extended-resource claim", extended, true},
+		{"no requests", claim("ml", "empty"), false},
+	}
+}
+
+func marshal(t testing.TB, c *resourcev1.ResourceClaim) []byte {
+	t.Helper()
+	data, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// DecodeClaim gives what FromClaim makes of the fully decoded claim, for every shape.
+func TestDecodeClaimEqualsFromClaim(t *testing.T) {
+	for _, tc := range claimTable() {
+		t.Run(tc.name, func(t *testing.T) {
+			want := allocation.FromClaim(tc.claim)
+			if (want != nil) != tc.kept {
+				t.Fatalf("FromClaim = %+v; the table says kept = %v", want, tc.kept)
+			}
+			got, err := DecodeClaim(marshal(t, tc.claim))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("DecodeClaim differs from FromClaim (-FromClaim +DecodeClaim):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Malformed bytes give an error, never a claim made of part of them.
+func TestDecodeClaimRejectsMalformedBytes(t *testing.T) {
+	full := marshal(t, allocated(requesting(claim("ml", "one"), exact("gpu", "gpu.nvidia.com", "", 1)),
+		[][3]string{{allocation.DRADriver, "node-a", "gpu-0"}}, "p"))
+	for name, data := range map[string][]byte{
+		"truncated":                   full[:len(full)-3],
+		"a length beyond the end":     {0x0a, 0x20, 0x0a, 0x01},
+		"an unterminated varint":      {0x10, 0xff, 0xff},
+		"field number zero":           {0x02, 0x00},
+		"an end group without start":  {0x0c},
+		"an invalid wire type":        {0x0f},
+		"a bad creation timestamp":    {0x0a, 0x04, 0x42, 0x02, 0x08, 0xff},
+		"a varint of eleven bytes":    {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"a negative length":           {0x1a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"a malformed allocation":      {0x1a, 0x03, 0x0a, 0x01, 0x0a},
+		"a malformed reservedFor":     {0x1a, 0x03, 0x12, 0x01, 0x22},
+		"a malformed unallocated req": {0x12, 0x04, 0x0a, 0x02, 0x0a, 0x05},
+	} {
+		if got, err := DecodeClaim(data); err == nil {
+			t.Errorf("%s: DecodeClaim = %+v, nil; want an error", name, got)
+		}
+	}
+}
+
+// Whatever the bytes, DecodeClaim returns a claim, nil or an error and never panics; and
+// whenever the generated decoder accepts the bytes, DecodeClaim gives what FromClaim makes of
+// its claim.
+func FuzzDecodeClaim(f *testing.F) {
+	for _, tc := range claimTable() {
+		data := marshal(f, tc.claim)
+		f.Add(data)
+		f.Add(data[:len(data)/2])
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := DecodeClaim(data)
+		var full resourcev1.ResourceClaim
+		if full.Unmarshal(data) != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("DecodeClaim fails (%v) where the generated decoder does not", err)
+		}
+		if diff := cmp.Diff(allocation.FromClaim(&full), got); diff != "" {
+			t.Fatalf("DecodeClaim differs from FromClaim (-FromClaim +DecodeClaim):\n%s", diff)
+		}
+	})
+}
+
+// BenchmarkDecodeClaim decodes an allocated claim as the API server sends it (managed
+// fields, configuration, device statuses), against the generated decoder and FromClaim.
+func BenchmarkDecodeClaim(b *testing.B) {
+	c := allocated(requesting(claim("ml", "eight"), exact("gpu", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 8, productExpr)),
+		[][3]string{{allocation.DRADriver, "node-c", "gpu-0"}, {allocation.DRADriver, "node-c", "gpu-1"},
+			{allocation.DRADriver, "node-c", "gpu-2"}, {allocation.DRADriver, "node-c", "gpu-3"}}, "trainer-0", "trainer-1")
+	data := marshal(b, c)
+	b.Run("DecodeClaim", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := DecodeClaim(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unmarshal+FromClaim", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var full resourcev1.ResourceClaim
+			if err := full.Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+			allocation.FromClaim(&full)
+		}
+	})
+}
