@@ -1,0 +1,274 @@
+package allocation
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Tracker keeps what pods hold on each node and the pending demand up to date as pod and
+// claim events arrive, by the rules of Compute. Writers (the pod and the claim cache's event
+// handlers) take a lock; Held and Pending read without one.
+type Tracker struct {
+	mu sync.Mutex
+	// pods and claims are the pods and claims that hold or wait, by key.
+	pods   map[string]*Pod
+	claims map[string]*Claim
+	// podsOn and claimsOn index the holding pods and allocated claims by node.
+	podsOn   map[string]map[string]*Pod
+	claimsOn map[string]map[string]*Claim
+	pending  demands
+	// touched collects the nodes an event may have changed, until the event is done.
+	touched        map[string]struct{}
+	pendingTouched bool
+	listeners      []func(node string)
+
+	held        sync.Map // node -> *Held
+	pendingView atomic.Pointer[[]Demand]
+}
+
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker {
+	t := &Tracker{
+		pods:     map[string]*Pod{},
+		claims:   map[string]*Claim{},
+		podsOn:   map[string]map[string]*Pod{},
+		claimsOn: map[string]map[string]*Claim{},
+		pending:  demands{},
+		touched:  map[string]struct{}{},
+	}
+	t.pendingView.Store(&[]Demand{})
+	return t
+}
+
+// OnChange registers f to be called, outside the Tracker's lock, with each node whose Held
+// changed and with "" when Pending changed.
+func (t *Tracker) OnChange(f func(node string)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.listeners = append(t.listeners, f)
+}
+
+// Held is what pods hold on node; nil when nothing. The caller must not modify it.
+func (t *Tracker) Held(node string) *Held {
+	if h, ok := t.held.Load(node); ok {
+		return h.(*Held)
+	}
+	return nil
+}
+
+// Pending is the demand of pods and claims waiting for GPUs, sorted by model, then
+// device-plugin pods before claims. The caller must not modify it.
+func (t *Tracker) Pending() []Demand { return *t.pendingView.Load() }
+
+// SetPod adds or updates a pod; a finished pod, or one with no requests, is removed. The
+// Tracker keeps p: the caller must not modify it afterwards (nor a Claim given to SetClaim).
+func (t *Tracker) SetPod(p *Pod) {
+	if p == nil {
+		return
+	}
+	t.update(func() { t.setPod(p) })
+}
+
+// DeletePod removes the pod with key namespace/name.
+func (t *Tracker) DeletePod(key string) {
+	t.update(func() { t.removePod(key) })
+}
+
+// ReplacePods makes pods the whole set of pods: those not in it are removed.
+func (t *Tracker) ReplacePods(pods []*Pod) {
+	t.update(func() {
+		keep := make(map[string]struct{}, len(pods))
+		for _, p := range pods {
+			if p != nil {
+				keep[p.Key()] = struct{}{}
+			}
+		}
+		for key := range t.pods {
+			if _, ok := keep[key]; !ok {
+				t.removePod(key)
+			}
+		}
+		for _, p := range pods {
+			if p != nil {
+				t.setPod(p)
+			}
+		}
+	})
+}
+
+// SetClaim adds or updates a claim; one that neither holds devices nor asks for any is
+// removed.
+func (t *Tracker) SetClaim(c *Claim) {
+	if c == nil {
+		return
+	}
+	t.update(func() { t.setClaim(c) })
+}
+
+// DeleteClaim removes the claim with key namespace/name.
+func (t *Tracker) DeleteClaim(key string) {
+	t.update(func() { t.removeClaim(key) })
+}
+
+// ReplaceClaims makes claims the whole set of claims: those not in it are removed.
+func (t *Tracker) ReplaceClaims(claims []*Claim) {
+	t.update(func() {
+		keep := make(map[string]struct{}, len(claims))
+		for _, c := range claims {
+			if c != nil {
+				keep[c.Key()] = struct{}{}
+			}
+		}
+		for key := range t.claims {
+			if _, ok := keep[key]; !ok {
+				t.removeClaim(key)
+			}
+		}
+		for _, c := range claims {
+			if c != nil {
+				t.setClaim(c)
+			}
+		}
+	})
+}
+
+// update applies one event under the lock, publishes the nodes' Held and the Pending it
+// changed, and tells the listeners after unlocking.
+func (t *Tracker) update(apply func()) {
+	t.mu.Lock()
+	apply()
+	var changed []string
+	for node := range t.touched {
+		delete(t.touched, node)
+		var old *Held
+		if v, ok := t.held.Load(node); ok {
+			old = v.(*Held)
+		}
+		h := t.build(node)
+		if heldEqual(old, h) {
+			continue
+		}
+		if h == nil {
+			t.held.Delete(node)
+		} else {
+			t.held.Store(node, h)
+		}
+		changed = append(changed, node)
+	}
+	if t.pendingTouched {
+		t.pendingTouched = false
+		if list := t.pending.list(); !slices.Equal(list, *t.pendingView.Load()) {
+			t.pendingView.Store(&list)
+			changed = append(changed, "")
+		}
+	}
+	listeners := t.listeners
+	t.mu.Unlock()
+	for _, node := range changed {
+		for _, f := range listeners {
+			f(node)
+		}
+	}
+}
+
+// build is what the node's pods and claims hold now.
+func (t *Tracker) build(node string) *Held {
+	var pods []*Pod
+	for _, p := range t.podsOn[node] {
+		pods = append(pods, p)
+	}
+	var claims []*Claim
+	for _, c := range t.claimsOn[node] {
+		claims = append(claims, c)
+	}
+	return buildHeld(node, pods, claims)
+}
+
+func (t *Tracker) setPod(p *Pod) {
+	key := p.Key()
+	t.removePod(key)
+	if !p.holds() && !p.waits() {
+		return
+	}
+	t.pods[key] = p
+	if p.holds() {
+		on := t.podsOn[p.Node]
+		if on == nil {
+			on = map[string]*Pod{}
+			t.podsOn[p.Node] = on
+		}
+		on[key] = p
+		t.touched[p.Node] = struct{}{}
+	}
+	for _, c := range podDemands(p) {
+		t.pending.add(c)
+		t.pendingTouched = true
+	}
+}
+
+func (t *Tracker) removePod(key string) {
+	p := t.pods[key]
+	if p == nil {
+		return
+	}
+	delete(t.pods, key)
+	if p.holds() {
+		if on := t.podsOn[p.Node]; on != nil {
+			delete(on, key)
+			if len(on) == 0 {
+				delete(t.podsOn, p.Node)
+			}
+		}
+		t.touched[p.Node] = struct{}{}
+	}
+	for _, c := range podDemands(p) {
+		t.pending.remove(c)
+		t.pendingTouched = true
+	}
+}
+
+func (t *Tracker) setClaim(c *Claim) {
+	key := c.Key()
+	t.removeClaim(key)
+	nodes := c.nodes()
+	contributions := claimDemands(c)
+	if len(nodes) == 0 && len(contributions) == 0 {
+		return
+	}
+	t.claims[key] = c
+	for _, node := range nodes {
+		on := t.claimsOn[node]
+		if on == nil {
+			on = map[string]*Claim{}
+			t.claimsOn[node] = on
+		}
+		on[key] = c
+		t.touched[node] = struct{}{}
+	}
+	for _, d := range contributions {
+		t.pending.add(d)
+		t.pendingTouched = true
+	}
+}
+
+func (t *Tracker) removeClaim(key string) {
+	c := t.claims[key]
+	if c == nil {
+		return
+	}
+	delete(t.claims, key)
+	for _, node := range c.nodes() {
+		if on := t.claimsOn[node]; on != nil {
+			delete(on, key)
+			if len(on) == 0 {
+				delete(t.claimsOn, node)
+			}
+		}
+		t.touched[node] = struct{}{}
+	}
+	for _, d := range claimDemands(c) {
+		t.pending.remove(d)
+		t.pendingTouched = true
+	}
+}
