@@ -1,0 +1,185 @@
+// Package claimcache keeps what allocation needs of the cluster's ResourceClaims: those
+// that hold or ask for NVIDIA devices, each as an allocation.Claim, fed to an
+// allocation.Tracker. Claims are read as protobuf and decoded field by field (DecodeClaim),
+// so no full ResourceClaim is ever built, and claims of other drivers cost nothing beyond
+// their key while they pass through.
+package claimcache
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// GroupVersion is the API the cache reads ResourceClaims from.
+const GroupVersion = "resource.k8s.io/v1"
+
+// Served reports whether the API server serves resourceclaims in resource.k8s.io/v1. A
+// server without the group version (before Kubernetes 1.34, or with it turned off) answers
+// NotFound: false, with no error. Other errors are returned.
+func Served(d discovery.DiscoveryInterface) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(GroupVersion)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "resourceclaims" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Cache follows all namespaces' ResourceClaims with a client-go Reflector whose store keeps
+// only the claims allocation.FromClaim keeps and hands them to the Tracker. Run it only
+// where Served says the API exists.
+type Cache struct {
+	reflector *cache.Reflector
+	store     *store
+}
+
+// New builds the cache on a copy of config that asks for protobuf and decodes through
+// NewSerializer. Nothing runs until Run.
+func New(config *rest.Config, tracker *allocation.Tracker) (*Cache, error) {
+	client, err := restClient(config)
+	if err != nil {
+		return nil, err
+	}
+	s := &store{tracker: tracker, keys: map[string]struct{}{}}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return claimsRequest(client, "", opts).Do(ctx).Get()
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return claimsRequest(client, "", opts).Watch(ctx)
+		},
+	}
+	reflector := cache.NewReflectorWithOptions(lw, nil, s, cache.ReflectorOptions{
+		Name:            "claimcache",
+		TypeDescription: "*v1.ResourceClaim", // in the reflector's log lines
+	})
+	return &Cache{reflector: reflector, store: s}, nil
+}
+
+// restClient is a resource.k8s.io/v1 client on a copy of config that asks for protobuf and
+// decodes claims through NewSerializer.
+func restClient(config *rest.Config) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(config)
+	cfg.GroupVersion = &resourcev1.SchemeGroupVersion
+	cfg.APIPath = "/apis"
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.NegotiatedSerializer = NewSerializer(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	client, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create ResourceClaim client: %w", err)
+	}
+	return client, nil
+}
+
+// claimsRequest is a GET of the ResourceClaims of namespace ("" for all) with opts, as the
+// generated client makes it.
+func claimsRequest(client rest.Interface, namespace string, opts metav1.ListOptions) *rest.Request {
+	req := client.Get().Namespace(namespace).Resource("resourceclaims").VersionedParams(&opts, scheme.ParameterCodec)
+	if opts.TimeoutSeconds != nil {
+		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+	}
+	return req
+}
+
+// Run lists and watches the claims until ctx ends.
+func (c *Cache) Run(ctx context.Context) { c.reflector.RunWithContext(ctx) }
+
+// HasSynced reports whether the first complete list has reached the Tracker.
+func (c *Cache) HasSynced() bool { return c.store.synced.Load() }
+
+// store is the reflector's store: it keeps no objects, only the keys of the claims the
+// Tracker holds, so that it can tell the Tracker when one goes and ignore the rest. The
+// reflector tracks resource versions itself, from every event, ignored or not.
+type store struct {
+	tracker *allocation.Tracker
+	keys    map[string]struct{} // only the reflector's goroutine uses it
+	synced  atomic.Bool
+}
+
+func objectFrom(obj any) (*Object, error) {
+	o, ok := obj.(*Object)
+	if !ok {
+		return nil, fmt.Errorf("claim cache: unexpected object %T", obj)
+	}
+	return o, nil
+}
+
+func (s *store) Add(obj any) error { return s.Update(obj) }
+
+func (s *store) Update(obj any) error {
+	o, err := objectFrom(obj)
+	if err != nil {
+		return err
+	}
+	key := o.Namespace + "/" + o.Name
+	if o.Claim != nil {
+		s.keys[key] = struct{}{}
+		s.tracker.SetClaim(o.Claim)
+		return nil
+	}
+	s.forget(key) // a claim that no longer holds or asks for NVIDIA devices
+	return nil
+}
+
+func (s *store) Delete(obj any) error {
+	o, err := objectFrom(obj)
+	if err != nil {
+		return err
+	}
+	s.forget(o.Namespace + "/" + o.Name)
+	return nil
+}
+
+func (s *store) forget(key string) {
+	if _, ok := s.keys[key]; ok {
+		delete(s.keys, key)
+		s.tracker.DeleteClaim(key)
+	}
+}
+
+func (s *store) Replace(list []any, _ string) error {
+	keys := map[string]struct{}{}
+	var claims []*allocation.Claim
+	for _, obj := range list {
+		o, err := objectFrom(obj)
+		if err != nil {
+			return err
+		}
+		if o.Claim != nil {
+			keys[o.Namespace+"/"+o.Name] = struct{}{}
+			claims = append(claims, o.Claim)
+		}
+	}
+	s.keys = keys
+	s.tracker.ReplaceClaims(claims)
+	s.synced.Store(true)
+	return nil
+}
+
+func (s *store) Resync() error { return nil }
