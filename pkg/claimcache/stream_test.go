@@ -1,0 +1,176 @@
+package claimcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// manyClaims are n claims over four namespaces: allocated GPU claims, other drivers' claims
+// and GPU claims waiting, in turn.
+func manyClaims(n int) []*resourcev1.ResourceClaim {
+	var out []*resourcev1.ResourceClaim
+	for i := range n {
+		c := claim(fmt.Sprintf("team-%d", i%4), fmt.Sprintf("claim-%04d", i))
+		switch i % 3 {
+		case 0:
+			out = append(out, allocated(requesting(c, exact("gpu", "gpu.nvidia.com", "", 1)),
+				[][3]string{{allocation.DRADriver, fmt.Sprintf("node-%d", i%50), "gpu-0"}}, fmt.Sprintf("pod-%d", i)))
+		case 1:
+			out = append(out, allocated(requesting(c, exact("nic", "nic.example.com", "", 1)),
+				[][3]string{{"nic.example.com", "node-0", "eth0"}}, fmt.Sprintf("pod-%d", i)))
+		default:
+			out = append(out, requesting(c, exact("gpu", "gpu.nvidia.com", "", 2, productExpr)))
+		}
+	}
+	return out
+}
+
+func streamClient(t *testing.T, server *apiServer) *kubernetes.Clientset {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(server.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// StreamClaims reads the claims in pages of 500 and hands over exactly what FromClaim keeps
+// of each, for all namespaces or one.
+func TestStreamClaimsOverPages(t *testing.T) {
+	claims := manyClaims(1203)
+	server := newAPIServer(t, false, false, claims...)
+	client := streamClient(t, server)
+	for _, namespace := range []string{"", "team-1"} {
+		t.Run("namespace "+namespace, func(t *testing.T) {
+			before, _ := server.requestsSeen()
+			var got []*allocation.Claim
+			err := StreamClaims(context.Background(), client.ResourceV1().RESTClient(), namespace, func(c *allocation.Claim) error {
+				got = append(got, c)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			server.mu.Lock()
+			stored := server.current(namespace)
+			server.mu.Unlock()
+			var want []*allocation.Claim
+			for _, c := range stored {
+				if kept := allocation.FromClaim(c); kept != nil {
+					want = append(want, kept)
+				}
+			}
+			if len(want) < 100 {
+				t.Fatalf("only %d claims kept: the fixture is wrong", len(want))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("streamed claims (-FromClaim +StreamClaims):\n%s", diff)
+			}
+			after, _ := server.requestsSeen()
+			pages := after[len(before):]
+			wantPages := (len(stored) + StreamPageSize - 1) / StreamPageSize
+			if len(pages) != wantPages {
+				t.Fatalf("%d requests for %d claims; want %d pages", len(pages), len(stored), wantPages)
+			}
+			for i, p := range pages {
+				wantContinue := ""
+				if i > 0 {
+					wantContinue = fmt.Sprint(i * StreamPageSize)
+				}
+				wantPath := "/apis/resource.k8s.io/v1/resourceclaims"
+				if namespace != "" {
+					wantPath = "/apis/resource.k8s.io/v1/namespaces/" + namespace + "/resourceclaims"
+				}
+				if p.path != wantPath || p.query["limit"] != "500" || p.query["continue"] != wantContinue {
+					t.Errorf("page %d: %s %v; want %s with limit 500 and continue %q", i, p.path, p.query, wantPath, wantContinue)
+				}
+			}
+		})
+	}
+}
+
+// An error of fn ends the stream and is returned as it is; the API server's errors are
+// returned so that the caller can tell a server without the API.
+func TestStreamClaimsErrors(t *testing.T) {
+	server := newAPIServer(t, false, false, manyClaims(30)...)
+	client := streamClient(t, server)
+	stop := errors.New("enough")
+	calls := 0
+	err := StreamClaims(context.Background(), client.ResourceV1().RESTClient(), "", func(*allocation.Claim) error {
+		calls++
+		if calls == 3 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || calls != 3 {
+		t.Errorf("StreamClaims = %v after %d calls; want the function's error after 3", err, calls)
+	}
+
+	nothing := newAPIServer(t, false, false)
+	core := streamClient(t, nothing).CoreV1().RESTClient() // a path the fake server does not serve
+	err = StreamClaims(context.Background(), core, "", func(*allocation.Claim) error { return nil })
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("StreamClaims on a server without the API = %v; want NotFound", err)
+	}
+}
+
+func protobufClaimList(t testing.TB, claims []*resourcev1.ResourceClaim, cont string) []byte {
+	t.Helper()
+	list := &resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
+	for _, c := range claims {
+		list.Items = append(list.Items, *c)
+	}
+	encoder := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), resourcev1.SchemeGroupVersion)
+	data, err := runtime.Encode(encoder, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// What is not a complete protobuf list is an error, and a claimed size is never allocated.
+func TestClaimStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
+	full := protobufClaimList(t, manyClaims(6), "")
+	huge := append([]byte("k8s\x00"), 0x12, 0x06, 0x12, 0x80, 0x80, 0x80, 0x80, 0x40) // an item of 16 GiB
+	for name, data := range map[string][]byte{
+		"JSON":                 []byte(`{"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[]}`),
+		"empty":                nil,
+		"truncated":            full[:len(full)-40],
+		"a claim of 16 GiB":    huge,
+		"a list of 2^64 bytes": append([]byte("k8s\x00"), 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+	} {
+		if _, err := decodeClaimStream(bytes.NewReader(data), func(*allocation.Claim) error { return nil }); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	meta, err := decodeClaimStream(bytes.NewReader(protobufClaimList(t, nil, "more")), func(*allocation.Claim) error {
+		t.Error("a claim in an empty list")
+		return nil
+	})
+	if err != nil || meta.Continue != "more" {
+		t.Errorf("empty list: %+v, %v", meta, err)
+	}
+}
+
+func FuzzDecodeClaimStream(f *testing.F) {
+	f.Add(protobufClaimList(f, manyClaims(4), "next"))
+	f.Add([]byte("k8s\x00\x12\xff\xff\xff\xff\xff\xff\xff\xff\x7f"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodeClaimStream(bytes.NewReader(data), func(*allocation.Claim) error { return nil })
+	})
+}
