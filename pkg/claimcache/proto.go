@@ -1,6 +1,8 @@
 package claimcache
 
 import (
+	"fmt"
+
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,8 +65,9 @@ const (
 // what the allocation keeps of it: allocation.FromClaim of the claim, nil (and no error) for
 // a claim it keeps nothing of. Only the fields FromClaim reads are decoded (of the results,
 // only the NVIDIA driver's); managed fields, labels, device configuration and statuses are
-// skipped unread. TestDecodeClaimEqualsFromClaim
-// and FuzzDecodeClaim keep the result equal to FromClaim of the fully decoded claim.
+// skipped unread. A list longer than the API allows (reservedFor, results, requests,
+// firstAvailable, selectors) is an error. TestDecodeClaimEqualsFromClaim and FuzzDecodeClaim
+// keep the result equal to FromClaim of the fully decoded claim.
 func DecodeClaim(raw []byte) (*allocation.Claim, error) {
 	claim, err := decodeMinimal(raw)
 	if err != nil {
@@ -103,6 +106,12 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 		}
 	}
 	return claim, nil
+}
+
+// tooMany is the error for a list longer than the API server accepts: such a claim comes
+// from no conforming server, and decoding it could take memory many times its size.
+func tooMany(list string, max int) error {
+	return fmt.Errorf("more than %d %s, more than the API allows", max, list)
 }
 
 func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
@@ -158,6 +167,9 @@ func decodeSpec(b []byte, spec *resourcev1.ResourceClaimSpec) error {
 			if num != deviceClaimRequests || typ != wireBytes {
 				return nil
 			}
+			if len(spec.Devices.Requests) == resourcev1.DeviceRequestsMaxSize {
+				return tooMany("spec.devices.requests", resourcev1.DeviceRequestsMaxSize)
+			}
 			spec.Devices.Requests = append(spec.Devices.Requests, resourcev1.DeviceRequest{})
 			return decodeRequest(v, &spec.Devices.Requests[len(spec.Devices.Requests)-1])
 		})
@@ -178,6 +190,9 @@ func decodeRequest(b []byte, r *resourcev1.DeviceRequest) error {
 			return decodeDeviceRequest(v, exactClass, exactSelectors, exactAllocationMode, exactCount,
 				&e.DeviceClassName, &e.Selectors, &e.AllocationMode, &e.Count)
 		case requestFirstAvailable:
+			if len(r.FirstAvailable) == resourcev1.FirstAvailableDeviceRequestMaxSize {
+				return tooMany("firstAvailable", resourcev1.FirstAvailableDeviceRequestMaxSize)
+			}
 			r.FirstAvailable = append(r.FirstAvailable, resourcev1.DeviceSubRequest{})
 			s := &r.FirstAvailable[len(r.FirstAvailable)-1]
 			return decodeDeviceRequest(v, subClass, subSelectors, subAllocationMode, subCount,
@@ -200,6 +215,9 @@ func decodeDeviceRequest(b []byte, classNum, selectorsNum, modeNum, countNum int
 		case num == countNum && typ == wireVarint:
 			*count = int64(varint)
 		case num == selectorsNum && typ == wireBytes:
+			if len(*selectors) == resourcev1.DeviceSelectorsMaxSize {
+				return tooMany("selectors", resourcev1.DeviceSelectorsMaxSize)
+			}
 			*selectors = append(*selectors, resourcev1.DeviceSelector{})
 			return decodeSelector(v, &(*selectors)[len(*selectors)-1])
 		}
@@ -236,6 +254,9 @@ func decodeStatus(b []byte, status *resourcev1.ResourceClaimStatus) error {
 			}
 			return decodeAllocation(v, status.Allocation)
 		case statusReservedFor:
+			if len(status.ReservedFor) == resourcev1.ResourceClaimReservedForMaxSize {
+				return tooMany("status.reservedFor", resourcev1.ResourceClaimReservedForMaxSize)
+			}
 			status.ReservedFor = append(status.ReservedFor, resourcev1.ResourceClaimConsumerReference{})
 			return decodeConsumer(v, &status.ReservedFor[len(status.ReservedFor)-1])
 		}
@@ -269,6 +290,9 @@ func decodeAllocation(b []byte, a *resourcev1.AllocationResult) error {
 				return nil
 			})
 			if err == nil && string(driver) == allocation.DRADriver {
+				if len(a.Devices.Results) == resourcev1.AllocationResultsMaxSize {
+					return tooMany("gpu.nvidia.com results", resourcev1.AllocationResultsMaxSize)
+				}
 				a.Devices.Results = append(a.Devices.Results, resourcev1.DeviceRequestAllocationResult{
 					Driver: allocation.DRADriver, Pool: string(pool), Device: string(device),
 				})

@@ -1,6 +1,7 @@
 package claimcache
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -194,9 +195,111 @@ func TestDecodeClaimRejectsMalformedBytes(t *testing.T) {
 	}
 }
 
+// Lists up to the API's bounds are decoded; a claim with a longer one (which no conforming
+// API server holds) is an error, not memory many times its size.
+func TestDecodeClaimBoundsLists(t *testing.T) {
+	gpu := exact("gpu", "gpu.nvidia.com", "", 1)
+	pods := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("p-%d", i))
+		}
+		return out
+	}
+	devices := func(n int) [][3]string {
+		var out [][3]string
+		for i := range n {
+			out = append(out, [3]string{allocation.DRADriver, "node-a", fmt.Sprintf("gpu-%d", i)})
+		}
+		return out
+	}
+	requests := func(n int) []resourcev1.DeviceRequest {
+		var out []resourcev1.DeviceRequest
+		for i := range n {
+			out = append(out, exact(fmt.Sprintf("r-%d", i), "gpu.nvidia.com", "", 1, productExpr))
+		}
+		return out
+	}
+	withSelectors := func(n int) *resourcev1.ResourceClaim {
+		var cel []string
+		for range n {
+			cel = append(cel, productExpr)
+		}
+		return requesting(claim("ml", "selectors"), exact("gpu", "gpu.nvidia.com", "", 1, cel...))
+	}
+	withAlternatives := func(n int) *resourcev1.ResourceClaim {
+		r := resourcev1.DeviceRequest{Name: "gpu"}
+		for i := range n {
+			r.FirstAvailable = append(r.FirstAvailable, resourcev1.DeviceSubRequest{Name: fmt.Sprint(i), DeviceClassName: "gpu.nvidia.com"})
+		}
+		return requesting(claim("ml", "alternatives"), r)
+	}
+	for _, tc := range []struct {
+		name          string
+		atMost, above *resourcev1.ResourceClaim
+	}{
+		{"reservedFor",
+			allocated(requesting(claim("ml", "r"), gpu), devices(1), pods(resourcev1.ResourceClaimReservedForMaxSize)...),
+			allocated(requesting(claim("ml", "r"), gpu), devices(1), pods(resourcev1.ResourceClaimReservedForMaxSize+1)...)},
+		{"results", allocated(requesting(claim("ml", "d"), gpu), devices(resourcev1.AllocationResultsMaxSize), "p"),
+			allocated(requesting(claim("ml", "d"), gpu), devices(resourcev1.AllocationResultsMaxSize+1), "p")},
+		{"requests", requesting(claim("ml", "q"), requests(resourcev1.DeviceRequestsMaxSize)...),
+			requesting(claim("ml", "q"), requests(resourcev1.DeviceRequestsMaxSize+1)...)},
+		{"selectors", withSelectors(resourcev1.DeviceSelectorsMaxSize), withSelectors(resourcev1.DeviceSelectorsMaxSize + 1)},
+		{"firstAvailable", withAlternatives(resourcev1.FirstAvailableDeviceRequestMaxSize),
+			withAlternatives(resourcev1.FirstAvailableDeviceRequestMaxSize + 1)},
+	} {
+		got, err := DecodeClaim(marshal(t, tc.atMost))
+		if want := allocation.FromClaim(tc.atMost); err != nil || want == nil || !cmp.Equal(want, got) {
+			t.Errorf("%s at the bound: %v; want FromClaim's %+v, got %+v", tc.name, err, want, got)
+		}
+		if got, err := DecodeClaim(marshal(t, tc.above)); err == nil {
+			t.Errorf("%s above the bound: %+v, no error", tc.name, got)
+		}
+	}
+}
+
+// beyondBounds reports whether a claim has a list longer than the API allows, of those
+// DecodeClaim reads.
+func beyondBounds(c *resourcev1.ResourceClaim) bool {
+	if c.Status.Allocation != nil {
+		n := 0
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver == allocation.DRADriver {
+				n++
+			}
+		}
+		if n > resourcev1.AllocationResultsMaxSize {
+			return true
+		}
+	}
+	if len(c.Status.ReservedFor) > resourcev1.ResourceClaimReservedForMaxSize {
+		return true
+	}
+	if c.Status.Allocation != nil {
+		return false // the requests are not read
+	}
+	requests := c.Spec.Devices.Requests
+	if len(requests) > resourcev1.DeviceRequestsMaxSize {
+		return true
+	}
+	for _, r := range requests {
+		if r.Exactly != nil && len(r.Exactly.Selectors) > resourcev1.DeviceSelectorsMaxSize ||
+			len(r.FirstAvailable) > resourcev1.FirstAvailableDeviceRequestMaxSize {
+			return true
+		}
+		for _, s := range r.FirstAvailable {
+			if len(s.Selectors) > resourcev1.DeviceSelectorsMaxSize {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Whatever the bytes, DecodeClaim returns a claim, nil or an error and never panics; and
 // whenever the generated decoder accepts the bytes, DecodeClaim gives what FromClaim makes of
-// its claim.
+// its claim, or an error for a list beyond the API's bounds.
 func FuzzDecodeClaim(f *testing.F) {
 	for _, tc := range claimTable() {
 		data := marshal(f, tc.claim)
@@ -208,6 +311,12 @@ func FuzzDecodeClaim(f *testing.F) {
 		got, err := DecodeClaim(data)
 		var full resourcev1.ResourceClaim
 		if full.Unmarshal(data) != nil {
+			return
+		}
+		if beyondBounds(&full) {
+			if err == nil {
+				t.Fatalf("no error for a claim with a list beyond the API's bounds")
+			}
 			return
 		}
 		if err != nil {
