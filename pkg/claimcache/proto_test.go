@@ -33,7 +33,7 @@ func claim(namespace, name string) *resourcev1.ResourceClaim {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name + "-pod",
 				UID: types.UID("uid-" + name + "-pod")}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-				APIVersion: "resource.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}},
+				APIVersion: "resource.k8s.io/v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}},
 		},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
 			Config: []resourcev1.DeviceClaimConfiguration{{DeviceConfiguration: resourcev1.DeviceConfiguration{
