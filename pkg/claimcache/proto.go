@@ -110,8 +110,8 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 
 // tooMany is the error for a list longer than the API server accepts: such a claim comes
 // from no conforming server, and decoding it could take memory many times its size.
-func tooMany(list string, max int) error {
-	return fmt.Errorf("more than %d %s, more than the API allows", max, list)
+func tooMany(list string, limit int) error {
+	return fmt.Errorf("%s has more than the %d entries the API allows", list, limit)
 }
 
 func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
