@@ -1,0 +1,85 @@
+// Package podcache is where Pods are seen for allocation: each Pod is decoded straight from
+// protobuf into what allocation keeps of it (DecodePod), a pod that names no GPU resource is
+// dropped as soon as that is known, and a reflector feeds the GPU pods that are not finished
+// to an allocation tracker. The same decoder reads the pod lists of `kubectl gpuinv who`
+// (StreamPods). docs/design/pod-cache.md says why it is not an informer.
+package podcache
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Cache follows the pods of all namespaces and tells tracker of the GPU pods.
+type Cache struct {
+	reflector *cache.Reflector
+	store     *store
+}
+
+// New returns a cache of the pods of the cluster config reaches, reading them as protobuf.
+func New(config *rest.Config, tracker Tracker) (*Cache, error) {
+	client, err := newClient(config)
+	if err != nil {
+		return nil, err
+	}
+	s := newStore(tracker)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			req := client.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec)
+			if opts.TimeoutSeconds != nil {
+				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+			}
+			return req.Watch(ctx)
+		},
+	}
+	reflector := cache.NewReflectorWithOptions(lw, &Object{}, s, cache.ReflectorOptions{
+		Name:            "pod cache",
+		TypeDescription: "*v1.Pod", // in the reflector's log lines
+	})
+	return &Cache{reflector: reflector, store: s}, nil
+}
+
+// newClient is a REST client of the core group that asks for protobuf and decodes Pods into
+// Objects (NewDecodingSerializer).
+func newClient(config *rest.Config) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(config)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.GroupVersion = &corev1.SchemeGroupVersion
+	cfg.APIPath = "/api"
+	cfg.NegotiatedSerializer = NewDecodingSerializer(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
+	client, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create Pod client: %w", err)
+	}
+	return client, nil
+}
+
+// Run lists and watches the pods until ctx is done, listing again after a watch expires.
+func (c *Cache) Run(ctx context.Context) {
+	c.reflector.RunWithContext(ctx)
+}
+
+// HasSynced reports whether the tracker has had the first complete list of GPU pods.
+func (c *Cache) HasSynced() bool {
+	return c.store.synced.Load()
+}
+
+// Skipped is how many times the cache has seen a pod whose GPU resources it could not read
+// (a malformed or absurd quantity): such a pod is not counted.
+func (c *Cache) Skipped() int64 {
+	return c.store.skipped.Load()
+}

@@ -1,0 +1,78 @@
+package podcache
+
+import (
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// Bounds of the table of interned strings, so that ever-new values cannot grow it forever:
+// a full table starts over (kept pods keep their strings; what none uses is freed).
+const (
+	maxInternedBytes  = 1 << 20 // the strings with their table's overhead
+	internOverhead    = 64      // a table entry besides the string's bytes
+	maxInternedString = 256     // longer strings are not interned
+)
+
+// interner hands out one copy of the strings that repeat across pods: namespaces, node
+// names, resource names, models.
+type interner struct {
+	mu      sync.Mutex
+	strings map[string]string
+	bytes   int
+}
+
+// interned is the table DecodePod interns into, shared by every decoder of the process.
+var interned = &interner{}
+
+// intern returns the one copy of s; s may be a view of bytes that change later (it is
+// copied when kept).
+func (t *interner) intern(s string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	if len(s) > maxInternedString {
+		return strings.Clone(s)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.strings[s]; ok {
+		return kept
+	}
+	cost := len(s) + internOverhead
+	if t.strings == nil || t.bytes+cost > maxInternedBytes {
+		t.strings, t.bytes = map[string]string{}, 0
+	}
+	s = strings.Clone(s)
+	t.strings[s] = s
+	t.bytes += cost
+	return s
+}
+
+// internPod makes p share the strings that repeat across pods (p decoded from JSON).
+func internPod(p *allocation.Pod) {
+	p.Namespace, p.Node, p.Model = interned.intern(p.Namespace), interned.intern(p.Node), interned.intern(p.Model)
+	for i := range p.Requests {
+		p.Requests[i].Name = resourceName(p.Requests[i].Name)
+	}
+}
+
+// resourceName returns a GPU resource's name: the constant for the two plain ones, else
+// the interned copy.
+func resourceName(s string) string {
+	switch s {
+	case allocation.ResourceGPU:
+		return allocation.ResourceGPU
+	case allocation.ResourceGPUShared:
+		return allocation.ResourceGPUShared
+	}
+	return interned.intern(s)
+}
+
+// view returns b as a string without copying it, for lookups that do not keep the string:
+// b must not change while the string is in use.
+func view(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}

@@ -1,0 +1,86 @@
+package podcache
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// Object is what the pod client decodes a Pod into: for a GPU pod, what allocation keeps of
+// it; for any other pod, only what the reflector reads (its resourceVersion, and the
+// initial-events-end marker of the watch-list bookmark); for a pod whose GPU resources could
+// not be read, also its name and why.
+type Object struct {
+	// Pod is nil for a pod that requests no GPU resource, or that could not be read.
+	Pod *allocation.Pod
+
+	resourceVersion  string // of a pod without Pod
+	initialEventsEnd string // the bookmark's k8s.io/initial-events-end annotation
+
+	// Of a pod that could not be read (Err): the store forgets it.
+	namespace, name string
+	err             error
+}
+
+// Err is why the pod could not be read; nil for one that was.
+func (o *Object) Err() error { return o.err }
+
+// ResourceVersion is the pod's resourceVersion.
+func (o *Object) ResourceVersion() string {
+	if o.Pod != nil {
+		return o.Pod.ResourceVersion
+	}
+	return o.resourceVersion
+}
+
+// GetObjectKind implements runtime.Object; Objects have no kind.
+func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (o *Object) DeepCopyObject() runtime.Object {
+	out := *o
+	if o.Pod != nil {
+		pod := *o.Pod
+		pod.Requests = slices.Clone(pod.Requests)
+		out.Pod = &pod
+	}
+	return &out
+}
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor, through which the reflector reads the
+// resourceVersion and the bookmark's marker: a new ObjectMeta on each call, as one held by
+// each Object would cost more than the rest of it. An Object without Pod has no name.
+func (o *Object) GetObjectMeta() metav1.Object {
+	meta := &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, ResourceVersion: o.ResourceVersion()}
+	if o.Pod != nil {
+		meta.Namespace, meta.Name = o.Pod.Namespace, o.Pod.Name
+	}
+	if o.initialEventsEnd != "" {
+		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: o.initialEventsEnd}
+	}
+	return meta
+}
+
+// ObjectList is what the pod client decodes a PodList into: the GPU pods only, and the
+// list's metadata (resourceVersion, continue token).
+type ObjectList struct {
+	metav1.ListMeta
+	Items []*Object
+}
+
+// GetObjectKind implements runtime.Object; ObjectLists have no kind.
+func (l *ObjectList) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (l *ObjectList) DeepCopyObject() runtime.Object {
+	out := &ObjectList{Items: make([]*Object, len(l.Items))}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i, o := range l.Items {
+		out.Items[i] = o.DeepCopyObject().(*Object)
+	}
+	return out
+}

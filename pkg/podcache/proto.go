@@ -1,0 +1,506 @@
+package podcache
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// Field numbers of the protobuf messages the decoder reads (k8s.io/api core/v1 and
+// k8s.io/apimachinery generated.proto): part of the API's compatibility guarantee.
+const (
+	podMetadata = 1
+	podSpec     = 2
+	podStatus   = 3
+
+	metaName              = 1
+	metaNamespace         = 3
+	metaUID               = 5
+	metaResourceVersion   = 6
+	metaCreationTimestamp = 8
+	metaAnnotations       = 12
+
+	specContainers     = 2
+	specNodeSelector   = 7
+	specNodeName       = 10
+	specAffinity       = 18
+	specInitContainers = 20
+	specOverhead       = 32
+
+	containerResources     = 8
+	containerRestartPolicy = 24
+	resourcesLimits        = 1
+	resourcesRequests      = 2
+
+	affinityNodeAffinity   = 1
+	nodeAffinityRequired   = 1 // requiredDuringSchedulingIgnoredDuringExecution
+	selectorTerms          = 1 // NodeSelector.nodeSelectorTerms
+	termMatchExpressions   = 1
+	requirementKey         = 1
+	requirementOperator    = 2
+	requirementValues      = 3
+	statusPhase            = 1
+	statusExtendedResource = 18 // extendedResourceClaimStatus
+
+	mapKey   = 1
+	mapValue = 2
+
+	quantityString = 1 // resource.Quantity.string
+
+	// runtime.Unknown, runtime.TypeMeta, and the lists.
+	unknownTypeMeta = 1
+	unknownRaw      = 2
+	typeMetaVersion = 1
+	typeMetaKind    = 2
+	listMetadata    = 1
+	listItems       = 2
+)
+
+// DecodePod decodes a protobuf v1 Pod (the message, without the envelope) into what
+// allocation keeps of it: allocation.FromPod of the pod, reading only the fields FromPod
+// reads. It first looks for a GPU resource in the containers', init containers' and
+// overhead's resource names without allocating; a pod that names none is nil, nil, and
+// nothing else of it is decoded. Resource entries other than GPU resources are skipped
+// unread. Namespaces, node names, resource names and models are interned.
+func DecodePod(raw []byte) (*allocation.Pod, error) {
+	gpu, err := namesGPUResource(raw)
+	if err != nil || !gpu {
+		return nil, err
+	}
+	pod, err := minimalPod(raw)
+	if err != nil {
+		return nil, err
+	}
+	return allocation.FromPod(pod), nil
+}
+
+// namesGPUResource reports whether a Pod message names a GPU resource in a container's or an
+// init container's requests or limits, or in its overhead. It allocates nothing; metadata and
+// status are skipped unread.
+func namesGPUResource(pod []byte) (bool, error) {
+	found := false
+	inResources := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if found || typ != protowire.BytesType || (num != resourcesLimits && num != resourcesRequests) {
+			return nil
+		}
+		key, _, err := mapEntry(v)
+		found = allocation.IsGPUResource(view(key))
+		return err
+	}
+	inContainer := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if found || num != containerResources || typ != protowire.BytesType {
+			return nil
+		}
+		return protoFields(v, inResources)
+	}
+	inSpec := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if found || typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case specContainers, specInitContainers:
+			return protoFields(v, inContainer)
+		case specOverhead:
+			key, _, err := mapEntry(v)
+			found = allocation.IsGPUResource(view(key))
+			return err
+		}
+		return nil
+	}
+	err := protoFields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if found || num != podSpec || typ != protowire.BytesType {
+			return nil
+		}
+		return protoFields(v, inSpec)
+	})
+	return found && err == nil, err
+}
+
+// maxElements bounds what minimalPod builds of one pod: containers with GPU resources, GPU
+// resource entries, node selector terms, product requirements and their values. Each is a few
+// bytes on the wire and a Go value many times larger, so without a bound a hostile message of
+// empty entries would take memory many times its size. No real pod comes near it.
+const maxElements = 4096
+
+// errTooLarge: a pod beyond maxElements.
+var errTooLarge = fmt.Errorf("more than %d containers with GPU resources, GPU resource entries or node selector terms, requirements and values on the product", maxElements)
+
+// reader decodes one pod's fields for minimalPod, within maxElements.
+type reader struct {
+	left int
+}
+
+// take counts one element built; an error beyond the bound.
+func (r *reader) take() error {
+	if r.left--; r.left < 0 {
+		return errTooLarge
+	}
+	return nil
+}
+
+// minimalPod decodes the fields allocation.FromPod reads, and of resource lists the GPU
+// resources only. Containers without GPU resources are left out: FromPod counts none of them.
+func minimalPod(b []byte) (*corev1.Pod, error) {
+	r := &reader{left: maxElements}
+	pod := &corev1.Pod{}
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case podMetadata:
+			return decodeMeta(v, &pod.ObjectMeta)
+		case podSpec:
+			return r.spec(v, &pod.Spec)
+		case podStatus:
+			return decodeStatus(v, &pod.Status)
+		}
+		return nil
+	})
+	return pod, err
+}
+
+func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
+	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case metaName:
+			meta.Name = string(v)
+		case metaNamespace:
+			meta.Namespace = interned.intern(view(v))
+		case metaUID:
+			meta.UID = types.UID(v)
+		case metaResourceVersion:
+			meta.ResourceVersion = string(v)
+		case metaCreationTimestamp:
+			return meta.CreationTimestamp.Unmarshal(v)
+		}
+		return nil
+	})
+}
+
+func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
+	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case specContainers:
+			return r.container(v, &spec.Containers)
+		case specInitContainers:
+			return r.container(v, &spec.InitContainers)
+		case specOverhead:
+			return r.addGPUResource(&spec.Overhead, v)
+		case specNodeName:
+			spec.NodeName = interned.intern(view(v))
+		case specNodeSelector:
+			key, value, err := mapEntry(v)
+			if err != nil || view(key) != allocation.ProductLabel {
+				return err
+			}
+			spec.NodeSelector = map[string]string{allocation.ProductLabel: interned.intern(view(value))}
+		case specAffinity:
+			return r.affinity(v, spec)
+		}
+		return nil
+	})
+}
+
+// container reads a container's GPU resources and its restart policy, and adds it to list
+// if it has GPU resources.
+func (r *reader) container(b []byte, list *[]corev1.Container) error {
+	var resources corev1.ResourceRequirements
+	var policy []byte
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case containerResources:
+			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				switch {
+				case typ != protowire.BytesType:
+				case num == resourcesLimits:
+					return r.addGPUResource(&resources.Limits, v)
+				case num == resourcesRequests:
+					return r.addGPUResource(&resources.Requests, v)
+				}
+				return nil
+			})
+		case containerRestartPolicy:
+			policy = v
+		}
+		return nil
+	})
+	if err != nil || len(resources.Limits) == 0 && len(resources.Requests) == 0 {
+		return err
+	}
+	if err := r.take(); err != nil {
+		return err
+	}
+	c := corev1.Container{Resources: resources}
+	if policy != nil {
+		restart := corev1.ContainerRestartPolicyAlways
+		if view(policy) != string(restart) {
+			restart = corev1.ContainerRestartPolicy(policy)
+		}
+		c.RestartPolicy = &restart
+	}
+	*list = append(*list, c)
+	return nil
+}
+
+// addGPUResource adds a resource list's entry to list if it is a GPU resource; other
+// entries are skipped unread.
+func (r *reader) addGPUResource(list *corev1.ResourceList, entry []byte) error {
+	key, value, err := mapEntry(entry)
+	if err != nil || !allocation.IsGPUResource(view(key)) {
+		return err
+	}
+	if err := r.take(); err != nil {
+		return err
+	}
+	q, err := quantity(value)
+	if err != nil {
+		return fmt.Errorf("resource %s: %w", key, err)
+	}
+	if *list == nil {
+		*list = corev1.ResourceList{}
+	}
+	(*list)[corev1.ResourceName(resourceName(view(key)))] = q
+	return nil
+}
+
+// Bounds of a quantity's string that DecodePod parses: ParseQuantity's work grows with the
+// power of ten a string names (a long fraction or a large exponent), without limit.
+const (
+	maxQuantityBytes  = 64
+	maxExponentDigits = 3
+)
+
+// errAbsurdQuantity: a quantity's string is beyond the bounds above.
+var errAbsurdQuantity = errors.New("absurd quantity")
+
+// quantity decodes a resource.Quantity message as its Unmarshal does (every string parsed,
+// the last kept), refusing strings beyond the bounds instead of parsing them.
+func quantity(b []byte) (resource.Quantity, error) {
+	var q resource.Quantity
+	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != quantityString || typ != protowire.BytesType {
+			return nil
+		}
+		if absurd(v) {
+			return fmt.Errorf("%w %.64q...", errAbsurdQuantity, v)
+		}
+		var err error
+		q, err = resource.ParseQuantity(string(v))
+		return err
+	})
+	return q, err
+}
+
+// absurd reports whether a quantity's string is beyond the bounds DecodePod parses.
+func absurd(s []byte) bool {
+	if len(s) > maxQuantityBytes {
+		return true
+	}
+	digits := -1 // of the exponent, once an e or E is seen
+	for _, c := range s {
+		switch {
+		case c == 'e' || c == 'E':
+			digits = 0
+		case digits >= 0 && c >= '0' && c <= '9':
+			digits++
+		}
+	}
+	return digits > maxExponentDigits
+}
+
+// affinity reads the required node affinity's terms, and of their match expressions
+// those on allocation.ProductLabel: what pins a model.
+func (r *reader) affinity(b []byte, spec *corev1.PodSpec) error {
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	affinity := spec.Affinity
+	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != affinityNodeAffinity || typ != protowire.BytesType {
+			return nil
+		}
+		if affinity.NodeAffinity == nil {
+			affinity.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if num != nodeAffinityRequired || typ != protowire.BytesType {
+				return nil
+			}
+			na := affinity.NodeAffinity
+			if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+				na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+			}
+			required := na.RequiredDuringSchedulingIgnoredDuringExecution
+			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				if num != selectorTerms || typ != protowire.BytesType {
+					return nil
+				}
+				if err := r.take(); err != nil {
+					return err
+				}
+				required.NodeSelectorTerms = append(required.NodeSelectorTerms, corev1.NodeSelectorTerm{})
+				return r.term(v, &required.NodeSelectorTerms[len(required.NodeSelectorTerms)-1])
+			})
+		})
+	})
+}
+
+// term reads a node selector term's match expressions on allocation.ProductLabel.
+func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
+	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != termMatchExpressions || typ != protowire.BytesType {
+			return nil
+		}
+		var key []byte
+		if err := protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if num == requirementKey && typ == protowire.BytesType {
+				key = v
+			}
+			return nil
+		}); err != nil || view(key) != allocation.ProductLabel {
+			return err
+		}
+		if err := r.take(); err != nil {
+			return err
+		}
+		req := corev1.NodeSelectorRequirement{Key: allocation.ProductLabel}
+		err := protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if typ != protowire.BytesType {
+				return nil
+			}
+			switch num {
+			case requirementOperator:
+				req.Operator = corev1.NodeSelectorOperator(v)
+			case requirementValues:
+				if err := r.take(); err != nil {
+					return err
+				}
+				req.Values = append(req.Values, interned.intern(view(v)))
+			}
+			return nil
+		})
+		term.MatchExpressions = append(term.MatchExpressions, req)
+		return err
+	})
+}
+
+func decodeStatus(b []byte, status *corev1.PodStatus) error {
+	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case statusPhase:
+			status.Phase = phaseOf(v)
+		case statusExtendedResource:
+			// Only whether it is set: the claim it names is counted by the claim cache.
+			status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{}
+		}
+		return nil
+	})
+}
+
+// phaseOf returns the phase named by v, without allocating for those the API defines.
+func phaseOf(v []byte) corev1.PodPhase {
+	switch corev1.PodPhase(view(v)) {
+	case corev1.PodPending:
+		return corev1.PodPending
+	case corev1.PodRunning:
+		return corev1.PodRunning
+	case corev1.PodSucceeded:
+		return corev1.PodSucceeded
+	case corev1.PodFailed:
+		return corev1.PodFailed
+	case corev1.PodUnknown:
+		return corev1.PodUnknown
+	}
+	return corev1.PodPhase(v)
+}
+
+// podMeta is what the reflector reads of a pod that is not kept.
+type podMeta struct {
+	resourceVersion, initialEventsEnd string
+	namespace, name                   string // only when asked for
+}
+
+// readMeta reads what the reflector needs of a pod that is not kept: its resourceVersion
+// and, on the watch-list bookmark, the initial-events-end annotation; and its namespace and
+// name if withName.
+func readMeta(pod []byte, withName bool) (podMeta, error) {
+	var meta podMeta
+	err := protoFields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != podMetadata || typ != protowire.BytesType {
+			return nil
+		}
+		return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if typ != protowire.BytesType {
+				return nil
+			}
+			switch num {
+			case metaResourceVersion:
+				meta.resourceVersion = string(v)
+			case metaNamespace:
+				if withName {
+					meta.namespace = interned.intern(view(v))
+				}
+			case metaName:
+				if withName {
+					meta.name = string(v)
+				}
+			case metaAnnotations:
+				key, value, err := mapEntry(v)
+				if err == nil && view(key) == metav1.InitialEventsAnnotationKey {
+					meta.initialEventsEnd = string(value)
+				}
+				return err
+			}
+			return nil
+		})
+	})
+	return meta, err
+}
+
+// unknownEnvelope reads a runtime.Unknown without copying its raw bytes.
+func unknownEnvelope(b []byte) (apiVersion, kind, raw []byte, err error) {
+	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case unknownTypeMeta:
+			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				switch {
+				case num == typeMetaVersion && typ == protowire.BytesType:
+					apiVersion = v
+				case num == typeMetaKind && typ == protowire.BytesType:
+					kind = v
+				}
+				return nil
+			})
+		case unknownRaw:
+			raw = v
+		}
+		return nil
+	})
+	if err == nil && raw == nil {
+		err = errors.New("protobuf object without content")
+	}
+	return apiVersion, kind, raw, err
+}

@@ -1,0 +1,192 @@
+package podcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// coreClient is the core group's REST client of server, asking for protobuf as `kubectl
+// gpuinv` does.
+func coreClient(t *testing.T, server *podServer) rest.Interface {
+	t.Helper()
+	cfg := server.config(t)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	client, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.RESTClient()
+}
+
+// fleetPods is n pods in three namespaces, every fourth one asking for GPUs, some of those
+// pending and some finished.
+func fleetPods(n int) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for i := range n {
+		namespace := []string{"ml", "web", "batch"}[i%3]
+		name := fmt.Sprintf("pod-%04d", i)
+		var p *corev1.Pod
+		switch {
+		case i%4 != 0:
+			p = realisticPod(namespace, name)
+		case i%12 == 4:
+			p = pending(namespace, name, "2")
+		default:
+			p = gpuPod(namespace, name, gpus("1"))
+			if i%20 == 0 {
+				p.Status.Phase = corev1.PodSucceeded
+			}
+		}
+		pods = append(pods, p)
+	}
+	return pods
+}
+
+// StreamPods reads every page of the pod list, PageSize pods a page, and hands over exactly
+// what FromPod keeps of each GPU pod (finished ones too), in the list's order; with a
+// namespace it lists that namespace only.
+func TestStreamPodsReadsEveryPage(t *testing.T) {
+	server := newPodServer(fleetPods(1234)...)
+	client := coreClient(t, server)
+	for _, namespace := range []string{"", "ml"} {
+		t.Run("namespace "+namespace, func(t *testing.T) {
+			var want, got []*allocation.Pod
+			for _, p := range server.sorted(namespace) {
+				if a := allocation.FromPod(p); a != nil {
+					want = append(want, a)
+				}
+			}
+			before := len(server.listRequests())
+			err := StreamPods(context.Background(), client, namespace, func(p *allocation.Pod) error {
+				got = append(got, p)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("streamed pods differ from FromPod (-FromPod +StreamPods):\n%s", diff)
+			}
+			pods := len(server.sorted(namespace))
+			requests := server.listRequests()[before:]
+			if wantPages := (pods + PageSize - 1) / PageSize; len(requests) != wantPages || (namespace == "" && wantPages < 3) {
+				t.Fatalf("%d list requests for %d pods; want %d pages", len(requests), pods, wantPages)
+			}
+			for i, r := range requests {
+				q, _ := url.ParseQuery(r.query)
+				wantPath := "/api/v1/pods"
+				if namespace != "" {
+					wantPath = "/api/v1/namespaces/" + namespace + "/pods"
+				}
+				wantContinue := ""
+				if i > 0 {
+					wantContinue = fmt.Sprint(i * PageSize)
+				}
+				if r.path != wantPath || q.Get("limit") != fmt.Sprint(PageSize) || q.Get("continue") != wantContinue {
+					t.Errorf("request %d: %s?%s; want %s with limit %d and continue %q", i, r.path, r.query, wantPath, PageSize, wantContinue)
+				}
+			}
+		})
+	}
+}
+
+// An error from fn stops the listing: no further page is asked for.
+func TestStreamPodsStopsOnTheCallersError(t *testing.T) {
+	server := newPodServer(fleetPods(1234)...)
+	stop := errors.New("enough")
+	seen := 0
+	err := StreamPods(context.Background(), coreClient(t, server), "", func(*allocation.Pod) error {
+		seen++
+		return stop
+	})
+	if !errors.Is(err, stop) || seen != 1 {
+		t.Errorf("StreamPods = %v after %d pods; want the caller's error after one", err, seen)
+	}
+	if n := len(server.listRequests()); n != 1 {
+		t.Errorf("%d list requests; want 1", n)
+	}
+}
+
+// protobufPodList encodes pods as the API server answers a protobuf list request.
+func protobufPodList(t testing.TB, pods []*corev1.Pod, cont string) []byte {
+	t.Helper()
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
+	for _, p := range pods {
+		list.Items = append(list.Items, *p)
+	}
+	data, err := runtime.Encode(podEncoder, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// The stream reader rejects what is not a complete protobuf list, and claimed sizes from a
+// broken or hostile endpoint get an error, not an allocation of that size.
+func TestPodStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
+	full := protobufPodList(t, fleetPods(8), "")
+	envelope := func(list []byte) []byte {
+		b := append([]byte("k8s\x00"), protowire.AppendTag(nil, unknownRaw, protowire.BytesType)...)
+		return protowire.AppendBytes(b, list)
+	}
+	hugeItem := protowire.AppendVarint(protowire.AppendTag(nil, listItems, protowire.BytesType), 1<<40)
+	hugeList := append([]byte("k8s\x00"), protowire.AppendTag(nil, unknownRaw, protowire.BytesType)...)
+	hugeList = protowire.AppendVarint(hugeList, 1<<63+5)
+	for name, data := range map[string][]byte{
+		"JSON":          []byte(`{"kind":"PodList","apiVersion":"v1","items":[]}`),
+		"truncated":     full[:len(full)-100],
+		"empty":         nil,
+		"a pod of 1TiB": envelope(hugeItem),
+		"list of 2^63":  hugeList,
+	} {
+		if _, err := decodePodStream(bytes.NewReader(data), func([]byte) error { return nil }); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	meta, err := decodePodStream(bytes.NewReader(protobufPodList(t, nil, "next")), func([]byte) error { return nil })
+	if err != nil || meta.Continue != "next" || meta.ResourceVersion != "42" {
+		t.Errorf("empty list: %+v, %v", meta, err)
+	}
+}
+
+// Whatever bytes arrive, the list reader and the pod client's decoder return a result or an
+// error; they never panic.
+func FuzzPodLists(f *testing.F) {
+	f.Add(protobufPodList(f, fleetPods(6), "next"))
+	f.Add([]byte("k8s\x00\x12\xff\xff\xff\xff\xff\xff\xff\xff\x7f"))
+	for _, tc := range podTable()[:4] {
+		data, err := runtime.Encode(podEncoder, tc.pod)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	decoder := NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, corev1.SchemeGroupVersion)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodePodStream(bytes.NewReader(data), func(raw []byte) error {
+			_, err := DecodePod(raw)
+			return err
+		})
+		if !mayParseForever.Match(data) { // other kinds pass to the generated decoders
+			_, _ = runtime.Decode(decoder, data)
+		}
+	})
+}
