@@ -21,13 +21,11 @@ type Object struct {
 	resourceVersion  string // of a pod without Pod
 	initialEventsEnd string // the bookmark's k8s.io/initial-events-end annotation
 
-	// Of a pod that could not be read (Err): the store forgets it.
+	// Of a pod that could not be read: the store counts and forgets it.
 	namespace, name string
-	err             error
+	err             error // why
 }
 
-// Err is why the pod could not be read; nil for one that was.
-func (o *Object) Err() error { return o.err }
 
 // ResourceVersion is the pod's resourceVersion.
 func (o *Object) ResourceVersion() string {

@@ -299,7 +299,7 @@ func quantity(b []byte) (resource.Quantity, error) {
 			return nil
 		}
 		if absurd(v) {
-			return fmt.Errorf("%w %.64q...", errAbsurdQuantity, v)
+			return fmt.Errorf("%w of %d bytes", errAbsurdQuantity, len(v))
 		}
 		var err error
 		q, err = resource.ParseQuantity(string(v))
