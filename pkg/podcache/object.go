@@ -26,7 +26,6 @@ type Object struct {
 	err             error // why
 }
 
-
 // ResourceVersion is the pod's resourceVersion.
 func (o *Object) ResourceVersion() string {
 	if o.Pod != nil {
