@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
@@ -32,6 +33,8 @@ type Inventory struct {
 	UnhealthyGpus      int32
 	LabelsMissingNodes int32
 	Cliques            []homelabv1.GpuClique // at most MaxCliques (see Cliques)
+	// Allocation is nil unless the entries carry what pods hold (EntryCache.WithAllocation).
+	Allocation *homelabv1.GpuAllocation
 	// Hash identifies Nodes (and so everything else here, which derives from them).
 	Hash string
 	// digests[i] identifies Nodes[i] and gives the size of its JSON.
@@ -70,6 +73,7 @@ type EntryCache struct {
 	devices Devices
 	// deviceList lists a node's devices for its record when its facts do not keep them.
 	deviceList func(node string) []homelabv1.GpuDevice
+	held       Held // nil: pods are not read
 }
 
 // Devices returns what a node's DRA ResourceSlices say (nil: no slices). A node's facts are
@@ -80,11 +84,15 @@ type Devices func(node string) *DeviceFacts
 type entryRef struct {
 	entry  *homelabv1.GpuNodeEntry
 	digest entryDigest
+	held   *allocation.Held
+	milli  int64 // the share of GPUs held, in thousandths
 }
 
 type cachedEntry struct {
 	resourceVersion string
-	facts           *DeviceFacts // what the entry was parsed with
+	facts           *DeviceFacts     // what the entry was parsed with
+	held            *allocation.Held // what pods held when it was parsed
+	milli           int64
 	gpu             bool
 	// known: a discovery source (labels, slices, cloud labels) states the GPUs now; without
 	// one, what was last known of the node is carried.
@@ -127,8 +135,12 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	if c != nil && c.devices != nil {
 		facts = c.devices(node.Name)
 	}
+	var held *allocation.Held
+	if c != nil && c.held != nil {
+		held = c.held(node.Name)
+	}
 	if c != nil && node.ResourceVersion != "" {
-		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && e.facts == facts {
+		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && e.facts == facts && e.held == held {
 			return e
 		}
 	}
@@ -139,7 +151,10 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 		return &notGPU // not cached: the check is cheap, and half of a fleet is such nodes
 	}
 	entry, warnings := EntryFrom(node, facts)
-	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, gpu: true, known: Discovered(node, &entry)}
+	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, held: held, gpu: true, known: Discovered(node, &entry)}
+	if c != nil && c.held != nil {
+		e.milli = applyHeld(&entry, held)
+	}
 	e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
 	if c != nil && node.ResourceVersion != "" {
 		c.entries[node.Name] = e
@@ -183,17 +198,20 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		if !cached.gpu {
 			continue
 		}
-		ref := entryRef{cached.entry, cached.digest}
+		ref := entryRef{cached.entry, cached.digest, cached.held, cached.milli}
 		warnings = append(warnings, cached.warnings...)
 		if !cached.known {
 			carried := *cached.entry
 			if carryLastKnown(&carried, lastKnownOf(node.Name, records, prev), now) {
-				ref = entryRef{&carried, digest(&carried)}
+				if c != nil && c.held != nil { // the count may have changed
+					ref.milli = applyHeld(&carried, cached.held)
+				}
+				ref.entry, ref.digest = &carried, digest(&carried)
 			}
 		}
 		refs = append(refs, ref)
 	}
-	return fromRefs(refs), warnings
+	return fromRefs(refs, c != nil && c.held != nil), warnings
 }
 
 // lastKnown is what is remembered of a node that lost its labels.
@@ -270,9 +288,9 @@ func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *lastKnown, now time.Tim
 func FromEntries(entries []homelabv1.GpuNodeEntry) Inventory {
 	refs := make([]entryRef, len(entries))
 	for i := range entries {
-		refs[i] = entryRef{&entries[i], digest(&entries[i])}
+		refs[i] = entryRef{entry: &entries[i], digest: digest(&entries[i])}
 	}
-	return fromRefs(refs)
+	return fromRefs(refs, false)
 }
 
 func encode(entry *homelabv1.GpuNodeEntry) []byte {
@@ -280,8 +298,9 @@ func encode(entry *homelabv1.GpuNodeEntry) []byte {
 	return b
 }
 
-// fromRefs is FromEntries for entries whose digests are already known; it sorts refs.
-func fromRefs(refs []entryRef) Inventory {
+// fromRefs is FromEntries for entries whose digests are already known; it sorts refs. With
+// tracked, the entries carry what pods hold and the inventory gets an allocation summary.
+func fromRefs(refs []entryRef, tracked bool) Inventory {
 	slices.SortFunc(refs, func(a, b entryRef) int { return strings.Compare(a.entry.Name, b.entry.Name) })
 	inv := Inventory{Nodes: make([]homelabv1.GpuNodeEntry, len(refs)), digests: make([]entryDigest, len(refs))}
 	for i, r := range refs {
@@ -304,7 +323,10 @@ func fromRefs(refs []entryRef) Inventory {
 	all := Models(inv.Nodes)
 	inv.ModelCount = len(all)
 	inv.Models = FoldModels(all)
-	inv.Hash = hashDigests(inv.digests)
+	if tracked {
+		inv.Allocation = allocationOf(refs)
+	}
+	inv.Hash = inv.hashWithAllocation()
 	return inv
 }
 
@@ -323,15 +345,21 @@ func BaseModel(product string) (model, variant string) {
 // Models summarises entries per base model, sorted by product ("" for unknown products).
 func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 	byModel := map[string]*homelabv1.GpuModel{}
+	fits := map[string]*fitter{}
 	var order []string
-	for _, n := range entries {
+	for i := range entries {
+		n := &entries[i]
 		base, variant := BaseModel(n.Product)
 		m := byModel[base]
 		if m == nil {
 			m = &homelabv1.GpuModel{Product: base}
 			byModel[base] = m
+			fits[base] = &fitter{}
 			order = append(order, base)
 		}
+		m.AllocatedGpus = addSaturating(m.AllocatedGpus, n.AllocatedGpus)
+		m.FreeGpus = addSaturating(m.FreeGpus, n.FreeGpus)
+		fits[base].add(n)
 		if variant != "" && !slices.Contains(m.Variants, variant) {
 			m.Variants = append(m.Variants, variant)
 		}
@@ -349,6 +377,7 @@ func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 	models := make([]homelabv1.GpuModel, 0, len(order))
 	for _, name := range order {
 		m := byModel[name]
+		m.Fit = fits[name].result()
 		slices.Sort(m.Variants)
 		if extra := len(m.Variants) - MaxVariants; extra > 0 {
 			m.Variants = append(m.Variants[:MaxVariants-1], fmt.Sprintf("and %d more", extra+1))
@@ -382,7 +411,12 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 	})
 	kept := bySize[:MaxModels-1]
 	other := homelabv1.GpuModel{Product: OtherModels}
+	var fit fitter
 	for _, m := range bySize[MaxModels-1:] {
+		other.AllocatedGpus = addSaturating(other.AllocatedGpus, m.AllocatedGpus)
+		other.FreeGpus = addSaturating(other.FreeGpus, m.FreeGpus)
+		other.PendingGpus = addSaturating(other.PendingGpus, m.PendingGpus)
+		fit.merge(m.Fit)
 		other.Nodes += m.Nodes
 		other.ReadyNodes += m.ReadyNodes
 		other.Gpus = addSaturating(other.Gpus, m.Gpus)
@@ -391,6 +425,7 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 		other.UnhealthyGpus = addSaturating(other.UnhealthyGpus, m.UnhealthyGpus)
 		other.MemoryMiB = max(other.MemoryMiB, m.MemoryMiB)
 	}
+	other.Fit = fit.result()
 	other.Variants = []string{fmt.Sprintf("%d models", len(bySize)-len(kept))}
 	folded := append(slices.Clone(kept), other)
 	slices.SortFunc(folded, func(a, b homelabv1.GpuModel) int { return strings.Compare(a.Product, b.Product) })

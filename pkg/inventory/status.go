@@ -197,6 +197,7 @@ func (inv Inventory) Status(listed []homelabv1.GpuNodeEntry, conditions []metav1
 		ListedNodes:        int32(len(listed)),
 		Models:             inv.Models,
 		Cliques:            inv.Cliques,
+		Allocation:         inv.Allocation,
 		Nodes:              listed,
 		Conditions:         conditions,
 	}

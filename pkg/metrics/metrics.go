@@ -56,6 +56,13 @@ type Metrics struct {
 	// conditions in their entries (a fixed vocabulary).
 	SourceNodes    *prometheus.GaugeVec
 	ConditionNodes *prometheus.GaugeVec
+	// Allocation per model: GPUs held, free, asked for by waiting pods and since when the
+	// oldest of them waits; GPUs held per top namespace.
+	AllocatedGPUs *prometheus.GaugeVec
+	FreeGPUs      *prometheus.GaugeVec
+	PendingGPUs   *prometheus.GaugeVec
+	PendingSince  *prometheus.GaugeVec
+	NamespaceGPUs *prometheus.GaugeVec
 
 	requestLatency *prometheus.HistogramVec
 	requestResult  *prometheus.CounterVec
@@ -100,6 +107,16 @@ func New() *Metrics {
 			Help: "GPU nodes by the source of their GPU facts (gpu-feature-discovery, dra, gke, accelerator-label, device-plugin; comma-joined when several)."}, []string{"inventory", "source"}),
 		ConditionNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "condition_nodes",
 			Help: "GPU nodes with a condition in status.nodes[].conditions (NotReady, UnhealthyGPUs, XIDError, DriverUpgradeFailed, ...)."}, []string{"inventory", "condition"}),
+		AllocatedGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "allocated_gpus",
+			Help: "GPUs of which pods hold any part (device plugin or DRA), per model."}, []string{"inventory", "product"}),
+		FreeGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "free_gpus",
+			Help: "GPUs a pod could get whole now (healthy, not held, on a Ready node not cordoned), per model."}, []string{"inventory", "product"}),
+		PendingGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "pending_gpus",
+			Help: "GPUs asked for by pods (and DRA claims) waiting to be scheduled, per requested model (product=\"\": any model)."}, []string{"inventory", "product"}),
+		PendingSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "pending_oldest_timestamp_seconds",
+			Help: "Creation time of the oldest waiting pod that asks for GPUs, per requested model (product=\"\": any model)."}, []string{"inventory", "product"}),
+		NamespaceGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "namespace_gpus",
+			Help: "GPUs held per namespace, for the 10 namespaces holding most (the rest as \"<other namespaces>\")."}, []string{"inventory", "namespace"}),
 		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "rest_client", Name: "request_duration_seconds",
 			Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"}),
 		requestResult: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "rest_client", Name: "requests_total",
@@ -109,7 +126,8 @@ func New() *Metrics {
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
 		m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs, m.LabelsMissingNodes, m.NotReadyNodes,
-		m.SourceNodes, m.ConditionNodes, m.requestLatency, m.requestResult)
+		m.SourceNodes, m.ConditionNodes, m.AllocatedGPUs, m.FreeGPUs, m.PendingGPUs, m.PendingSince, m.NamespaceGPUs,
+		m.requestLatency, m.requestResult)
 	m.queues.register(m.Registry)
 	for _, outcome := range GpuNodeOutcomes {
 		m.GpuNodeWrites.WithLabelValues(outcome) // every series from the start, for rate()
@@ -134,7 +152,8 @@ var GpuNodeOutcomes = []string{GpuNodeCreated, GpuNodeUpdated, GpuNodeMissing, G
 func (m *Metrics) ForgetInventory(name string) {
 	labels := prometheus.Labels{"inventory": name}
 	for _, vec := range []*prometheus.GaugeVec{m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs,
-		m.LabelsMissingNodes, m.NotReadyNodes, m.SourceNodes, m.ConditionNodes, m.LastSuccessfulSync} {
+		m.LabelsMissingNodes, m.NotReadyNodes, m.SourceNodes, m.ConditionNodes, m.LastSuccessfulSync,
+		m.AllocatedGPUs, m.FreeGPUs, m.PendingGPUs, m.PendingSince, m.NamespaceGPUs} {
 		vec.DeletePartialMatch(labels)
 	}
 	m.StatusWrites.DeletePartialMatch(labels)

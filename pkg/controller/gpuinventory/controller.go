@@ -74,6 +74,9 @@ type Config struct {
 	// Devices tells of nodes whose DRA slices changed (the Entries cache reads the slices
 	// themselves); nil: no DRA.
 	Devices controller.DeviceSource
+	// Allocation tells what pods hold and wait for (the Entries cache reads what they hold
+	// itself); nil: pods are not read.
+	Allocation controller.AllocationSource
 	// Clock is the time source; nil: the real clock.
 	Clock clock.PassiveClock
 	// BeforeSync, for tests, runs at the start of every sync (inside the worker's recovery).
@@ -101,6 +104,8 @@ type Controller struct {
 	records           inventory.Records
 	recordsSynced     cache.InformerSynced
 	devicesSynced     cache.InformerSynced
+	allocation        controller.AllocationSource
+	allocationSynced  cache.InformerSynced
 
 	beforeSync func(string)
 
@@ -150,6 +155,8 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		records:           cfg.Records,
 		recordsSynced:     cfg.RecordsSynced,
 		devicesSynced:     controller.DevicesSynced(cfg.Devices),
+		allocation:        cfg.Allocation,
+		allocationSynced:  controller.AllocationSynced(cfg.Allocation),
 	}
 	if c.recordsSynced == nil {
 		c.recordsSynced = func() bool { return true }
@@ -175,6 +182,9 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.Devices != nil {
 		cfg.Devices.OnChange(c.devicesChanged)
 	}
+	if cfg.Allocation != nil {
+		cfg.Allocation.OnChange(c.allocationChanged)
+	}
 	if cfg.RecordEvents != nil {
 		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.recordChanged,
@@ -190,14 +200,14 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 // Run processes inventories with the given number of workers until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
-	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced, c.recordsSynced, c.devicesSynced)
+	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced, c.recordsSynced, c.devicesSynced, c.allocationSynced)
 }
 
 // Synced reports whether the caches have synced and the controller has made progress: an
 // inventory had a successful sync, or there is none. One inventory that cannot be written
 // shows in its own metrics, not here.
 func (c *Controller) Synced() bool {
-	if !c.nodesSynced() || !c.inventoriesSynced() || !c.recordsSynced() || !c.devicesSynced() {
+	if !c.nodesSynced() || !c.inventoriesSynced() || !c.recordsSynced() || !c.devicesSynced() || !c.allocationSynced() {
 		return false
 	}
 	inventories, err := c.inventories.List(labels.Everything())
@@ -308,7 +318,8 @@ func (c *Controller) recordChanged(obj any) {
 	}
 }
 
-// devicesChanged enqueues the inventories that select a node whose DRA slices changed.
+// devicesChanged enqueues the inventories that select a node whose DRA slices (or what pods
+// hold there) changed.
 func (c *Controller) devicesChanged(name string) {
 	node, ok := c.nodes.Get(name)
 	if !ok {
@@ -316,5 +327,21 @@ func (c *Controller) devicesChanged(name string) {
 	}
 	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
 		c.limiter.Enqueue(c.queue, inv)
+	}
+}
+
+// allocationChanged enqueues the inventories that select a node where what pods hold changed,
+// and every inventory when what waiting pods ask for changed (name "").
+func (c *Controller) allocationChanged(name string) {
+	if name != "" {
+		c.devicesChanged(name)
+		return
+	}
+	inventories, err := c.inventories.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, gi := range inventories {
+		c.limiter.Enqueue(c.queue, cache.MetaObjectToName(gi))
 	}
 }

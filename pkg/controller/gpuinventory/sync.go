@@ -83,6 +83,9 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 		return computed{}, err
 	}
 	content, warnings := c.entries.ComputeWithRecords(nodes, stored, c.records, c.clock.Now())
+	if c.allocation != nil {
+		content.AddDemand(c.allocation.Pending(), gi.Spec.NodeSelector == nil)
+	}
 	c.warnings.log(klog.FromContext(ctx), warnings)
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
 	return computed{content: content, listed: listed, stored: stored,
@@ -199,6 +202,7 @@ func (c *Controller) observe(name string, content inventory.Inventory) {
 	for cond, count := range conditions {
 		m.ConditionNodes.WithLabelValues(name, cond).Set(float64(count))
 	}
+	c.observeAllocation(name, content)
 	if c.perNodeMetrics {
 		m.NotReadyNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
 		for _, n := range content.Nodes {
@@ -206,5 +210,30 @@ func (c *Controller) observe(name string, content inventory.Inventory) {
 				m.NotReadyNodes.WithLabelValues(name, n.Name).Set(1)
 			}
 		}
+	}
+}
+
+// observeAllocation publishes what pods hold, what is free and what waiting pods ask for.
+func (c *Controller) observeAllocation(name string, content inventory.Inventory) {
+	m, a := c.metrics, content.Allocation
+	inv := prometheus.Labels{"inventory": name}
+	for _, vec := range []*prometheus.GaugeVec{m.AllocatedGPUs, m.FreeGPUs, m.PendingGPUs, m.PendingSince, m.NamespaceGPUs} {
+		vec.DeletePartialMatch(inv)
+	}
+	if a == nil {
+		return
+	}
+	for _, model := range content.Models {
+		m.AllocatedGPUs.WithLabelValues(name, model.Product).Set(float64(model.AllocatedGpus))
+		m.FreeGPUs.WithLabelValues(name, model.Product).Set(float64(model.FreeGpus))
+	}
+	for _, d := range a.Pending {
+		m.PendingGPUs.WithLabelValues(name, d.Model).Set(float64(d.Gpus))
+		if d.Since != nil {
+			m.PendingSince.WithLabelValues(name, d.Model).Set(float64(d.Since.Unix()))
+		}
+	}
+	for _, ns := range a.Namespaces {
+		m.NamespaceGPUs.WithLabelValues(name, ns.Namespace).Set(float64(ns.Gpus))
 	}
 }

@@ -224,10 +224,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	return loop.Run(ctx, 1, c.nodesSynced, c.configMapsSynced, c.devicesSynced)
 }
 
-// Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON.
+// Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON,
+// without what pods hold (the mirror is per-node GPU state, and pods come and go far more often).
 func Data(entries []homelabv1.GpuNodeEntry) (map[string]string, error) {
 	data := make(map[string]string, len(entries))
 	for _, n := range entries {
+		n.AllocatedGpus, n.FreeGpus, n.GpuPods = 0, 0, 0
 		b, err := json.Marshal(n)
 		if err != nil {
 			return nil, fmt.Errorf("encode entry of node %s: %w", n.Name, err)

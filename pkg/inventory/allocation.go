@@ -1,0 +1,267 @@
+package inventory
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+)
+
+// Bounds of the allocation summary, so that it stays small at any fleet size.
+const (
+	MaxNamespaces   = 10 // namespaces listed before the rest are folded
+	OtherNamespaces = "<other namespaces>"
+	MaxDemands      = 32 // requested models listed, the last one folding the rest
+	MaxFitNodes     = 3  // nodes named per model in its fit summary
+)
+
+// Held returns what pods hold on a node (pkg/allocation's Tracker.Held).
+type Held func(node string) *allocation.Held
+
+// WithAllocation makes entries carry what pods hold on their node, and inventories an
+// allocation summary; it returns c.
+func (c *EntryCache) WithAllocation(held Held) *EntryCache {
+	c.held = held
+	return c
+}
+
+// ShapeOf is what converting held resources into GPUs needs of a node's entry.
+func ShapeOf(e *homelabv1.GpuNodeEntry) allocation.Shape {
+	s := allocation.Shape{GPUs: e.GpuCount, SlicesPerGPU: 7}
+	if e.Sharing != nil {
+		s.Replicas = e.Sharing.Replicas
+	}
+	if _, variant := BaseModel(e.Product); strings.HasPrefix(variant, "MIG-") {
+		s.SingleMIGProfile = strings.TrimPrefix(variant, "MIG-")
+	}
+	if strings.Contains(e.Product, "A30") {
+		s.SlicesPerGPU = 4
+	}
+	return s
+}
+
+// applyHeld sets what pods hold on the entry's node and what is free there, and returns the
+// exact share held in thousandths of a GPU.
+func applyHeld(e *homelabv1.GpuNodeEntry, held *allocation.Held) (milli int64) {
+	e.AllocatedGpus, e.GpuPods = 0, 0
+	if held != nil {
+		e.AllocatedGpus, milli = held.GPUs(ShapeOf(e))
+		e.GpuPods = held.Pods
+	}
+	e.FreeGpus = 0
+	if e.Ready && !slices.Contains(e.Conditions, NodeCordoned) {
+		e.FreeGpus = max(0, e.GpuCount-e.UnhealthyGpus-e.AllocatedGpus)
+	}
+	return milli
+}
+
+// allocationOf sums the nodes' allocation and the namespaces' usage.
+func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
+	a := &homelabv1.GpuAllocation{}
+	byNamespace := map[string]*homelabv1.NamespaceUsage{}
+	for _, r := range refs {
+		e := r.entry
+		a.AllocatedGpus = addSaturating(a.AllocatedGpus, e.AllocatedGpus)
+		a.FreeGpus = addSaturating(a.FreeGpus, e.FreeGpus)
+		a.GpuPods = addSaturating(a.GpuPods, e.GpuPods)
+		a.AllocatedMilliGpus += r.milli
+		if r.held == nil {
+			continue
+		}
+		shape := ShapeOf(e)
+		for i := range r.held.Namespaces {
+			ns := &r.held.Namespaces[i]
+			u := byNamespace[ns.Namespace]
+			if u == nil {
+				u = &homelabv1.NamespaceUsage{Namespace: ns.Namespace}
+				byNamespace[ns.Namespace] = u
+			}
+			gpus, milli := ns.GPUs(shape)
+			u.Pods = addSaturating(u.Pods, ns.Pods)
+			u.Gpus = addSaturating(u.Gpus, gpus)
+			u.MilliGpus += milli
+		}
+	}
+	a.Namespaces = topNamespaces(byNamespace)
+	return a
+}
+
+// topNamespaces keeps the MaxNamespaces namespaces holding the most and folds the rest.
+func topNamespaces(byNamespace map[string]*homelabv1.NamespaceUsage) []homelabv1.NamespaceUsage {
+	all := make([]homelabv1.NamespaceUsage, 0, len(byNamespace))
+	for _, u := range byNamespace {
+		all = append(all, *u)
+	}
+	slices.SortFunc(all, func(a, b homelabv1.NamespaceUsage) int {
+		return cmp.Or(cmp.Compare(b.MilliGpus, a.MilliGpus), cmp.Compare(b.Gpus, a.Gpus), strings.Compare(a.Namespace, b.Namespace))
+	})
+	if len(all) <= MaxNamespaces {
+		return all
+	}
+	other := homelabv1.NamespaceUsage{Namespace: OtherNamespaces}
+	for _, u := range all[MaxNamespaces:] {
+		other.Pods = addSaturating(other.Pods, u.Pods)
+		other.Gpus = addSaturating(other.Gpus, u.Gpus)
+		other.MilliGpus += u.MilliGpus
+	}
+	return append(all[:MaxNamespaces:MaxNamespaces], other)
+}
+
+// fitter summarises where a job of a model fits: nodes by free GPUs, and the ones with most.
+type fitter struct {
+	fit  homelabv1.GpuFit
+	most []homelabv1.NodeFree
+}
+
+func (f *fitter) add(e *homelabv1.GpuNodeEntry) {
+	free := e.FreeGpus
+	if free <= 0 {
+		return
+	}
+	for _, step := range []struct {
+		min   int32
+		count *int32
+	}{{1, &f.fit.NodesWith1Free}, {2, &f.fit.NodesWith2Free}, {4, &f.fit.NodesWith4Free}, {8, &f.fit.NodesWith8Free}} {
+		if free >= step.min {
+			*step.count = addSaturating(*step.count, 1)
+		}
+	}
+	f.most = append(f.most, homelabv1.NodeFree{Name: e.Name, FreeGpus: free})
+	f.sortMost()
+}
+
+// merge adds another model's fit summary.
+func (f *fitter) merge(g *homelabv1.GpuFit) {
+	if g == nil {
+		return
+	}
+	f.fit.NodesWith1Free = addSaturating(f.fit.NodesWith1Free, g.NodesWith1Free)
+	f.fit.NodesWith2Free = addSaturating(f.fit.NodesWith2Free, g.NodesWith2Free)
+	f.fit.NodesWith4Free = addSaturating(f.fit.NodesWith4Free, g.NodesWith4Free)
+	f.fit.NodesWith8Free = addSaturating(f.fit.NodesWith8Free, g.NodesWith8Free)
+	f.most = append(f.most, g.Most...)
+	f.sortMost()
+}
+
+func (f *fitter) sortMost() {
+	slices.SortFunc(f.most, func(a, b homelabv1.NodeFree) int {
+		return cmp.Or(cmp.Compare(b.FreeGpus, a.FreeGpus), strings.Compare(a.Name, b.Name))
+	})
+	if len(f.most) > MaxFitNodes {
+		f.most = f.most[:MaxFitNodes]
+	}
+}
+
+func (f *fitter) result() *homelabv1.GpuFit {
+	if len(f.most) == 0 {
+		return nil
+	}
+	fit := f.fit
+	fit.Most = slices.Clone(f.most)
+	return &fit
+}
+
+// DemandModel is the base model a waiting pod or claim pins, in the form the inventory's
+// models have.
+func DemandModel(d allocation.Demand) string {
+	if d.Model == "" {
+		return ""
+	}
+	if d.DRA {
+		d.Model = NormalizeProduct(d.Model)
+	}
+	model, _ := BaseModel(d.Model)
+	return model
+}
+
+// AddDemand adds what waiting pods ask for to an inventory that has an allocation summary:
+// demand for any model and for the models it covers, and with allModels (an inventory of
+// the whole cluster) for every model, so that a pod pinning a model no node has shows.
+func (inv *Inventory) AddDemand(demand []allocation.Demand, allModels bool) {
+	if inv.Allocation == nil {
+		return
+	}
+	covered := map[string]bool{"": true}
+	for i := range inv.Nodes {
+		model, _ := BaseModel(inv.Nodes[i].Product)
+		covered[model] = true
+	}
+	byModel := map[string]*homelabv1.GpuDemand{}
+	for _, d := range demand {
+		model := DemandModel(d)
+		if !allModels && !covered[model] {
+			continue
+		}
+		g := byModel[model]
+		if g == nil {
+			g = &homelabv1.GpuDemand{Model: model}
+			byModel[model] = g
+		}
+		g.Pods = addSaturating(g.Pods, d.Pods)
+		g.Gpus = addSaturating(g.Gpus, clampInt32((d.Milli+999)/1000))
+		since := metav1.NewTime(time.Unix(d.Since, 0).UTC())
+		if g.Since == nil || since.Before(g.Since) {
+			g.Since = &since
+		}
+	}
+	a := inv.Allocation
+	a.PendingPods, a.PendingGpus = 0, 0
+	for _, g := range byModel {
+		a.PendingPods = addSaturating(a.PendingPods, g.Pods)
+		a.PendingGpus = addSaturating(a.PendingGpus, g.Gpus)
+	}
+	for i := range inv.Models {
+		if g := byModel[inv.Models[i].Product]; g != nil {
+			inv.Models[i].PendingGpus = g.Gpus
+		}
+	}
+	a.Pending = foldDemand(byModel)
+	inv.Hash = inv.hashWithAllocation()
+}
+
+// foldDemand keeps the MaxDemands-1 models asked for most and counts the rest under
+// OtherModels, sorted by model.
+func foldDemand(byModel map[string]*homelabv1.GpuDemand) []homelabv1.GpuDemand {
+	all := make([]homelabv1.GpuDemand, 0, len(byModel))
+	for _, g := range byModel {
+		all = append(all, *g)
+	}
+	slices.SortFunc(all, func(a, b homelabv1.GpuDemand) int {
+		return cmp.Or(cmp.Compare(b.Gpus, a.Gpus), strings.Compare(a.Model, b.Model))
+	})
+	if len(all) > MaxDemands {
+		other := homelabv1.GpuDemand{Model: OtherModels}
+		for _, g := range all[MaxDemands-1:] {
+			other.Pods = addSaturating(other.Pods, g.Pods)
+			other.Gpus = addSaturating(other.Gpus, g.Gpus)
+			if other.Since == nil || g.Since.Before(other.Since) {
+				other.Since = g.Since
+			}
+		}
+		all = append(all[:MaxDemands-1:MaxDemands-1], other)
+	}
+	slices.SortFunc(all, func(a, b homelabv1.GpuDemand) int { return strings.Compare(a.Model, b.Model) })
+	return all
+}
+
+// hashWithAllocation is the nodes' hash, extended by the allocation summary when there is
+// one: the namespaces' usage and the demand are not in the nodes' entries.
+func (inv *Inventory) hashWithAllocation() string {
+	nodes := hashDigests(inv.digests)
+	if inv.Allocation == nil {
+		return nodes
+	}
+	b, _ := json.Marshal(inv.Allocation) // integers, strings and times: cannot fail
+	h := sha256.New()
+	h.Write([]byte(nodes))
+	h.Write(b)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
