@@ -125,6 +125,8 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 			"homelab.youngju.dev/gpuinventories/status: get,patch",
 			"homelab.youngju.dev/gpunodes: create,get,list,watch,patch,delete",
 			"resource.k8s.io/resourceslices: get,list,watch",
+			"/pods: get,list,watch",
+			"resource.k8s.io/resourceclaims: get,list,watch",
 			"/events: create,patch",
 		},
 		"gpu-inventory-operator-crd-installer": {

@@ -22,6 +22,7 @@ type Options struct {
 	Kubeconfig       string
 	Namespace        string
 	InstallCRD       bool
+	Allocation       bool
 	DefaultInventory string
 	ResyncPeriod     time.Duration
 	Workers          int
@@ -55,6 +56,7 @@ type Options struct {
 func NewOptions() *Options {
 	return &Options{
 		InstallCRD:       true,
+		Allocation:       true,
 		DefaultInventory: homelabv1.DefaultInventoryName,
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
@@ -89,6 +91,7 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Without it: the in-cluster config, else $KUBECONFIG or ~/.kube/config, as kubectl does.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the gpu-node-status ConfigMap and the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else \"default\".")
 	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuInventory CRD at startup. Set to false when the CRD is installed with 'kubectl apply -f manifests/crd/' and the operator may not write CRDs.")
+	fs.BoolVar(&o.Allocation, "allocation", o.Allocation, "Read pods (and DRA ResourceClaims) to report which GPUs are allocated, free and waited for. Set to false where the operator may not read pods.")
 	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")

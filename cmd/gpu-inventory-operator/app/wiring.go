@@ -37,8 +37,11 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
@@ -181,6 +184,9 @@ type caches struct {
 	nodes            cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
 	records          informersv1.GpuNodeInformer
 	slices           *slicecache.Cache // nil: the API server serves no resource.k8s.io/v1
+	tracker          *allocation.Tracker
+	pods             *podcache.Cache   // nil: --allocation=false
+	claims           *claimcache.Cache // nil: no pods read, or no resource.k8s.io/v1
 }
 
 func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer) (*caches, error) {
@@ -215,7 +221,59 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 	if o.servesSlices(ctx) {
 		c.slices = slicecache.New(o.kube)
 	}
+	if o.opts.Allocation {
+		if err := o.newAllocationCaches(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// newAllocationCaches makes the tracker of what pods hold and wait for, fed by the pod cache
+// and, where DRA is served, the claim cache.
+func (o *Operator) newAllocationCaches(ctx context.Context, c *caches) error {
+	c.tracker = allocation.NewTracker()
+	var err error
+	if c.pods, err = podcache.New(o.config, c.tracker); err != nil {
+		return fmt.Errorf("create pod cache: %w", err)
+	}
+	served, err := claimcache.Served(o.kube.Discovery())
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot tell whether resource.k8s.io/v1 serves ResourceClaims; counting device-plugin GPUs only until the next re-list")
+	}
+	if served {
+		if c.claims, err = claimcache.New(o.config, c.tracker); err != nil {
+			return fmt.Errorf("create ResourceClaim cache: %w", err)
+		}
+	}
+	return nil
+}
+
+// allocationSource is the tracker with the caches that feed it.
+type allocationSource struct {
+	*allocation.Tracker
+	synced []cache.InformerSynced
+}
+
+func (a allocationSource) HasSynced() bool {
+	for _, synced := range a.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// allocation is the source of what pods hold, nil without a pod cache.
+func (c *caches) allocation() controller.AllocationSource {
+	if c.pods == nil {
+		return nil
+	}
+	src := allocationSource{Tracker: c.tracker, synced: []cache.InformerSynced{c.pods.HasSynced}}
+	if c.claims != nil {
+		src.synced = append(src.synced, c.claims.HasSynced)
+	}
+	return src
 }
 
 // servesSlices reports whether the API server serves DRA's ResourceSlices; a cluster before
@@ -259,6 +317,12 @@ func (c *caches) start(ctx context.Context, crds crdsServed) error {
 	c.inventoryFactory.Start(ctx.Done())
 	if c.slices != nil {
 		go c.slices.Informer().RunWithContext(ctx)
+	}
+	if c.pods != nil {
+		go c.pods.Run(ctx)
+	}
+	if c.claims != nil {
+		go c.claims.Run(ctx)
 	}
 	return nil
 }
@@ -304,6 +368,9 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	if c.slices != nil {
 		synced = append(synced, c.slices.HasSynced)
 	}
+	if src := c.allocation(); src != nil {
+		synced = append(synced, src.HasSynced)
+	}
 	go o.watchSliceServing(ctx, c.slices != nil, relist)
 	started := []cache.InformerSynced{cs.inventory.Synced, cs.nodeStatus.Synced}
 	if cs.records != nil {
@@ -348,6 +415,10 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	if c.slices != nil {
 		entries = inventory.NewEntryCacheWithDevices(c.slices.Facts).WithDeviceList(c.slices.Devices)
 		devices = c.slices
+	}
+	allocations := c.allocation()
+	if allocations != nil {
+		entries = entries.WithAllocation(c.tracker.Held)
 	}
 	nodeEvents := &nodecache.Events{}
 	cs := &controllers{}
@@ -398,6 +469,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		RecordEvents:         recordEvents,
 		RecordsSynced:        recordsSynced,
 		Devices:              devices,
+		Allocation:           allocations,
 	})
 	if err != nil {
 		return nil, err
