@@ -87,10 +87,14 @@ func mulSat(a, b int64) int64 {
 // quantityCount is a quantity as a whole number of units (rounded up, as Value does),
 // clamped to [0, MaxInt64].
 func quantityCount(q resource.Quantity) int64 {
+	if v, ok := q.AsInt64(); ok { // the common case, exact and fast
+		return max(v, 0)
+	}
 	if q.Sign() <= 0 {
 		return 0
 	}
-	if q.CmpInt64(math.MaxInt64) >= 0 {
+	// Compared as a float first: CmpInt64 takes time that grows with a huge exponent.
+	if q.AsApproximateFloat64() >= 0x1p63 || q.CmpInt64(math.MaxInt64) >= 0 {
 		return math.MaxInt64
 	}
 	return max(q.Value(), 0)

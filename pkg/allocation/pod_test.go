@@ -301,3 +301,13 @@ func TestFromPod(t *testing.T) {
 		t.Error("FromPod(nil) is not nil")
 	}
 }
+
+// Quantities are clamped to [0, MaxInt64], whatever their exponent, and rounded up.
+func TestQuantityCountClamps(t *testing.T) {
+	for s, want := range map[string]int64{"1e999999": math.MaxInt64, "9e18": 9e18, "1e19": math.MaxInt64, "1E18": 1e18,
+		"500m": 1, "-1e999999": 0, "-3": 0, "8": 8} {
+		if got := quantityCount(resource.MustParse(s)); got != want {
+			t.Errorf("quantityCount(%s) = %d, want %d", s, got, want)
+		}
+	}
+}
