@@ -55,6 +55,11 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
+	return newFixtureWith(t, nil, nodes, inventories...)
+}
+
+// newFixtureWith is newFixture with a config that configure completes (nil: none).
+func newFixtureWith(t *testing.T, configure func(*Config), nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	for _, gi := range inventories {
@@ -66,9 +71,13 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 	recorder := record.NewFakeRecorder(100)
 	writer := &recordingWriter{client: client}
 	m := metrics.New()
-	c, err := NewController(ctx, Config{Client: client, Writer: writer, Metrics: m,
+	cfg := Config{Client: client, Writer: writer, Metrics: m,
 		NodeInformer: kubeFactory.Core().V1().Nodes().Informer(), InventoryInformer: invFactory.Homelab().V1().GpuInventories(),
-		ResyncPeriod: time.Minute, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)})
+		ResyncPeriod: time.Minute, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)}
+	if configure != nil {
+		configure(&cfg)
+	}
+	c, err := NewController(ctx, cfg)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

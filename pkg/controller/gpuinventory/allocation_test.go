@@ -1,0 +1,98 @@
+package gpuinventory
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// trackerSource is the operator's allocation source: a tracker whose caches have synced.
+type trackerSource struct{ *allocation.Tracker }
+
+func (trackerSource) HasSynced() bool { return true }
+
+func h100(name, pool string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"pool": pool,
+			inventory.LabelProduct: "NVIDIA-H100-80GB-HBM3", inventory.LabelCount: "8"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func drain(c *Controller) map[string]bool {
+	got := map[string]bool{}
+	for c.queue.Len() > 0 {
+		key, _ := c.queue.Get()
+		got[key.Name] = true
+		c.queue.Done(key)
+	}
+	return got
+}
+
+// A pod bound to a node enqueues the inventories that select the node, and the status they
+// write says what it holds; a waiting pod enqueues every inventory and shows as demand in
+// the inventory of the whole cluster; the metrics follow.
+func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
+	tracker := allocation.NewTracker()
+	all := gpuInventory("all", 1, homelabv1.GpuInventoryStatus{})
+	pool := gpuInventory("pool-b", 1, homelabv1.GpuInventoryStatus{})
+	pool.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}
+	f := newFixtureWith(t, func(cfg *Config) {
+		cfg.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
+		cfg.Allocation = trackerSource{tracker}
+	}, []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b")}, all, pool)
+	drain(f.controller)
+
+	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "train", UID: "u1", Node: "gpu-a",
+		Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 4}}})
+	if got := drain(f.controller); !got["all"] || got["pool-b"] {
+		t.Errorf("a pod on gpu-a enqueued %v, want all only", got)
+	}
+	status := f.appliedStatus(f.sync("all"), "all")
+	a := status.Allocation
+	if a == nil || a.AllocatedGpus != 4 || a.FreeGpus != 12 || a.GpuPods != 1 || len(a.Namespaces) != 1 || a.Namespaces[0].Namespace != "ml" {
+		t.Fatalf("status.allocation = %+v", a)
+	}
+	if status.Models[0].AllocatedGpus != 4 || status.Models[0].FreeGpus != 12 || status.Models[0].Fit.NodesWith8Free != 1 {
+		t.Errorf("model = %+v", status.Models[0])
+	}
+
+	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "wait", UID: "u2", Created: 1000, Model: "NVIDIA-B200",
+		Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 8}}})
+	if got := drain(f.controller); !got["all"] || !got["pool-b"] {
+		t.Errorf("a waiting pod enqueued %v, want every inventory", got)
+	}
+	status = f.appliedStatus(f.sync("all"), "all")
+	if p := status.Allocation.Pending; len(p) != 1 || p[0].Model != "NVIDIA-B200" || p[0].Gpus != 8 {
+		t.Errorf("pending = %+v, want 8 GPUs of NVIDIA-B200", p)
+	}
+	if got := testutil.ToFloat64(f.metrics.PendingGPUs.WithLabelValues("all", "NVIDIA-B200")); got != 8 {
+		t.Errorf("gpu_inventory_pending_gpus = %v, want 8", got)
+	}
+	if got := testutil.ToFloat64(f.metrics.PendingSince.WithLabelValues("all", "NVIDIA-B200")); got != 1000 {
+		t.Errorf("gpu_inventory_pending_oldest_timestamp_seconds = %v, want 1000", got)
+	}
+	if got := testutil.ToFloat64(f.metrics.FreeGPUs.WithLabelValues("all", "NVIDIA-H100-80GB-HBM3")); got != 12 {
+		t.Errorf("gpu_inventory_free_gpus = %v, want 12", got)
+	}
+	poolStatus := f.appliedStatus(f.sync("pool-b"), "pool-b")
+	if poolStatus.Allocation == nil || len(poolStatus.Allocation.Pending) != 0 || poolStatus.Allocation.FreeGpus != 8 {
+		t.Errorf("pool-b: %+v; want 8 free and no demand for a model it does not have", poolStatus.Allocation)
+	}
+
+	tracker.DeletePod("ml/train")
+	tracker.DeletePod("ml/wait")
+	status = f.appliedStatus(f.sync("all"), "all")
+	if status.Allocation.AllocatedGpus != 0 || status.Allocation.PendingPods != 0 || status.Allocation.FreeGpus != 16 {
+		t.Errorf("after the pods left: %+v", status.Allocation)
+	}
+	if testutil.CollectAndCount(f.metrics.PendingGPUs) != 0 {
+		t.Error("pending series stay after the demand went")
+	}
+}
