@@ -48,12 +48,25 @@ func ShapeOf(e *homelabv1.GpuNodeEntry) allocation.Shape {
 	return s
 }
 
+// heldGPUs converts what is held on e's node. With MIG's single strategy GPU Feature Discovery
+// counts MIG devices as the node's GPUs, so GPUs are counted in those units there too, while
+// the exact share counts each device as its slices.
+func heldGPUs(convert func(allocation.Shape) (int32, int64), e *homelabv1.GpuNodeEntry) (gpus int32, milli int64) {
+	shape := ShapeOf(e)
+	gpus, milli = convert(shape)
+	if shape.SingleMIGProfile != "" {
+		shape.SingleMIGProfile = ""
+		gpus, _ = convert(shape)
+	}
+	return gpus, milli
+}
+
 // applyHeld sets what pods hold on the entry's node and what is free there, and returns the
 // exact share held in thousandths of a GPU.
 func applyHeld(e *homelabv1.GpuNodeEntry, held *allocation.Held) (milli int64) {
 	e.AllocatedGpus, e.GpuPods = 0, 0
 	if held != nil {
-		e.AllocatedGpus, milli = held.GPUs(ShapeOf(e))
+		e.AllocatedGpus, milli = heldGPUs(held.GPUs, e)
 		e.GpuPods = held.Pods
 	}
 	e.FreeGpus = 0
@@ -76,7 +89,6 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 		if r.held == nil {
 			continue
 		}
-		shape := ShapeOf(e)
 		for i := range r.held.Namespaces {
 			ns := &r.held.Namespaces[i]
 			u := byNamespace[ns.Namespace]
@@ -84,7 +96,7 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 				u = &homelabv1.NamespaceUsage{Namespace: ns.Namespace}
 				byNamespace[ns.Namespace] = u
 			}
-			gpus, milli := ns.GPUs(shape)
+			gpus, milli := heldGPUs(ns.GPUs, e)
 			u.Pods = addSaturating(u.Pods, ns.Pods)
 			u.Gpus = addSaturating(u.Gpus, gpus)
 			u.MilliGpus += milli

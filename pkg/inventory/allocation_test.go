@@ -229,3 +229,18 @@ func TestStatusSizeBoundWithAllocation(t *testing.T) {
 		t.Errorf("the status is %d bytes; want at most 256 KiB", len(data))
 	}
 }
+
+// With MIG's single strategy the node's GPUs are MIG devices (GFD's count): allocated and free
+// are counted in them, the exact share as slices.
+func TestSingleStrategyMIGCountsDevices(t *testing.T) {
+	n := node("a100-mig", corev1.ConditionTrue, map[string]string{LabelProduct: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", LabelCount: "14",
+		"nvidia.com/mig.strategy": "single"})
+	n.ResourceVersion = "1"
+	h := held("ns", 3, 3)
+	inv, _ := NewEntryCache().WithAllocation(func(string) *allocation.Held { return h }).Compute([]*corev1.Node{n}, nil, time.Now())
+	e := inv.Nodes[0]
+	if e.AllocatedGpus != 3 || e.FreeGpus != 11 || inv.Allocation.AllocatedMilliGpus != 3000/7 || inv.Allocation.Namespaces[0].Gpus != 3 {
+		t.Errorf("allocated %d free %d milli %d namespace %d; want 3, 11, 428, 3", e.AllocatedGpus, e.FreeGpus,
+			inv.Allocation.AllocatedMilliGpus, inv.Allocation.Namespaces[0].Gpus)
+	}
+}
