@@ -22,6 +22,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -307,6 +308,42 @@ func (f *forbiddenRecorder) requests() []string {
 	return append([]string(nil), f.forbidden...)
 }
 
+// requestLog wraps a client configuration and records the method and path of every request.
+type requestLog struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			l.mu.Lock()
+			l.requests = append(l.requests, req.Method+" "+req.URL.RequestURI())
+			l.mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	}
+	return cfg
+}
+
+// of returns the recorded requests for a resource: those with a path segment named resource.
+func (l *requestLog) of(resource string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.requests {
+		path, _, _ := strings.Cut(strings.Fields(r)[1], "?")
+		for _, segment := range strings.Split(path, "/") {
+			if segment == resource {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -320,4 +357,44 @@ func testContext(t *testing.T) context.Context {
 // testLogger is testContext's logger; it also keeps what it wrote (for runningOperator.logs).
 func testLogger(t *testing.T) klog.Logger {
 	return ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2), ktesting.BufferLogs(true)))
+}
+
+// gpuPod is a pod of one container whose limits ask for count units of a GPU resource (the
+// API server copies limits of extended resources into requests), bound to node as the
+// scheduler would bind it, or waiting to be scheduled when node is "".
+func gpuPod(namespace, name, node, gpuResource string, count int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				corev1.ResourceName(gpuResource): *resource.NewQuantity(count, resource.DecimalSI)}}}}},
+	}
+}
+
+// ensureNamespace creates a namespace unless it exists.
+func (c *cluster) ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+// createPod creates a pod, and its namespace when it does not exist yet.
+func (c *cluster) createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	c.ensureNamespace(t, pod.Namespace)
+	created, err := c.kube.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	return created
+}
+
+// deletePod deletes a pod at once, as the kubelet confirms a bound pod's deletion.
+func (c *cluster) deletePod(t *testing.T, namespace, name string) {
+	t.Helper()
+	if err := c.kube.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatalf("delete pod %s/%s: %v", namespace, name, err)
+	}
 }

@@ -49,6 +49,10 @@ func waitReadyz(t *testing.T, op *runningOperator, timeout time.Duration, code i
 func TestMetricsAndHealthEndpoints(t *testing.T) {
 	c := startCluster(t)
 	c.loadHomeLab(t)
+	// A pod holding a share of nuc1's GPU and one waiting for any GPU, so that the allocation
+	// series the alerts read exist.
+	c.createPod(t, gpuPod("ml", "notebook", "nuc1", "nvidia.com/gpu", 1))
+	c.createPod(t, gpuPod("ml", "waiting", "", "nvidia.com/gpu", 1))
 	op := startOperator(t, c.env.Config, testOptions())
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
 
@@ -77,6 +81,9 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 		if !strings.Contains(text, `gpu_inventory_status_writes_total{inventory="cluster",outcome="written"}`) {
 			return fmt.Errorf("no status write counted yet")
 		}
+		if !strings.Contains(text, `gpu_inventory_pending_gpus{`) {
+			return fmt.Errorf("no pending GPUs exported yet")
+		}
 		return nil
 	})
 	for _, want := range []string{
@@ -87,6 +94,12 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 		`gpu_inventory_model_gpus{inventory="cluster",product="NVIDIA-GeForce-RTX-4070-Laptop-GPU",ready="false"} 1`,
 		`gpu_inventory_unhealthy_gpus{inventory="cluster"} 0`,
 		`gpu_inventory_labels_missing_nodes{inventory="cluster"} 0`,
+		"# TYPE gpu_inventory_allocated_gpus gauge",
+		`gpu_inventory_allocated_gpus{inventory="cluster",product="NVIDIA-GeForce-RTX-4070-Laptop-GPU"} 1`,
+		`gpu_inventory_free_gpus{inventory="cluster",product="NVIDIA-GeForce-RTX-4070-Laptop-GPU"} 0`, // nuc1 is NotReady
+		`gpu_inventory_pending_gpus{inventory="cluster",product=""} 1`,
+		`gpu_inventory_pending_oldest_timestamp_seconds{inventory="cluster",product=""} `,
+		`gpu_inventory_namespace_gpus{inventory="cluster",namespace="ml"} 1`,
 		"# TYPE gpu_inventory_leader gauge",
 		"gpu_inventory_leader 1",
 		"# TYPE gpu_inventory_syncs_total counter",
