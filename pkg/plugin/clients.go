@@ -10,9 +10,11 @@ import (
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -33,6 +35,7 @@ type clients struct {
 	host      string
 	gpu       versioned.Interface
 	core      rest.Interface
+	resource  rest.Interface
 	discovery discovery.DiscoveryInterface
 }
 
@@ -90,6 +93,41 @@ func (c *clients) Core() (rest.Interface, error) {
 	return c.core, nil
 }
 
+// Resource returns the REST client of DRA's resource.k8s.io/v1 group, which reads
+// ResourceClaims as protobuf (claimcache.StreamClaims).
+func (c *clients) Resource() (rest.Interface, error) {
+	if c.resource == nil {
+		cfg, err := c.config()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		client, err := resourcev1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.resource = client.RESTClient()
+	}
+	return c.resource, nil
+}
+
+// namespace is the namespace of the kubeconfig's current context ("default" when it names
+// none), as kubectl uses it when -n is not given.
+func (c *clients) namespace() (string, error) {
+	if c.flags == nil {
+		return metav1.NamespaceDefault, nil
+	}
+	ns, _, err := c.flags.ToRawKubeConfigLoader().Namespace()
+	if clientcmd.IsEmptyConfig(err) {
+		return "", errors.New("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the namespace from the kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
 // Discovery returns a discovery client (no disk cache: it answers one question).
 func (c *clients) Discovery() (discovery.DiscoveryInterface, error) {
 	if c.discovery == nil {
@@ -132,14 +170,37 @@ type request struct {
 	resource string // plural
 	group    string // "" for the core group
 	name     string // for get
+	// namespaced: the resource lives in namespaces; namespace "" then means all of them.
+	namespaced bool
+	namespace  string
 }
 
 var (
-	getInventory   = func(name string) request { return request{"get", "gpuinventories", homelabv1.GroupName, name} }
-	listInventory  = request{"list", "gpuinventories", homelabv1.GroupName, ""}
-	watchInventory = request{"watch", "gpuinventories", homelabv1.GroupName, ""}
-	listNodes      = request{"list", "nodes", "", ""}
+	getInventory = func(name string) request {
+		return request{verb: "get", resource: "gpuinventories", group: homelabv1.GroupName, name: name}
+	}
+	listInventory  = request{verb: "list", resource: "gpuinventories", group: homelabv1.GroupName}
+	watchInventory = request{verb: "watch", resource: "gpuinventories", group: homelabv1.GroupName}
+	listNodes      = request{verb: "list", resource: "nodes"}
+	listPods       = func(namespace string) request {
+		return request{verb: "list", resource: "pods", namespaced: true, namespace: namespace}
+	}
+	listClaims = func(namespace string) request {
+		return request{verb: "list", resource: "resourceclaims", group: "resource.k8s.io", namespaced: true, namespace: namespace}
+	}
 )
+
+// scope is where the request applies, for error messages, and the matching flag of
+// `kubectl auth can-i`.
+func (r request) scope() (where, canI string) {
+	switch {
+	case !r.namespaced:
+		return "(cluster-scoped)", ""
+	case r.namespace == "":
+		return "in all namespaces", " -A"
+	}
+	return fmt.Sprintf("in namespace %q", r.namespace), " -n " + r.namespace
+}
 
 func (r request) groupResource() string {
 	if r.group == "" {
@@ -156,8 +217,16 @@ func (c *clients) explain(err error, r request) error {
 		if r.group == "" {
 			group = `the core API group ("")`
 		}
-		return fmt.Errorf("permission denied: kubectl gpuinv needs %q on %s in %s (cluster-scoped); ask a cluster admin for a ClusterRole that grants it (`kubectl auth can-i %s %s` checks). The API server said: %v",
-			r.verb, r.resource, group, r.verb, r.groupResource(), err)
+		where, canI := r.scope()
+		role, hint := "ClusterRole", ""
+		switch {
+		case r.namespaced && r.namespace != "":
+			role = "Role"
+		case r.namespaced:
+			hint = " (or ask for one namespace with -n NAMESPACE)"
+		}
+		return fmt.Errorf("permission denied: kubectl gpuinv needs %q on %s in %s %s; ask a cluster admin for a %s that grants it%s (`kubectl auth can-i %s %s%s` checks). The API server said: %v",
+			r.verb, r.resource, group, where, role, hint, r.verb, r.groupResource(), canI, err)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the API server at %s did not accept your credentials (401 Unauthorized): check --kubeconfig, --context and --user, or log in again", c.hostOrUnknown())
 	case apierrors.IsNotFound(err) && r.group == homelabv1.GroupName:

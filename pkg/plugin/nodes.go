@@ -27,7 +27,7 @@ const (
 	GpuNodeCRDOlderOperator = "the GpuNode CRD is not installed: the operator is older than this plugin (it keeps no per-node records); upgrade the operator, which installs the CRD when it starts, or use `kubectl gpuinv` (the inventory) or `kubectl gpuinv scan` (the Nodes)"
 )
 
-var listGpuNodes = request{"list", "gpunodes", homelabv1.GroupName, ""}
+var listGpuNodes = request{verb: "list", resource: "gpunodes", group: homelabv1.GroupName}
 
 type nodesOptions struct {
 	output    string

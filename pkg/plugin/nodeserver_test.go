@@ -11,25 +11,38 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
 // nodeServer answers the node list as the API server does: protobuf pages of at most limit
-// nodes with a continue token, the label selector applied.
+// nodes with a continue token, the label selector applied. It answers pod and ResourceClaim
+// lists (all namespaces or one) the same way.
 type nodeServer struct {
-	nodes []*corev1.Node
-	fail  *apierrors.StatusError // when set, the answer to every request
+	nodes  []*corev1.Node
+	pods   []*corev1.Pod
+	claims []*resourcev1.ResourceClaim
+	fail   *apierrors.StatusError // when set, the answer to every request
+	// failPods and failClaims answer the pod and claim lists; noClaims: resource.k8s.io/v1
+	// is not served.
+	failPods, failClaims *apierrors.StatusError
+	noClaims             bool
 
 	mu       sync.Mutex
 	requests []listRequest
 }
 
-// listRequest is what a node list request asked for.
+// listRequest is what a list request asked for.
 type listRequest struct {
+	path     string
 	limit    int64
 	selector string
 }
@@ -63,16 +76,16 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, s.fail)
 		return
 	}
-	if r.Method != http.MethodGet || r.URL.Path != "/api/v1/nodes" {
-		writeStatus(w, apierrors.NewNotFound(corev1.Resource("nodes"), r.URL.Path))
+	if r.Method != http.MethodGet {
+		writeStatus(w, apierrors.NewMethodNotSupported(corev1.Resource("nodes"), r.Method))
 		return
 	}
 	if !strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
-		writeStatus(w, apierrors.NewBadRequest("the test server answers node lists in protobuf only, asked for "+r.Header.Get("Accept")))
+		writeStatus(w, apierrors.NewBadRequest("the test server answers lists in protobuf only, asked for "+r.Header.Get("Accept")))
 		return
 	}
 	q := r.URL.Query()
-	req := listRequest{selector: q.Get("labelSelector")}
+	req := listRequest{path: r.URL.Path, selector: q.Get("labelSelector")}
 	if l := q.Get("limit"); l != "" {
 		var err error
 		if req.limit, err = strconv.ParseInt(l, 10, 64); err != nil {
@@ -84,39 +97,116 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()
 
-	sel, err := labels.Parse(req.selector)
-	if err != nil {
-		writeStatus(w, apierrors.NewBadRequest("labelSelector: "+err.Error()))
-		return
-	}
-	var matching []*corev1.Node
-	for _, n := range s.nodes {
-		if sel.Matches(labels.Set(n.Labels)) {
-			matching = append(matching, n)
+	var items []runtime.Object
+	var list func(items []runtime.Object, meta metav1.ListMeta) runtime.Object
+	gv := corev1.SchemeGroupVersion
+	switch namespace, resource, ok := listPath(r.URL.Path); {
+	case ok && resource == "nodes" && namespace == "":
+		sel, err := labels.Parse(req.selector)
+		if err != nil {
+			writeStatus(w, apierrors.NewBadRequest("labelSelector: "+err.Error()))
+			return
 		}
+		for _, n := range s.nodes {
+			if sel.Matches(labels.Set(n.Labels)) {
+				items = append(items, n)
+			}
+		}
+		list = func(items []runtime.Object, meta metav1.ListMeta) runtime.Object {
+			l := &corev1.NodeList{ListMeta: meta}
+			for _, o := range items {
+				l.Items = append(l.Items, *o.(*corev1.Node))
+			}
+			return l
+		}
+	case ok && resource == "pods":
+		if s.failPods != nil {
+			writeStatus(w, s.failPods)
+			return
+		}
+		for _, p := range s.pods {
+			if namespace == "" || p.Namespace == namespace {
+				items = append(items, p)
+			}
+		}
+		list = func(items []runtime.Object, meta metav1.ListMeta) runtime.Object {
+			l := &corev1.PodList{ListMeta: meta}
+			for _, o := range items {
+				l.Items = append(l.Items, *o.(*corev1.Pod))
+			}
+			return l
+		}
+	case ok && resource == "resourceclaims" && !s.noClaims:
+		if s.failClaims != nil {
+			writeStatus(w, s.failClaims)
+			return
+		}
+		for _, c := range s.claims {
+			if namespace == "" || c.Namespace == namespace {
+				items = append(items, c)
+			}
+		}
+		gv = resourcev1.SchemeGroupVersion
+		list = func(items []runtime.Object, meta metav1.ListMeta) runtime.Object {
+			l := &resourcev1.ResourceClaimList{ListMeta: meta}
+			for _, o := range items {
+				l.Items = append(l.Items, *o.(*resourcev1.ResourceClaim))
+			}
+			return l
+		}
+	default:
+		// What the API server answers for a resource it does not serve.
+		writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotFound, "list", schema.GroupResource{Resource: r.URL.Path}, "", "", 0, false))
+		return
 	}
 	start := 0
 	if c := q.Get("continue"); c != "" {
-		if start, err = strconv.Atoi(c); err != nil || start > len(matching) {
+		var err error
+		if start, err = strconv.Atoi(c); err != nil || start > len(items) {
 			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("continue %q", c)))
 			return
 		}
 	}
-	end := len(matching)
+	end := len(items)
 	if req.limit > 0 {
 		end = min(end, start+int(req.limit))
 	}
-	cont := ""
-	if end < len(matching) {
-		cont = strconv.Itoa(end)
+	meta := metav1.ListMeta{ResourceVersion: "42"}
+	if end < len(items) {
+		meta.Continue = strconv.Itoa(end)
 	}
-	body, err := testenv.ProtobufNodeList(matching[start:end], cont)
+	encoder := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), gv)
+	body, err := runtime.Encode(encoder, list(items[start:end], meta))
 	if err != nil {
 		writeStatus(w, apierrors.NewInternalError(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
 	_, _ = w.Write(body)
+}
+
+// listPath splits a list request's path: /api/v1/RESOURCE, /api/v1/namespaces/NS/RESOURCE,
+// and the same under /apis/resource.k8s.io/v1 for resourceclaims.
+func listPath(path string) (namespace, resource string, ok bool) {
+	rest, core := strings.CutPrefix(path, "/api/v1/")
+	if !core {
+		if rest, ok = strings.CutPrefix(path, "/apis/resource.k8s.io/v1/"); !ok {
+			return "", "", false
+		}
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case len(parts) == 1:
+		resource = parts[0]
+	case len(parts) == 3 && parts[0] == "namespaces":
+		namespace, resource = parts[1], parts[2]
+	default:
+		return "", "", false
+	}
+	if core == (resource == "resourceclaims") {
+		return "", "", false
+	}
+	return namespace, resource, true
 }
 
 // writeStatus answers with err's Status, as the API server does for a failed request.

@@ -24,6 +24,9 @@ const (
 	// ExitDegraded: with --fail-on-degraded, an inventory is Degraded (a GPU node is not
 	// Ready or has unhealthy GPUs). The output is printed as usual.
 	ExitDegraded = 3
+	// ExitNoFit: `free` found no node with --count free GPUs of the model asked for. The
+	// answer is printed as usual.
+	ExitNoFit = 4
 )
 
 // Version is the plugin's version, set at build time with

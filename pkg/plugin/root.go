@@ -35,13 +35,14 @@ func newRootCommand(env Environment, fake *clients) *cobra.Command {
 node, as the gpu-inventory-operator keeps them in the object's status.
 
 Exit status: 0 fine; 1 on errors (the message says what to do); 3 with --fail-on-degraded
-when the inventory is Degraded.`,
+when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room for the job.`,
 		Example: `  kubectl gpuinv                      # the cluster inventory
   kubectl gpuinv a100-pool -o wide    # another inventory, with driver and CUDA versions
   kubectl gpuinv --problems           # only the nodes that need attention
   kubectl gpuinv --watch              # follow the changes
   kubectl gpuinv -o json | jq .status.readyGpus
   kubectl gpuinv --fail-on-degraded >/dev/null || alert   # 3 when Degraded
+  kubectl gpuinv free --model H100 --count 8   # where an 8-GPU job can start now (4: nowhere)
   kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
   kubectl gpuinv scan                 # no operator needed`,
 		Args:              cobra.MaximumNArgs(1),
@@ -66,7 +67,7 @@ when the inventory is Degraded.`,
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
-	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c))
+	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c))
 	return cmd
 }
 

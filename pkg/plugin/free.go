@@ -1,0 +1,415 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+)
+
+type freeOptions struct {
+	model  string
+	count  int32
+	output string
+}
+
+func newFreeCommand(env Environment, c *clients) *cobra.Command {
+	o := &freeOptions{count: 1}
+	cmd := &cobra.Command{
+		Use:   "free [NAME] [flags]",
+		Short: "Where a job of N GPUs of one model can run now, from the inventory",
+		Long: `Answer "where can a job of --count GPUs of --model run now" from one GET of the GpuInventory
+NAME (default: cluster): per model, its free GPUs, how many nodes have at least --count free
+GPUs (FIT-NODES), the nodes with the most free GPUs and what waiting pods ask of the model.
+A free GPU is healthy, held by no pod, on a Ready node that is not cordoned.
+
+The inventory counts nodes with 1, 2, 4 and 8 free GPUs; for another --count the count is
+exact when the inventory lists every node, else a range such as 3-9 (the line above the
+table says so). Whether some node fits is always exact.
+
+Exit status: 0 when some node fits; 4 when none does (the answer is printed as usual);
+1 on errors, including a --model that no model of the inventory matches.`,
+		Example: `  kubectl gpuinv free                          # every model, jobs of 1 GPU
+  kubectl gpuinv free --model H100 --count 8   # where can an 8-GPU H100 job start
+  kubectl gpuinv free --model "NVIDIA H100 80GB HBM3" -o json | jq .models[0].most
+  until kubectl gpuinv free --model a100 --count 4 >/dev/null; do sleep 60; done   # wait for room`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: c.completeInventoryNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch o.output {
+			case outputTable, outputJSON, outputYAML:
+			default:
+				return usagef("unknown output format %q: use json or yaml", o.output)
+			}
+			if o.count < 1 {
+				return usagef("--count must be at least 1")
+			}
+			name := homelabv1.DefaultInventoryName
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return o.run(cmd.Context(), env, c, name)
+		},
+	}
+	cmd.Flags().StringVar(&o.model, "model", "", "The GPU model, any case, as GPU Feature Discovery labels it (NVIDIA-H100-80GB-HBM3, with or without a MIG or SHARED variant), as NVIDIA's DRA driver names it (NVIDIA H100 80GB HBM3), or part of it (h100). Default: every model.")
+	cmd.Flags().Int32Var(&o.count, "count", o.count, "GPUs the job needs on one node.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the answer, for scripts).")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (o *freeOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+	gpu, err := c.GPU()
+	if err != nil {
+		return err
+	}
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return c.explain(err, getInventory(name))
+	}
+	s := &gi.Status
+	switch {
+	case s.InventoryHash == "" && s.ObservedAt == nil:
+		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
+	case s.Allocation == nil:
+		return fmt.Errorf("GpuInventory %q does not say which GPUs are free: the operator does not read pods (it runs with --allocation=false, or predates allocation); `kubectl gpuinv who` lists the pods holding GPUs from the pods themselves", name)
+	}
+	models, err := matchModels(s.Models, o.model)
+	if err != nil {
+		return fmt.Errorf("GpuInventory %q: %w", name, err)
+	}
+	answer := answerFree(gi, models, o.model, o.count)
+	switch o.output {
+	case outputJSON, outputYAML:
+		err = writeData(env.Out, answer, o.output)
+	default:
+		err = answer.write(env.Out, env.now())
+	}
+	if err != nil {
+		return err
+	}
+	if !answer.Fits {
+		return &exitError{code: ExitNoFit}
+	}
+	return nil
+}
+
+// matchModels picks the models --model names: those equal to it (any case) once put in GPU
+// Feature Discovery's form without its variant, else those whose name contains it. "" picks
+// them all.
+func matchModels(models []homelabv1.GpuModel, model string) ([]homelabv1.GpuModel, error) {
+	if model == "" {
+		return models, nil
+	}
+	gfd := inventory.NormalizeProduct(model)
+	base, _ := inventory.BaseModel(gfd)
+	var equal, containing []homelabv1.GpuModel
+	for _, m := range models {
+		if m.Product == "" || m.Product == inventory.OtherModels {
+			continue
+		}
+		switch {
+		case strings.EqualFold(m.Product, base) || strings.EqualFold(m.Product, gfd):
+			equal = append(equal, m)
+		case strings.Contains(strings.ToLower(m.Product), strings.ToLower(gfd)):
+			containing = append(containing, m)
+		}
+	}
+	if len(equal) > 0 {
+		return equal, nil
+	}
+	if len(containing) > 0 {
+		return containing, nil
+	}
+	var names []string
+	for _, m := range models {
+		names = append(names, modelName(m.Product))
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no GPU model matches %q: the inventory has no GPU nodes", model)
+	}
+	folded := ""
+	if slices.Contains(names, inventory.OtherModels) {
+		folded = fmt.Sprintf("; the smallest models are folded into %s, which --model cannot pick", inventory.OtherModels)
+	}
+	return nil, fmt.Errorf("no GPU model matches %q (models: %s%s)", model, strings.Join(names, ", "), folded)
+}
+
+func modelName(product string) string {
+	if product == "" {
+		return printer.Unlabeled
+	}
+	return product
+}
+
+// freeAnswer is what `free` says, and what it prints with -o json.
+type freeAnswer struct {
+	Inventory string `json:"inventory"`
+	// Model is --model as given; empty for every model.
+	Model string `json:"model,omitempty"`
+	Count int32  `json:"count"`
+	// Fits: some node has at least Count free GPUs of one of the models.
+	Fits bool `json:"fits"`
+	// Nodes and NodesAtMost bound the number of nodes with at least Count free GPUs (equal
+	// when Exact).
+	Nodes       int32 `json:"nodes"`
+	NodesAtMost int32 `json:"nodesAtMost"`
+	Exact       bool  `json:"exact"`
+	// FreeGpus and Gpus sum the models'.
+	FreeGpus int32       `json:"freeGpus"`
+	Gpus     int32       `json:"gpus"`
+	Models   []modelFree `json:"models"`
+	// Waiting is demand that no model row shows: for any model, and for models the inventory
+	// has no node of (without --model).
+	Waiting []homelabv1.GpuDemand `json:"waiting,omitempty"`
+	// listed and total: the inventory's node list, for the range's explanation.
+	listed, total int
+}
+
+// modelFree is the answer for one model.
+type modelFree struct {
+	Model    string `json:"model"`
+	FreeGpus int32  `json:"freeGpus"`
+	Gpus     int32  `json:"gpus"`
+	// MostFreeOnANode is the most free GPUs on one node of the model.
+	MostFreeOnANode int32                `json:"mostFreeOnANode"`
+	Nodes           int32                `json:"nodes"`
+	NodesAtMost     int32                `json:"nodesAtMost"`
+	Exact           bool                 `json:"exact"`
+	Most            []homelabv1.NodeFree `json:"most,omitempty"`
+	PendingGpus     int32                `json:"pendingGpus"`
+}
+
+// answerFree answers for the models picked from gi's status.
+func answerFree(gi *homelabv1.GpuInventory, models []homelabv1.GpuModel, model string, count int32) *freeAnswer {
+	s := &gi.Status
+	a := &freeAnswer{Inventory: gi.Name, Model: model, Count: count, Exact: true, Models: []modelFree{},
+		listed: len(s.Nodes), total: int(s.TotalGpuNodes)}
+	complete := len(s.Nodes) >= int(s.TotalGpuNodes)
+	listed := listedFree(s)
+	for _, m := range models {
+		lo, hi := nodesWithFree(m.Fit, listed[m.Product], complete, count)
+		mf := modelFree{Model: modelName(m.Product), FreeGpus: m.FreeGpus, Gpus: m.Gpus, Nodes: lo, NodesAtMost: hi,
+			Exact: lo == hi, PendingGpus: m.PendingGpus}
+		if m.Fit != nil {
+			mf.Most = m.Fit.Most
+			if len(m.Fit.Most) > 0 {
+				mf.MostFreeOnANode = m.Fit.Most[0].FreeGpus
+			}
+		}
+		a.Fits = a.Fits || mf.MostFreeOnANode >= count
+		a.Nodes = addSat32(a.Nodes, lo)
+		a.NodesAtMost = addSat32(a.NodesAtMost, hi)
+		a.Exact = a.Exact && mf.Exact
+		a.FreeGpus = addSat32(a.FreeGpus, m.FreeGpus)
+		a.Gpus = addSat32(a.Gpus, m.Gpus)
+		a.Models = append(a.Models, mf)
+	}
+	known := map[string]bool{}
+	for _, m := range s.Models {
+		known[m.Product] = true
+	}
+	for _, d := range s.Allocation.Pending {
+		if d.Model == "" || (model == "" && !known[d.Model]) {
+			a.Waiting = append(a.Waiting, d)
+		}
+	}
+	return a
+}
+
+// listedFree is the listed nodes with their free GPUs, by the model row they count under.
+func listedFree(s *homelabv1.GpuInventoryStatus) map[string][]homelabv1.NodeFree {
+	rows := map[string]bool{}
+	for _, m := range s.Models {
+		rows[m.Product] = true
+	}
+	out := map[string][]homelabv1.NodeFree{}
+	for i := range s.Nodes {
+		base, _ := inventory.BaseModel(s.Nodes[i].Product)
+		if !rows[base] && rows[inventory.OtherModels] {
+			base = inventory.OtherModels
+		}
+		out[base] = append(out[base], homelabv1.NodeFree{Name: s.Nodes[i].Name, FreeGpus: s.Nodes[i].FreeGpus})
+	}
+	return out
+}
+
+// fitBuckets are the free-GPU counts the inventory's fit summary counts nodes for.
+var fitBuckets = []int32{1, 2, 4, 8}
+
+func bucketCount(fit *homelabv1.GpuFit, b int32) int32 {
+	switch b {
+	case 1:
+		return fit.NodesWith1Free
+	case 2:
+		return fit.NodesWith2Free
+	case 4:
+		return fit.NodesWith4Free
+	case 8:
+		return fit.NodesWith8Free
+	}
+	return 0
+}
+
+// nodesWithFree bounds how many nodes of a model have at least n free GPUs (n >= 1), from the
+// model's fit summary and its listed nodes (all of them when complete). Exact (lo == hi) for
+// the summary's buckets, with a complete list, or when the summary names every node with a
+// free GPU; else at least what the next bucket up or the nodes named in the summary and the
+// list show, and at most the bucket below.
+func nodesWithFree(fit *homelabv1.GpuFit, listed []homelabv1.NodeFree, complete bool, n int32) (lo, hi int32) {
+	if fit == nil || len(fit.Most) == 0 || fit.Most[0].FreeGpus < n {
+		return 0, 0
+	}
+	if slices.Contains(fitBuckets, n) {
+		c := bucketCount(fit, n)
+		return c, c
+	}
+	atLeast := func(lists ...[]homelabv1.NodeFree) int32 {
+		seen := map[string]bool{}
+		for _, list := range lists {
+			for _, f := range list {
+				if f.FreeGpus >= n {
+					seen[f.Name] = true
+				}
+			}
+		}
+		return int32(min(len(seen), 1<<31-1))
+	}
+	if complete {
+		c := atLeast(listed)
+		return c, c
+	}
+	if len(fit.Most) < inventory.MaxFitNodes || int(fit.NodesWith1Free) <= len(fit.Most) {
+		c := atLeast(fit.Most) // Most names every node with a free GPU
+		return c, c
+	}
+	lo = atLeast(fit.Most, listed)
+	for _, b := range fitBuckets {
+		if b > n {
+			lo = max(lo, bucketCount(fit, b))
+			break
+		}
+		hi = bucketCount(fit, b)
+	}
+	return lo, max(lo, hi)
+}
+
+func addSat32(a, b int32) int32 {
+	if s := int64(a) + int64(b); s < 1<<31 {
+		return int32(s)
+	}
+	return 1<<31 - 1
+}
+
+// write prints the answer for people.
+func (a *freeAnswer) write(w io.Writer, now time.Time) error {
+	var b strings.Builder
+	scope := "Inventory " + a.Inventory
+	if a.Model != "" {
+		scope += fmt.Sprintf(", models matching %q", a.Model)
+	}
+	fmt.Fprintf(&b, "%s: %d of %s free.\n", scope, a.FreeGpus, countOf(int64(a.Gpus), "GPU", "GPUs"))
+	job := "a free GPU"
+	if a.Count > 1 {
+		job = fmt.Sprintf("%d free GPUs", a.Count)
+	}
+	switch {
+	case len(a.Models) == 0:
+		b.WriteString("No GPU nodes.\n")
+	case a.Fits && a.Exact:
+		fmt.Fprintf(&b, "A job of %s fits on %s now.\n", countOf(int64(a.Count), "GPU", "GPUs"), countOf(int64(a.Nodes), "node", "nodes"))
+	case a.Fits:
+		fmt.Fprintf(&b, "A job of %s fits on %d to %d nodes now (the inventory lists %d of %d GPU nodes and counts nodes with 1, 2, 4 and 8 free GPUs).\n",
+			countOf(int64(a.Count), "GPU", "GPUs"), a.Nodes, a.NodesAtMost, a.listed, a.total)
+	default:
+		most := int32(0)
+		for _, m := range a.Models {
+			most = max(most, m.MostFreeOnANode)
+		}
+		fmt.Fprintf(&b, "No node has %s of one model now", job)
+		if most > 0 {
+			fmt.Fprintf(&b, " (at most %d on one node)", most)
+		}
+		b.WriteString(".\n")
+	}
+	if len(a.Models) > 0 {
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "MODEL\tFREE\tFIT-NODES\tMOST-FREE\tPENDING")
+		for _, m := range a.Models {
+			fit := fmt.Sprint(m.Nodes)
+			if !m.Exact {
+				fit = fmt.Sprintf("%d-%d", m.Nodes, m.NodesAtMost)
+			}
+			var most []string
+			for _, n := range m.Most {
+				most = append(most, fmt.Sprintf("%s (%d)", n.Name, n.FreeGpus))
+			}
+			if len(most) == 0 {
+				most = []string{"-"}
+			}
+			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\n", m.Model, m.FreeGpus, m.Gpus, fit, strings.Join(most, ", "), m.PendingGpus)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(a.Waiting) > 0 {
+		b.WriteString("\n")
+	}
+	for _, d := range a.Waiting {
+		what := "Waiting for any model"
+		if d.Model != "" {
+			what = "Waiting for " + d.Model + ", which no node here has"
+		}
+		fmt.Fprintf(&b, "%s: %s asking for %s", what, countOf(int64(d.Pods), "pod", "pods"), countOf(int64(d.Gpus), "GPU", "GPUs"))
+		if d.Since != nil {
+			fmt.Fprintf(&b, ", the oldest for %s", age(d.Since.Time, now))
+		}
+		b.WriteString(".\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeData prints v as JSON (indented, as kubectl does) or YAML.
+func writeData(w io.Writer, v any, output string) error {
+	var data []byte
+	var err error
+	if output == outputYAML {
+		data, err = yaml.Marshal(v)
+	} else {
+		data, err = json.MarshalIndent(v, "", "    ")
+		data = append(data, '\n')
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+// age is a relative age as kubectl prints it (5m, 3h, 2d).
+func age(t, now time.Time) string {
+	return duration.HumanDuration(max(now.Sub(t), 0))
+}
+
+func countOf(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
