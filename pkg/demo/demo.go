@@ -90,6 +90,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 			DRANode, GKENode, GKENodeGPUs)
 	}
 
+	heldPods, err := runWorkloads(ctx, kube, published)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Started %d pods holding GPUs in namespaces %s and %s, and one 8-GPU pod waiting for an H100 node with 8 free GPUs.\n",
+		heldPods, trainingNamespace, inferenceNamespace)
+
 	logPath := filepath.Join(env.Dir, "logs", "operator.log")
 	stopOperator, err := startOperator(opts.Operator, env.KubeconfigPath(), logPath)
 	if err != nil {
@@ -106,7 +113,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// the DRA node with its slice's GPUs.
 	gi, err := waitForInventory(ctx, gpu, func(gi *homelabv1.GpuInventory) bool {
 		return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(len(healthy)) &&
-			entryGPUs(gi, DRANode) == int32(draGPUs)
+			entryGPUs(gi, DRANode) == int32(draGPUs) &&
+			gi.Status.Allocation != nil && gi.Status.Allocation.GpuPods == int32(heldPods) && gi.Status.Allocation.PendingPods == 1
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the inventory (operator log: %s): %w", logPath, err)
@@ -124,6 +132,8 @@ The cluster is yours until Ctrl-C. In another terminal:
   bin/kubectl-gpuinv --problems            # or, with bin/ on the PATH: kubectl gpuinv --problems
   bin/kubectl-gpuinv -o wide               # SOURCE: where each node's facts came from (%s: dra, %s: gke)
   bin/kubectl-gpuinv nodes -o wide         # one GpuNode record per GPU node, with its source
+  bin/kubectl-gpuinv free --count 2        # where a 2-GPU job could start now
+  bin/kubectl-gpuinv who --by-namespace    # who holds the GPUs
   kubectl get gpuinv                       # GPU-NODES, READY, GPUS, READY-GPUS, DEGRADED
   kubectl get gpunodes                     # the records: PRODUCT, GPUS, ..., SOURCE
   kubectl get resourceslices               # %s's GPUs as the DRA driver published them
