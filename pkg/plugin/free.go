@@ -45,7 +45,7 @@ Exit status: 0 when some node fits; 4 when none does (the answer is printed as u
 		Example: `  kubectl gpuinv free                          # every model, jobs of 1 GPU
   kubectl gpuinv free --model H100 --count 8   # where can an 8-GPU H100 job start
   kubectl gpuinv free --model "NVIDIA H100 80GB HBM3" -o json | jq .models[0].most
-  until kubectl gpuinv free --model a100 --count 4 >/dev/null; do sleep 60; done   # wait for room`,
+  while kubectl gpuinv free --model a100 --count 4 >/dev/null; [ $? -eq 4 ]; do sleep 60; done   # wait for room`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: c.completeInventoryNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -387,19 +387,18 @@ func (a *freeAnswer) write(w io.Writer, now time.Time) error {
 
 // writeData prints v as JSON (indented, as kubectl does) or YAML.
 func writeData(w io.Writer, v any, output string) error {
-	var data []byte
-	var err error
 	if output == outputYAML {
-		data, err = yaml.Marshal(v)
-	} else {
-		data, err = json.MarshalIndent(v, "", "    ")
-		data = append(data, '\n')
-	}
-	if err != nil {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
 		return err
 	}
-	_, err = w.Write(data)
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "    ")
+	enc.SetEscapeHTML(false) // <unknown>, <other models> as they are
+	return enc.Encode(v)
 }
 
 // age is a relative age as kubectl prints it (5m, 3h, 2d).

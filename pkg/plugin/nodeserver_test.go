@@ -80,6 +80,12 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewMethodNotSupported(corev1.Resource("nodes"), r.Method))
 		return
 	}
+	namespace, resource, served := listPath(r.URL.Path)
+	if !served || resource == "resourceclaims" && s.noClaims {
+		// What the API server answers for a resource it does not serve.
+		writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotFound, "list", schema.GroupResource{Resource: r.URL.Path}, "", "", 0, false))
+		return
+	}
 	if !strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
 		writeStatus(w, apierrors.NewBadRequest("the test server answers lists in protobuf only, asked for "+r.Header.Get("Accept")))
 		return
@@ -100,8 +106,8 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var items []runtime.Object
 	var list func(items []runtime.Object, meta metav1.ListMeta) runtime.Object
 	gv := corev1.SchemeGroupVersion
-	switch namespace, resource, ok := listPath(r.URL.Path); {
-	case ok && resource == "nodes" && namespace == "":
+	switch resource {
+	case "nodes":
 		sel, err := labels.Parse(req.selector)
 		if err != nil {
 			writeStatus(w, apierrors.NewBadRequest("labelSelector: "+err.Error()))
@@ -119,7 +125,7 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return l
 		}
-	case ok && resource == "pods":
+	case "pods":
 		if s.failPods != nil {
 			writeStatus(w, s.failPods)
 			return
@@ -136,7 +142,7 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return l
 		}
-	case ok && resource == "resourceclaims" && !s.noClaims:
+	case "resourceclaims":
 		if s.failClaims != nil {
 			writeStatus(w, s.failClaims)
 			return
@@ -154,10 +160,6 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return l
 		}
-	default:
-		// What the API server answers for a resource it does not serve.
-		writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotFound, "list", schema.GroupResource{Resource: r.URL.Path}, "", "", 0, false))
-		return
 	}
 	start := 0
 	if c := q.Get("continue"); c != "" {
@@ -203,10 +205,11 @@ func listPath(path string) (namespace, resource string, ok bool) {
 	default:
 		return "", "", false
 	}
-	if core == (resource == "resourceclaims") {
-		return "", "", false
+	switch {
+	case core && resource == "nodes" && namespace == "", core && resource == "pods", !core && resource == "resourceclaims":
+		return namespace, resource, true
 	}
-	return namespace, resource, true
+	return "", "", false
 }
 
 // writeStatus answers with err's Status, as the API server does for a failed request.

@@ -43,6 +43,7 @@ when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room 
   kubectl gpuinv -o json | jq .status.readyGpus
   kubectl gpuinv --fail-on-degraded >/dev/null || alert   # 3 when Degraded
   kubectl gpuinv free --model H100 --count 8   # where an 8-GPU job can start now (4: nowhere)
+  kubectl gpuinv who -A --by-namespace         # who holds the GPUs
   kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
   kubectl gpuinv scan                 # no operator needed`,
 		Args:              cobra.MaximumNArgs(1),
@@ -67,7 +68,7 @@ when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room 
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
-	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c))
+	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c), newWhoCommand(env, c))
 	return cmd
 }
 

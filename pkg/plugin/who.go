@@ -1,0 +1,471 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
+)
+
+// UnknownModel is the model of a holder on a node that has no GpuNode record.
+const UnknownModel = "<unknown>"
+
+type whoOptions struct {
+	namespace     string
+	allNamespaces bool
+	byNamespace   bool
+	output        string
+	chunkSize     int64
+}
+
+func newWhoCommand(env Environment, c *clients) *cobra.Command {
+	o := &whoOptions{chunkSize: 500}
+	cmd := &cobra.Command{
+		Use:   "who [flags]",
+		Short: "List the pods that hold GPUs: namespace, pod, node, model, GPUs, since",
+		Long: `List the pods that hold GPUs now, from the pods and DRA ResourceClaims themselves (not from the
+operator): a pod bound to a node, not finished, requesting nvidia.com/gpu, nvidia.com/gpu.shared
+or nvidia.com/mig-*, or reserving a ResourceClaim allocated gpu.nvidia.com devices. MODEL and
+the GPUs a MIG device or a shared GPU is worth come from the node's GpuNode record.
+
+GPUS is in GPU-equivalents: a whole GPU is 1, a MIG device its compute slices (1g.5gb of an
+A100: 0.14), a time-sliced or MPS replica 1/replicas (0.25 of 4); parts show two decimals.
+A GPU held through a claim that several pods share is marked * and counted once in the totals.
+An allocated claim reserved for no pod is listed as claim/NAME.
+
+Like kubectl get, it lists the current namespace; -n picks another, -A all of them. It needs
+"list" on pods (and on resourceclaims.resource.k8s.io where DRA is served) there, and "list"
+on gpunodes.homelab.youngju.dev for the models (without it GPUs are counted as whole units).`,
+		Example: `  kubectl gpuinv who -A                    # every pod holding GPUs
+  kubectl gpuinv who -n ml-team
+  kubectl gpuinv who -A --by-namespace     # GPUs held per namespace
+  kubectl gpuinv who -A -o json | jq '.holders[] | select(.model | test("H100"))'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch o.output {
+			case outputTable, outputWide, outputJSON, outputYAML:
+			default:
+				return usagef("unknown output format %q: use wide, json or yaml", o.output)
+			}
+			if o.allNamespaces && cmd.Flags().Changed("namespace") {
+				return usagef("-A lists all namespaces: do not combine it with -n")
+			}
+			if o.chunkSize < 0 {
+				return usagef("--chunk-size must not be negative")
+			}
+			return o.run(cmd.Context(), env, c)
+		},
+	}
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "List the pods of this namespace (default: the current context's).")
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the pods of all namespaces.")
+	cmd.Flags().BoolVar(&o.byNamespace, "by-namespace", false, "One row per namespace: its pods holding GPUs and the GPUs they hold.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds what each pod holds: resources, DRA devices and claims), json or yaml.")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().Int64Var(&o.chunkSize, "chunk-size", o.chunkSize, "GpuNode records per page. 0 lists them in one response.")
+	return cmd
+}
+
+func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error {
+	namespace := o.namespace
+	if o.allNamespaces {
+		namespace = ""
+	} else if namespace == "" {
+		var err error
+		if namespace, err = c.namespace(); err != nil {
+			return err
+		}
+	}
+	pods, claims, err := readHolders(ctx, c, namespace)
+	if err != nil {
+		return err
+	}
+	holdings := allocation.Holdings(pods, claims)
+	held, demand := allocation.Compute(pods, claims)
+	nodes := map[string]*nodeShape{}
+	for node := range held {
+		nodes[node] = nil
+	}
+	for i := range holdings {
+		nodes[holdings[i].Node] = nil
+	}
+	if len(nodes) > 0 {
+		note, err := readShapes(ctx, c, nodes, o.chunkSize)
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
+		}
+	}
+	answer := answerWho(namespace, holdings, held, demand, nodes, o.byNamespace)
+	switch o.output {
+	case outputJSON, outputYAML:
+		return writeData(env.Out, answer, o.output)
+	}
+	return answer.write(env.Out, o.output == outputWide, env.now())
+}
+
+// readHolders streams the GPU pods of namespace ("" for all) and its GPU claims, keeping
+// what allocation needs of the unfinished ones. Without the resource.k8s.io/v1 API there
+// are no claims.
+func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocation.Pod, []*allocation.Claim, error) {
+	core, err := c.Core()
+	if err != nil {
+		return nil, nil, err
+	}
+	var pods []*allocation.Pod
+	err = podcache.StreamPods(ctx, core, namespace, func(p *allocation.Pod) error {
+		if !p.Finished {
+			pods = append(pods, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, c.explainList(err, listPods(namespace))
+	}
+	resource, err := c.Resource()
+	if err != nil {
+		return nil, nil, err
+	}
+	var claims []*allocation.Claim
+	err = claimcache.StreamClaims(ctx, resource, namespace, func(cl *allocation.Claim) error {
+		claims = append(claims, cl)
+		return nil
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		claims = nil // DRA is not served: pods only
+	case err != nil:
+		return nil, nil, c.explainList(err, listClaims(namespace))
+	}
+	return pods, claims, nil
+}
+
+// explainList explains an API error of a list, found inside err; other errors (a malformed
+// stream, fn's) are returned as they are.
+func (c *clients) explainList(err error, r request) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if statusErr, ok := status.(error); ok {
+			return c.explain(statusErr, r)
+		}
+	}
+	if isConnectionError(err) {
+		return c.explain(err, r)
+	}
+	return err
+}
+
+// nodeShape is what converting a node's held resources into GPUs needs, and its model.
+type nodeShape struct {
+	model string
+	shape allocation.Shape
+}
+
+// readShapes fills in the shape of each node of nodes from its GpuNode record, reading the
+// records chunkSize at a time and keeping only those of nodes. Without the records (CRD not
+// installed, or no permission) it returns a note instead, and nodes stay unknown.
+func readShapes(ctx context.Context, c *clients, nodes map[string]*nodeShape, chunkSize int64) (note string, err error) {
+	gpu, err := c.GPU()
+	if err != nil {
+		return "", err
+	}
+	opts := metav1.ListOptions{Limit: chunkSize}
+	for {
+		page, err := gpu.HomelabV1().GpuNodes().List(ctx, opts)
+		switch {
+		case apierrors.IsNotFound(err):
+			return "the GpuNode CRD is not installed: models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
+		case apierrors.IsForbidden(err):
+			return "cannot list gpunodes.homelab.youngju.dev (forbidden): models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
+		case err != nil:
+			return "", c.explain(err, listGpuNodes)
+		}
+		for i := range page.Items {
+			r := &page.Items[i]
+			if _, wanted := nodes[r.Name]; wanted {
+				nodes[r.Name] = shapeOf(&r.Spec)
+			}
+		}
+		if page.Continue == "" {
+			return "", nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// shapeOf reads a record as the inventory reads the node's entry (inventory.ShapeOf).
+func shapeOf(spec *homelabv1.GpuNodeSpec) *nodeShape {
+	entry := homelabv1.GpuNodeEntry{Product: spec.Product, GpuCount: spec.GpuCount, Sharing: spec.Sharing}
+	model, _ := inventory.BaseModel(spec.Product)
+	return &nodeShape{model: model, shape: inventory.ShapeOf(&entry)}
+}
+
+// whoAnswer is what `who` says, and what it prints with -o json.
+type whoAnswer struct {
+	// Namespace is the namespace listed; empty for all.
+	Namespace string `json:"namespace"`
+	// Pods counts the pods holding GPUs; Nodes the nodes they hold GPUs on.
+	Pods  int32 `json:"pods"`
+	Nodes int32 `json:"nodes"`
+	// MilliGpus is what they hold in thousandths of a GPU (a GPU shared through a claim
+	// counted once); Gpus the same in GPU-equivalents.
+	MilliGpus int64   `json:"milliGpus"`
+	Gpus      float64 `json:"gpus"`
+	// WaitingPods and WaitingGpus are what pods (and claims) waiting to be scheduled ask for.
+	WaitingPods int32 `json:"waitingPods"`
+	WaitingGpus int32 `json:"waitingGpus"`
+	// Holders, or with --by-namespace Namespaces.
+	Holders    []holder           `json:"holders,omitempty"`
+	Namespaces []namespaceHolding `json:"namespaces,omitempty"`
+}
+
+// holder is what one pod holds on one node.
+type holder struct {
+	Namespace string `json:"namespace"`
+	// Pod is empty for an allocated claim reserved for no pod.
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
+	// Model is the node's base model; UnknownModel without its GpuNode record.
+	Model     string  `json:"model"`
+	MilliGpus int64   `json:"milliGpus"`
+	Gpus      float64 `json:"gpus"`
+	// Resources are the device-plugin resources held; Devices and Claims the DRA devices
+	// and the claims they come from.
+	Resources map[string]int64 `json:"resources,omitempty"`
+	Devices   []string         `json:"devices,omitempty"`
+	Claims    []string         `json:"claims,omitempty"`
+	// Shared: a claim of these devices is reserved for other pods too.
+	Shared bool         `json:"shared,omitempty"`
+	Since  *metav1.Time `json:"since,omitempty"`
+}
+
+// namespaceHolding is what one namespace's pods hold.
+type namespaceHolding struct {
+	Namespace string  `json:"namespace"`
+	Pods      int32   `json:"pods"`
+	MilliGpus int64   `json:"milliGpus"`
+	Gpus      float64 `json:"gpus"`
+}
+
+// answerWho turns holdings (for the rows) and held (for the totals, where a shared GPU
+// counts once) into the answer, with each node's shape.
+func answerWho(namespace string, holdings []allocation.Holding, held map[string]*allocation.Held, demand []allocation.Demand,
+	nodes map[string]*nodeShape, byNamespace bool) *whoAnswer {
+	a := &whoAnswer{Namespace: namespace}
+	shape := func(node string) (string, allocation.Shape) {
+		if s := nodes[node]; s != nil {
+			return s.model, s.shape
+		}
+		return UnknownModel, allocation.Shape{}
+	}
+	nsPods := map[string]map[string]struct{}{}
+	for _, h := range holdings {
+		if h.Pod == "" {
+			continue
+		}
+		if nsPods[h.Namespace] == nil {
+			nsPods[h.Namespace] = map[string]struct{}{}
+		}
+		nsPods[h.Namespace][h.Pod] = struct{}{}
+	}
+	nsMilli := map[string]int64{}
+	for node, h := range held {
+		_, s := shape(node)
+		for i := range h.Namespaces {
+			_, milli := h.Namespaces[i].GPUs(s)
+			nsMilli[h.Namespaces[i].Namespace] = addSat64(nsMilli[h.Namespaces[i].Namespace], milli)
+		}
+		if len(h.Namespaces) > 0 {
+			a.Nodes++
+		}
+	}
+	for ns, milli := range nsMilli {
+		a.MilliGpus = addSat64(a.MilliGpus, milli)
+		if _, ok := nsPods[ns]; !ok {
+			nsPods[ns] = map[string]struct{}{} // claims reserved for no pod only
+		}
+	}
+	for _, p := range nsPods {
+		a.Pods = addSat32(a.Pods, int32(min(len(p), 1<<31-1)))
+	}
+	a.Gpus = float64(a.MilliGpus) / 1000
+	for _, d := range demand {
+		a.WaitingPods = addSat32(a.WaitingPods, d.Pods)
+		a.WaitingGpus = addSat32(a.WaitingGpus, int32(min((d.Milli+999)/1000, 1<<31-1)))
+	}
+	if byNamespace {
+		a.Namespaces = []namespaceHolding{}
+		for ns, pods := range nsPods {
+			milli := nsMilli[ns]
+			a.Namespaces = append(a.Namespaces, namespaceHolding{Namespace: ns, Pods: int32(min(len(pods), 1<<31-1)),
+				MilliGpus: milli, Gpus: float64(milli) / 1000})
+		}
+		slices.SortFunc(a.Namespaces, func(x, y namespaceHolding) int { return strings.Compare(x.Namespace, y.Namespace) })
+		return a
+	}
+	a.Holders = make([]holder, 0, len(holdings))
+	for _, h := range holdings {
+		model, s := shape(h.Node)
+		_, milli := (&allocation.NamespaceHeld{Resources: h.Resources, Devices: h.Devices}).GPUs(s)
+		row := holder{Namespace: h.Namespace, Pod: h.Pod, Node: h.Node, Model: model, MilliGpus: milli, Gpus: float64(milli) / 1000,
+			Devices: h.Devices, Claims: h.Claims, Shared: h.Shared}
+		if len(h.Resources) > 0 {
+			row.Resources = map[string]int64{}
+			for _, r := range h.Resources {
+				row.Resources[r.Name] = r.Count
+			}
+		}
+		if h.Since > 0 {
+			since := metav1.NewTime(time.Unix(h.Since, 0).UTC())
+			row.Since = &since
+		}
+		a.Holders = append(a.Holders, row)
+	}
+	return a
+}
+
+func addSat64(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return 1<<63 - 1
+	}
+	return -1 << 63
+}
+
+// write prints the answer for people: the holders (wide: with what each holds) or the
+// namespaces, then a summary line.
+func (a *whoAnswer) write(w io.Writer, wide bool, now time.Time) error {
+	var b strings.Builder
+	where := fmt.Sprintf("in namespace %q", a.Namespace)
+	if a.Namespace == "" {
+		where = "in any namespace"
+	}
+	if a.Pods == 0 && a.MilliGpus == 0 {
+		fmt.Fprintf(&b, "No pod holds GPUs %s.\n", where)
+	} else {
+		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+		shared := false
+		if a.Namespaces != nil {
+			fmt.Fprintln(tw, "NAMESPACE\tPODS\tGPUS")
+			for _, n := range a.Namespaces {
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", n.Namespace, n.Pods, FormatMilliGPUs(n.MilliGpus))
+			}
+		} else {
+			header := "NAMESPACE\tPOD\tNODE\tMODEL\tGPUS\tSINCE"
+			if wide {
+				header += "\tHOLDS"
+			}
+			fmt.Fprintln(tw, header)
+			for _, h := range a.Holders {
+				pod := h.Pod
+				if pod == "" {
+					pod = "claim/" + strings.Join(h.Claims, ",claim/")
+				}
+				gpus := FormatMilliGPUs(h.MilliGpus)
+				if h.Shared {
+					gpus += "*"
+					shared = true
+				}
+				since := "-"
+				if h.Since != nil {
+					since = age(h.Since.Time, now)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", h.Namespace, pod, h.Node, h.Model, gpus, since)
+				if wide {
+					fmt.Fprintf(tw, "\t%s", h.holds())
+				}
+				fmt.Fprintln(tw)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if shared {
+			b.WriteString("* held through a claim shared with other pods: the same GPUs, counted once in the total\n")
+		}
+		b.WriteString("\n")
+		namespaces := ""
+		if a.Namespace == "" {
+			namespaces = fmt.Sprintf(" in %s", countOf(int64(len(a.nsNames())), "namespace", "namespaces"))
+		}
+		fmt.Fprintf(&b, "%s%s hold %s GPUs on %s.\n", countOf(int64(a.Pods), "pod", "pods"), namespaces,
+			FormatMilliGPUs(a.MilliGpus), countOf(int64(a.Nodes), "node", "nodes"))
+	}
+	if a.WaitingPods > 0 {
+		fmt.Fprintf(&b, "Waiting to be scheduled %s: %s asking for %s (`kubectl gpuinv free` shows where they could run).\n",
+			where, countOf(int64(a.WaitingPods), "pod", "pods"), countOf(int64(a.WaitingGpus), "GPU", "GPUs"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// nsNames are the namespaces holding GPUs.
+func (a *whoAnswer) nsNames() []string {
+	var names []string
+	if a.Namespaces != nil {
+		for _, n := range a.Namespaces {
+			names = append(names, n.Namespace)
+		}
+		return names
+	}
+	for _, h := range a.Holders {
+		if !slices.Contains(names, h.Namespace) {
+			names = append(names, h.Namespace)
+		}
+	}
+	return names
+}
+
+// holds is what a holder holds, for -o wide: resources with their counts, then each claim's
+// devices.
+func (h *holder) holds() string {
+	var parts []string
+	names := make([]string, 0, len(h.Resources))
+	for name := range h.Resources {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, h.Resources[name]))
+	}
+	if len(h.Devices) > 0 {
+		claims := "claim "
+		if len(h.Claims) > 1 {
+			claims = "claims "
+		}
+		parts = append(parts, claims+strings.Join(h.Claims, ",")+": "+strings.Join(h.Devices, ","))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FormatMilliGPUs renders thousandths of a GPU as GPU-equivalents: whole numbers as
+// integers, parts with two decimals (never 0.00 for a part that is held).
+func FormatMilliGPUs(milli int64) string {
+	milli = max(milli, 0)
+	if milli%1000 == 0 {
+		return fmt.Sprint(milli / 1000)
+	}
+	hundredths := milli / 10
+	if milli%10 >= 5 {
+		hundredths++
+	}
+	hundredths = max(hundredths, 1)
+	return fmt.Sprintf("%d.%02d", hundredths/100, hundredths%100)
+}

@@ -1,0 +1,311 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+)
+
+// whoClients serve server's nodes, pods and claims, and the GpuNode records.
+func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) *clients {
+	t.Helper()
+	c := fakeClientsServing(t, server, true)
+	gpu := c.gpu.(*gpufake.Clientset)
+	for _, r := range records {
+		if err := gpu.Tracker().Add(r.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disc := c.discovery.(*fakediscovery.FakeDiscovery)
+	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "gpunodes", Kind: "GpuNode"})
+	return c
+}
+
+// allocatedServer serves allocatedFleet's nodes, pods and claims.
+func allocatedServer() *nodeServer {
+	nodes, pods, claims := allocatedFleet()
+	return &nodeServer{nodes: nodes, pods: pods, claims: claims}
+}
+
+func allocatedRecords() []*homelabv1.GpuNode {
+	nodes, _, _ := allocatedFleet()
+	return recordsOf(nodes, mixedFleetPrevious)
+}
+
+func TestWhoGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"who", []string{"-A"}},
+		{"who-wide", []string{"-A", "-o", "wide"}},
+		{"who-by-namespace", []string{"-A", "--by-namespace"}},
+		{"who-namespace", []string{"-n", "ml"}},
+		{"who-current-namespace", nil}, // the kubeconfig's namespace: default here
+		{"who-json", []string{"-A", "-o", "json"}},
+		{"who-by-namespace-json", []string{"--all-namespaces", "--by-namespace", "-o", "json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who"}, tc.args...)...)
+			if r.code != ExitOK || r.err != "" {
+				t.Fatalf("exit %d, stderr %q", r.code, r.err)
+			}
+			golden(t, tc.name+".golden", r.out)
+		})
+	}
+}
+
+// The totals count a GPU that a claim shares between pods once; the namespaces add up to
+// the totals; parts of GPUs are their share of the GPU.
+func TestWhoCounts(t *testing.T) {
+	run := func(args ...string) whoAnswer {
+		t.Helper()
+		r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who", "-o", "json"}, args...)...)
+		if r.code != ExitOK {
+			t.Fatalf("exit %d, stderr %q", r.code, r.err)
+		}
+		var a whoAnswer
+		if err := json.Unmarshal([]byte(r.out), &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	all := run("-A")
+	got := map[string]int64{}
+	for _, h := range all.Holders {
+		got[h.Namespace+"/"+h.Pod] = h.MilliGpus
+	}
+	want := map[string]int64{
+		"edge/cam-0": 1000, "ml/train-0": 4000, "ml/train-1": 2000,
+		"research/notebook-a": 142,                          // one 1g.5gb of 7 slices
+		"research/notebook-b": 285,                          // two single-strategy 1g.5gb devices
+		"serving/infer-0":     250,                          // one of 4 replicas
+		"serving/infer-1":     750,                          // three of 4
+		"team-dra/":           1000,                         // the claim orphan, reserved for no pod
+		"team-dra/dra-a":      1000, "team-dra/dra-b": 1000, // the same shared GPU
+		"team-dra/dra-c": 2000,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("thousandths of a GPU per holder (-want +got):\n%s", diff)
+	}
+	if all.MilliGpus != 12427 || all.Pods != 10 || all.Nodes != 6 || all.WaitingPods != 3 || all.WaitingGpus != 10 {
+		t.Errorf("totals: %d milli, %d pods, %d nodes, %d waiting for %d GPUs; want 12427, 10, 6, 3 waiting for 10",
+			all.MilliGpus, all.Pods, all.Nodes, all.WaitingPods, all.WaitingGpus)
+	}
+	byNS := run("-A", "--by-namespace")
+	var sum int64
+	var pods int32
+	for _, n := range byNS.Namespaces {
+		sum += n.MilliGpus
+		pods += n.Pods
+	}
+	if sum != all.MilliGpus || pods != all.Pods || byNS.Holders != nil {
+		t.Errorf("namespaces add up to %d milli and %d pods, want %d and %d (holders %v)", sum, pods, all.MilliGpus, all.Pods, byNS.Holders)
+	}
+}
+
+func TestFormatMilliGPUs(t *testing.T) {
+	for milli, want := range map[int64]string{
+		0: "0", 1000: "1", 8000: "8", 142: "0.14", 285: "0.29", 250: "0.25", 1500: "1.50",
+		1: "0.01", 4: "0.01", 995: "1.00", 12427: "12.43", 1<<63 - 1: "9223372036854775.81", -5: "0",
+	} {
+		if got := FormatMilliGPUs(milli); got != want {
+			t.Errorf("FormatMilliGPUs(%d) = %q, want %q", milli, got, want)
+		}
+	}
+}
+
+// Without resource.k8s.io/v1 (a cluster before 1.34, or DRA off) `who` reads pods only, and
+// says nothing about it.
+func TestWhoWithoutClaimsAPI(t *testing.T) {
+	server := allocatedServer()
+	server.noClaims = true
+	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A")
+	if r.code != ExitOK || r.err != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	if strings.Contains(r.out, "team-dra") || !strings.Contains(r.out, "7 pods in 4 namespaces hold 8.43 GPUs on 6 nodes.") {
+		t.Errorf("want the device-plugin pods only:\n%s", r.out)
+	}
+}
+
+// Without GpuNode records (an operator older than them, or no permission) GPUs are counted
+// as whole units and models are unknown; a note on stderr says so.
+func TestWhoWithoutRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		note string
+	}{
+		{"no CRD", apierrors.NewGenericServerResponse(http.StatusNotFound, "list", homelabv1.Resource("gpunodes"), "", "", 0, false),
+			"Note: the GpuNode CRD is not installed: models are unknown, and GPUs are counted without the nodes' MIG and sharing layout\n"},
+		{"forbidden", apierrors.NewForbidden(homelabv1.Resource("gpunodes"), "", nil),
+			"Note: cannot list gpunodes.homelab.youngju.dev (forbidden): models are unknown, and GPUs are counted without the nodes' MIG and sharing layout\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := whoClients(t, allocatedServer(), allocatedRecords())
+			c.gpu.(*gpufake.Clientset).PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.err
+			})
+			r := runPlugin(context.Background(), c, false, nil, "who", "-n", "research")
+			if r.code != ExitOK || r.err != tc.note {
+				t.Fatalf("exit %d, stderr %q, want %q", r.code, r.err, tc.note)
+			}
+			// notebook-b's two single-strategy MIG devices count as 2 without the node's layout.
+			want := "research   notebook-b  a100-mig-7  <unknown>  2     5m\n"
+			if !strings.Contains(r.out, want) {
+				t.Errorf("no line %q in:\n%s", want, r.out)
+			}
+		})
+	}
+}
+
+func TestWhoErrors(t *testing.T) {
+	forbiddenPods := apierrors.NewForbidden(corev1.Resource("pods"), "", nil)
+	forbiddenClaims := apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", nil)
+	for _, tc := range []struct {
+		name   string
+		server func(*nodeServer)
+		args   []string
+		want   string
+	}{
+		{"pods forbidden, all namespaces", func(s *nodeServer) { s.failPods = forbiddenPods }, []string{"-A"},
+			`error: permission denied: kubectl gpuinv needs "list" on pods in the core API group ("") in all namespaces; ask a cluster admin for a ClusterRole that grants it (or ask for one namespace with -n NAMESPACE) (` + "`kubectl auth can-i list pods -A`" + ` checks). The API server said: `},
+		{"pods forbidden, one namespace", func(s *nodeServer) { s.failPods = forbiddenPods }, []string{"-n", "ml"},
+			`error: permission denied: kubectl gpuinv needs "list" on pods in the core API group ("") in namespace "ml"; ask a cluster admin for a Role that grants it (` + "`kubectl auth can-i list pods -n ml`" + ` checks). The API server said: `},
+		{"claims forbidden", func(s *nodeServer) { s.failClaims = forbiddenClaims }, []string{"-A"},
+			`error: permission denied: kubectl gpuinv needs "list" on resourceclaims in API group "resource.k8s.io" in all namespaces; ask a cluster admin for a ClusterRole that grants it (or ask for one namespace with -n NAMESPACE) (` + "`kubectl auth can-i list resourceclaims.resource.k8s.io -A`" + ` checks). The API server said: `},
+		{"pods fail", func(s *nodeServer) { s.failPods = apierrors.NewInternalError(fmt.Errorf("etcd is down")) }, []string{"-A"},
+			"error: list pods: Internal error occurred: etcd is down\n"},
+		{"-A and -n", nil, []string{"-A", "-n", "ml"}, "error: -A lists all namespaces: do not combine it with -n\nSee 'kubectl gpuinv --help' for usage.\n"},
+		{"unknown output", nil, []string{"-o", "table"}, "error: unknown output format \"table\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := allocatedServer()
+			if tc.server != nil {
+				tc.server(server)
+			}
+			r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, append([]string{"who"}, tc.args...)...)
+			if r.code != ExitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout and a stderr starting with:\n%s", r.code, r.out, r.err, tc.want)
+			}
+		})
+	}
+}
+
+// Pods and claims are read in pages of 500, as protobuf (the test server answers nothing
+// else), from the namespace asked for; the records only when something is held.
+func TestWhoStreamsPages(t *testing.T) {
+	nodes, _, _ := allocatedFleet()
+	var pods []*corev1.Pod
+	for i := range 1203 {
+		ns := fmt.Sprintf("team-%d", i%3)
+		switch {
+		case i%4 == 0:
+			pods = append(pods, gpuPod(ns, fmt.Sprintf("gpu-%04d", i), fmt.Sprintf("node-%d", i%50), statusTime, "nvidia.com/gpu", 1))
+		default:
+			pods = append(pods, gpuPod(ns, fmt.Sprintf("web-%04d", i), "dgx-01", statusTime))
+		}
+	}
+	server := &nodeServer{nodes: nodes, pods: pods}
+	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A", "--by-namespace")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	if !strings.Contains(r.out, "301 pods in 3 namespaces hold 301 GPUs on 25 nodes.") {
+		t.Errorf("output:\n%s", r.out)
+	}
+	var got []string
+	for _, req := range server.listRequests() {
+		got = append(got, fmt.Sprintf("%s limit=%d", req.path, req.limit))
+	}
+	want := []string{"/api/v1/pods limit=500", "/api/v1/pods limit=500", "/api/v1/pods limit=500",
+		"/apis/resource.k8s.io/v1/resourceclaims limit=500"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("list requests (-want +got):\n%s", diff)
+	}
+
+	server.requests = nil
+	r = runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-n", "team-1")
+	if r.code != ExitOK || !strings.Contains(r.out, "100 pods hold 100 GPUs on 25 nodes.") {
+		t.Errorf("exit %d, stderr %q, output ends:\n%s", r.code, r.err, r.out[max(0, len(r.out)-200):])
+	}
+	got = nil
+	for _, req := range server.listRequests() {
+		got = append(got, req.path)
+	}
+	want = []string{"/api/v1/namespaces/team-1/pods", "/apis/resource.k8s.io/v1/namespaces/team-1/resourceclaims"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("list requests for -n team-1 (-want +got):\n%s", diff)
+	}
+}
+
+// A finished pod holds nothing; a pod waiting holds nothing but counts as waiting.
+func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
+	at := statusTime.Add(-time.Hour)
+	done := gpuPod("ml", "done", "dgx-01", at, "nvidia.com/gpu", 8)
+	done.Status.Phase = corev1.PodFailed
+	server := &nodeServer{pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2)}}
+	r := runPlugin(context.Background(), whoClients(t, server, nil), false, nil, "who", "-n", "ml")
+	want := "No pod holds GPUs in namespace \"ml\".\nWaiting to be scheduled in namespace \"ml\": 1 pod asking for 2 GPUs (`kubectl gpuinv free` shows where they could run).\n"
+	if r.code != ExitOK || r.out != want {
+		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
+	}
+}
+
+// Without -n, the namespace is the kubeconfig context's, as for kubectl get.
+func TestWhoUsesTheContextNamespace(t *testing.T) {
+	server := allocatedServer()
+	cfg := server.start(t)
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: serving}}]
+current-context: ctx
+`, cfg.Host)
+	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &kubeconfig
+	r := runPlugin(context.Background(), &clients{flags: flags, warnings: io.Discard}, false, nil, "who")
+	// The test server serves no GpuNode records: models are unknown.
+	want := `NAMESPACE  POD      NODE         MODEL      GPUS  SINCE
+serving    infer-0  t4-shared-1  <unknown>  1     8h
+serving    infer-1  t4-shared-1  <unknown>  3     7h5m
+
+2 pods hold 4 GPUs on 1 node.
+`
+	if r.code != ExitOK || r.out != want || !strings.HasPrefix(r.err, "Note: the GpuNode CRD is not installed") {
+		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
+	}
+	var paths []string
+	for _, req := range server.listRequests() {
+		paths = append(paths, req.path)
+	}
+	if diff := cmp.Diff([]string{"/api/v1/namespaces/serving/pods", "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims"}, paths); diff != "" {
+		t.Errorf("list requests (-want +got):\n%s", diff)
+	}
+}
