@@ -3,11 +3,13 @@ package claimcache
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // Field numbers of the messages the decoder reads (k8s.io/api resource/v1 and
@@ -23,8 +25,6 @@ const (
 	metaResourceVersion   = 6
 	metaCreationTimestamp = 8
 	metaAnnotations       = 12
-	mapKey                = 1
-	mapValue              = 2
 
 	specDevices         = 1 // ResourceClaimSpec.devices: DeviceClaim
 	deviceClaimRequests = 1 // DeviceClaim.requests: DeviceRequest
@@ -83,8 +83,8 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 	// FromClaim reads the requests only of an unallocated claim, and the spec comes before
 	// the status: it is decoded at the end, if at all.
 	var specs [][]byte
-	err := fields(raw, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
+	err := kubeproto.Fields(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
@@ -115,8 +115,8 @@ func tooMany(list string, limit int) error {
 }
 
 func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
@@ -142,16 +142,7 @@ func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
 // initialEventsEnd returns the value of an annotation's map entry if it is the watch-list
 // bookmark's marker (the reflector waits for it). A malformed entry is no marker.
 func initialEventsEnd(entry []byte) (string, bool) {
-	var key, value []byte
-	err := fields(entry, func(num int32, typ int, v []byte, _ uint64) error {
-		switch {
-		case num == mapKey && typ == wireBytes:
-			key = v
-		case num == mapValue && typ == wireBytes:
-			value = v
-		}
-		return nil
-	})
+	key, value, err := kubeproto.MapEntry(entry)
 	if err != nil || string(key) != metav1.InitialEventsAnnotationKey {
 		return "", false
 	}
@@ -159,12 +150,12 @@ func initialEventsEnd(entry []byte) (string, bool) {
 }
 
 func decodeSpec(b []byte, spec *resourcev1.ResourceClaimSpec) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if num != specDevices || typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != specDevices || typ != protowire.BytesType {
 			return nil
 		}
-		return fields(v, func(num int32, typ int, v []byte, _ uint64) error {
-			if num != deviceClaimRequests || typ != wireBytes {
+		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if num != deviceClaimRequests || typ != protowire.BytesType {
 				return nil
 			}
 			if len(spec.Devices.Requests) == resourcev1.DeviceRequestsMaxSize {
@@ -177,8 +168,8 @@ func decodeSpec(b []byte, spec *resourcev1.ResourceClaimSpec) error {
 }
 
 func decodeRequest(b []byte, r *resourcev1.DeviceRequest) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
@@ -204,17 +195,17 @@ func decodeRequest(b []byte, r *resourcev1.DeviceRequest) error {
 
 // decodeDeviceRequest reads the fields an ExactDeviceRequest and a DeviceSubRequest share,
 // under their numbers in either message.
-func decodeDeviceRequest(b []byte, classNum, selectorsNum, modeNum, countNum int32,
+func decodeDeviceRequest(b []byte, classNum, selectorsNum, modeNum, countNum protowire.Number,
 	class *string, selectors *[]resourcev1.DeviceSelector, mode *resourcev1.DeviceAllocationMode, count *int64) error {
-	return fields(b, func(num int32, typ int, v []byte, varint uint64) error {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
 		switch {
-		case num == classNum && typ == wireBytes:
+		case num == classNum && typ == protowire.BytesType:
 			*class = string(v)
-		case num == modeNum && typ == wireBytes:
+		case num == modeNum && typ == protowire.BytesType:
 			*mode = resourcev1.DeviceAllocationMode(v)
-		case num == countNum && typ == wireVarint:
+		case num == countNum && typ == protowire.VarintType:
 			*count = int64(varint)
-		case num == selectorsNum && typ == wireBytes:
+		case num == selectorsNum && typ == protowire.BytesType:
 			if len(*selectors) == resourcev1.DeviceSelectorsMaxSize {
 				return tooMany("selectors", resourcev1.DeviceSelectorsMaxSize)
 			}
@@ -226,15 +217,15 @@ func decodeDeviceRequest(b []byte, classNum, selectorsNum, modeNum, countNum int
 }
 
 func decodeSelector(b []byte, s *resourcev1.DeviceSelector) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if num != selectorCEL || typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != selectorCEL || typ != protowire.BytesType {
 			return nil
 		}
 		if s.CEL == nil {
 			s.CEL = &resourcev1.CELDeviceSelector{}
 		}
-		return fields(v, func(num int32, typ int, v []byte, _ uint64) error {
-			if num == celExpression && typ == wireBytes {
+		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if num == celExpression && typ == protowire.BytesType {
 				s.CEL.Expression = string(v)
 			}
 			return nil
@@ -243,8 +234,8 @@ func decodeSelector(b []byte, s *resourcev1.DeviceSelector) error {
 }
 
 func decodeStatus(b []byte, status *resourcev1.ResourceClaimStatus) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
@@ -265,18 +256,18 @@ func decodeStatus(b []byte, status *resourcev1.ResourceClaimStatus) error {
 }
 
 func decodeAllocation(b []byte, a *resourcev1.AllocationResult) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if num != allocationDevices || typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num != allocationDevices || typ != protowire.BytesType {
 			return nil
 		}
-		return fields(v, func(num int32, typ int, v []byte, _ uint64) error {
-			if num != devicesResults || typ != wireBytes {
+		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			if num != devicesResults || typ != protowire.BytesType {
 				return nil
 			}
 			// Only the NVIDIA driver's results count: others are not copied.
 			var driver, pool, device []byte
-			err := fields(v, func(num int32, typ int, v []byte, _ uint64) error {
-				if typ != wireBytes {
+			err := kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				if typ != protowire.BytesType {
 					return nil
 				}
 				switch num {
@@ -303,8 +294,8 @@ func decodeAllocation(b []byte, a *resourcev1.AllocationResult) error {
 }
 
 func decodeConsumer(b []byte, c *resourcev1.ResourceClaimConsumerReference) error {
-	return fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {

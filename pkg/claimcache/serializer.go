@@ -1,8 +1,6 @@
 package claimcache
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -11,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // Object is a ResourceClaim as the claim serializer decodes it: what the reflector reads
@@ -96,26 +94,23 @@ func (d claimDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, int
 	if into != nil {
 		return d.next.Decode(data, defaults, into)
 	}
-	if bytes.HasPrefix(data, nodecache.ProtobufMagic) {
-		apiVersion, kind, raw, err := unknownEnvelope(data[len(nodecache.ProtobufMagic):])
-		if err == nil && apiVersion == claimGVK.GroupVersion().String() {
-			switch kind {
-			case claimGVK.Kind:
-				claim, err := decodeMinimal(raw)
-				if err != nil {
-					return nil, nil, fmt.Errorf("decode ResourceClaim: %w", err)
-				}
-				obj := objectOf(claim)
-				gvk := claimGVK
-				return &obj, &gvk, nil
-			case claimListGVK.Kind:
-				list, err := decodeList(raw)
-				if err != nil {
-					return nil, nil, fmt.Errorf("decode ResourceClaimList: %w", err)
-				}
-				gvk := claimListGVK
-				return list, &gvk, nil
+	if apiVersion, kind, raw, err := kubeproto.Envelope(data); err == nil && string(apiVersion) == GroupVersion {
+		switch string(kind) {
+		case claimGVK.Kind:
+			claim, err := decodeMinimal(raw)
+			if err != nil {
+				return nil, nil, fmt.Errorf("decode ResourceClaim: %w", err)
 			}
+			obj := objectOf(claim)
+			gvk := claimGVK
+			return &obj, &gvk, nil
+		case claimListGVK.Kind:
+			list, err := decodeList(raw)
+			if err != nil {
+				return nil, nil, fmt.Errorf("decode ResourceClaimList: %w", err)
+			}
+			gvk := claimListGVK
+			return list, &gvk, nil
 		}
 	}
 	obj, gvk, err := d.next.Decode(data, defaults, nil)
@@ -133,61 +128,15 @@ func (d claimDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, int
 	return obj, gvk, err
 }
 
-// Field numbers of runtime.Unknown, runtime.TypeMeta and a list's ListMeta and items.
-const (
-	unknownTypeMeta = 1
-	unknownRaw      = 2
-	typeMetaVersion = 1
-	typeMetaKind    = 2
-	listMetadata    = 1
-	listItems       = 2
-)
-
-// unknownEnvelope reads a runtime.Unknown without copying its raw bytes.
-func unknownEnvelope(b []byte) (apiVersion, kind string, raw []byte, err error) {
-	err = fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
-			return nil
-		}
-		switch num {
-		case unknownTypeMeta:
-			return fields(v, func(num int32, typ int, v []byte, _ uint64) error {
-				switch {
-				case num == typeMetaVersion && typ == wireBytes:
-					apiVersion = string(v)
-				case num == typeMetaKind && typ == wireBytes:
-					kind = string(v)
-				}
-				return nil
-			})
-		case unknownRaw:
-			raw = v
-		}
-		return nil
-	})
-	if err == nil && raw == nil {
-		err = errors.New("protobuf object without content")
-	}
-	return apiVersion, kind, raw, err
-}
-
 // decodeList decodes a protobuf ResourceClaimList, each item as DecodeClaim does.
 func decodeList(b []byte) (*ObjectList, error) {
 	list := &ObjectList{}
-	err := fields(b, func(num int32, typ int, v []byte, _ uint64) error {
-		if typ != wireBytes {
-			return nil
+	err := kubeproto.DecodeList(b, &list.ListMeta, func(item []byte) error {
+		claim, err := decodeMinimal(item)
+		if err != nil {
+			return fmt.Errorf("item %d: %w", len(list.Items)+1, err)
 		}
-		switch num {
-		case listMetadata:
-			return list.ListMeta.Unmarshal(v)
-		case listItems:
-			claim, err := decodeMinimal(v)
-			if err != nil {
-				return fmt.Errorf("item %d: %w", len(list.Items)+1, err)
-			}
-			list.Items = append(list.Items, objectOf(claim))
-		}
+		list.Items = append(list.Items, objectOf(claim))
 		return nil
 	})
 	return list, err

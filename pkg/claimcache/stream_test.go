@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // manyClaims are n claims over four namespaces: allocated GPU claims, other drivers' claims
@@ -143,27 +147,20 @@ func protobufClaimList(t testing.TB, claims []*resourcev1.ResourceClaim, cont st
 	return data
 }
 
-// What is not a complete protobuf list is an error, and a claimed size is never allocated.
-func TestClaimStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
-	full := protobufClaimList(t, manyClaims(6), "")
-	huge := append([]byte("k8s\x00"), 0x12, 0x06, 0x12, 0x80, 0x80, 0x80, 0x80, 0x40) // an item of 16 GiB
-	for name, data := range map[string][]byte{
-		"JSON":                 []byte(`{"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[]}`),
-		"empty":                nil,
-		"truncated":            full[:len(full)-40],
-		"a claim of 16 GiB":    huge,
-		"a list of 2^64 bytes": append([]byte("k8s\x00"), 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
-	} {
-		if _, err := decodeClaimStream(bytes.NewReader(data), func(*allocation.Claim) error { return nil }); err == nil {
-			t.Errorf("%s: no error", name)
-		}
+// A claim's message may be as large as MaxClaimBytes: a size claimed beyond it is refused
+// before anything is read (kubeproto's tests cover the other malformed lists).
+func TestClaimStreamRefusesClaimsBeyondMaxClaimBytes(t *testing.T) {
+	claimed := func(size uint64) []byte {
+		item := protowire.AppendVarint(protowire.AppendTag(nil, kubeproto.ListItems, protowire.BytesType), size)
+		b := protowire.AppendTag(slices.Clone(kubeproto.ProtobufMagic), 2, protowire.BytesType) // runtime.Unknown's raw
+		return protowire.AppendBytes(b, item)
 	}
-	meta, err := decodeClaimStream(bytes.NewReader(protobufClaimList(t, nil, "more")), func(*allocation.Claim) error {
-		t.Error("a claim in an empty list")
-		return nil
-	})
-	if err != nil || meta.Continue != "more" {
-		t.Errorf("empty list: %+v, %v", meta, err)
+	ignore := func([]byte) error { return nil }
+	if _, err := claimList.Read(bytes.NewReader(claimed(MaxClaimBytes+1)), ignore); !errors.Is(err, kubeproto.ErrTooLarge) {
+		t.Errorf("a claim of MaxClaimBytes+1: %v; want kubeproto.ErrTooLarge", err)
+	}
+	if _, err := claimList.Read(bytes.NewReader(claimed(MaxClaimBytes)), ignore); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a claim of MaxClaimBytes with nothing behind: %v; want io.ErrUnexpectedEOF", err)
 	}
 }
 
@@ -171,6 +168,21 @@ func FuzzDecodeClaimStream(f *testing.F) {
 	f.Add(protobufClaimList(f, manyClaims(4), "next"))
 	f.Add([]byte("k8s\x00\x12\xff\xff\xff\xff\xff\xff\xff\xff\x7f"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = decodeClaimStream(bytes.NewReader(data), func(*allocation.Claim) error { return nil })
+		_, _ = claimList.Read(bytes.NewReader(data), func(raw []byte) error {
+			_, err := DecodeClaim(raw)
+			return err
+		})
 	})
+}
+
+// BenchmarkDecodeClaimStream reads a page of 500 claims, as StreamClaims reads each page.
+func BenchmarkDecodeClaimStream(b *testing.B) {
+	data := protobufClaimList(b, manyClaims(500), "next")
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := claimList.Read(bytes.NewReader(data), func(raw []byte) error { _, err := DecodeClaim(raw); return err }); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,8 +1,6 @@
 package nodecache
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -13,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// ProtobufMagic starts every protobuf object the API server sends (a runtime.Unknown follows).
-var ProtobufMagic = []byte("k8s\x00")
+// ProtobufMagic starts every protobuf object the API server sends (kubeproto.ProtobufMagic).
+var ProtobufMagic = kubeproto.ProtobufMagic
 
 // NewTrimmingSerializer wraps a client's serializer so that every Node it decodes (list
 // items and watch events alike) comes out trimmed: protobuf Nodes are decoded by
@@ -43,9 +43,9 @@ type trimmingDecoder struct {
 var nodeGVK = corev1.SchemeGroupVersion.WithKind("Node")
 
 func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if _, isNode := into.(*corev1.Node); (into == nil || isNode) && bytes.HasPrefix(data, ProtobufMagic) {
-		apiVersion, kind, raw, err := unknownEnvelope(data[len(ProtobufMagic):])
-		if err == nil && apiVersion == "v1" && kind == "Node" {
+	if _, isNode := into.(*corev1.Node); into == nil || isNode {
+		apiVersion, kind, raw, err := kubeproto.Envelope(data)
+		if err == nil && string(apiVersion) == "v1" && string(kind) == "Node" {
 			node, err := d.trimmer.DecodeNode(raw)
 			if err != nil {
 				return nil, nil, fmt.Errorf("decode Node: %w", err)
@@ -68,42 +68,6 @@ func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 		}
 	}
 	return obj, gvk, err
-}
-
-// Field numbers of runtime.Unknown and runtime.TypeMeta.
-const (
-	unknownTypeMeta = 1
-	unknownRaw      = 2
-	typeMetaVersion = 1
-	typeMetaKind    = 2
-)
-
-// unknownEnvelope reads a runtime.Unknown without copying its raw bytes.
-func unknownEnvelope(b []byte) (apiVersion, kind string, raw []byte, err error) {
-	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case unknownTypeMeta:
-			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				switch {
-				case num == typeMetaVersion && typ == protowire.BytesType:
-					apiVersion = string(v)
-				case num == typeMetaKind && typ == protowire.BytesType:
-					kind = string(v)
-				}
-				return nil
-			})
-		case unknownRaw:
-			raw = v
-		}
-		return nil
-	})
-	if err == nil && raw == nil {
-		err = errors.New("protobuf object without content")
-	}
-	return apiVersion, kind, raw, err
 }
 
 // Field numbers of the Kubernetes protobuf messages that a node stream reads
@@ -131,54 +95,7 @@ const (
 
 	conditionType   = 1
 	conditionStatus = 2
-
-	mapKey   = 1
-	mapValue = 2
 )
-
-// protoFields calls fn for each field of the message b: num, type, the value of a
-// length-delimited field or the varint.
-func protoFields(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte, varint uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var value []byte
-		var varint uint64
-		switch typ {
-		case protowire.BytesType:
-			value, n = protowire.ConsumeBytes(b)
-		case protowire.VarintType:
-			varint, n = protowire.ConsumeVarint(b)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, typ, value, varint); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// mapEntry returns the key and the value bytes of a protobuf map entry.
-func mapEntry(b []byte) (key, value []byte, err error) {
-	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch {
-		case num == mapKey && typ == protowire.BytesType:
-			key = v
-		case num == mapValue && typ == protowire.BytesType:
-			value = v
-		}
-		return nil
-	})
-	return key, value, err
-}
 
 // DecodeNode decodes a protobuf Node (the message, without the envelope) straight into its
 // trimmed form: only what Trim keeps is decoded, and images, addresses, managed fields and
@@ -190,7 +107,7 @@ func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
 	scratch.labels = scratch.labelsBuf[:0]
 	scratch.conditions = scratch.condBuf[:0]
 	node := &corev1.Node{}
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -236,7 +153,7 @@ func (s *nodeScratch) setKey(entries [][]byte) []byte {
 }
 
 func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeScratch) error {
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -253,14 +170,14 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 			meta.DeletionTimestamp = &metav1.Time{}
 			return meta.DeletionTimestamp.Unmarshal(v)
 		case metaLabels:
-			key, _, err := mapEntry(v)
+			key, _, err := kubeproto.MapEntry(v)
 			if err == nil && t.Keeps(view(key)) {
 				scratch.labels = append(scratch.labels, v)
 			}
 			return err
 		case metaAnnotations:
 			// Only the watch-list bookmark's marker: the reflector waits for it.
-			key, value, err := mapEntry(v)
+			key, value, err := kubeproto.MapEntry(v)
 			if err != nil || string(key) != metav1.InitialEventsAnnotationKey {
 				return err
 			}
@@ -274,7 +191,7 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 	meta.Labels, err = t.labelSets.get(scratch.setKey(scratch.labels), func() (map[string]string, error) {
 		labels := make(map[string]string, len(scratch.labels))
 		for _, e := range scratch.labels {
-			key, value, err := mapEntry(e)
+			key, value, err := kubeproto.MapEntry(e)
 			if err != nil {
 				return nil, err
 			}
@@ -288,7 +205,7 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 func (t *NodeTrimmer) trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
 	var taints []corev1.Taint
 	var key []byte
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
 		switch {
 		case num == specUnschedulable && typ == protowire.VarintType:
 			spec.Unschedulable = varint != 0
@@ -312,13 +229,13 @@ func (t *NodeTrimmer) trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
 }
 
 func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch *nodeScratch) error {
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
 		case statusCapacity, statusAllocatable:
-			key, _, err := mapEntry(v)
+			key, _, err := kubeproto.MapEntry(v)
 			if err != nil || !keepsResourceBytes(key) {
 				return err
 			}
@@ -357,7 +274,7 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 	return t.resourceLists.get(scratch.setKey(entries), func() (corev1.ResourceList, error) {
 		list := make(corev1.ResourceList, len(entries))
 		for _, e := range entries {
-			key, value, err := mapEntry(e)
+			key, value, err := kubeproto.MapEntry(e)
 			if err != nil {
 				return nil, err
 			}
@@ -375,7 +292,7 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 // copied). Heartbeat, reason and message, which a kubelet or monitor rewrites, are skipped
 // unread.
 func readCondition(b []byte) (condType []byte, status corev1.ConditionStatus, err error) {
-	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err = kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		switch {
 		case num == conditionType && typ == protowire.BytesType:
 			condType = v

@@ -2,6 +2,9 @@ package nodecache
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -101,27 +105,20 @@ func TestNodeStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
 	}
 }
 
-// A broken or hostile endpoint that claims huge sizes gets an error, not an allocation of
-// the size it claims.
-func TestNodeStreamRefusesClaimedSizes(t *testing.T) {
+// A Node's message may be as large as MaxNodeBytes: a size claimed beyond it is refused
+// before anything is read (kubeproto's tests cover the other claimed sizes).
+func TestNodeStreamRefusesNodesBeyondMaxNodeBytes(t *testing.T) {
 	decode := NewNodeTrimmer(nil).DecodeNode
-	envelope := func(list []byte) []byte {
-		b := append([]byte{}, ProtobufMagic...)
-		return protowire.AppendBytes(protowire.AppendTag(b, unknownRaw, protowire.BytesType), list)
+	claimed := func(size uint64) []byte {
+		item := protowire.AppendVarint(protowire.AppendTag(nil, kubeproto.ListItems, protowire.BytesType), size)
+		b := protowire.AppendTag(slices.Clone(ProtobufMagic), 2, protowire.BytesType) // runtime.Unknown's raw
+		return protowire.AppendBytes(b, item)
 	}
-	hugeItem := protowire.AppendTag(nil, listItems, protowire.BytesType)
-	hugeItem = protowire.AppendVarint(hugeItem, 1<<40) // a 1 TiB Node, with nothing behind it
-	hugeList := append([]byte{}, ProtobufMagic...)
-	hugeList = protowire.AppendTag(hugeList, unknownRaw, protowire.BytesType)
-	hugeList = protowire.AppendVarint(hugeList, 1<<63+5) // longer than any int64
-	for name, data := range map[string][]byte{
-		"node of 1 TiB": envelope(hugeItem),
-		"list of 2^63":  hugeList,
-	} {
-		_, _, err := DecodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {})
-		if err == nil {
-			t.Errorf("%s: no error", name)
-		}
+	if _, _, err := DecodeNodeStream(bytes.NewReader(claimed(MaxNodeBytes+1)), decode, func(*corev1.Node) {}); !errors.Is(err, kubeproto.ErrTooLarge) {
+		t.Errorf("a node of MaxNodeBytes+1: %v; want kubeproto.ErrTooLarge", err)
+	}
+	if _, _, err := DecodeNodeStream(bytes.NewReader(claimed(MaxNodeBytes)), decode, func(*corev1.Node) {}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a node of MaxNodeBytes with nothing behind: %v; want io.ErrUnexpectedEOF", err)
 	}
 }
 
@@ -132,4 +129,18 @@ func FuzzDecodeNodeStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _, _ = DecodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {})
 	})
+}
+
+// BenchmarkDecodeNodeStream reads a page of 500 nodes of a fleet, as `kubectl gpuinv scan`
+// reads each page.
+func BenchmarkDecodeNodeStream(b *testing.B) {
+	data := protobufNodeList(b, fixtures.Fleet(500), "next")
+	decode := NewNodeTrimmer(nil).DecodeNode
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, _, err := DecodeNodeStream(bytes.NewReader(data), decode, func(*corev1.Node) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,18 +1,16 @@
 package podcache
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // NewDecodingSerializer wraps a client's serializer so that every Pod it decodes (watch
@@ -48,23 +46,20 @@ func (d podDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 	default:
 		return d.next.Decode(data, defaults, into)
 	}
-	if bytes.HasPrefix(data, nodecache.ProtobufMagic) {
-		apiVersion, kind, raw, err := unknownEnvelope(data[len(nodecache.ProtobufMagic):])
-		if err == nil && string(apiVersion) == "v1" {
-			switch string(kind) {
-			case "Pod":
-				obj, err := decodeObject(raw)
-				if err != nil {
-					return nil, nil, fmt.Errorf("decode Pod: %w", err)
-				}
-				return deliver(into, obj, podGVK)
-			case "PodList":
-				list, err := decodeList(raw)
-				if err != nil {
-					return nil, nil, fmt.Errorf("decode PodList: %w", err)
-				}
-				return deliver(into, list, podListGVK)
+	if apiVersion, kind, raw, err := kubeproto.Envelope(data); err == nil && string(apiVersion) == "v1" {
+		switch string(kind) {
+		case "Pod":
+			obj, err := decodeObject(raw)
+			if err != nil {
+				return nil, nil, fmt.Errorf("decode Pod: %w", err)
 			}
+			return deliver(into, obj, podGVK)
+		case "PodList":
+			list, err := decodeList(raw)
+			if err != nil {
+				return nil, nil, fmt.Errorf("decode PodList: %w", err)
+			}
+			return deliver(into, list, podListGVK)
 		}
 	}
 	obj, gvk, err := d.next.Decode(data, defaults, nil)
@@ -140,22 +135,14 @@ func decodeObject(raw []byte) (*Object, error) {
 func decodeList(raw []byte) (*ObjectList, error) {
 	list := &ObjectList{}
 	count := 0
-	err := protoFields(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	err := kubeproto.DecodeList(raw, &list.ListMeta, func(item []byte) error {
+		count++
+		obj, err := decodeObject(item)
+		if err != nil {
+			return fmt.Errorf("pod %d of the list: %w", count, err)
 		}
-		switch num {
-		case listMetadata:
-			return list.ListMeta.Unmarshal(v)
-		case listItems:
-			count++
-			obj, err := decodeObject(v)
-			if err != nil {
-				return fmt.Errorf("pod %d of the list: %w", count, err)
-			}
-			if obj.Pod != nil || obj.err != nil {
-				list.Items = append(list.Items, obj)
-			}
+		if obj.Pod != nil || obj.err != nil {
+			list.Items = append(list.Items, obj)
 		}
 		return nil
 	})

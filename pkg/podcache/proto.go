@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // Field numbers of the protobuf messages the decoder reads (k8s.io/api core/v1 and
@@ -49,18 +50,7 @@ const (
 	statusPhase            = 1
 	statusExtendedResource = 18 // extendedResourceClaimStatus
 
-	mapKey   = 1
-	mapValue = 2
-
 	quantityString = 1 // resource.Quantity.string
-
-	// runtime.Unknown, runtime.TypeMeta, and the lists.
-	unknownTypeMeta = 1
-	unknownRaw      = 2
-	typeMetaVersion = 1
-	typeMetaKind    = 2
-	listMetadata    = 1
-	listItems       = 2
 )
 
 // DecodePod decodes a protobuf v1 Pod (the message, without the envelope) into what
@@ -90,7 +80,7 @@ func namesGPUResource(pod []byte) (bool, error) {
 		if found || typ != protowire.BytesType || (num != resourcesLimits && num != resourcesRequests) {
 			return nil
 		}
-		key, _, err := mapEntry(v)
+		key, _, err := kubeproto.MapEntry(v)
 		found = allocation.IsGPUResource(view(key))
 		return err
 	}
@@ -98,7 +88,7 @@ func namesGPUResource(pod []byte) (bool, error) {
 		if found || num != containerResources || typ != protowire.BytesType {
 			return nil
 		}
-		return protoFields(v, inResources)
+		return kubeproto.Fields(v, inResources)
 	}
 	inSpec := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if found || typ != protowire.BytesType {
@@ -106,19 +96,19 @@ func namesGPUResource(pod []byte) (bool, error) {
 		}
 		switch num {
 		case specContainers, specInitContainers:
-			return protoFields(v, inContainer)
+			return kubeproto.Fields(v, inContainer)
 		case specOverhead:
-			key, _, err := mapEntry(v)
+			key, _, err := kubeproto.MapEntry(v)
 			found = allocation.IsGPUResource(view(key))
 			return err
 		}
 		return nil
 	}
-	err := protoFields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if found || num != podSpec || typ != protowire.BytesType {
 			return nil
 		}
-		return protoFields(v, inSpec)
+		return kubeproto.Fields(v, inSpec)
 	})
 	return found && err == nil, err
 }
@@ -150,7 +140,7 @@ func (r *reader) take() error {
 func minimalPod(b []byte) (*corev1.Pod, error) {
 	r := &reader{left: maxElements}
 	pod := &corev1.Pod{}
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -168,7 +158,7 @@ func minimalPod(b []byte) (*corev1.Pod, error) {
 }
 
 func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -189,7 +179,7 @@ func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
 }
 
 func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -203,7 +193,7 @@ func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 		case specNodeName:
 			spec.NodeName = interned.intern(view(v))
 		case specNodeSelector:
-			key, value, err := mapEntry(v)
+			key, value, err := kubeproto.MapEntry(v)
 			if err != nil || view(key) != allocation.ProductLabel {
 				return err
 			}
@@ -220,13 +210,13 @@ func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 func (r *reader) container(b []byte, list *[]corev1.Container) error {
 	var resources corev1.ResourceRequirements
 	var policy []byte
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
 		case containerResources:
-			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 				switch {
 				case typ != protowire.BytesType:
 				case num == resourcesLimits:
@@ -262,7 +252,7 @@ func (r *reader) container(b []byte, list *[]corev1.Container) error {
 // addGPUResource adds a resource list's entry to list if it is a GPU resource; other
 // entries are skipped unread.
 func (r *reader) addGPUResource(list *corev1.ResourceList, entry []byte) error {
-	key, value, err := mapEntry(entry)
+	key, value, err := kubeproto.MapEntry(entry)
 	if err != nil || !allocation.IsGPUResource(view(key)) {
 		return err
 	}
@@ -294,7 +284,7 @@ var errAbsurdQuantity = errors.New("absurd quantity")
 // the last kept), refusing strings beyond the bounds instead of parsing them.
 func quantity(b []byte) (resource.Quantity, error) {
 	var q resource.Quantity
-	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if num != quantityString || typ != protowire.BytesType {
 			return nil
 		}
@@ -332,14 +322,14 @@ func (r *reader) affinity(b []byte, spec *corev1.PodSpec) error {
 		spec.Affinity = &corev1.Affinity{}
 	}
 	affinity := spec.Affinity
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if num != affinityNodeAffinity || typ != protowire.BytesType {
 			return nil
 		}
 		if affinity.NodeAffinity == nil {
 			affinity.NodeAffinity = &corev1.NodeAffinity{}
 		}
-		return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 			if num != nodeAffinityRequired || typ != protowire.BytesType {
 				return nil
 			}
@@ -348,7 +338,7 @@ func (r *reader) affinity(b []byte, spec *corev1.PodSpec) error {
 				na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
 			}
 			required := na.RequiredDuringSchedulingIgnoredDuringExecution
-			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+			return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 				if num != selectorTerms || typ != protowire.BytesType {
 					return nil
 				}
@@ -364,12 +354,12 @@ func (r *reader) affinity(b []byte, spec *corev1.PodSpec) error {
 
 // term reads a node selector term's match expressions on allocation.ProductLabel.
 func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if num != termMatchExpressions || typ != protowire.BytesType {
 			return nil
 		}
 		var key []byte
-		if err := protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if err := kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 			if num == requirementKey && typ == protowire.BytesType {
 				key = v
 			}
@@ -381,7 +371,7 @@ func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
 			return err
 		}
 		req := corev1.NodeSelectorRequirement{Key: allocation.ProductLabel}
-		err := protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		err := kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 			if typ != protowire.BytesType {
 				return nil
 			}
@@ -402,7 +392,7 @@ func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
 }
 
 func decodeStatus(b []byte, status *corev1.PodStatus) error {
-	return protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
@@ -445,11 +435,11 @@ type podMeta struct {
 // name if withName.
 func readMeta(pod []byte, withName bool) (podMeta, error) {
 	var meta podMeta
-	err := protoFields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := kubeproto.Fields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 		if num != podMetadata || typ != protowire.BytesType {
 			return nil
 		}
-		return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
 			if typ != protowire.BytesType {
 				return nil
 			}
@@ -465,7 +455,7 @@ func readMeta(pod []byte, withName bool) (podMeta, error) {
 					meta.name = string(v)
 				}
 			case metaAnnotations:
-				key, value, err := mapEntry(v)
+				key, value, err := kubeproto.MapEntry(v)
 				if err == nil && view(key) == metav1.InitialEventsAnnotationKey {
 					meta.initialEventsEnd = string(value)
 				}
@@ -475,32 +465,4 @@ func readMeta(pod []byte, withName bool) (podMeta, error) {
 		})
 	})
 	return meta, err
-}
-
-// unknownEnvelope reads a runtime.Unknown without copying its raw bytes.
-func unknownEnvelope(b []byte) (apiVersion, kind, raw []byte, err error) {
-	err = protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case unknownTypeMeta:
-			return protoFields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				switch {
-				case num == typeMetaVersion && typ == protowire.BytesType:
-					apiVersion = v
-				case num == typeMetaKind && typ == protowire.BytesType:
-					kind = v
-				}
-				return nil
-			})
-		case unknownRaw:
-			raw = v
-		}
-		return nil
-	})
-	if err == nil && raw == nil {
-		err = errors.New("protobuf object without content")
-	}
-	return apiVersion, kind, raw, err
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 var created = metav1.NewTime(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
@@ -347,7 +348,7 @@ func TestDecodePodBoundsWhatItBuilds(t *testing.T) {
 	message := func(num protowire.Number, content []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), content)
 	}
-	gpuEntry := append(message(mapKey, []byte(allocation.ResourceGPU)), message(mapValue, message(quantityString, []byte("1")))...)
+	gpuEntry := append(message(kubeproto.MapKey, []byte(allocation.ResourceGPU)), message(kubeproto.MapValue, message(quantityString, []byte("1")))...)
 	gpuContainer := message(specContainers, message(containerResources, message(resourcesLimits, gpuEntry)))
 	emptyContainer := message(specContainers, nil)
 	spec := func(containers int) []byte {
@@ -386,7 +387,7 @@ func marshalWithQuantity(t *testing.T, q string) []byte {
 	message := func(num protowire.Number, content []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), content)
 	}
-	entry := append(message(mapKey, []byte(allocation.ResourceGPU)), message(mapValue, message(1, []byte(q)))...)
+	entry := append(message(kubeproto.MapKey, []byte(allocation.ResourceGPU)), message(kubeproto.MapValue, message(1, []byte(q)))...)
 	return message(podSpec, message(specContainers, message(containerResources, message(resourcesLimits, entry))))
 }
 

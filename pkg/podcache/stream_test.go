@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // coreClient is the core group's REST client of server, asking for protobuf as `kubectl
@@ -138,31 +140,20 @@ func protobufPodList(t testing.TB, pods []*corev1.Pod, cont string) []byte {
 	return data
 }
 
-// The stream reader rejects what is not a complete protobuf list, and claimed sizes from a
-// broken or hostile endpoint get an error, not an allocation of that size.
-func TestPodStreamRejectsWhatIsNotACompleteProtobufList(t *testing.T) {
-	full := protobufPodList(t, fleetPods(8), "")
-	envelope := func(list []byte) []byte {
-		b := append([]byte("k8s\x00"), protowire.AppendTag(nil, unknownRaw, protowire.BytesType)...)
-		return protowire.AppendBytes(b, list)
+// A Pod's message may be as large as MaxPodBytes: a size claimed beyond it is refused before
+// anything is read (kubeproto's tests cover the other malformed lists).
+func TestPodStreamRefusesPodsBeyondMaxPodBytes(t *testing.T) {
+	claimed := func(size uint64) []byte {
+		item := protowire.AppendVarint(protowire.AppendTag(nil, kubeproto.ListItems, protowire.BytesType), size)
+		b := protowire.AppendTag([]byte("k8s\x00"), 2, protowire.BytesType) // runtime.Unknown's raw
+		return protowire.AppendBytes(b, item)
 	}
-	hugeItem := protowire.AppendVarint(protowire.AppendTag(nil, listItems, protowire.BytesType), 1<<40)
-	hugeList := append([]byte("k8s\x00"), protowire.AppendTag(nil, unknownRaw, protowire.BytesType)...)
-	hugeList = protowire.AppendVarint(hugeList, 1<<63+5)
-	for name, data := range map[string][]byte{
-		"JSON":          []byte(`{"kind":"PodList","apiVersion":"v1","items":[]}`),
-		"truncated":     full[:len(full)-100],
-		"empty":         nil,
-		"a pod of 1TiB": envelope(hugeItem),
-		"list of 2^63":  hugeList,
-	} {
-		if _, err := decodePodStream(bytes.NewReader(data), func([]byte) error { return nil }); err == nil {
-			t.Errorf("%s: no error", name)
-		}
+	ignore := func([]byte) error { return nil }
+	if _, err := podList.Read(bytes.NewReader(claimed(MaxPodBytes+1)), ignore); !errors.Is(err, kubeproto.ErrTooLarge) {
+		t.Errorf("a pod of MaxPodBytes+1: %v; want kubeproto.ErrTooLarge", err)
 	}
-	meta, err := decodePodStream(bytes.NewReader(protobufPodList(t, nil, "next")), func([]byte) error { return nil })
-	if err != nil || meta.Continue != "next" || meta.ResourceVersion != "42" {
-		t.Errorf("empty list: %+v, %v", meta, err)
+	if _, err := podList.Read(bytes.NewReader(claimed(MaxPodBytes)), ignore); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a pod of MaxPodBytes with nothing behind: %v; want io.ErrUnexpectedEOF", err)
 	}
 }
 
@@ -181,7 +172,7 @@ func FuzzPodLists(f *testing.F) {
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	decoder := NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, corev1.SchemeGroupVersion)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = decodePodStream(bytes.NewReader(data), func(raw []byte) error {
+		_, _ = podList.Read(bytes.NewReader(data), func(raw []byte) error {
 			_, err := DecodePod(raw)
 			return err
 		})
@@ -189,4 +180,17 @@ func FuzzPodLists(f *testing.F) {
 			_, _ = runtime.Decode(decoder, data)
 		}
 	})
+}
+
+// BenchmarkDecodePodStream reads a page of 500 pods, a quarter of them GPU pods, as StreamPods
+// reads each page.
+func BenchmarkDecodePodStream(b *testing.B) {
+	data := protobufPodList(b, fleetPods(500), "next")
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := podList.Read(bytes.NewReader(data), func(raw []byte) error { _, err := DecodePod(raw); return err }); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

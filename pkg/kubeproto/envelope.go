@@ -1,0 +1,60 @@
+package kubeproto
+
+import (
+	"bytes"
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// ContentType is the media type of Kubernetes protobuf, for a request's Accept header.
+const ContentType = "application/vnd.kubernetes.protobuf"
+
+// ProtobufMagic starts every protobuf object the API server sends (a runtime.Unknown follows).
+var ProtobufMagic = []byte("k8s\x00")
+
+// Field numbers of runtime.Unknown and runtime.TypeMeta.
+const (
+	unknownTypeMeta = 1
+	unknownRaw      = 2
+	typeMetaVersion = 1
+	typeMetaKind    = 2
+)
+
+var (
+	errNotProtobuf = errors.New("not Kubernetes protobuf")
+	errNoContent   = errors.New("protobuf object without content")
+)
+
+// Envelope reads an object as the API server sends it in protobuf (ProtobufMagic, then a
+// runtime.Unknown) and returns its apiVersion, its kind and its message (raw), none of them
+// copied. Data without the magic (JSON, YAML) or without a message is an error.
+func Envelope(data []byte) (apiVersion, kind, raw []byte, err error) {
+	if !bytes.HasPrefix(data, ProtobufMagic) {
+		return nil, nil, nil, errNotProtobuf
+	}
+	err = Fields(data[len(ProtobufMagic):], func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case unknownTypeMeta:
+			return Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+				switch {
+				case num == typeMetaVersion && typ == protowire.BytesType:
+					apiVersion = v
+				case num == typeMetaKind && typ == protowire.BytesType:
+					kind = v
+				}
+				return nil
+			})
+		case unknownRaw:
+			raw = v
+		}
+		return nil
+	})
+	if err == nil && raw == nil {
+		err = errNoContent
+	}
+	return apiVersion, kind, raw, err
+}
