@@ -1,7 +1,10 @@
 // Command scale measures the operator against a real kube-apiserver with a realistic fleet:
 // memory, start-up time, CPU under churn, status writes and change-to-status latency; with
 // --plugin, also the time and memory of `kubectl gpuinv` and `kubectl gpuinv scan` on the same
-// fleet. It prints the table of the README's "Performance" section. `make bench` runs it.
+// fleet; with --pods, the allocation phase: pods bound to the fleet's nodes, the operator's
+// start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
+// free` and `who`. It prints the table of the README's "Performance" section. `make bench`
+// runs it.
 package main
 
 import (
@@ -63,6 +66,11 @@ func main() {
 	flag.DurationVar(&relabelFor, "relabel-duration", 20*time.Second, "Length of the relabel phase (0: skip).")
 	flag.Float64Var(&draShare, "dra-share", 0.5, "Share of the GPU nodes run by NVIDIA's DRA driver: no GFD label, one ResourceSlice of eight H100s each.")
 	flag.DurationVar(&outageFor, "outage-duration", 2*time.Minute, "The last phase: every GPU node labelled by GPU Feature Discovery loses its labels, the operator restarts halfway, the labels come back after this (0: skip).")
+	flag.IntVar(&podTotal, "pods", 0, "Pods of the allocation phase, the very last: the operator restarts with them in place, then they churn (0: skip).")
+	flag.IntVar(&gpuPodTotal, "gpu-pods", 0, "Of --pods, pods that ask for GPUs: 1 % of them wait unscheduled, 1 % have finished, the rest are bound to free shares of the GPU nodes.")
+	flag.Float64Var(&podChurnRate, "pod-churn", 100, "Pod creations and deletions a second (half each) in the allocation phase, GPU pods in their share of --pods.")
+	flag.DurationVar(&podChurnFor, "pod-churn-duration", 30*time.Second, "Length of the allocation phase's pod churn.")
+	flag.IntVar(&podWorkers, "pod-workers", 64, "Parallel creations of the allocation phase's pods.")
 	flag.Parse()
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
@@ -144,7 +152,6 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		return err
 	}
 	defer logFile.Close()
-	pprofAddr := "127.0.0.1:16060"
 	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system", "--health-probe-bind-address=127.0.0.1:0"}
 	args = append(args, strings.Fields(operatorArgs)...)
 	if profileDir != "" {
@@ -342,8 +349,15 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		}
 	}
 	h.quietRSS = steadyRSS
-	return lastPhases(ctx, h)
+	err = lastPhases(ctx, h)
+	if podTotal > 0 {
+		err = errors.Join(err, allocationPhase(ctx, h, env, n))
+	}
+	return err
 }
+
+// pprofAddr is where the operator serves pprof with --profile-dir.
+const pprofAddr = "127.0.0.1:16060"
 
 func verdict(met bool) string {
 	if met {

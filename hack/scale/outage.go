@@ -23,6 +23,12 @@ import (
 // that the new operator owes it a status), starts a new one and returns the time from its
 // start until the status is for that spec and counts every GPU node and GPU, and that status.
 func restartOperator(ctx context.Context, h *harness, why string) (time.Duration, *homelabv1.GpuInventoryStatus, error) {
+	return restartOperatorUntil(ctx, h, why, nil)
+}
+
+// restartOperatorUntil is restartOperator where the status must also satisfy done, when not
+// nil.
+func restartOperatorUntil(ctx context.Context, h *harness, why string, done func(*homelabv1.GpuInventory) bool) (time.Duration, *homelabv1.GpuInventoryStatus, error) {
 	h.op.stop()
 	patch := fmt.Sprintf(`{"spec":{"note":%q}}`, fmt.Sprintf("hack/scale: %s at %s", why, time.Now().UTC().Format(time.RFC3339Nano)))
 	patched, err := h.gpu.HomelabV1().GpuInventories().Patch(ctx, homelabv1.DefaultInventoryName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -41,7 +47,8 @@ func restartOperator(ctx context.Context, h *harness, why string) (time.Duration
 		first = &gi.Status
 		// At least the patched generation: a list from the watch cache can be older. Every
 		// GPU counted: a DRA node's come from its slice.
-		return gi.Status.ObservedGeneration >= patched.Generation && gi.Status.TotalGpuNodes == gpuNodes && gi.Status.TotalGpus == gpus
+		return gi.Status.ObservedGeneration >= patched.Generation && gi.Status.TotalGpuNodes == gpuNodes && gi.Status.TotalGpus == gpus &&
+			(done == nil || done(gi))
 	})
 	took := time.Since(op.started)
 	if err != nil {

@@ -1,0 +1,653 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// The allocation phase's flags.
+var (
+	podTotal     int
+	gpuPodTotal  int
+	podChurnRate float64
+	podChurnFor  time.Duration
+	podWorkers   int
+)
+
+// allocationResult is what the allocation phase measured.
+type allocationResult struct {
+	pods, gpuPods, bound, pending, finished int
+	want                                    allocationTotals
+	podJSON, podProto, podBare              int // bytes of a stored GPU pod: JSON, protobuf, JSON without managedFields
+	created                                 time.Duration
+	firstStatus                             time.Duration
+	steadyRSS, steadyAnon, steadyHeap       float64 // KiB
+	churn                                   *churnCounts
+	churnWall                               time.Duration
+	churnCPU                                float64 // share of a core
+	writesPerSec                            float64
+	exactAfter                              time.Duration // from the churn's end until the status is exact
+	wantAfter                               allocationTotals
+	afterRSS, peakRSS, afterHeap            float64 // KiB
+	informer                                *informerResult
+	informerErr                             error
+}
+
+// allocationPhase is the last phase: it stops the operator, creates podTotal pods
+// (gpuPodTotal of them GPU pods) and starts the operator again, so that its first status,
+// its memory and its CPU under pod churn are those of a start with the pods in place, as
+// after an upgrade, and no earlier phase's figure includes them. It prints its table and
+// fails when the status is not what the pods make it.
+func allocationPhase(ctx context.Context, h *harness, env *testenv.Env, n int) error {
+	res, err := measureAllocation(ctx, h, env, n)
+	if res != nil {
+		printAllocation(res, n)
+	}
+	if err != nil {
+		return fmt.Errorf("allocation phase: %w", err)
+	}
+	if pluginBinary != "" {
+		return measureAllocationPlugins(env)
+	}
+	return nil
+}
+
+func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int) (*allocationResult, error) {
+	reset, err := resetFleet(ctx, h.kube, h.fleet)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitTotals(ctx, h.watcher, homelabv1.DefaultInventoryName, expectTotals(h.fleet, labels.Everything()), 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("after the fleet reset (%s): %w", reset, err)
+	}
+	rng := rand.New(rand.NewPCG(18, 42))
+	names := &podNames{}
+	plans, free, err := podPopulation(h.fleet, n, podTotal, gpuPodTotal, names, rng)
+	if err != nil {
+		return nil, err
+	}
+	res := &allocationResult{pods: podTotal, gpuPods: gpuPodTotal, want: expectAllocation(h.fleet, plans)}
+	for _, p := range plans {
+		switch {
+		case p.gpu == "":
+		case !p.bound():
+			res.pending++
+		case p.finished:
+			res.finished++
+		default:
+			res.bound++
+		}
+	}
+
+	// The pods are created with no operator running: creating them is not what is measured.
+	h.op.stop()
+	if err := createNamespaces(ctx, h.kube); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := createPods(ctx, h.kube, plans, podWorkers); err != nil {
+		return nil, err
+	}
+	res.created = time.Since(start)
+	if res.podJSON, res.podProto, res.podBare, err = podSizes(ctx, h.kube, plans); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "allocation: created %d pods in %s; a GPU pod is %d bytes of JSON (%d without managedFields), %d of protobuf; expecting %s\n",
+		podTotal, res.created.Round(time.Second), res.podJSON, res.podBare, res.podProto, &res.want)
+
+	var last *allocationTotals
+	res.firstStatus, _, err = restartOperatorUntil(ctx, h, "allocation: restart with the pods in place", func(gi *homelabv1.GpuInventory) bool {
+		last = allocationOf(gi.Status)
+		return last.equal(&res.want)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("want %s, last seen %s: %w", &res.want, last, err)
+	}
+	pid := h.op.pid
+
+	// Steady: nothing changes for 10 s after the first complete status.
+	time.Sleep(10 * time.Second)
+	res.steadyRSS, res.steadyAnon = readStatus(pid, "VmRSS"), readStatus(pid, "RssAnon")
+	res.steadyHeap = h.op.metric("go_memstats_heap_inuse_bytes") / 1024
+	fetchProfile(pprofAddr, "/debug/pprof/heap", "allocation-heap.pprof")
+
+	// Churn: creations and deletions, GPU pods in their share of all pods.
+	current, err := h.gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	writesCtx, stopWrites := context.WithCancel(ctx)
+	defer stopWrites()
+	writes := &writeCounter{}
+	go writes.run(writesCtx, h.watcher, current.ResourceVersion)
+	state := newChurnState(h.fleet, n, plans, free, names, rng)
+	churnCtx, stop := context.WithTimeout(ctx, podChurnFor)
+	defer stop()
+	profileFor := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(podChurnFor.Seconds())-1))
+	var profiled sync.WaitGroup
+	profiled.Go(func() { fetchProfile(pprofAddr, profileFor, "allocation-cpu.pprof") })
+	resetPeak(pid)
+	cpu0, wall0 := cpuTicks(pid), time.Now()
+	res.churn = churnPods(churnCtx, h.kube, state, podChurnRate, float64(gpuPodTotal)/float64(max(1, podTotal)))
+	res.churnWall = time.Since(wall0)
+	res.churnCPU = float64(cpuTicks(pid)-cpu0) / 100 / res.churnWall.Seconds() // clock ticks are 1/100 s
+	res.writesPerSec = float64(writes.count()) / res.churnWall.Seconds()
+	churnEnd := time.Now()
+	profiled.Wait()
+	if res.churn.firstErr != nil {
+		fmt.Fprintf(os.Stderr, "allocation churn: %d operations failed, the first: %v\n", res.churn.failed.Load(), res.churn.firstErr)
+	}
+
+	// After the churn the status is exact again.
+	res.wantAfter = expectAllocation(h.fleet, state.all())
+	err = watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
+		last = allocationOf(gi.Status)
+		return last.equal(&res.wantAfter)
+	})
+	if err != nil {
+		return res, fmt.Errorf("after the pod churn: want %s, last seen %s: %w", &res.wantAfter, last, err)
+	}
+	res.exactAfter = time.Since(churnEnd)
+	time.Sleep(10 * time.Second) // quiet again
+	res.afterRSS, res.peakRSS = readStatus(pid, "VmRSS"), readStatus(pid, "VmHWM")
+	res.afterHeap = h.op.metric("go_memstats_heap_inuse_bytes") / 1024
+
+	res.informer, res.informerErr = measureInformer(env.Dir, env.KubeconfigPath())
+	return res, nil
+}
+
+func printAllocation(r *allocationResult, n int) {
+	mib := func(kib float64) float64 { return kib / 1024 }
+	fmt.Printf("\nAllocation: %d pods on the %d nodes (%d asking for GPUs: %d bound to GPU nodes, %d waiting, %d finished; the rest ordinary, on any node), the operator restarted with them in place; then %.0f pod creations and deletions a second for %s\n\n",
+		r.pods, n, r.gpuPods, r.bound, r.pending, r.finished, podChurnRate, podChurnFor)
+	fmt.Println("| figure | measured | target |")
+	fmt.Println("|---|---|---|")
+	fmt.Printf("| pods created (%d workers; each then gets its kubelet's or scheduler's status) | %d in %.0f s, %.0f/s; a GPU pod is %.1f KiB of JSON (%.1f KiB without managedFields), %.1f KiB of protobuf | |\n",
+		podWorkers, r.pods, r.created.Seconds(), float64(r.pods)/r.created.Seconds(), float64(r.podJSON)/1024, float64(r.podBare)/1024, float64(r.podProto)/1024)
+	fmt.Printf("| start to first complete status (allocation exact: %s) | %.2f s | ≤ 5 s: %s |\n", &r.want, r.firstStatus.Seconds(), verdict(r.firstStatus <= 5*time.Second))
+	fmt.Printf("| steady RSS after sync | %.1f MiB (%.1f MiB anonymous, Go heap in use %.1f MiB) | ≤ 64 MiB: %s |\n",
+		mib(r.steadyRSS), mib(r.steadyAnon), mib(r.steadyHeap), verdict(r.steadyRSS <= 64*1024))
+	if i := r.informer; i != nil {
+		fmt.Printf("| plain client-go Pod informer, transform dropping managedFields, same %d pods (a process of its own, protobuf) | %.0f MiB 10 s after sync, %.0f MiB after a forced GC (heap %.0f MiB; synced in %.1f s, peak %.0f MiB) | |\n",
+			i.Pods, mib(float64(i.RSSKiB)), mib(float64(i.RSSAfterGCKiB)), mib(float64(i.HeapAfterGCKiB)), i.SyncSeconds, mib(float64(i.PeakKiB)))
+		fmt.Printf("| ratio: that informer's RSS (after a forced GC) / the operator's steady RSS | %.1f× | |\n", float64(i.RSSAfterGCKiB)/r.steadyRSS)
+	} else {
+		fmt.Printf("| plain client-go Pod informer | not measured: %v | |\n", r.informerErr)
+	}
+	c := r.churn
+	fmt.Printf("| pod churn: %d creations and %d deletions in %.1f s (%d and %d of them GPU pods), %d failed | %.0f/s of %.0f/s asked | |\n",
+		c.creates.Load(), c.deletes.Load(), r.churnWall.Seconds(), c.gpuCreates.Load(), c.gpuDeletes.Load(), c.failed.Load(),
+		float64(c.creates.Load()+c.deletes.Load())/r.churnWall.Seconds(), podChurnRate)
+	fmt.Printf("| CPU under the pod churn | %.1f %% of a core | ≤ 10 %% of a core: %s |\n", r.churnCPU*100, verdict(r.churnCPU <= 0.10))
+	fmt.Printf("| status writes/s under the pod churn (one inventory) | %.1f | ≤ 2 per inventory: %s |\n", r.writesPerSec, verdict(r.writesPerSec <= 2))
+	fmt.Printf("| after the churn: status exact (%s) | after %.2f s | pass |\n", &r.wantAfter, r.exactAfter.Seconds())
+	fmt.Printf("| RSS after the churn, quiet (peak during it) | %.1f MiB, Go heap in use %.1f MiB (%.1f MiB) | |\n", mib(r.afterRSS), mib(r.afterHeap), mib(r.peakRSS))
+}
+
+// createNamespaces creates the namespaces of the phase's pods.
+func createNamespaces(ctx context.Context, kube kubernetes.Interface) error {
+	var names []string
+	for k := range gpuNamespaces {
+		names = append(names, fmt.Sprintf("ml-%02d", k))
+	}
+	for k := range ordinaryNamespaces {
+		names = append(names, fmt.Sprintf("team-%02d", k))
+	}
+	for _, name := range names {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// createPods creates plans with workers in parallel, each pod then given the status its
+// kubelet (or, for a pod that waits, the scheduler) writes. It stops at the first error.
+func createPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan, workers int) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var done atomic.Int64
+	todo := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := range todo {
+				if err := createPod(ctx, kube, plans[k], k); err != nil {
+					cancel(err)
+					continue
+				}
+				done.Add(1)
+			}
+		})
+	}
+	progress := time.NewTicker(15 * time.Second)
+	defer progress.Stop()
+	start := time.Now()
+feed:
+	for k := range plans {
+		for {
+			select {
+			case todo <- k:
+				continue feed
+			case <-ctx.Done():
+				break feed
+			case <-progress.C:
+				d := done.Load()
+				fmt.Fprintf(os.Stderr, "allocation: %d of %d pods created, %.0f/s\n", d, len(plans), float64(d)/time.Since(start).Seconds())
+			}
+		}
+	}
+	close(todo)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// createPod creates one pod and writes its status, as the Deployment, scheduler and kubelet
+// would: the pod arrives bound (or not), then its status changes once.
+func createPod(ctx context.Context, kube kubernetes.Interface, p *podPlan, serial int) error {
+	pods := kube.CoreV1().Pods(p.namespace)
+	created, err := retried(ctx, func() (*corev1.Pod, error) {
+		return pods.Create(ctx, buildPod(p), metav1.CreateOptions{FieldManager: "kube-controller-manager"})
+	})
+	if apierrors.IsAlreadyExists(err) { // a retried create that had gone through
+		created, err = pods.Get(ctx, p.name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create pod %s/%s: %w", p.namespace, p.name, err)
+	}
+	created.Status = podStatus(created, p, serial)
+	manager := "kubelet"
+	if !p.bound() {
+		manager = "kube-scheduler"
+	}
+	if _, err := retried(ctx, func() (*corev1.Pod, error) {
+		return pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: manager})
+	}); err != nil {
+		return fmt.Errorf("write the status of pod %s/%s: %w", p.namespace, p.name, err)
+	}
+	return nil
+}
+
+// retried calls fn until it succeeds or fails with an error that a later try cannot help,
+// at most 5 times.
+func retried(ctx context.Context, fn func() (*corev1.Pod, error)) (*corev1.Pod, error) {
+	for attempt := 1; ; attempt++ {
+		pod, err := fn()
+		busy := apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
+		if !busy || attempt == 5 || ctx.Err() != nil {
+			return pod, err
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+}
+
+// podSizes returns the size of a stored GPU pod of plans: JSON, protobuf and JSON without
+// managedFields.
+func podSizes(ctx context.Context, kube kubernetes.Interface, plans []*podPlan) (jsonBytes, protoBytes, bare int, err error) {
+	for _, p := range plans {
+		if !p.holds() {
+			continue
+		}
+		pod, err := kube.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		raw, err := pod.Marshal()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		pod.APIVersion, pod.Kind = "v1", "Pod"
+		full, err := json.Marshal(pod)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		pod.ManagedFields = nil
+		stripped, err := json.Marshal(pod)
+		return len(full), len(raw), len(stripped), err
+	}
+	return 0, 0, 0, nil
+}
+
+// churnState is the pods during the churn: which live, which GPU shares are free.
+type churnState struct {
+	mu       sync.Mutex
+	rng      *rand.Rand
+	fleet    []fleetNode
+	n        int
+	names    *podNames
+	static   []*podPlan // waiting and finished GPU pods, which the churn leaves alone
+	ordinary []*podPlan
+	gpu      []*podPlan // bound GPU pods that hold their share
+	free     []gpuSlot
+	serial   int
+	apps     [2]int // Deployments of ordinary and of GPU pods
+}
+
+func newChurnState(fleet []fleetNode, n int, plans []*podPlan, free []gpuSlot, names *podNames, rng *rand.Rand) *churnState {
+	s := &churnState{rng: rng, fleet: fleet, n: n, names: names, free: free, serial: len(plans)}
+	s.apps = [2]int{max(1, (podTotal-gpuPodTotal)/replicasPerApp), max(1, gpuPodTotal/replicasPerApp)}
+	for _, p := range plans {
+		switch {
+		case p.gpu == "":
+			s.ordinary = append(s.ordinary, p)
+		case p.holds():
+			s.gpu = append(s.gpu, p)
+		default:
+			s.static = append(s.static, p)
+		}
+	}
+	return s
+}
+
+// take removes a random live pod of the kind from the state, nil when none is left.
+func (s *churnState) take(gpu bool) *podPlan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := &s.ordinary
+	if gpu {
+		live = &s.gpu
+	}
+	if len(*live) == 0 {
+		return nil
+	}
+	k := s.rng.IntN(len(*live))
+	p := (*live)[k]
+	(*live)[k] = (*live)[len(*live)-1]
+	*live = (*live)[:len(*live)-1]
+	return p
+}
+
+// plan returns a new pod of the kind, of one of the existing Deployments; a GPU pod takes a
+// random free share of a GPU node (nil when none is free).
+func (s *churnState) plan(gpu bool) (*podPlan, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.serial++
+	if !gpu {
+		app := s.rng.IntN(s.apps[0])
+		p := s.names.next(fmt.Sprintf("team-%02d", app%ordinaryNamespaces), app, false)
+		p.node = s.rng.IntN(s.n)
+		return p, s.serial
+	}
+	if len(s.free) == 0 {
+		return nil, 0
+	}
+	k := s.rng.IntN(len(s.free))
+	slot := s.free[k]
+	s.free[k] = s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	app := s.rng.IntN(s.apps[1])
+	p := s.names.next(fmt.Sprintf("ml-%02d", app%gpuNamespaces), app, true)
+	p.node, p.slot, p.gpu, p.count = s.fleet[slot.fleet].index, slot, slot.resource, slot.count
+	return p, s.serial
+}
+
+// settle records the outcome of a creation (live) or a deletion (gone) of p: a pod
+// created is live, a pod deleted frees its share; a failed creation frees its share, a
+// failed deletion leaves the pod live.
+func (s *churnState) settle(p *podPlan, live bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case live && p.gpu != "":
+		s.gpu = append(s.gpu, p)
+	case live:
+		s.ordinary = append(s.ordinary, p)
+	case p.gpu != "":
+		s.free = append(s.free, p.slot)
+	}
+}
+
+// all returns every pod there is.
+func (s *churnState) all() []*podPlan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append([]*podPlan(nil), s.static...)
+	out = append(out, s.ordinary...)
+	return append(out, s.gpu...)
+}
+
+// churnCounts are the churn's operations.
+type churnCounts struct {
+	creates, deletes, gpuCreates, gpuDeletes, failed atomic.Int64
+	mu                                               sync.Mutex
+	firstErr                                         error
+}
+
+func (c *churnCounts) fail(err error) {
+	c.failed.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstErr == nil {
+		c.firstErr = err
+	}
+}
+
+// churnPods creates and deletes pods, rate a second in all (half each), a share gpuShare
+// of them GPU pods, until ctx ends. A creation is the pod then its kubelet's status; a
+// deletion is the graceful delete, then the kubelet's final one once the containers stop.
+func churnPods(ctx context.Context, kube kubernetes.Interface, s *churnState, rate, gpuShare float64) *churnCounts {
+	c := &churnCounts{}
+	ops := make(chan func(), 64)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for op := range ops {
+				op()
+			}
+		})
+	}
+	// The operations outlive ctx by their own short deadline, so that none is cut halfway.
+	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	start := time.Now()
+	for k := 0; ; k++ {
+		at := start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+		select {
+		case <-ctx.Done():
+			close(ops)
+			wg.Wait()
+			return c
+		case <-time.After(time.Until(at)):
+		}
+		s.mu.Lock()
+		gpu := s.rng.Float64() < gpuShare
+		s.mu.Unlock()
+		if k%2 == 0 {
+			ops <- func() { churnCreate(opCtx, kube, s, c, gpu) }
+		} else {
+			ops <- func() { churnDelete(opCtx, kube, s, c, gpu) }
+		}
+	}
+}
+
+func churnCreate(ctx context.Context, kube kubernetes.Interface, s *churnState, c *churnCounts, gpu bool) {
+	p, serial := s.plan(gpu)
+	if p == nil {
+		c.fail(errors.New("no GPU share free for a new GPU pod"))
+		return
+	}
+	pods := kube.CoreV1().Pods(p.namespace)
+	created, err := pods.Create(ctx, buildPod(p), metav1.CreateOptions{FieldManager: "kube-controller-manager"})
+	if err != nil {
+		s.settle(p, false)
+		c.fail(fmt.Errorf("create pod %s/%s: %w", p.namespace, p.name, err))
+		return
+	}
+	s.settle(p, true)
+	c.creates.Add(1)
+	if gpu {
+		c.gpuCreates.Add(1)
+	}
+	created.Status = podStatus(created, p, serial)
+	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
+		c.fail(fmt.Errorf("write the status of pod %s/%s: %w", p.namespace, p.name, err))
+	}
+}
+
+func churnDelete(ctx context.Context, kube kubernetes.Interface, s *churnState, c *churnCounts, gpu bool) {
+	p := s.take(gpu)
+	if p == nil {
+		c.fail(errors.New("no pod left to delete"))
+		return
+	}
+	pods := kube.CoreV1().Pods(p.namespace)
+	err := pods.Delete(ctx, p.name, metav1.DeleteOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		err = pods.Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		s.settle(p, true)
+		c.fail(fmt.Errorf("delete pod %s/%s: %w", p.namespace, p.name, err))
+		return
+	}
+	s.settle(p, false)
+	c.deletes.Add(1)
+	if gpu {
+		c.gpuDeletes.Add(1)
+	}
+}
+
+// metric reads one unlabelled figure from the operator's /metrics (0 when absent).
+func (p *operatorProc) metric(name string) float64 {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), name+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// informerResult is hack/scale/podinformer's output.
+type informerResult struct {
+	Pods           int     `json:"pods"`
+	SyncSeconds    float64 `json:"syncSeconds"`
+	RSSKiB         int64   `json:"rssKiB"`
+	HeapKiB        int64   `json:"heapKiB"`
+	RSSAfterGCKiB  int64   `json:"rssAfterGCKiB"`
+	HeapAfterGCKiB int64   `json:"heapAfterGCKiB"`
+	PeakKiB        int64   `json:"peakKiB"`
+}
+
+// measureInformer builds hack/scale/podinformer into dir and runs it once.
+func measureInformer(dir, kubeconfig string) (*informerResult, error) {
+	bin := filepath.Join(dir, "podinformer")
+	build := exec.Command("go", "build", "-o", bin, "github.com/youngju-dev/gpu-inventory-operator/hack/scale/podinformer")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build hack/scale/podinformer: %w: %s", err, out)
+	}
+	cmd := exec.Command(bin, "--kubeconfig", kubeconfig)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("podinformer: %w: %s", err, stderr.String())
+	}
+	var res informerResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return nil, fmt.Errorf("podinformer's output: %w", err)
+	}
+	return &res, nil
+}
+
+// measureAllocationPlugins measures `kubectl gpuinv free` and `kubectl gpuinv who` on the
+// phase's pods; a command this plugin does not have is reported as not measured.
+func measureAllocationPlugins(env *testenv.Env) error {
+	kubeconfig := env.KubeconfigPath()
+	fmt.Printf("\n`kubectl gpuinv free` and `who` with the pods in place (%d runs each, output to /dev/null; median wall time, largest max RSS)\n\n", pluginRuns)
+	fmt.Println("| command | wall time | max RSS | target |")
+	fmt.Println("|---|---|---|---|")
+	for _, c := range []struct {
+		args   []string
+		what   string
+		target string
+		wall   time.Duration
+		rss    float64 // MiB
+	}{
+		{[]string{"free"}, "reads the GpuInventory", "≤ 0.3 s, ≤ 40 MiB", 300 * time.Millisecond, 40},
+		{[]string{"who"}, fmt.Sprintf("streams the %d pods and the claims", podTotal), "≤ 5 s, ≤ 150 MiB", 5 * time.Second, 150},
+	} {
+		help, err := pluginHelp(c.args[0])
+		if err != nil {
+			fmt.Printf("| `kubectl gpuinv %s` | not measured: %v | | %s |\n", c.args[0], err, c.target)
+			continue
+		}
+		if c.args[0] == "who" && strings.Contains(help, "--all-namespaces") {
+			c.args = append(c.args, "--all-namespaces")
+		}
+		runs, err := measurePlugin(env.Dir, pluginBinary, kubeconfig, pluginRuns, c.args...)
+		if err != nil {
+			return err
+		}
+		met := runs.medianWall() <= c.wall && float64(runs.maxRSS())/1024 <= c.rss
+		fmt.Printf("| `kubectl gpuinv %s` (%s) | %s | %s | %s: %s |\n", strings.Join(c.args, " "), c.what, runs.wall(), runs.rss(), c.target, verdict(met))
+	}
+	return nil
+}
+
+// pluginHelp returns the help of a plugin command, or an error when the plugin does not
+// have it (the root's help comes back instead).
+func pluginHelp(command string) (string, error) {
+	out, err := exec.Command(pluginBinary, command, "--help").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s --help: %w", pluginBinary, command, err)
+	}
+	if !strings.Contains(string(out), "Usage:\n  kubectl gpuinv "+command) {
+		return "", fmt.Errorf("%s has no %q command", pluginBinary, command)
+	}
+	return string(out), nil
+}
+
+func (r pluginResults) medianWall() time.Duration {
+	walls := make([]time.Duration, len(r))
+	for i := range r {
+		walls[i] = time.Duration(r[i].WallSeconds * float64(time.Second))
+	}
+	if len(walls) == 0 {
+		return 0
+	}
+	slices.Sort(walls)
+	return walls[len(walls)/2]
+}
+
+// maxRSS is the largest max RSS of the runs, in KiB.
+func (r pluginResults) maxRSS() int64 {
+	var most int64
+	for _, run := range r {
+		most = max(most, run.MaxRSSKiB)
+	}
+	return most
+}
