@@ -477,7 +477,9 @@ func TestGPUPodChurnEndsExactWithFewWrites(t *testing.T) {
 	})
 	elapsed := time.Since(start)
 	writes := statusWrites(op) - writesBefore
-	most := gpuinventory.WriteBurst + int(math.Ceil(elapsed.Seconds()/opts.MinSyncInterval.Seconds()))
+	// The bucket's burst, one token per interval, and one write that may have taken its token
+	// before the count was read but been counted after.
+	most := gpuinventory.WriteBurst + int(math.Ceil(elapsed.Seconds()/opts.MinSyncInterval.Seconds())) + 1
 	t.Logf("%d pods created and deleted in %s; exact status after %s with %d status writes", pods, churn.Round(time.Millisecond), elapsed.Round(time.Millisecond), writes)
 	if writes < 1 || writes > most {
 		t.Errorf("%d status writes in %s with --min-sync-interval=%s; want between 1 and %d (burst %d, then one per interval)",
