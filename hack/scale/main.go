@@ -396,6 +396,7 @@ func measurePlugins(ctx context.Context, env *testenv.Env, gpu, watcher versione
 // pluginRun is one run of the plugin: wall time and maximum resident set size.
 type pluginRun struct {
 	WallSeconds float64 `json:"wallSeconds"`
+	CPUSeconds  float64 `json:"cpuSeconds"`
 	MaxRSSKiB   int64   `json:"maxRSSKiB"`
 	// SpawnerKiB is the peak RSS of the process that started the plugin: the plugin's figure
 	// cannot be below it (see hack/scale/measure), so a figure equal to it is an upper bound.

@@ -1,5 +1,5 @@
-// Command measure runs one command, its output to /dev/null, and prints its wall time and
-// maximum resident set size as JSON. The scale harness starts the plugin through it because
+// Command measure runs one command, its output to /dev/null, and prints its wall time, CPU
+// time and maximum resident set size as JSON. The scale harness starts the plugin through it because
 // on Linux a child's ru_maxrss starts from the resident size of the memory map it was
 // started from (Go starts children with vfork, sharing the parent's map): a plugin started
 // by the harness, which holds a fleet's worth of memory, would report the harness's size.
@@ -20,6 +20,7 @@ import (
 
 type result struct {
 	WallSeconds float64 `json:"wallSeconds"`
+	CPUSeconds  float64 `json:"cpuSeconds"` // user and system
 	MaxRSSKiB   int64   `json:"maxRSSKiB"`
 	SpawnerKiB  int64   `json:"spawnerKiB"`
 }
@@ -44,7 +45,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "no resource usage")
 		os.Exit(1)
 	}
-	_ = json.NewEncoder(os.Stdout).Encode(result{WallSeconds: wall.Seconds(), MaxRSSKiB: usage.Maxrss, SpawnerKiB: spawner})
+	cpu := time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+	_ = json.NewEncoder(os.Stdout).Encode(result{WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(), MaxRSSKiB: usage.Maxrss, SpawnerKiB: spawner})
 }
 
 // peakRSS is this process's VmHWM in KiB.
