@@ -19,6 +19,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // UnknownModel is the model of a holder on a node that has no GpuNode record.
@@ -365,7 +366,7 @@ func (a *whoAnswer) write(w io.Writer, wide bool, now time.Time) error {
 		if a.Namespaces != nil {
 			fmt.Fprintln(tw, "NAMESPACE\tPODS\tGPUS")
 			for _, n := range a.Namespaces {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", n.Namespace, n.Pods, FormatMilliGPUs(n.MilliGpus))
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", n.Namespace, n.Pods, printer.MilliGPUs(n.MilliGpus))
 			}
 		} else {
 			header := "NAMESPACE\tPOD\tNODE\tMODEL\tGPUS\tSINCE"
@@ -378,7 +379,7 @@ func (a *whoAnswer) write(w io.Writer, wide bool, now time.Time) error {
 				if pod == "" {
 					pod = "claim/" + strings.Join(h.Claims, ",claim/")
 				}
-				gpus := FormatMilliGPUs(h.MilliGpus)
+				gpus := printer.MilliGPUs(h.MilliGpus)
 				if h.Shared {
 					gpus += "*"
 					shared = true
@@ -406,7 +407,7 @@ func (a *whoAnswer) write(w io.Writer, wide bool, now time.Time) error {
 			namespaces = fmt.Sprintf(" in %s", countOf(int64(len(a.nsNames())), "namespace", "namespaces"))
 		}
 		fmt.Fprintf(&b, "%s%s hold %s GPUs on %s.\n", countOf(int64(a.Pods), "pod", "pods"), namespaces,
-			FormatMilliGPUs(a.MilliGpus), countOf(int64(a.Nodes), "node", "nodes"))
+			printer.MilliGPUs(a.MilliGpus), countOf(int64(a.Nodes), "node", "nodes"))
 	}
 	if a.WaitingPods > 0 {
 		fmt.Fprintf(&b, "Waiting to be scheduled %s: %s asking for %s (`kubectl gpuinv free` shows where they could run).\n",
@@ -453,19 +454,4 @@ func (h *holder) holds() string {
 		parts = append(parts, claims+strings.Join(h.Claims, ",")+": "+strings.Join(h.Devices, ","))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// FormatMilliGPUs renders thousandths of a GPU as GPU-equivalents: whole numbers as
-// integers, parts with two decimals (never 0.00 for a part that is held).
-func FormatMilliGPUs(milli int64) string {
-	milli = max(milli, 0)
-	if milli%1000 == 0 {
-		return fmt.Sprint(milli / 1000)
-	}
-	hundredths := milli / 10
-	if milli%10 >= 5 {
-		hundredths++
-	}
-	hundredths = max(hundredths, 1)
-	return fmt.Sprintf("%d.%02d", hundredths/100, hundredths%100)
 }

@@ -124,17 +124,6 @@ func TestWhoCounts(t *testing.T) {
 	}
 }
 
-func TestFormatMilliGPUs(t *testing.T) {
-	for milli, want := range map[int64]string{
-		0: "0", 1000: "1", 8000: "8", 142: "0.14", 285: "0.29", 250: "0.25", 1500: "1.50",
-		1: "0.01", 4: "0.01", 995: "1.00", 12427: "12.43", 1<<63 - 1: "9223372036854775.81", -5: "0",
-	} {
-		if got := FormatMilliGPUs(milli); got != want {
-			t.Errorf("FormatMilliGPUs(%d) = %q, want %q", milli, got, want)
-		}
-	}
-}
-
 // Without resource.k8s.io/v1 (a cluster before 1.34, or DRA off) `who` reads pods only, and
 // says nothing about it.
 func TestWhoWithoutClaimsAPI(t *testing.T) {

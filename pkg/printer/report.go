@@ -48,11 +48,17 @@ func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
 		return err
 	}
 	s := gi.Status
+	allocated := s.Allocation != nil
 	if len(s.Models) > 0 {
 		if _, err := io.WriteString(w, "\n"); err != nil {
 			return err
 		}
-		if err := modelTable(w, s.Models, opts); err != nil {
+		if err := modelTable(w, s.Models, allocated, opts); err != nil {
+			return err
+		}
+	}
+	if allocated {
+		if err := waitingLines(w, s.Models, s.Allocation.Pending, opts.Now); err != nil {
 			return err
 		}
 	}
@@ -64,7 +70,7 @@ func Report(w io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
 			return err
 		}
 	}
-	return nodeSection(w, s.Nodes, opts)
+	return nodeSection(w, s.Nodes, allocated, opts)
 }
 
 // header is the key-value block above the tables; reported is false when the operator has
@@ -108,6 +114,13 @@ func header(gi *homelabv1.GpuInventory, opts Options) (kv keyValues, reported bo
 		}
 		kv.add("Last changed", plain(changed))
 	}
+	if a := s.Allocation; a != nil {
+		kv.add("Allocated", plain(fmt.Sprintf("%s held by %s (%s GPU-equivalents), %d free",
+			count(int(a.AllocatedGpus), "GPU", "GPUs"), count(int(a.GpuPods), "pod", "pods"), MilliGPUs(a.AllocatedMilliGpus), a.FreeGpus)))
+		if a.PendingPods > 0 {
+			kv.add("Waiting", colored(fmt.Sprintf("%s asking for %s", count(int(a.PendingPods), "pod", "pods"), count(int(a.PendingGpus), "GPU", "GPUs")), yellow))
+		}
+	}
 	if c := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionDegraded); c != nil {
 		text := fmt.Sprintf("%s (%s)", c.Status, c.Message)
 		if c.Status == metav1.ConditionTrue {
@@ -125,7 +138,7 @@ func header(gi *homelabv1.GpuInventory, opts Options) (kv keyValues, reported bo
 
 // nodeSection writes the node table (only the problem nodes with opts.Problems) and its
 // footnotes, or a line saying there is nothing to list.
-func nodeSection(w io.Writer, all []homelabv1.GpuNodeEntry, opts Options) error {
+func nodeSection(w io.Writer, all []homelabv1.GpuNodeEntry, allocated bool, opts Options) error {
 	nodes := all
 	if opts.Problems {
 		nodes = nil
@@ -146,21 +159,28 @@ func nodeSection(w io.Writer, all []homelabv1.GpuNodeEntry, opts Options) error 
 		_, err := io.WriteString(w, "No GPU nodes.\n")
 		return err
 	}
-	if err := nodeTable(w, nodes, opts); err != nil {
+	if err := nodeTable(w, nodes, allocated, opts); err != nil {
 		return err
 	}
 	return footnotes(w, nodes)
 }
 
-// nodeTable writes NODE, READY, PRODUCT, GPUS, MEMORY, WORKLOAD, (wide: FAMILY, COMPUTE, DRIVER,
-// CUDA, SHARING, SOURCE, CLIQUE,) NOTES.
-func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, opts Options) error {
+// nodeTable writes NODE, READY, PRODUCT, GPUS, (with allocation: ALLOC, FREE, wide: PODS,)
+// MEMORY, WORKLOAD, (wide: FAMILY, COMPUTE, DRIVER, CUDA, SHARING, SOURCE, CLIQUE,) NOTES.
+func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, allocated bool, opts Options) error {
 	var t table
-	if opts.Wide {
-		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "SOURCE", "CLIQUE", "NOTES")
-	} else {
-		t.header("NODE", "READY", "PRODUCT", "GPUS", "MEMORY", "WORKLOAD", "NOTES")
+	headers := []string{"NODE", "READY", "PRODUCT", "GPUS"}
+	if allocated {
+		headers = append(headers, "ALLOC", "FREE")
+		if opts.Wide {
+			headers = append(headers, "PODS")
+		}
 	}
+	headers = append(headers, "MEMORY", "WORKLOAD")
+	if opts.Wide {
+		headers = append(headers, "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "SOURCE", "CLIQUE")
+	}
+	t.header(append(headers, "NOTES")...)
 	for _, n := range nodes {
 		mark := ""
 		if n.LabelsMissing {
@@ -180,7 +200,14 @@ func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, opts Options) error 
 		if !n.Ready {
 			ready = colored("false", red)
 		}
-		row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark), plain(memory), plain(n.WorkloadConfig)}
+		row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark)}
+		if allocated {
+			row = append(row, plain(strconv.Itoa(int(n.AllocatedGpus))), freeCell(n.FreeGpus))
+			if opts.Wide {
+				row = append(row, plain(strconv.Itoa(int(n.GpuPods))))
+			}
+		}
+		row = append(row, plain(memory), plain(n.WorkloadConfig))
 		if opts.Wide {
 			row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)),
 				plain(entrySource(n)), plain(n.Clique))
@@ -269,10 +296,13 @@ func condition(c string) cell {
 	return colored(c, yellow)
 }
 
-// modelTable writes the per-model summary.
-func modelTable(w io.Writer, models []homelabv1.GpuModel, opts Options) error {
+// modelTable writes the per-model summary; with allocation, ALLOCATED, FREE and PENDING.
+func modelTable(w io.Writer, models []homelabv1.GpuModel, allocated bool, opts Options) error {
 	var t table
 	headers := []string{"MODEL", "VARIANTS", "READY-NODES", "READY-GPUS", "UNHEALTHY", "MEMORY"}
+	if allocated {
+		headers = append(headers, "ALLOCATED", "FREE", "PENDING")
+	}
 	if opts.Wide {
 		headers = append(headers, "ALLOCATABLE")
 	}
@@ -292,12 +322,71 @@ func modelTable(w io.Writer, models []homelabv1.GpuModel, opts Options) error {
 		}
 		row := []cell{plain(product), plain(strings.Join(m.Variants, ",")), readyCell(m.ReadyNodes, m.Nodes),
 			readyCell(m.ReadyGpus, m.Gpus), unhealthy, plain(memory)}
+		if allocated {
+			pending := plain("0")
+			if m.PendingGpus > 0 {
+				pending = colored(strconv.Itoa(int(m.PendingGpus)), yellow)
+			}
+			row = append(row, plain(strconv.Itoa(int(m.AllocatedGpus))), freeCell(m.FreeGpus), pending)
+		}
 		if opts.Wide {
 			row = append(row, plain(strconv.Itoa(int(m.AllocatableGpus))))
 		}
 		t.row(row...)
 	}
 	return t.write(w, opts.Color)
+}
+
+// waitingLines write, under the model table, the demand that no model row shows: pods that
+// take any model, and pods pinning a model no covered node has.
+func waitingLines(w io.Writer, models []homelabv1.GpuModel, pending []homelabv1.GpuDemand, now time.Time) error {
+	rows := map[string]bool{}
+	for _, m := range models {
+		rows[m.Product] = true
+	}
+	var b strings.Builder
+	for _, d := range pending {
+		if d.Model != "" && rows[d.Model] {
+			continue
+		}
+		what := "Waiting for any model"
+		if d.Model != "" {
+			what = "Waiting for " + d.Model + ", which no node here has"
+		}
+		fmt.Fprintf(&b, "%s: %s asking for %s", what, count(int(d.Pods), "pod", "pods"), count(int(d.Gpus), "GPU", "GPUs"))
+		if d.Since != nil {
+			fmt.Fprintf(&b, ", the oldest for %s", age(d.Since.Time, now))
+		}
+		b.WriteString(".\n")
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := io.WriteString(w, "\n"+b.String())
+	return err
+}
+
+// freeCell is a count of free GPUs, green when there are some.
+func freeCell(free int32) cell {
+	if free > 0 {
+		return colored(strconv.Itoa(int(free)), green)
+	}
+	return plain("0")
+}
+
+// MilliGPUs renders thousandths of a GPU as GPU-equivalents: whole numbers as integers,
+// parts with two decimals, rounded half up (never 0.00 for a part that is held).
+func MilliGPUs(milli int64) string {
+	milli = max(milli, 0)
+	if milli%1000 == 0 {
+		return strconv.FormatInt(milli/1000, 10)
+	}
+	hundredths := milli / 10
+	if milli%10 >= 5 {
+		hundredths++
+	}
+	hundredths = max(hundredths, 1)
+	return fmt.Sprintf("%d.%02d", hundredths/100, hundredths%100)
 }
 
 // cliqueTable writes the nodes and GPUs of each multi-node NVLink domain.

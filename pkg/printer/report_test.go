@@ -100,3 +100,36 @@ func TestReportColoursHealthConditions(t *testing.T) {
 		}
 	}
 }
+
+func TestMilliGPUs(t *testing.T) {
+	for milli, want := range map[int64]string{
+		0: "0", 1000: "1", 8000: "8", 142: "0.14", 285: "0.29", 250: "0.25", 1500: "1.50",
+		1: "0.01", 4: "0.01", 995: "1.00", 12427: "12.43", 1<<63 - 1: "9223372036854775.81", -5: "0",
+	} {
+		if got := MilliGPUs(milli); got != want {
+			t.Errorf("MilliGPUs(%d) = %q, want %q", milli, got, want)
+		}
+	}
+}
+
+// Under the model table the report lists the demand no model row shows: any model, and
+// models no covered node has; a listed model's demand is in its PENDING column only.
+func TestReportWaitingLines(t *testing.T) {
+	gi := sourcedInventory()
+	gi.Status.Models = inventory.Models(gi.Status.Nodes)
+	since := metav1.NewTime(reportTime.Add(-30 * time.Minute))
+	gi.Status.Allocation = &homelabv1.GpuAllocation{FreeGpus: 16, PendingPods: 4, PendingGpus: 19, Pending: []homelabv1.GpuDemand{
+		{Model: "", Pods: 1, Gpus: 2, Since: &since},
+		{Model: "NVIDIA-B200", Pods: 2, Gpus: 16},
+		{Model: "NVIDIA-H100-80GB-HBM3", Pods: 1, Gpus: 1, Since: &since},
+	}}
+	got := report(t, gi, Options{})
+	want := "\nWaiting for any model: 1 pod asking for 2 GPUs, the oldest for 90m.\n" +
+		"Waiting for NVIDIA-B200, which no node here has: 2 pods asking for 16 GPUs.\n\nNVLINK-CLIQUE"
+	if !strings.Contains(got, want) || strings.Contains(got, "Waiting for NVIDIA-H100") {
+		t.Errorf("report:\n%s\nwant the waiting lines:\n%s", got, want)
+	}
+	if !strings.Contains(got, "Waiting:         4 pods asking for 19 GPUs\n") {
+		t.Errorf("no Waiting line in the header:\n%s", got)
+	}
+}
