@@ -27,7 +27,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
@@ -37,8 +39,6 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
