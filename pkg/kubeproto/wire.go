@@ -36,15 +36,9 @@ const (
 	ListItems    = 2 // its items
 )
 
-// varint reads a varint at the start of b and returns it and its length.
+// varint reads a varint at the start of b and returns it and its length. It is small enough
+// to be inlined.
 func varint(b []byte) (uint64, int, error) {
-	if len(b) > 0 && b[0] < 0x80 {
-		return uint64(b[0]), 1, nil
-	}
-	return longVarint(b)
-}
-
-func longVarint(b []byte) (uint64, int, error) {
 	var v uint64
 	for i, shift := 0, uint(0); ; shift += 7 {
 		if shift >= 64 {
