@@ -205,7 +205,15 @@ func printAllocation(r *allocationResult, n int) {
 	fmt.Printf("| pod churn: %d creations and %d deletions in %.1f s (%d and %d of them GPU pods), %d failed | %.0f/s of %.0f/s asked | |\n",
 		c.creates.Load(), c.deletes.Load(), r.churnWall.Seconds(), c.gpuCreates.Load(), c.gpuDeletes.Load(), c.failed.Load(),
 		float64(c.creates.Load()+c.deletes.Load())/r.churnWall.Seconds(), podChurnRate)
-	fmt.Printf("| CPU under the pod churn | %.1f %% of a core | ≤ 10 %% of a core: %s |\n", r.churnCPU*100, verdict(r.churnCPU <= 0.10))
+	// When the API server could not keep up with the rate asked, the CPU figure is also given
+	// scaled to that rate, and judged so.
+	achieved := float64(c.creates.Load()+c.deletes.Load()) / r.churnWall.Seconds()
+	cpu, scaled := r.churnCPU, ""
+	if achieved < 0.95*podChurnRate && achieved > 0 {
+		cpu = r.churnCPU * podChurnRate / achieved
+		scaled = fmt.Sprintf(" at %.0f/s; %.1f %% scaled to %.0f/s", achieved, cpu*100, podChurnRate)
+	}
+	fmt.Printf("| CPU under the pod churn | %.1f %% of a core%s | ≤ 10 %% of a core: %s |\n", r.churnCPU*100, scaled, verdict(cpu <= 0.10))
 	fmt.Printf("| status writes/s under the pod churn (one inventory) | %.1f | ≤ 2 per inventory: %s |\n", r.writesPerSec, verdict(r.writesPerSec <= 2))
 	fmt.Printf("| after the churn: status exact (%s) | after %.2f s | pass |\n", &r.wantAfter, r.exactAfter.Seconds())
 	fmt.Printf("| RSS after the churn, quiet (peak during it) | %.1f MiB, Go heap in use %.1f MiB (%.1f MiB) | |\n", mib(r.afterRSS), mib(r.afterHeap), mib(r.peakRSS))
