@@ -100,9 +100,12 @@ func Fields(b []byte, fn func(num protowire.Number, typ protowire.Type, value []
 		if err != nil {
 			return err
 		}
-		num, typ, err := tag(t)
-		if err != nil {
-			return err
+		num, typ := protowire.Number(int32(t>>3)), protowire.Type(t&7) // tag's rules, written out for speed
+		if typ == protowire.EndGroupType {
+			return ErrGroupEnd
+		}
+		if num <= 0 {
+			return ErrFieldNum
 		}
 		switch typ {
 		case protowire.VarintType:
