@@ -70,7 +70,10 @@ func TestPluginScanEqualsOperatorStatus(t *testing.T) {
 	if err := testenv.CreateNodes(ctx, c.kube, fixtures.HealthyNodes()); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, c.env.Config, testOptions())
+	// scan reads Nodes only: it reports no allocation, so the operator reads no pods here.
+	opts := testOptions()
+	opts.Allocation = false
+	startOperator(t, c.env.Config, opts)
 	c.waitTotals(t, "cluster", totals{Nodes: 7, Gpus: 24})
 	if _, err := c.gpu.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
 		ObjectMeta: metav1.ObjectMeta{Name: "kwok"},
