@@ -12,7 +12,6 @@ import (
 	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -22,28 +21,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 )
 
 // GroupVersion is the API the cache reads ResourceClaims from.
-const GroupVersion = "resource.k8s.io/v1"
+const GroupVersion = slicecache.GroupVersion
 
-// Served reports whether the API server serves resourceclaims in resource.k8s.io/v1. A
-// server without the group version (before Kubernetes 1.34, or with it turned off) answers
-// NotFound: false, with no error. Other errors are returned.
+// Served reports whether the API server serves resourceclaims in resource.k8s.io/v1 (no
+// error when the group version is absent).
 func Served(d discovery.DiscoveryInterface) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(GroupVersion)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", GroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "resourceclaims" {
-			return true, nil
-		}
-	}
-	return false, nil
+	return slicecache.Serves(d, "resourceclaims")
 }
 
 // Cache follows all namespaces' ResourceClaims with a client-go Reflector whose store keeps

@@ -26,10 +26,13 @@ import (
 // GroupVersion is the API the cache reads ResourceSlices from.
 const GroupVersion = "resource.k8s.io/v1"
 
-// Served reports whether the API server serves resourceslices in resource.k8s.io/v1. A
-// server without the group version (before Kubernetes 1.34, or with it turned off) answers
-// NotFound: false, with no error. Other errors are returned.
-func Served(d discovery.DiscoveryInterface) (bool, error) {
+// Served reports whether the API server serves resourceslices in resource.k8s.io/v1.
+func Served(d discovery.DiscoveryInterface) (bool, error) { return Serves(d, "resourceslices") }
+
+// Serves reports whether the API server serves resource (e.g. resourceclaims) in
+// resource.k8s.io/v1. A server without the group version (before Kubernetes 1.34, or with
+// it turned off) answers NotFound: false, with no error. Other errors are returned.
+func Serves(d discovery.DiscoveryInterface, resource string) (bool, error) {
 	list, err := d.ServerResourcesForGroupVersion(GroupVersion)
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -38,7 +41,7 @@ func Served(d discovery.DiscoveryInterface) (bool, error) {
 		return false, fmt.Errorf("discover %s: %w", GroupVersion, err)
 	}
 	for _, r := range list.APIResources {
-		if r.Name == "resourceslices" {
+		if r.Name == resource {
 			return true, nil
 		}
 	}
