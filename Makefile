@@ -60,8 +60,9 @@ generate: ## Regenerate deepcopy, clientset, listers, informers, apply configura
 	$(GO) mod tidy
 
 .PHONY: verify
-verify: ## Fail when generated files are stale, go.mod is untidy, code is unformatted, or go vet or staticcheck complain.
+verify: ## Fail when generated files are stale, go.mod is untidy, code is unformatted or lacks the licence notice, or go vet or staticcheck complain.
 	bash hack/verify-codegen.sh
+	bash hack/verify-boilerplate.sh
 	@$(GO) mod tidy -diff >/dev/null || { $(GO) mod tidy -diff; echo "go.mod/go.sum: run 'go mod tidy'"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run 'gofmt -w' on the files above"; exit 1; }
 	$(GO) vet ./...
