@@ -12,16 +12,23 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/gpu-inventory-operator and the kubectl plugin bin/kubectl-gpuinv.
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X github.com/youngju-dev/gpu-inventory-operator/pkg/plugin.Version=$(VERSION)' -o $(BIN)/kubectl-gpuinv ./cmd/kubectl-gpuinv
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-gpuinv ./cmd/kubectl-gpuinv
 
 ARCH      ?= $(shell $(GO) env GOARCH)
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE     ?= gpu-inventory-operator:dev
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# The commit's time, so that a rebuild of the same commit is the same binary.
+BUILD_DATE ?= $(shell git show -s --format=%cI HEAD 2>/dev/null)
+# What both binaries report in --version.
+LDFLAGS   := -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.version=$(VERSION) \
+             -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.commit=$(COMMIT) \
+             -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.buildDate=$(BUILD_DATE)
 
 .PHONY: image
 image: ## Build the container image as bin/gpu-inventory-operator-image.tar without a daemon (ARCH, IMAGE); docker/podman load it.
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/linux-$(ARCH)/gpu-inventory-operator ./cmd/gpu-inventory-operator
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/linux-$(ARCH)/gpu-inventory-operator ./cmd/gpu-inventory-operator
 	$(GO) run ./hack/image --binary $(BIN)/linux-$(ARCH)/gpu-inventory-operator --arch $(ARCH) --version $(VERSION) --tag $(IMAGE) --output $(BIN)/gpu-inventory-operator-image.tar
 
 .PHONY: demo

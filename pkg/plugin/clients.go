@@ -36,6 +36,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
 
 // CRDNotInstalled is the message for a cluster without the GpuInventory CRD.
@@ -68,7 +69,7 @@ func (c *clients) config() (*rest.Config, error) {
 		}
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "kubectl-gpuinv/" + Version
+	cfg.UserAgent = "kubectl-gpuinv/" + version.Get().Version
 	// A scan pages through the node list; the client's default 5 requests/s would throttle it.
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.WarningHandler = rest.NewWarningWriter(c.warnings, rest.WarningWriterOptions{Deduplicate: true})

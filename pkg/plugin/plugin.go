@@ -45,10 +45,6 @@ const (
 	ExitNoFit = 4
 )
 
-// Version is the plugin's version, set at build time with
-// -ldflags "-X github.com/youngju-dev/gpu-inventory-operator/pkg/plugin.Version=v0.1.0".
-var Version = "dev"
-
 // Environment is what a run of the plugin reads of the world besides its arguments (and
 // the kubeconfig, which the config flags find as kubectl does).
 type Environment struct {

@@ -26,6 +26,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
 
 type showOptions struct {
@@ -63,7 +64,7 @@ when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room 
   kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
   kubectl gpuinv scan                 # no operator needed`,
 		Args:              cobra.MaximumNArgs(1),
-		Version:           Version,
+		Version:           version.Get().String(),
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		ValidArgsFunction: c.completeInventoryNames,
@@ -76,6 +77,7 @@ when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room 
 			return o.run(cmd.Context(), env, c, name)
 		},
 	}
+	cmd.SetVersionTemplate("kubectl gpuinv {{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// GpuInventories and Nodes are cluster-scoped, and discovery is not cached on disk.
 	flags.Namespace, flags.CacheDir = nil, nil

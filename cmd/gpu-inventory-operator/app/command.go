@@ -36,6 +36,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
 
 const name = "gpu-inventory-operator"
@@ -78,7 +80,11 @@ func NewCommand() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if v, _ := cmd.Flags().GetBool("version"); v {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", name, version.Get())
+				return nil
+			}
 			if err := setUp(opts); err != nil {
 				return err
 			}
@@ -90,6 +96,7 @@ func NewCommand() *cobra.Command {
 	}
 	fss := opts.Flags()
 	fss.FlagSet("generic").BoolP("help", "h", false, "Show this help and exit.")
+	fss.FlagSet("generic").Bool("version", false, "Print the version, commit, build date and Go version, and exit.")
 	for _, fs := range fss.FlagSets {
 		cmd.Flags().AddFlagSet(fs)
 	}

@@ -123,3 +123,11 @@ func allFlags(opts *Options) *pflag.FlagSet {
 	}
 	return fs
 }
+
+// --version prints the build's version, commit, date and Go version, and starts nothing.
+func TestVersion(t *testing.T) {
+	out, code := runOperator(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "gpu-inventory-operator ") || !strings.Contains(out, "(commit ") || !strings.Contains(out, " go1.") {
+		t.Errorf("--version: exit %d, output %q", code, out)
+	}
+}
