@@ -62,9 +62,23 @@ func (e *Error) Unwrap() error { return e.Err }
 // by client-go with backoff, which would otherwise retry every error of a list forever.
 // Client-go logs its retries through klog.FromContext(ctx).
 func Inventory(ctx context.Context, client versioned.Interface, name string, onEvent Func) error {
+	return InventoryWith(ctx, client, name, onEvent, Options{})
+}
+
+// Options tune InventoryWith.
+type Options struct {
+	// Connection, when set, is called with the error of each list or watch request that
+	// client-go retries (a connection lost, a server restarting), and with nil when a request
+	// succeeds again after such errors. It is called from client-go's goroutine: it must not
+	// block for long.
+	Connection func(err error)
+}
+
+// InventoryWith is Inventory with options.
+func InventoryWith(ctx context.Context, client versioned.Interface, name string, onEvent Func, opts Options) error {
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &requests{name: name, cancel: cancel}
+	r := &requests{name: name, cancel: cancel, connection: opts.Connection}
 	inventories := client.HomelabV1().GpuInventories()
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := listOnly{&cache.ListWatch{
@@ -146,20 +160,23 @@ func (s *states) deliver(gi *homelabv1.GpuInventory) (bool, error) {
 // requests watches the list and watch requests: what the first list found, and the first
 // error that ends the follow (which it cancels).
 type requests struct {
-	name   string
-	cancel context.CancelFunc
+	name       string
+	cancel     context.CancelFunc
+	connection func(error) // Options.Connection
 
-	mu        sync.Mutex
-	succeeded bool // a list or watch has succeeded
-	found     bool // the first list had the inventory
-	err       *Error
+	mu          sync.Mutex
+	succeeded   bool // a list or watch has succeeded
+	found       bool // the first list had the inventory
+	err         *Error
+	interrupted bool // the last request failed, and is retried
 }
 
 func (r *requests) listed(list *homelabv1.GpuInventoryList, err error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err != nil {
-		r.fail("list", err, !r.succeeded)
+		retried := r.fail("list", err, !r.succeeded)
+		r.mu.Unlock()
+		r.tell(retried, err)
 		return
 	}
 	if !r.succeeded {
@@ -167,27 +184,52 @@ func (r *requests) listed(list *homelabv1.GpuInventoryList, err error) {
 			r.found = r.found || list.Items[i].Name == r.name
 		}
 	}
-	r.succeeded = true
+	r.mu.Unlock()
+	r.succeed()
 }
 
 func (r *requests) watched(err error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err != nil {
-		r.fail("watch", err, false)
+		retried := r.fail("watch", err, false)
+		r.mu.Unlock()
+		r.tell(retried, err)
 		return
 	}
-	r.succeeded = true
+	r.mu.Unlock()
+	r.succeed()
+}
+
+// succeed records a request that succeeded, and tells Options.Connection when it ends an
+// interruption.
+func (r *requests) succeed() {
+	r.mu.Lock()
+	back := r.interrupted
+	r.succeeded, r.interrupted = true, false
+	r.mu.Unlock()
+	r.tell(back, nil)
+}
+
+// tell calls Options.Connection with err when should is set.
+func (r *requests) tell(should bool, err error) {
+	if should && r.connection != nil {
+		r.connection(err)
+	}
 }
 
 // fail records err if it is final: any error when always is set, else errors that no retry
-// mends. r.mu is held.
-func (r *requests) fail(verb string, err error, always bool) {
+// mends. It reports whether the request will be retried instead. r.mu is held.
+func (r *requests) fail(verb string, err error, always bool) (retried bool) {
 	final := always || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err)
-	if final && r.err == nil {
-		r.err = &Error{Verb: verb, Err: err}
-		r.cancel()
+	if final {
+		if r.err == nil {
+			r.err = &Error{Verb: verb, Err: err}
+			r.cancel()
+		}
+		return false
 	}
+	r.interrupted = true
+	return true
 }
 
 func (r *requests) foundFirst() bool {

@@ -19,7 +19,11 @@ package follow
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,5 +279,68 @@ func TestReturnsWhatOnEventReturns(t *testing.T) {
 	})
 	if err != stop {
 		t.Errorf("Inventory returned %v, want onEvent's error", err)
+	}
+}
+
+// A lost connection is retried by client-go; Options.Connection hears of each failed request
+// and of the first that succeeds again, and the follow goes on.
+func TestTellsOfALostConnectionAndItsReturn(t *testing.T) {
+	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/apis/homelab.youngju.dev/v1/gpuinventories",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	client := fake.NewClientset(inventory("cluster", "1", 0))
+	count := 0
+	client.PrependWatchReactor("gpuinventories", func(clienttesting.Action) (bool, watch.Interface, error) {
+		count++
+		if count <= 2 {
+			return true, nil, refused
+		}
+		return false, nil, nil // the tracker serves the watches after two failures
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	told := make(chan error, 10)
+	states := make(chan state, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- InventoryWith(ctx, client, "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+			states <- state{rv: gi.ResourceVersion, ready: gi.Status.ReadyGpus}
+			return gi.Status.ReadyGpus == 3, nil
+		}, Options{Connection: func(err error) { told <- err }})
+	}()
+	next := func() error {
+		t.Helper()
+		select {
+		case err := <-told:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("Connection was not called within 10s")
+		}
+		return nil
+	}
+	if s := <-states; s.rv != "1" {
+		t.Fatalf("first state %+v, want resourceVersion 1", s)
+	}
+	for i := 1; i <= 2; i++ {
+		if err := next(); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("call %d of Connection: %v, want the refused connection", i, err)
+		}
+	}
+	if err := next(); err != nil {
+		t.Fatalf("Connection(%v) once the watch succeeded, want nil", err)
+	}
+	if err := client.Tracker().Update(resource, inventory("cluster", "2", 3), "", metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("InventoryWith returned %v, want nil after onEvent said done", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change after the reconnection was not followed within 10s")
+	}
+	if len(told) > 0 {
+		t.Errorf("Connection called again after the reconnection: %v", <-told)
 	}
 }
