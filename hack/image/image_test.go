@@ -33,6 +33,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
+
+	"github.com/youngju-dev/gpu-inventory-operator/hack/image/operatorimage"
 )
 
 // The tarball `make image` writes, loaded back: entrypoint, non-root user matching the
@@ -47,8 +49,8 @@ func TestImageTarball(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	output := filepath.Join(dir, "image.tar")
-	spec := Spec{Binary: binary, Arch: runtime.GOARCH, Version: "test", Created: time.Unix(0, 0).UTC()}
-	if err := run(spec, "gpu-inventory-operator:test", output); err != nil {
+	spec := operatorimage.Spec{Binary: binary, Arch: runtime.GOARCH, Version: "test", Created: time.Unix(0, 0).UTC()}
+	if err := run([]operatorimage.Spec{spec}, "gpu-inventory-operator:test", outputs{tarball: output}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,8 +92,8 @@ func TestImageTarball(t *testing.T) {
 	if err := yaml.Unmarshal(bytes.SplitN(deployment, []byte("\n---"), 2)[0], &d); err != nil {
 		t.Fatal(err)
 	}
-	if uid := d.Spec.Template.Spec.SecurityContext.RunAsUser; uid != NonRootUID {
-		t.Errorf("manifests/deployment.yaml runs as %d, the image as %d", uid, NonRootUID)
+	if uid := d.Spec.Template.Spec.SecurityContext.RunAsUser; uid != operatorimage.NonRootUID {
+		t.Errorf("manifests/deployment.yaml runs as %d, the image as %d", uid, operatorimage.NonRootUID)
 	}
 
 	layers, err := img.Layers()
@@ -159,11 +161,11 @@ func TestImageTarball(t *testing.T) {
 	}
 
 	// Reproducible: the same binary gives the same image, and the tarball holds it.
-	first, err := Build(spec)
+	first, err := operatorimage.Build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := Build(spec)
+	second, err := operatorimage.Build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,162 +14,133 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command image builds the operator's container image without a container daemon: one layer
-// holding the static binary (and an /etc/passwd naming the non-root user) on an empty base,
-// written as an image tarball that `docker load`, `podman load`, `kind load image-archive`
-// and `crane push` accept. `make image` runs it; hack/image/Dockerfile is the same image for
-// people who build with Docker.
+// Command image builds the operator's container image without a container daemon (package
+// operatorimage): for one architecture, an image tarball that `docker load`, `podman load`,
+// `kind load image-archive` and `crane push` accept; for several (--arch amd64,arm64), a
+// multi-architecture OCI image index, written as an OCI layout directory (--oci-layout) or
+// an oci-archive tarball (--oci-archive). `make image` runs it; hack/image/Dockerfile is the
+// same image for people who build with Docker.
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/youngju-dev/gpu-inventory-operator/hack/image/operatorimage"
 )
 
-// NonRootUID is the image's user: distroless's "nonroot", and the Deployment's runAsUser.
-const NonRootUID = 65532
-
-// Spec describes the image.
-type Spec struct {
-	Binary  string // path of a static linux binary
-	Arch    string // GOARCH of the binary
-	Version string // org.opencontainers.image.version
-	Created time.Time
-}
-
-// Build assembles the image.
-func Build(s Spec) (v1.Image, error) {
-	bin, err := os.ReadFile(s.Binary)
-	if err != nil {
-		return nil, err
-	}
-	entrypoint := "/" + path.Base(s.Binary)
-	layerTar, err := layerTar(entrypoint, bin)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, err
-	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: v1.Time{Time: s.Created}, CreatedBy: "hack/image: COPY " + path.Base(s.Binary) + " " + entrypoint,
-	}})
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", s.Arch
-	cfg.Created = v1.Time{Time: s.Created}
-	cfg.Config = v1.Config{
-		Entrypoint: []string{entrypoint},
-		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootUID),
-		WorkingDir: "/",
-		Env:        []string{"PATH=/"},
-		Labels: map[string]string{
-			"org.opencontainers.image.title":   "gpu-inventory-operator",
-			"org.opencontainers.image.source":  "https://github.com/youngju-dev/gpu-inventory-operator",
-			"org.opencontainers.image.version": s.Version,
-		},
-	}
-	return mutate.ConfigFile(img, cfg)
-}
-
-// layerTar is the image's only layer: the binary, and /etc/passwd and /etc/group so that
-// tools resolving the user by name find "nonroot". No shell, no libc: the binary is static.
-func layerTar(entrypoint string, bin []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	files := []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootUID, NonRootUID)},
-		{"etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", NonRootUID)},
-		{entrypoint[1:], 0o755, bin},
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "etc/", Mode: 0o755, Format: tar.FormatPAX}); err != nil {
-		return nil, err
-	}
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Format: tar.FormatPAX}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+// outputs are the files to write; empty fields are not written.
+type outputs struct {
+	tarball    string // docker-style image tarball (one architecture)
+	ociLayout  string // OCI layout directory of the image index
+	ociArchive string // oci-archive tarball of the image index
 }
 
 func main() {
-	var s Spec
-	var tag, output string
-	flag.StringVar(&s.Binary, "binary", "bin/linux-amd64/gpu-inventory-operator", "static linux binary to put in the image")
-	flag.StringVar(&s.Arch, "arch", "amd64", "GOARCH the binary was built for")
-	flag.StringVar(&s.Version, "version", "dev", "image version label")
-	flag.StringVar(&tag, "tag", "gpu-inventory-operator:dev", "image reference recorded in the tarball")
-	flag.StringVar(&output, "output", "bin/gpu-inventory-operator-image.tar", "tarball to write")
+	var arches, binaries, version, tag string
+	var out outputs
+	flag.StringVar(&binaries, "binary", "bin/linux-amd64/gpu-inventory-operator", "static linux binary to put in the image; with several --arch, a comma-separated list in the same order")
+	flag.StringVar(&arches, "arch", "amd64", "GOARCH the binary was built for; a comma-separated list (amd64,arm64) builds a multi-architecture image index")
+	flag.StringVar(&version, "version", "dev", "image version label")
+	flag.StringVar(&tag, "tag", "gpu-inventory-operator:dev", "image reference recorded in the output")
+	flag.StringVar(&out.tarball, "output", "bin/gpu-inventory-operator-image.tar", "image tarball to write (one --arch only; docker/podman load it)")
+	flag.StringVar(&out.ociLayout, "oci-layout", "", "OCI layout directory to write the image index to (crane push DIR REF, skopeo copy oci:DIR)")
+	flag.StringVar(&out.ociArchive, "oci-archive", "", "oci-archive tarball to write the image index to (skopeo copy oci-archive:FILE, podman load, docker load with the containerd image store)")
 	flag.Parse()
+	// --output is written by default, as before, unless only the index outputs are asked for.
+	explicit := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if !explicit["output"] && (out.ociLayout != "" || out.ociArchive != "") {
+		out.tarball = ""
+	}
+
+	specs, err := specsFor(strings.Split(arches, ","), strings.Split(binaries, ","), version)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "image: %v\n", err)
+		os.Exit(2)
+	}
 	// Reproducible by default: the same binary gives the same image digest.
-	s.Created = time.Unix(0, 0).UTC()
+	created := time.Unix(0, 0).UTC()
 	if epoch := os.Getenv("SOURCE_DATE_EPOCH"); epoch != "" {
 		secs, err := strconv.ParseInt(epoch, 10, 64)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "image: SOURCE_DATE_EPOCH %q is not a number of seconds\n", epoch)
 			os.Exit(2)
 		}
-		s.Created = time.Unix(secs, 0).UTC()
+		created = time.Unix(secs, 0).UTC()
 	}
-	if err := run(s, tag, output); err != nil {
+	for i := range specs {
+		specs[i].Created = created
+	}
+	if err := run(specs, tag, out); err != nil {
 		fmt.Fprintf(os.Stderr, "image: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(s Spec, tag, output string) error {
+func specsFor(arches, binaries []string, version string) ([]operatorimage.Spec, error) {
+	if len(arches) != len(binaries) {
+		return nil, fmt.Errorf("%d architectures (--arch) and %d binaries (--binary): give one binary per architecture", len(arches), len(binaries))
+	}
+	specs := make([]operatorimage.Spec, len(arches))
+	for i := range arches {
+		specs[i] = operatorimage.Spec{Binary: binaries[i], Arch: arches[i], Version: version}
+	}
+	return specs, nil
+}
+
+func run(specs []operatorimage.Spec, tag string, out outputs) error {
 	ref, err := name.NewTag(tag)
 	if err != nil {
 		return fmt.Errorf("--tag %q: %w", tag, err)
 	}
-	img, err := Build(s)
+	if out.tarball != "" {
+		if len(specs) != 1 {
+			return fmt.Errorf("an image tarball (--output) holds one architecture, not %d: use --oci-archive or --oci-layout", len(specs))
+		}
+		img, err := operatorimage.Build(specs[0])
+		if err != nil {
+			return err
+		}
+		if err := tarball.WriteToFile(out.tarball, ref, img); err != nil {
+			return errors.Join(fmt.Errorf("write %s", out.tarball), err)
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %s %s (linux/%s)\n", out.tarball, ref, digest, specs[0].Arch)
+	}
+	if out.ociLayout == "" && out.ociArchive == "" {
+		return nil
+	}
+	idx, err := operatorimage.Index(specs)
 	if err != nil {
 		return err
 	}
-	if err := tarball.WriteToFile(output, ref, img); err != nil {
-		return errors.Join(fmt.Errorf("write %s", output), err)
-	}
-	digest, err := img.Digest()
+	digest, err := idx.Digest()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s %s (linux/%s)\n", output, ref, digest, s.Arch)
+	if out.ociLayout != "" {
+		if err := operatorimage.WriteLayout(out.ociLayout, idx, ref); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %s %s (image index)\n", out.ociLayout, ref, digest)
+	}
+	if out.ociArchive != "" {
+		if err := operatorimage.WriteOCIArchive(out.ociArchive, idx, ref, specs[0].Created); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %s %s (image index)\n", out.ociArchive, ref, digest)
+	}
 	return nil
 }
