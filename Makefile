@@ -31,6 +31,14 @@ image: ## Build the container image as bin/gpu-inventory-operator-image.tar with
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/linux-$(ARCH)/gpu-inventory-operator ./cmd/gpu-inventory-operator
 	$(GO) run ./hack/image --binary $(BIN)/linux-$(ARCH)/gpu-inventory-operator --arch $(ARCH) --version $(VERSION) --tag $(IMAGE) --output $(BIN)/gpu-inventory-operator-image.tar
 
+RELEASE_DIR   := $(BIN)/release
+RELEASE_IMAGE ?= gpu-inventory-operator:$(VERSION)
+
+.PHONY: release
+release: ## Release VERSION (a v-tag) into bin/release: tar.gz of both binaries (+LICENSE, README.md) for linux and darwin amd64/arm64 and windows/amd64, SHA256SUMS, the krew manifest gpuinv.yaml, the operator's linux/amd64+arm64 image index as an oci-archive (skopeo copy oci-archive:, podman load, docker load with the containerd store) and in bin/release-oci as an OCI layout (crane push); checked after writing.
+	rm -rf $(RELEASE_DIR) $(BIN)/release-oci
+	$(GO) run ./hack/release --version '$(VERSION)' --ldflags '-s -w $(LDFLAGS)' --date '$(BUILD_DATE)' --image '$(RELEASE_IMAGE)' --go '$(GO)' --output $(RELEASE_DIR) --oci-layout $(BIN)/release-oci
+
 .PHONY: demo
 demo: build testbin ## Run the operator on a local control plane loaded with the home lab (Ctrl-C to stop).
 	$(GO) build -o $(BIN)/demo ./hack/demo
@@ -77,5 +85,5 @@ verify: ## Fail when generated files are stale, go.mod is untidy, code is unform
 	$(GO) tool staticcheck -tags integration $$($(GO) list ./... | grep -v /pkg/generated/)
 
 .PHONY: clean
-clean: ## Remove build output (the testbin cache stays; see hack/testbin.sh).
+clean: ## Remove build output, bin/ with the release assets in bin/release (the testbin cache stays; see hack/testbin.sh).
 	rm -rf $(BIN)
