@@ -1,0 +1,277 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/youngju-dev/gpu-inventory-operator/manifests/helmchart"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// The chart (manifests/chart) and the kustomize manifests are one source of truth: the
+// chart's defaults, and each of its options that a kustomize component also offers, render
+// the objects that kustomize renders. Only what a Helm chart cannot do the same is set aside:
+// the Namespace (Helm creates the release namespace with --create-namespace) and the image
+// tag (the chart's appVersion; kustomize's is what `make image` builds).
+func TestChartEqualsKustomize(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		values     string
+		components []string
+	}{
+		{name: "defaults"},
+		{name: "installCRD=false", values: "installCRD: false", components: []string{"without-crd-install"}},
+		{name: "ServiceMonitor and PrometheusRule",
+			values:     "monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}}",
+			components: []string{"monitoring"}},
+		{name: "DCGM rules", values: "monitoring: {dcgmRules: {enabled: true}}", components: []string{"monitoring/dcgm"}},
+		{name: "every option",
+			values:     "installCRD: false\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}",
+			components: []string{"without-crd-install", "monitoring", "monitoring/dcgm"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kustomized := kustomize(t, tc.components...)
+			rendered := render(t, operatorNamespace, tc.values)
+
+			// Set aside what must differ, checking that it is what the chart's README says.
+			kustomized = slices.DeleteFunc(kustomized, func(obj *unstructured.Unstructured) bool {
+				return obj.GetKind() == "Namespace" && obj.GetName() == operatorNamespace
+			})
+			wantImage := "gpu-inventory-operator:" + appVersion(t)
+			if got := image(t, rendered); got != wantImage {
+				t.Errorf("the chart's image is %q, want %q (the repository and the chart's appVersion)", got, wantImage)
+			}
+			if got := image(t, kustomized); got != "gpu-inventory-operator:dev" {
+				t.Errorf("manifests/deployment.yaml's image is %q, want gpu-inventory-operator:dev (what `make image` builds)", got)
+			}
+			setImage(t, rendered, "gpu-inventory-operator:dev")
+
+			want, got := byKey(t, "kustomize", kustomized), byKey(t, "chart", rendered)
+			for key := range want {
+				if _, ok := got[key]; !ok {
+					t.Errorf("kustomize renders %s, the chart does not", key)
+				}
+			}
+			for key, obj := range got {
+				if _, ok := want[key]; !ok {
+					t.Errorf("the chart renders %s, kustomize does not", key)
+					continue
+				}
+				if diff := cmp.Diff(want[key].Object, obj.Object); diff != "" {
+					t.Errorf("%s (-kustomize +chart):\n%s", key, diff)
+				}
+			}
+		})
+	}
+}
+
+// Files the chart holds as copies, since a chart cannot read outside its directory: the CRDs
+// (crds/ is applied as is) and the PrometheusRules (files/, given their namespace and labels
+// by templates/). `make generate` rewrites manifests/crd; copy the result.
+func TestChartCopiesAreCurrent(t *testing.T) {
+	for copied, original := range map[string]string{
+		"chart/crds/homelab.youngju.dev_gpuinventories.yaml": "crd/homelab.youngju.dev_gpuinventories.yaml",
+		"chart/crds/homelab.youngju.dev_gpunodes.yaml":       "crd/homelab.youngju.dev_gpunodes.yaml",
+		"chart/files/prometheusrule.yaml":                    "monitoring/prometheusrule.yaml",
+		"chart/files/dcgm-prometheusrule.yaml":               "monitoring/dcgm/prometheusrule.yaml",
+	} {
+		a, err := os.ReadFile(copied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(original)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("manifests/%s differs from manifests/%s: cp manifests/%s manifests/%s", copied, original, original, copied)
+		}
+	}
+	// Nothing else: a CRD added to manifests/crd must be added to the chart too.
+	for _, dir := range []string{"crd", "chart/crds"} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 2 {
+			t.Errorf("manifests/%s holds %d files, want the 2 CRDs", dir, len(entries))
+		}
+	}
+}
+
+// helm lint --strict passes for the defaults and for every option, on the newest Kubernetes
+// the tests run and on the oldest the chart accepts.
+func TestChartLint(t *testing.T) {
+	for _, values := range []string{
+		"",
+		"installCRD: false\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, labels: {release: prometheus}}",
+		"replicas: 1\nleaderElection: {enabled: false}\nserviceAccount: {create: false, name: existing}",
+		"image: {repository: registry.example.com/gpu-inventory-operator, tag: v0.1.0, pullSecrets: [regcred]}\n" +
+			"extraArgs: [--max-status-nodes=200]\npodAnnotations: {a: b}\nnodeSelector: {kubernetes.io/os: linux}\n" +
+			"tolerations: [{key: dedicated, operator: Exists}]\naffinity: {nodeAffinity: {}}",
+	} {
+		for _, kubeVersion := range []string{helmchart.KubeVersion, "v1.22.0"} {
+			messages, err := helmchart.Lint("chart", "monitoring", parseValues(t, values), kubeVersion)
+			if err != nil {
+				t.Errorf("values %q, Kubernetes %s: %v", values, kubeVersion, err)
+			}
+			// Helm recommends an icon, which the project does not have.
+			if want := []string{"[INFO] Chart.yaml: icon is recommended"}; !slices.Equal(messages, want) {
+				t.Errorf("values %q, Kubernetes %s: helm lint says %q, want only %q", values, kubeVersion, messages, want)
+			}
+		}
+	}
+}
+
+const operatorNamespace = "gpu-inventory-system"
+
+// kustomize renders manifests/ with the given components of it, as an overlay of one's own
+// does (README "Install in a cluster").
+func kustomize(t *testing.T, components ...string) []*unstructured.Unstructured {
+	t.Helper()
+	dir := "."
+	if len(components) > 0 {
+		dir = t.TempDir()
+		abs, err := filepath.Abs(".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, err := filepath.Rel(dir, abs) // kustomize refuses absolute paths
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, c := range components {
+			paths = append(paths, filepath.Join(base, c))
+		}
+		kustomization := fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", base, strings.Join(paths, ", "))
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs, err := testenv.Kustomize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// render renders the chart into namespace with values given as YAML.
+func render(t *testing.T, namespace, values string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := helmchart.Render("chart", helmchart.Options{Namespace: namespace, Values: parseValues(t, values)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// parseValues reads values as `helm install --values` does.
+func parseValues(t *testing.T, values string) map[string]any {
+	t.Helper()
+	v := map[string]any{}
+	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+		t.Fatalf("values %q: %v", values, err)
+	}
+	return v
+}
+
+func appVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("chart/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &chart); err != nil {
+		t.Fatal(err)
+	}
+	return chart.AppVersion
+}
+
+// byKey indexes objects by kind, namespace and name, failing on a duplicate.
+func byKey(t *testing.T, source string, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	t.Helper()
+	m := map[string]*unstructured.Unstructured{}
+	for _, obj := range objs {
+		key := obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+		if _, ok := m[key]; ok {
+			t.Errorf("%s renders %s twice", source, key)
+		}
+		m[key] = obj
+	}
+	return m
+}
+
+// find returns the object of kind and name, failing when there is none.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, obj := range objs {
+		if obj.GetKind() == kind && obj.GetName() == name {
+			return obj
+		}
+	}
+	t.Fatalf("no %s %s among %s", kind, name, keys(objs))
+	return nil
+}
+
+func keys(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, obj := range objs {
+		out = append(out, obj.GetKind()+"/"+obj.GetName())
+	}
+	return out
+}
+
+// container returns the Deployment's operator container.
+func container(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	containers, _, err := unstructured.NestedSlice(find(t, objs, "Deployment", "gpu-inventory-operator").Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) != 1 {
+		t.Fatalf("Deployment containers: %v, %v", containers, err)
+	}
+	return containers[0].(map[string]any)
+}
+
+func image(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	s, _ := container(t, objs)["image"].(string)
+	return s
+}
+
+func setImage(t *testing.T, objs []*unstructured.Unstructured, image string) {
+	t.Helper()
+	deployment := find(t, objs, "Deployment", "gpu-inventory-operator")
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	containers[0].(map[string]any)["image"] = image
+	if err := unstructured.SetNestedSlice(deployment.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+}
