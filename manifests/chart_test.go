@@ -275,3 +275,171 @@ func setImage(t *testing.T, objs []*unstructured.Unstructured, image string) {
 		t.Fatal(err)
 	}
 }
+
+// What the values change beyond kustomize's options.
+func TestChartValues(t *testing.T) {
+	t.Run("one replica without leader election", func(t *testing.T) {
+		objs := render(t, operatorNamespace, "replicas: 1\nleaderElection: {enabled: false}")
+		if args := args(t, objs); slices.Contains(args, "--leader-elect") {
+			t.Errorf("args %q hold --leader-elect", args)
+		}
+		if slices.Contains(keys(objs), "PodDisruptionBudget/gpu-inventory-operator") {
+			t.Errorf("a PodDisruptionBudget with one replica would block every drain")
+		}
+		role, _ := yaml.Marshal(find(t, objs, "Role", "gpu-inventory-operator").Object["rules"])
+		if strings.Contains(string(role), "leases") {
+			t.Errorf("without leader election the Role still grants Leases:\n%s", role)
+		}
+	})
+	t.Run("one replica with leader election", func(t *testing.T) {
+		objs := render(t, operatorNamespace, "replicas: 1")
+		if args := args(t, objs); !slices.Contains(args, "--leader-elect") {
+			t.Errorf("args %q lack --leader-elect", args)
+		}
+		if slices.Contains(keys(objs), "PodDisruptionBudget/gpu-inventory-operator") {
+			t.Errorf("a PodDisruptionBudget with one replica would block every drain")
+		}
+	})
+	t.Run("image, args, resources and the pod's placement", func(t *testing.T) {
+		// Maps are merged with the defaults, as Helm merges all values; null removes a key.
+		objs := render(t, operatorNamespace, `
+image: {repository: registry.example.com/gpu-inventory-operator, tag: v0.2.0, pullPolicy: Always, pullSecrets: [regcred]}
+installCRD: false
+extraArgs: [--max-status-nodes=200, -v=2]
+resources: {requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 1Gi}}
+podAnnotations: {example.com/team: gpus}
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [system]}]}]}}}
+podSecurityContext: {runAsUser: null, runAsGroup: null}
+securityContext: {privileged: false}
+`)
+		c := container(t, objs)
+		if c["image"] != "registry.example.com/gpu-inventory-operator:v0.2.0" || c["imagePullPolicy"] != "Always" {
+			t.Errorf("image %v, pull policy %v", c["image"], c["imagePullPolicy"])
+		}
+		wantArgs := []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--install-crd=false", "--max-status-nodes=200", "-v=2"}
+		if got := args(t, objs); !slices.Equal(got, wantArgs) {
+			t.Errorf("args %q, want %q", got, wantArgs)
+		}
+		pod, _, _ := unstructured.NestedMap(find(t, objs, "Deployment", "gpu-inventory-operator").Object, "spec", "template")
+		want := parseValues(t, `
+metadata:
+  labels: {app.kubernetes.io/name: gpu-inventory-operator}
+  annotations: {example.com/team: gpus}
+spec:
+  imagePullSecrets: [{name: regcred}]
+  nodeSelector: {kubernetes.io/os: linux}
+  tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [system]}]}]}}}
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+`)
+		got := map[string]any{"metadata": pod["metadata"], "spec": map[string]any{}}
+		spec := pod["spec"].(map[string]any)
+		for _, field := range []string{"imagePullSecrets", "nodeSelector", "tolerations", "affinity", "securityContext"} {
+			got["spec"].(map[string]any)[field] = spec[field]
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pod template (-want +got):\n%s", diff)
+		}
+		wantContainer := parseValues(t, `
+resources: {requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 1Gi}}
+securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}, privileged: false}
+`)
+		if diff := cmp.Diff(wantContainer, map[string]any{"resources": c["resources"], "securityContext": c["securityContext"]}); diff != "" {
+			t.Errorf("container (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("another namespace and an existing ServiceAccount", func(t *testing.T) {
+		objs := render(t, "gpu", "serviceAccount: {create: false, name: gpu-operator}\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}")
+		for _, obj := range objs {
+			switch obj.GetKind() {
+			case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+				if obj.GetNamespace() != "" {
+					t.Errorf("%s %s in namespace %q", obj.GetKind(), obj.GetName(), obj.GetNamespace())
+				}
+			case "ServiceAccount":
+				t.Errorf("ServiceAccount %s rendered with serviceAccount.create=false", obj.GetName())
+			default:
+				if obj.GetNamespace() != "gpu" {
+					t.Errorf("%s %s in namespace %q, want the release's", obj.GetKind(), obj.GetName(), obj.GetNamespace())
+				}
+			}
+			if subjects, ok := obj.Object["subjects"]; ok {
+				want := []any{map[string]any{"kind": "ServiceAccount", "name": "gpu-operator", "namespace": "gpu"}}
+				if diff := cmp.Diff(want, subjects); diff != "" {
+					t.Errorf("%s %s subjects (-want +got):\n%s", obj.GetKind(), obj.GetName(), diff)
+				}
+			}
+		}
+		deployment := find(t, objs, "Deployment", "gpu-inventory-operator")
+		if sa, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName"); sa != "gpu-operator" {
+			t.Errorf("serviceAccountName %q", sa)
+		}
+		sm := find(t, objs, "ServiceMonitor", "gpu-inventory-operator")
+		if ns, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames"); !slices.Equal(ns, []string{"gpu"}) {
+			t.Errorf("ServiceMonitor selects namespaces %q", ns)
+		}
+	})
+	t.Run("ServiceAccount annotations", func(t *testing.T) {
+		objs := render(t, operatorNamespace, "serviceAccount: {annotations: {example.com/role: gpu-inventory}}")
+		sa := find(t, objs, "ServiceAccount", "gpu-inventory-operator")
+		if got := sa.GetAnnotations(); !cmp.Equal(got, map[string]string{"example.com/role": "gpu-inventory"}) {
+			t.Errorf("ServiceAccount annotations %v", got)
+		}
+	})
+	t.Run("monitoring labels and interval", func(t *testing.T) {
+		objs := render(t, operatorNamespace, "monitoring: {serviceMonitor: {enabled: true, interval: 1m}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, labels: {release: prometheus}}")
+		want := map[string]string{"app.kubernetes.io/name": "gpu-inventory-operator", "release": "prometheus"}
+		for _, key := range []string{"ServiceMonitor/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator-dcgm"} {
+			kind, name, _ := strings.Cut(key, "/")
+			if got := find(t, objs, kind, name).GetLabels(); !cmp.Equal(got, want) {
+				t.Errorf("%s labels %v, want %v", key, got, want)
+			}
+		}
+		endpoints, _, _ := unstructured.NestedSlice(find(t, objs, "ServiceMonitor", "gpu-inventory-operator").Object, "spec", "endpoints")
+		if len(endpoints) != 1 || endpoints[0].(map[string]any)["interval"] != "1m" {
+			t.Errorf("ServiceMonitor endpoints %v, want one scraped every 1m", endpoints)
+		}
+	})
+}
+
+// Values that cannot work fail the render and say why.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct{ values, want string }{
+		{"replicas: 3\nleaderElection: {enabled: false}", "replicas=3 needs leaderElection.enabled=true"},
+		{"replicas: two", "/replicas"},
+		{"replicas: -1", "/replicas"},
+		{"replica: 3", "replica"},
+		{"image: {pullPolicy: Sometimes}", "/image/pullPolicy"},
+		{"image: {tag: 1}", "/image/tag"},
+		{"extraArgs: --v=2", "/extraArgs"},
+		{"installCRD: \"no\"", "/installCRD"},
+		{"serviceAccount: {name: Operator_SA}", "/serviceAccount/name"},
+		{"resources: {limits: {memory: lots}}", "/resources/limits/memory"},
+		{"resources: {limit: {memory: 1Gi}}", "limit"},
+		{"monitoring: {serviceMonitor: {interval: 30 seconds}}", "/monitoring/serviceMonitor/interval"},
+		{"monitoring: {prometheusRules: {enabled: true}}", "prometheusRules"},
+	} {
+		_, err := helmchart.Render("chart", helmchart.Options{Namespace: operatorNamespace, Values: parseValues(t, tc.values)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("values %q: render error %v, want one naming %q", tc.values, err, tc.want)
+		}
+	}
+	// The chart's kubeVersion: the oldest Kubernetes with every API the operator uses.
+	if _, err := helmchart.Render("chart", helmchart.Options{Namespace: operatorNamespace, KubeVersion: "v1.21.14"}); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("render for Kubernetes 1.21: %v, want the chart's kubeVersion refusing it", err)
+	}
+	if _, err := helmchart.Render("chart", helmchart.Options{Namespace: operatorNamespace, KubeVersion: "v1.22.0-gke.100"}); err != nil {
+		t.Errorf("render for Kubernetes 1.22: %v", err)
+	}
+}
+
+func args(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	args, _, err := unstructured.NestedStringSlice(container(t, objs), "args")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}

@@ -67,14 +67,14 @@ type Options struct {
 func Render(chartDir string, opts Options) ([]*unstructured.Unstructured, error) {
 	chart, err := loader.Load(chartDir)
 	if err != nil {
-		return nil, fmt.Errorf("load chart %s: %w", chartDir, err)
+		return nil, fmt.Errorf("helm template %s: %w", chartDir, err)
 	}
 	kubeVersion, err := parseKubeVersion(opts.KubeVersion)
 	if err != nil {
 		return nil, err
 	}
 	if c := chart.Metadata.KubeVersion; c != "" && !chartutil.IsCompatibleRange(c, kubeVersion.String()) {
-		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", c, kubeVersion.Version)
+		return nil, fmt.Errorf("helm template %s: chart requires kubeVersion: %s which is incompatible with Kubernetes %s", chartDir, c, kubeVersion.Version)
 	}
 	caps := common.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kubeVersion
@@ -83,16 +83,16 @@ func Render(chartDir string, opts Options) ([]*unstructured.Unstructured, error)
 		values = map[string]any{}
 	}
 	if err := chartutil.ProcessDependencies(chart, values); err != nil {
-		return nil, fmt.Errorf("chart %s: dependencies: %w", chartDir, err)
+		return nil, fmt.Errorf("helm template %s: %w", chartDir, err)
 	}
 	release := common.ReleaseOptions{Name: ReleaseName, Namespace: opts.Namespace, Revision: 1, IsInstall: true}
 	renderValues, err := commonutil.ToRenderValuesWithSchemaValidation(chart, values, release, caps, false)
 	if err != nil {
-		return nil, fmt.Errorf("chart %s: values: %w", chartDir, err)
+		return nil, fmt.Errorf("helm template %s: %w", chartDir, err)
 	}
 	files, err := engine.Render(chart, renderValues)
 	if err != nil {
-		return nil, fmt.Errorf("render chart %s: %w", chartDir, err)
+		return nil, fmt.Errorf("helm template %s: %w", chartDir, err)
 	}
 	for name := range files {
 		if strings.HasSuffix(name, "NOTES.txt") { // printed after an install, not applied
@@ -101,10 +101,10 @@ func Render(chartDir string, opts Options) ([]*unstructured.Unstructured, error)
 	}
 	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
-		return nil, fmt.Errorf("render chart %s: %w", chartDir, err)
+		return nil, fmt.Errorf("helm template %s: %w", chartDir, err)
 	}
 	if len(hooks) > 0 {
-		return nil, fmt.Errorf("render chart %s: %d hooks; this helper renders none", chartDir, len(hooks))
+		return nil, fmt.Errorf("helm template %s: %d hooks, which Render does not return", chartDir, len(hooks))
 	}
 	var objs []*unstructured.Unstructured
 	if !opts.SkipCRDs {
