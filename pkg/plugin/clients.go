@@ -54,6 +54,11 @@ type clients struct {
 	core      rest.Interface
 	resource  rest.Interface
 	discovery discovery.DiscoveryInterface
+
+	// fleet and currentContext stand, in unit tests, for the kubeconfig's contexts (when
+	// flags is nil): the clients of each, and the current one.
+	fleet          map[string]*clients
+	currentContext string
 }
 
 func (c *clients) config() (*rest.Config, error) {

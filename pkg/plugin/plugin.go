@@ -43,6 +43,9 @@ const (
 	// ExitNoFit: `free` found no node with --count free GPUs of the model asked for. The
 	// answer is printed as usual.
 	ExitNoFit = 4
+	// ExitPartial: with several contexts, the inventory of some could not be read (stderr has
+	// a line for each); the others are printed as usual. It wins over ExitDegraded.
+	ExitPartial = 5
 )
 
 // Environment is what a run of the plugin reads of the world besides its arguments (and

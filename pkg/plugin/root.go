@@ -34,12 +34,18 @@ type showOptions struct {
 	problems       bool
 	watch          bool
 	failOnDegraded bool
+
+	// Several clusters (fleet.go).
+	allContexts       bool
+	clusterTimeout    time.Duration
+	clusterTimeoutSet bool // else --request-timeout, when given, is the per-cluster timeout
 }
 
 // newRootCommand builds `kubectl gpuinv` with its subcommands. fake, when not nil, replaces
 // the clients that the config flags would make.
 func newRootCommand(env Environment, fake *clients) *cobra.Command {
 	flags := genericclioptions.NewConfigFlags(true)
+	contexts := &contextList{single: new(string)}
 	c := fake
 	if c == nil {
 		c = &clients{flags: flags, warnings: env.ErrOut}
@@ -51,14 +57,25 @@ func newRootCommand(env Environment, fake *clients) *cobra.Command {
 		Long: `Show a GpuInventory (default: cluster): the totals, the per-model summary and one row per GPU
 node, as the gpu-inventory-operator keeps them in the object's status.
 
-Exit status: 0 fine; 1 on errors (the message says what to do); 3 with --fail-on-degraded
-when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room for the job.`,
+With several contexts (--context a,b or --all-contexts) it reads the inventory in each cluster
+at once and prints the fleet: the totals, one row per cluster, the models summed across
+clusters and the node rows with their CLUSTER; -o json/yaml prints a v1 List of the objects,
+each annotated with its context. A cluster that cannot be read is one line on stderr naming
+the context and why; the others are printed as usual.
+
+Exit status: 0 fine; 1 on errors (the message says what to do), or when no cluster could be
+read; 3 with --fail-on-degraded when the inventory (with several contexts: any of them) is
+Degraded; 4 when ` + "`free`" + ` finds no node with room for the job; 5 when some contexts could
+not be read (the others are printed; 5 wins over 3).`,
 		Example: `  kubectl gpuinv                      # the cluster inventory
   kubectl gpuinv a100-pool -o wide    # another inventory, with driver and CUDA versions
   kubectl gpuinv --problems           # only the nodes that need attention
   kubectl gpuinv --watch              # follow the changes
   kubectl gpuinv -o json | jq .status.readyGpus
   kubectl gpuinv --fail-on-degraded >/dev/null || alert   # 3 when Degraded
+  kubectl gpuinv --context prod-eu,prod-us    # two clusters: CLUSTER column, models summed
+  kubectl gpuinv --all-contexts --problems    # every context of the kubeconfig (5: some unread)
+  kubectl gpuinv --all-contexts -o json | jq -r '.items[] | [.metadata.annotations["gpuinv.homelab.youngju.dev/context"], .status.readyGpus] | @tsv'
   kubectl gpuinv free --model H100 --count 8   # where an 8-GPU job can start now (4: nowhere)
   kubectl gpuinv who -A --by-namespace         # who holds the GPUs
   kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
@@ -69,10 +86,20 @@ when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room 
 		SilenceUsage:      true,
 		ValidArgsFunction: c.completeInventoryNames,
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gpuinv"},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.HasParent() && len(contexts.names) > 1 {
+				return usagef("`kubectl gpuinv %s` reads one cluster: give one --context (several contexts, and --all-contexts, are for `kubectl gpuinv [NAME]`)", cmd.Name())
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := homelabv1.DefaultInventoryName
 			if len(args) == 1 {
 				name = args[0]
+			}
+			if o.allContexts || len(contexts.names) > 1 {
+				o.clusterTimeoutSet = cmd.Flags().Changed("cluster-timeout")
+				return o.runFleet(cmd.Context(), env, c, name, contexts.names)
 			}
 			return o.run(cmd.Context(), env, c, name)
 		},
@@ -81,7 +108,14 @@ when the inventory is Degraded; 4 when ` + "`free`" + ` finds no node with room 
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// GpuInventories and Nodes are cluster-scoped, and discovery is not cached on disk.
 	flags.Namespace, flags.CacheDir = nil, nil
+	// --context is contextList: one context as kubectl's, or several.
+	flags.Context = nil
 	flags.AddFlags(cmd.PersistentFlags())
+	flags.Context = contexts.single
+	cmd.PersistentFlags().Var(contexts, "context", "The kubeconfig context to use; with several (repeated or comma-separated), `kubectl gpuinv [NAME]` reads the inventory in each of them.")
+	_ = cmd.RegisterFlagCompletionFunc("context", c.completeContexts)
+	cmd.Flags().BoolVar(&o.allContexts, "all-contexts", false, "Read the inventory in every context of the kubeconfig (a fleet report: a row per cluster, models summed across clusters, a CLUSTER column on the node rows).")
+	cmd.Flags().DurationVar(&o.clusterTimeout, "cluster-timeout", 5*time.Second, "With several contexts: how long to wait for each cluster's inventory before reporting the cluster as not answering (when not given: --request-timeout if that is given, else 5s).")
 	// Without a shorthand: kubectl's -v is verbosity.
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)

@@ -185,6 +185,15 @@ func nodeSection(w io.Writer, all []homelabv1.GpuNodeEntry, allocated bool, opts
 // MEMORY, WORKLOAD, (wide: FAMILY, COMPUTE, DRIVER, CUDA, SHARING, SOURCE, CLIQUE,) NOTES.
 func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, allocated bool, opts Options) error {
 	var t table
+	t.header(nodeHeaders(allocated, opts)...)
+	for _, n := range nodes {
+		t.row(nodeRow(n, allocated, allocated, opts)...)
+	}
+	return t.write(w, opts.Color)
+}
+
+// nodeHeaders are the node table's column names; allocated adds ALLOC and FREE (wide: PODS).
+func nodeHeaders(allocated bool, opts Options) []string {
 	headers := []string{"NODE", "READY", "PRODUCT", "GPUS"}
 	if allocated {
 		headers = append(headers, "ALLOC", "FREE")
@@ -196,47 +205,58 @@ func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, allocated bool, opts
 	if opts.Wide {
 		headers = append(headers, "FAMILY", "COMPUTE", "DRIVER", "CUDA", "SHARING", "SOURCE", "CLIQUE")
 	}
-	t.header(append(headers, "NOTES")...)
-	for _, n := range nodes {
-		mark := ""
-		if n.LabelsMissing {
-			mark = LastKnownMark
-		}
-		product := n.Product
-		if product == "" {
-			product = Unlabeled
-		} else {
-			product += mark
-		}
-		memory := ""
-		if n.GpuMemoryMiB > 0 {
-			memory = strconv.FormatInt(n.GpuMemoryMiB, 10) + " MiB" + mark
-		}
-		ready := colored("true", green)
-		if !n.Ready {
-			ready = colored("false", red)
-		}
-		row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark)}
-		if allocated {
-			row = append(row, plain(strconv.Itoa(int(n.AllocatedGpus))), freeCell(n.FreeGpus))
-			if opts.Wide {
-				row = append(row, plain(strconv.Itoa(int(n.GpuPods))))
-			}
-		}
-		row = append(row, plain(memory), plain(n.WorkloadConfig))
-		if opts.Wide {
-			row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)),
-				plain(entrySource(n)), plain(n.Clique))
-		}
-		notes := notes(n, opts.Now)
-		if !opts.Wide && n.Source != "" {
-			notes = append(notes, plain("via "+n.Source)) // GFD alone goes without saying
-		}
-		row = append(row, join(", ", notes...))
-		t.row(row...)
-	}
-	return t.write(w, opts.Color)
+	return append(headers, "NOTES")
 }
+
+// nodeRow is a node's row under nodeHeaders(allocated, opts); known says whether its
+// inventory carries allocation (else its allocation cells are "-").
+func nodeRow(n homelabv1.GpuNodeEntry, allocated, known bool, opts Options) []cell {
+	mark := ""
+	if n.LabelsMissing {
+		mark = LastKnownMark
+	}
+	product := n.Product
+	if product == "" {
+		product = Unlabeled
+	} else {
+		product += mark
+	}
+	memory := ""
+	if n.GpuMemoryMiB > 0 {
+		memory = strconv.FormatInt(n.GpuMemoryMiB, 10) + " MiB" + mark
+	}
+	ready := colored("true", green)
+	if !n.Ready {
+		ready = colored("false", red)
+	}
+	row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark)}
+	if allocated {
+		switch {
+		case known:
+			row = append(row, plain(strconv.Itoa(int(n.AllocatedGpus))), freeCell(n.FreeGpus))
+		default:
+			row = append(row, plain(unknown), plain(unknown))
+		}
+		if opts.Wide && known {
+			row = append(row, plain(strconv.Itoa(int(n.GpuPods))))
+		} else if opts.Wide {
+			row = append(row, plain(unknown))
+		}
+	}
+	row = append(row, plain(memory), plain(n.WorkloadConfig))
+	if opts.Wide {
+		row = append(row, plain(n.Family), plain(n.ComputeCapability), plain(n.DriverVersion), plain(n.CudaVersion), plain(sharing(n.Sharing)),
+			plain(entrySource(n)), plain(n.Clique))
+	}
+	notes := notes(n, opts.Now)
+	if !opts.Wide && n.Source != "" {
+		notes = append(notes, plain("via "+n.Source)) // GFD alone goes without saying
+	}
+	return append(row, join(", ", notes...))
+}
+
+// unknown fills a cell whose figure the inventory does not carry.
+const unknown = "-"
 
 // footnotes explains the last-known mark and lists the label warnings of the shown nodes.
 func footnotes(w io.Writer, nodes []homelabv1.GpuNodeEntry) error {
@@ -356,6 +376,17 @@ func modelTable(w io.Writer, models []homelabv1.GpuModel, allocated bool, opts O
 // waitingLines write, under the model table, the demand that no model row shows: pods that
 // take any model, and pods pinning a model no covered node has.
 func waitingLines(w io.Writer, models []homelabv1.GpuModel, pending []homelabv1.GpuDemand, now time.Time) error {
+	text := waitingText(models, pending, now, "", "here")
+	if text == "" {
+		return nil
+	}
+	_, err := io.WriteString(w, "\n"+text)
+	return err
+}
+
+// waitingText is waitingLines' lines; in ("" or " in CONTEXT") follows "Waiting", and here
+// names where no node has the model.
+func waitingText(models []homelabv1.GpuModel, pending []homelabv1.GpuDemand, now time.Time, in, here string) string {
 	rows := map[string]bool{}
 	for _, m := range models {
 		rows[m.Product] = true
@@ -365,9 +396,9 @@ func waitingLines(w io.Writer, models []homelabv1.GpuModel, pending []homelabv1.
 		if d.Model != "" && rows[d.Model] {
 			continue
 		}
-		what := "Waiting for any model"
+		what := "Waiting" + in + " for any model"
 		if d.Model != "" {
-			what = "Waiting for " + d.Model + ", which no node here has"
+			what = "Waiting" + in + " for " + d.Model + ", which no node " + here + " has"
 		}
 		fmt.Fprintf(&b, "%s: %s asking for %s", what, count(int(d.Pods), "pod", "pods"), count(int(d.Gpus), "GPU", "GPUs"))
 		if d.Since != nil {
@@ -375,11 +406,7 @@ func waitingLines(w io.Writer, models []homelabv1.GpuModel, pending []homelabv1.
 		}
 		b.WriteString(".\n")
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	_, err := io.WriteString(w, "\n"+b.String())
-	return err
+	return b.String()
 }
 
 // freeCell is a count of free GPUs, green when there are some.
