@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -145,6 +146,67 @@ func TestChartLint(t *testing.T) {
 				t.Errorf("values %q, Kubernetes %s: helm lint says %q, want only %q", values, kubeVersion, messages, want)
 			}
 		}
+	}
+}
+
+// The chart's README has a row for every value of values.yaml, and no row for a value that
+// does not exist. A map whose keys are the user's (labels, a security context) has one row.
+func TestChartReadmeListsEveryValue(t *testing.T) {
+	readme, err := os.ReadFile("chart/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("chart/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ = strings.Cut(name, "`")
+			rows[name] = true
+		}
+	}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			path := prefix + k
+			if rows[path] {
+				delete(rows, path)
+				continue
+			}
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(path+".", sub)
+				continue
+			}
+			t.Errorf("values.yaml has %s, the README's values table does not", path)
+		}
+	}
+	walk("", values)
+	for row := range rows {
+		t.Errorf("the README's values table has %s, values.yaml does not", row)
+	}
+}
+
+// Helm is linked into tests only: no binary of the module imports it (through
+// manifests/helmchart or otherwise).
+func TestBinariesLinkNoHelm(t *testing.T) {
+	const module = "github.com/youngju-dev/gpu-inventory-operator/"
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/...", module+"hack/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "helm.sh/") || dep == module+"manifests/helmchart" {
+			t.Errorf("a binary depends on %s", dep)
+		}
+	}
+	if !strings.Contains(string(out), module+"cmd/gpu-inventory-operator\n") {
+		t.Errorf("go list named no cmd/gpu-inventory-operator: the test reads the wrong output:\n%s", out)
 	}
 }
 
