@@ -49,6 +49,7 @@ type clients struct {
 	base     *rest.Config // instead of the flags' config
 	warnings io.Writer
 
+	made      *rest.Config // what config returns a copy of
 	host      string
 	gpu       versioned.Interface
 	core      rest.Interface
@@ -62,6 +63,9 @@ type clients struct {
 }
 
 func (c *clients) config() (*rest.Config, error) {
+	if c.made != nil {
+		return rest.CopyConfig(c.made), nil
+	}
 	cfg := c.base
 	if cfg == nil {
 		var err error
@@ -79,7 +83,8 @@ func (c *clients) config() (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.WarningHandler = rest.NewWarningWriter(c.warnings, rest.WarningWriterOptions{Deduplicate: true})
 	c.host = cfg.Host
-	return cfg, nil
+	c.made = cfg // the kubeconfig is read once per context
+	return rest.CopyConfig(cfg), nil
 }
 
 // GPU returns the GpuInventory client (JSON: custom resources have no protobuf).

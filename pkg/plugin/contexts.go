@@ -191,21 +191,20 @@ func fetch(ctx context.Context, c *clients, name string, timeout time.Duration) 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type answer struct {
-		gi      *homelabv1.GpuInventory
-		problem string
+		gi  *homelabv1.GpuInventory
+		err error
 	}
 	done := make(chan answer, 1)
 	go func() {
 		gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			done <- answer{problem: c.problem(err, name, ctx.Err() != nil, timeout)}
-			return
-		}
-		done <- answer{gi: gi}
+		done <- answer{gi, err}
 	}()
 	select {
 	case a := <-done:
-		return a.gi, a.problem
+		if a.err != nil {
+			return nil, c.problem(a.err, name, ctx.Err() != nil, timeout)
+		}
+		return a.gi, ""
 	case <-ctx.Done():
 		return nil, c.problem(ctx.Err(), name, true, timeout)
 	}

@@ -375,20 +375,23 @@ func fleetAllocationNotes(w io.Writer, read []FleetCluster, allocated bool, now 
 // fleetNodeSection writes the node rows of every cluster read (only the problem nodes with
 // opts.Problems), with a CLUSTER column, and their footnotes.
 func fleetNodeSection(w io.Writer, read []FleetCluster, allocated bool, opts Options) error {
-	var t table
+	listed := 0
+	for _, c := range read {
+		listed += len(c.Inventory.Status.Nodes)
+	}
+	t := table{rows: make([][]cell, 0, listed+1)}
 	t.header(append([]string{"CLUSTER"}, nodeHeaders(allocated, opts)...)...)
 	var b strings.Builder
-	listed, shown := 0, 0
+	shown := 0
 	lastKnown := false
 	for _, c := range read {
 		s := c.Inventory.Status
-		listed += len(s.Nodes)
 		for _, n := range s.Nodes {
 			if opts.Problems && !inventory.IsProblem(n) {
 				continue
 			}
 			shown++
-			t.row(append([]cell{plain(c.Context)}, nodeRow(n, allocated, s.Allocation != nil, opts)...)...)
+			t.row(nodeRow(append(make([]cell, 0, 20), plain(c.Context)), n, allocated, s.Allocation != nil, opts)...)
 			lastKnown = lastKnown || (n.LabelsMissing && n.Product != "")
 			for _, warning := range n.Warnings {
 				if b.Len() == 0 {

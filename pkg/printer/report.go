@@ -187,7 +187,7 @@ func nodeTable(w io.Writer, nodes []homelabv1.GpuNodeEntry, allocated bool, opts
 	var t table
 	t.header(nodeHeaders(allocated, opts)...)
 	for _, n := range nodes {
-		t.row(nodeRow(n, allocated, allocated, opts)...)
+		t.row(nodeRow(make([]cell, 0, 20), n, allocated, allocated, opts)...)
 	}
 	return t.write(w, opts.Color)
 }
@@ -208,9 +208,9 @@ func nodeHeaders(allocated bool, opts Options) []string {
 	return append(headers, "NOTES")
 }
 
-// nodeRow is a node's row under nodeHeaders(allocated, opts); known says whether its
-// inventory carries allocation (else its allocation cells are "-").
-func nodeRow(n homelabv1.GpuNodeEntry, allocated, known bool, opts Options) []cell {
+// nodeRow appends to row the node's cells under nodeHeaders(allocated, opts); known says
+// whether its inventory carries allocation (else its allocation cells are "-").
+func nodeRow(row []cell, n homelabv1.GpuNodeEntry, allocated, known bool, opts Options) []cell {
 	mark := ""
 	if n.LabelsMissing {
 		mark = LastKnownMark
@@ -229,7 +229,7 @@ func nodeRow(n homelabv1.GpuNodeEntry, allocated, known bool, opts Options) []ce
 	if !n.Ready {
 		ready = colored("false", red)
 	}
-	row := []cell{plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount)) + mark)}
+	row = append(row, plain(n.Name), ready, plain(product), plain(strconv.Itoa(int(n.GpuCount))+mark))
 	if allocated {
 		switch {
 		case known:

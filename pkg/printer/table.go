@@ -18,7 +18,6 @@ package printer
 
 import (
 	"io"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -66,30 +65,40 @@ func (t *table) row(cells ...cell) { t.rows = append(t.rows, cells) }
 
 func (t *table) write(w io.Writer, color bool) error {
 	var widths []int
+	size := 0
 	for _, r := range t.rows {
 		for i, c := range r {
 			if i >= len(widths) {
 				widths = append(widths, 0)
 			}
 			widths[i] = max(widths[i], utf8.RuneCountInString(c.text))
+			size += len(c.styled) + len(c.text)
 		}
 	}
-	var b strings.Builder
+	for _, width := range widths {
+		size += (width + 2) * len(t.rows)
+	}
+	// One buffer for the whole table: a fleet's node table has thousands of rows.
+	out := make([]byte, 0, size+len(t.rows))
 	for _, r := range t.rows {
-		var line strings.Builder
+		start := len(out)
 		for i, c := range r {
 			text := c.text
 			if color && c.styled != "" {
 				text = c.styled
 			}
-			line.WriteString(text)
+			out = append(out, text...)
 			if i < len(r)-1 {
-				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c.text)+2))
+				for pad := widths[i] - utf8.RuneCountInString(c.text) + 2; pad > 0; pad-- {
+					out = append(out, ' ')
+				}
 			}
 		}
-		b.WriteString(strings.TrimRight(line.String(), " "))
-		b.WriteByte('\n')
+		for len(out) > start && out[len(out)-1] == ' ' {
+			out = out[:len(out)-1]
+		}
+		out = append(out, '\n')
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := w.Write(out)
 	return err
 }
