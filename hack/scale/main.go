@@ -19,8 +19,9 @@ limitations under the License.
 // --plugin, also the time and memory of `kubectl gpuinv` and `kubectl gpuinv scan` on the same
 // fleet; with --pods, the allocation phase: pods bound to the fleet's nodes, the operator's
 // start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
-// free` and `who`. It prints the table of the README's "Performance" section. `make bench`
-// runs it.
+// free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
+// several kube-apiservers (fleet.go). It prints the table of the README's "Performance"
+// section. `make bench` runs it.
 package main
 
 import (
@@ -87,7 +88,23 @@ func main() {
 	flag.Float64Var(&podChurnRate, "pod-churn", 100, "Pod creations and deletions a second (half each) in the allocation phase, GPU pods in their share of --pods.")
 	flag.DurationVar(&podChurnFor, "pod-churn-duration", 30*time.Second, "Length of the allocation phase's pod churn.")
 	flag.IntVar(&podWorkers, "pod-workers", 64, "Parallel creations of the allocation phase's pods.")
+	flag.IntVar(&fleetContexts, "fleet-contexts", 10, "Clusters of the fleet phase, the first (needs --plugin): as many kube-apiservers on one etcd, each a kubeconfig context with a GpuInventory, read by `kubectl gpuinv --all-contexts` (0: skip).")
+	flag.IntVar(&fleetGPUNodes, "fleet-gpu-nodes", 1000, "GPU nodes that each fleet-phase inventory covers (it lists at most 500 of them, as the operator does).")
+	flag.BoolVar(&fleetOnly, "fleet-only", false, "Run the fleet phase alone.")
 	flag.Parse()
+	if fleetOnly && (pluginBinary == "" || fleetContexts <= 0) {
+		fmt.Fprintln(os.Stderr, "scale: --fleet-only needs --plugin and --fleet-contexts above 0")
+		os.Exit(2)
+	}
+	if pluginBinary != "" && fleetContexts > 0 {
+		if err := fleetPhase(context.Background(), fleetContexts, fleetGPUNodes); err != nil {
+			fmt.Fprintf(os.Stderr, "scale: fleet phase: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	if fleetOnly {
+		return
+	}
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
 		os.Exit(1)
