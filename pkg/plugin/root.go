@@ -112,10 +112,10 @@ not be read (the others are printed; 5 wins over 3).`,
 	flags.Context = nil
 	flags.AddFlags(cmd.PersistentFlags())
 	flags.Context = contexts.single
-	cmd.PersistentFlags().Var(contexts, "context", "The kubeconfig context to use; with several (repeated or comma-separated), `kubectl gpuinv [NAME]` reads the inventory in each of them.")
+	cmd.PersistentFlags().Var(contexts, "context", "The kubeconfig context to use; with several (repeated or comma-separated), the inventory is read in each of them (not for the subcommands).")
 	_ = cmd.RegisterFlagCompletionFunc("context", c.completeContexts)
 	cmd.Flags().BoolVar(&o.allContexts, "all-contexts", false, "Read the inventory in every context of the kubeconfig (a fleet report: a row per cluster, models summed across clusters, a CLUSTER column on the node rows).")
-	cmd.Flags().DurationVar(&o.clusterTimeout, "cluster-timeout", 5*time.Second, "With several contexts: how long to wait for each cluster's inventory before reporting the cluster as not answering (when not given: --request-timeout if that is given, else 5s).")
+	cmd.Flags().DurationVar(&o.clusterTimeout, "cluster-timeout", 5*time.Second, "With several contexts: how long to wait for each cluster's inventory before reporting the cluster as not answering; when only --request-timeout is given, that.")
 	// Without a shorthand: kubectl's -v is verbosity.
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
