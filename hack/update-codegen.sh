@@ -5,7 +5,7 @@
 #     that the apply configurations know the type's structure (the fake clientset needs it
 #     to accept server-side apply)
 #   - clientset, listers, informers and apply configurations (pkg/generated)
-#   - the CRD manifest (manifests/crd), which the operator binary embeds
+#   - the CRD manifests (manifests/crd, which the operator binary embeds, and the Helm chart's copy)
 # Generators are pinned in go.mod's tool block; nothing is installed outside the Go caches.
 set -euo pipefail
 
@@ -43,3 +43,6 @@ kube::codegen::gen_client \
 
 rm -f "$root"/manifests/crd/*.yaml
 go tool controller-gen crd paths=./pkg/apis/... output:crd:dir="$root/manifests/crd"
+# The Helm chart ships the same CRDs (a chart cannot read files outside its directory).
+rm -f "$root"/manifests/chart/crds/*.yaml
+cp "$root"/manifests/crd/*.yaml "$root/manifests/chart/crds/"

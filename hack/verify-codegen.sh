@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$tmp/hack/update-codegen.sh" >/dev/null
 
 status=0
-for dir in pkg/apis pkg/generated manifests/crd hack/api-rule-violations.list; do
+for dir in pkg/apis pkg/generated manifests/crd manifests/chart/crds hack/api-rule-violations.list; do
   if ! diff -Nru "$root/$dir" "$tmp/$dir"; then
     status=1
   fi
