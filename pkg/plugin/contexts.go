@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -132,8 +133,18 @@ func (c *clients) problem(err error, name string, expired bool, timeout time.Dur
 		_, _ = c.config() // for the host's address; unit tests give clients made without it
 	}
 	var opErr *net.OpError
+	var netErr net.Error
 	switch {
 	case expired:
+		return fmt.Sprintf("no answer from the API server at %s within %s", c.hostOrUnknown(), timeout)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		// --request-timeout (the HTTP client's), or a connection that timed out.
+		if t := c.requestTimeout(); t > 0 && (timeout == 0 || t < timeout) {
+			timeout = t
+		}
+		if timeout == 0 {
+			return fmt.Sprintf("no answer from the API server at %s (%v)", c.hostOrUnknown(), err)
+		}
 		return fmt.Sprintf("no answer from the API server at %s within %s", c.hostOrUnknown(), timeout)
 	case apierrors.IsForbidden(err):
 		return fmt.Sprintf("permission denied: the user may not get gpuinventories.%s (403 Forbidden)", homelabv1.GroupName)
@@ -148,6 +159,10 @@ func (c *clients) problem(err error, name string, expired bool, timeout time.Dur
 		return fmt.Sprintf("cannot reach the API server at %s (%v)", c.hostOrUnknown(), opErr)
 	case isConnectionError(err):
 		return fmt.Sprintf("cannot reach the API server at %s (%v)", c.hostOrUnknown(), err)
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) { // the URL says no more than the host
+		err = fmt.Errorf("the request to the API server at %s failed: %w", c.hostOrUnknown(), urlErr.Err)
 	}
 	return strings.Join(strings.Fields(err.Error()), " ")
 }

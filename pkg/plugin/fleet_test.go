@@ -17,13 +17,17 @@ limitations under the License.
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +41,8 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -338,5 +344,66 @@ func TestFleetExitCodes(t *testing.T) {
 		if printed := r.out != ""; printed != (tc.want == ExitOK || tc.want == ExitDegraded || tc.want == ExitPartial) {
 			t.Errorf("kubectl gpuinv %s: exit %d with stdout %.200q", args, r.code, r.out)
 		}
+	}
+}
+
+// The contexts of a real kubeconfig: one served, one whose credential plugin fails, one that
+// nothing listens for and one that never answers, within --request-timeout when only that is
+// given.
+func TestFleetFromAKubeconfig(t *testing.T) {
+	_, _, edge := fleetFixtures(t)
+	edge = edge.DeepCopy()
+	setKinds(edge)
+	body, err := json.Marshal(edge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/homelab.youngju.dev/v1/gpuinventories/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer served.Close()
+	silent := httptest.NewTLSServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer silent.Close()
+	kc := clientcmdapi.NewConfig()
+	for name, server := range map[string]string{"edge": served.URL, "down": "https://127.0.0.1:1", "silent": silent.URL} {
+		kc.Clusters[name] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "t"}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	kc.AuthInfos["broken"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: filepath.Join(t.TempDir(), "no-such-plugin"),
+		APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	kc.Contexts["broken"] = &clientcmdapi.Context{Cluster: "edge", AuthInfo: "broken"}
+	kc.CurrentContext = "edge"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), []string{"--kubeconfig", path, "--all-contexts", "--request-timeout", "300ms"},
+		Environment{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }})
+	if code != ExitPartial {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, ExitPartial, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+	wants := []string{
+		`error: context "broken": the request to the API server at ` + served.URL + ` failed: getting credentials: exec: `,
+		`error: context "down": cannot reach the API server at https://127.0.0.1:1 (dial tcp 127.0.0.1:1: connect: connection refused)`,
+		`error: context "silent": no answer from the API server at ` + silent.URL + ` within 300ms`,
+	}
+	if len(lines) != len(wants) {
+		t.Fatalf("stderr has %d lines, want one per context not read:\n%s", len(lines), errOut.String())
+	}
+	for i, want := range wants {
+		if !strings.HasPrefix(lines[i], want) {
+			t.Errorf("stderr line %d: %q, want it to start with %q", i+1, lines[i], want)
+		}
+	}
+	if !strings.Contains(out.String(), "Clusters:        1 of 4 read\n") || !strings.Contains(out.String(), "\nedge     dgx-h100-1  true") {
+		t.Errorf("output without the edge cluster's report:\n%s", out.String())
 	}
 }

@@ -202,9 +202,13 @@ func (d *fleetDrawer) start(states []clusterState) error {
 	}
 	for i, s := range states {
 		var err error
-		if s.problem != "" {
+		switch {
+		case s.problem != "" && d.members[i].clients.gpu == nil:
+			// No client could be made (the kubeconfig's entry): there is nothing to retry.
+			err = d.printLines([]string{fmt.Sprintf("%s [%s] %s", s.since.UTC().Format(time.RFC3339), d.members[i].context, s.problem)})
+		case s.problem != "":
 			err = d.printLines([]string{d.problemLine(d.members[i].context, s.problem, s.since)})
-		} else {
+		default:
 			err = d.printState(i, s.last)
 		}
 		if err != nil {
