@@ -407,3 +407,10 @@ func TestFleetFromAKubeconfig(t *testing.T) {
 		t.Errorf("output without the edge cluster's report:\n%s", out.String())
 	}
 }
+
+func TestContextCompletion(t *testing.T) {
+	r := runPlugin(context.Background(), fleetClients(t, nil), false, nil, "__complete", "--context", "")
+	if r.code != ExitOK || !strings.HasPrefix(r.out, "edge\nlab\nprod\n:4\n") {
+		t.Errorf("completion of --context: exit %d, output %q, want the kubeconfig's contexts", r.code, r.out)
+	}
+}
