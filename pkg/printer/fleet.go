@@ -98,7 +98,7 @@ func FleetReport(w io.Writer, f Fleet, opts Options) error {
 		if _, err := io.WriteString(w, "\n"); err != nil {
 			return err
 		}
-		if err := fleetModelTable(w, models, allocated, opts); err != nil {
+		if err := writeModelTable(w, models, true, allocated, opts); err != nil {
 			return err
 		}
 		if err := fleetAllocationNotes(w, read, allocated, opts.Now); err != nil {
@@ -300,46 +300,6 @@ func FleetModels(read []FleetCluster) []FleetModel {
 	}
 	slices.SortFunc(models, func(a, b FleetModel) int { return cmp.Compare(a.Product, b.Product) })
 	return models
-}
-
-// fleetModelTable writes the per-model summary across clusters.
-func fleetModelTable(w io.Writer, models []FleetModel, allocated bool, opts Options) error {
-	var t table
-	headers := []string{"MODEL", "CLUSTERS", "VARIANTS", "READY-NODES", "READY-GPUS", "UNHEALTHY", "MEMORY"}
-	if allocated {
-		headers = append(headers, "ALLOCATED", "FREE", "PENDING")
-	}
-	if opts.Wide {
-		headers = append(headers, "ALLOCATABLE")
-	}
-	t.header(headers...)
-	for _, m := range models {
-		product := m.Product
-		if product == "" {
-			product = Unlabeled
-		}
-		memory := ""
-		if m.MemoryMiB > 0 {
-			memory = strconv.FormatInt(m.MemoryMiB, 10) + " MiB"
-		}
-		unhealthy := plain("0")
-		if m.UnhealthyGpus > 0 {
-			unhealthy = colored(strconv.Itoa(int(m.UnhealthyGpus)), red)
-		}
-		row := []cell{plain(product), plain(strconv.Itoa(m.Clusters)), plain(strings.Join(m.Variants, ",")), readyCell(m.ReadyNodes, m.Nodes),
-			readyCell(m.ReadyGpus, m.Gpus), unhealthy, plain(memory)}
-		switch {
-		case allocated && m.Allocated > 0:
-			row = append(row, plain(strconv.Itoa(int(m.AllocatedGpus))), freeCell(m.FreeGpus), pendingCell(m.PendingGpus))
-		case allocated:
-			row = append(row, plain(unknown), plain(unknown), plain(unknown))
-		}
-		if opts.Wide {
-			row = append(row, plain(strconv.Itoa(int(m.AllocatableGpus))))
-		}
-		t.row(row...)
-	}
-	return t.write(w, opts.Color)
 }
 
 // fleetAllocationNotes write, under the model table, which clusters the allocation figures

@@ -334,8 +334,22 @@ func condition(c string) cell {
 
 // modelTable writes the per-model summary; with allocation, ALLOCATED, FREE and PENDING.
 func modelTable(w io.Writer, models []homelabv1.GpuModel, allocated bool, opts Options) error {
+	rows := make([]FleetModel, len(models))
+	for i, m := range models {
+		rows[i] = FleetModel{GpuModel: m, Clusters: 1, Allocated: 1}
+	}
+	return writeModelTable(w, rows, false, allocated, opts)
+}
+
+// writeModelTable writes the model rows of one inventory or, with fleet, of several clusters
+// (a CLUSTERS column; allocation shown as unknown for a model no allocating cluster has).
+func writeModelTable(w io.Writer, models []FleetModel, fleet, allocated bool, opts Options) error {
 	var t table
-	headers := []string{"MODEL", "VARIANTS", "READY-NODES", "READY-GPUS", "UNHEALTHY", "MEMORY"}
+	headers := []string{"MODEL"}
+	if fleet {
+		headers = append(headers, "CLUSTERS")
+	}
+	headers = append(headers, "VARIANTS", "READY-NODES", "READY-GPUS", "UNHEALTHY", "MEMORY")
 	if allocated {
 		headers = append(headers, "ALLOCATED", "FREE", "PENDING")
 	}
@@ -356,14 +370,17 @@ func modelTable(w io.Writer, models []homelabv1.GpuModel, allocated bool, opts O
 		if m.UnhealthyGpus > 0 {
 			unhealthy = colored(strconv.Itoa(int(m.UnhealthyGpus)), red)
 		}
-		row := []cell{plain(product), plain(strings.Join(m.Variants, ",")), readyCell(m.ReadyNodes, m.Nodes),
-			readyCell(m.ReadyGpus, m.Gpus), unhealthy, plain(memory)}
-		if allocated {
-			pending := plain("0")
-			if m.PendingGpus > 0 {
-				pending = colored(strconv.Itoa(int(m.PendingGpus)), yellow)
-			}
-			row = append(row, plain(strconv.Itoa(int(m.AllocatedGpus))), freeCell(m.FreeGpus), pending)
+		row := []cell{plain(product)}
+		if fleet {
+			row = append(row, plain(strconv.Itoa(m.Clusters)))
+		}
+		row = append(row, plain(strings.Join(m.Variants, ",")), readyCell(m.ReadyNodes, m.Nodes),
+			readyCell(m.ReadyGpus, m.Gpus), unhealthy, plain(memory))
+		switch {
+		case allocated && m.Allocated > 0:
+			row = append(row, plain(strconv.Itoa(int(m.AllocatedGpus))), freeCell(m.FreeGpus), pendingCell(m.PendingGpus))
+		case allocated:
+			row = append(row, plain(unknown), plain(unknown), plain(unknown))
 		}
 		if opts.Wide {
 			row = append(row, plain(strconv.Itoa(int(m.AllocatableGpus))))
