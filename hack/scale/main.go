@@ -434,6 +434,7 @@ type pluginRun struct {
 	// SpawnerKiB is the peak RSS of the process that started the plugin: the plugin's figure
 	// cannot be below it (see hack/scale/measure), so a figure equal to it is an upper bound.
 	SpawnerKiB int64 `json:"spawnerKiB"`
+	ExitCode   int   `json:"exitCode"`
 }
 
 type pluginResults []pluginRun
@@ -461,6 +462,12 @@ func (r pluginResults) rss() string {
 // measurePlugin runs the plugin binary runs times with args, each through hack/scale/measure
 // (built into dir): see there why the harness does not start the plugin itself.
 func measurePlugin(dir, binary, kubeconfig string, runs int, args ...string) (pluginResults, error) {
+	return measurePluginExits(dir, binary, kubeconfig, runs, []int{0}, args...)
+}
+
+// measurePluginExits is measurePlugin for a command whose answer may be an exit code other
+// than 0 (free's 4: no node has room); any code not in answers is an error.
+func measurePluginExits(dir, binary, kubeconfig string, runs int, answers []int, args ...string) (pluginResults, error) {
 	measure := filepath.Join(dir, "measure")
 	if _, err := os.Stat(measure); err != nil {
 		build := exec.Command("go", "build", "-o", measure, "github.com/youngju-dev/gpu-inventory-operator/hack/scale/measure")
@@ -480,6 +487,9 @@ func measurePlugin(dir, binary, kubeconfig string, runs int, args ...string) (pl
 		var run pluginRun
 		if err := json.Unmarshal(data, &run); err != nil {
 			return nil, fmt.Errorf("measurement of %s %s: %w", binary, strings.Join(args, " "), err)
+		}
+		if !slices.Contains(answers, run.ExitCode) {
+			return nil, fmt.Errorf("%s %s: exit status %d: %s", binary, strings.Join(args, " "), run.ExitCode, stderr.String())
 		}
 		out = append(out, run)
 	}

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Command measure runs one command, its output to /dev/null, and prints its wall time, CPU
-// time and maximum resident set size as JSON. The scale harness starts the plugin through it because
+// time, maximum resident set size and exit code as JSON (a command that ran and exited non-zero
+// is measured too: the caller decides which codes are answers). The scale harness starts the plugin through it because
 // on Linux a child's ru_maxrss starts from the resident size of the memory map it was
 // started from (Go starts children with vfork, sharing the parent's map): a plugin started
 // by the harness, which holds a fleet's worth of memory, would report the harness's size.
@@ -25,6 +26,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +41,7 @@ type result struct {
 	CPUSeconds  float64 `json:"cpuSeconds"` // user and system
 	MaxRSSKiB   int64   `json:"maxRSSKiB"`
 	SpawnerKiB  int64   `json:"spawnerKiB"`
+	ExitCode    int     `json:"exitCode"`
 }
 
 func main() {
@@ -46,23 +49,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: measure COMMAND [ARG...]")
 		os.Exit(2)
 	}
-	cmd := exec.Command(os.Args[1], os.Args[2:]...)
+	r, err := run(os.Args[1], os.Args[2:]...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", strings.Join(os.Args[1:], " "), err)
+		os.Exit(1)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// run runs name with args, its stdout discarded, and measures it. An error means the command
+// did not run to an exit; a non-zero exit is in the result.
+func run(name string, args ...string) (result, error) {
+	cmd := exec.Command(name, args...)
 	cmd.Stderr = os.Stderr
 	spawner := peakRSS()
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", strings.Join(os.Args[1:], " "), err)
-		os.Exit(1)
+	var exited *exec.ExitError
+	if err != nil && !errors.As(err, &exited) {
+		return result{}, err
 	}
 	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		fmt.Fprintln(os.Stderr, "no resource usage")
-		os.Exit(1)
+		return result{}, errors.New("no resource usage")
 	}
 	cpu := time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
-	_ = json.NewEncoder(os.Stdout).Encode(result{WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(), MaxRSSKiB: usage.Maxrss, SpawnerKiB: spawner})
+	return result{WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(), MaxRSSKiB: usage.Maxrss, SpawnerKiB: spawner, ExitCode: cmd.ProcessState.ExitCode()}, nil
 }
 
 // peakRSS is this process's VmHWM in KiB.
