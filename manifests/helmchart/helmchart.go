@@ -20,10 +20,8 @@ limitations under the License.
 package helmchart
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -35,7 +33,8 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // KubeVersion is the Kubernetes version charts are rendered and linted for unless told
@@ -109,7 +108,7 @@ func Render(chartDir string, opts Options) ([]*unstructured.Unstructured, error)
 	var objs []*unstructured.Unstructured
 	if !opts.SkipCRDs {
 		for _, crd := range chart.CRDObjects() {
-			decoded, err := decode(crd.Filename, crd.File.Data)
+			decoded, err := testenv.DecodeManifests(crd.Filename, crd.File.Data)
 			if err != nil {
 				return nil, err
 			}
@@ -117,7 +116,7 @@ func Render(chartDir string, opts Options) ([]*unstructured.Unstructured, error)
 		}
 	}
 	for _, m := range manifests {
-		decoded, err := decode(m.Name, []byte(m.Content))
+		decoded, err := testenv.DecodeManifests(m.Name, []byte(m.Content))
 		if err != nil {
 			return nil, err
 		}
@@ -161,23 +160,4 @@ func parseKubeVersion(version string) (*common.KubeVersion, error) {
 		return nil, fmt.Errorf("kube version %q: %w", version, err)
 	}
 	return v, nil
-}
-
-// decode returns the objects of one rendered file, in order.
-func decode(name string, data []byte) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := decoder.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("decode %s: %w", name, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		objs = append(objs, obj)
-	}
 }

@@ -62,7 +62,7 @@ func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
-	return decodeManifests(dir, data)
+	return DecodeManifests(dir, data)
 }
 
 // ApplyObjects server-side applies objs in order; a CRD applied earlier in the batch is
@@ -139,7 +139,7 @@ func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		decoded, err := decodeManifests(f, data)
+		decoded, err := DecodeManifests(f, data)
 		if err != nil {
 			return nil, err
 		}
@@ -148,8 +148,9 @@ func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// decodeManifests decodes a multi-document YAML (or JSON) stream read from source.
-func decodeManifests(source string, data []byte) ([]*unstructured.Unstructured, error) {
+// DecodeManifests decodes a multi-document YAML (or JSON) stream read from source; every
+// object must have apiVersion and kind.
+func DecodeManifests(source string, data []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
