@@ -18,6 +18,8 @@ package allocation
 
 import (
 	"math"
+	"math/bits"
+	"slices"
 	"strings"
 )
 
@@ -113,6 +115,65 @@ func (n *NamespaceHeld) GPUs(s Shape) (int32, int64) {
 	sum := map[string]int64{}
 	addTo(sum, n.Resources)
 	return gpusOf(sum, n.Devices, s)
+}
+
+// NamespaceMilli is each namespace's share of what the node's pods hold, in thousandths of a
+// GPU and in the order of h.Namespaces. Parts of GPUs round once for the node, so the shares
+// are the namespaces' own figures apportioned by largest remainder to add up to the node's.
+func (h *Held) NamespaceMilli(s Shape) []int64 {
+	if h == nil {
+		return nil
+	}
+	_, total := h.GPUs(s)
+	parts := make([]int64, len(h.Namespaces))
+	for i := range h.Namespaces {
+		_, parts[i] = h.Namespaces[i].GPUs(s)
+	}
+	return apportion(total, parts)
+}
+
+// apportion scales parts to add up to total: each gets floor(part*total/sum), and what is
+// left goes one each to the largest remainders (the earlier part on a tie). Without any
+// part above zero, total is spread evenly.
+func apportion(total int64, parts []int64) []int64 {
+	var sum int64
+	for _, p := range parts {
+		sum = addSat(sum, max(p, 0))
+	}
+	if sum == total || len(parts) == 0 || total < 0 {
+		return parts
+	}
+	out := make([]int64, len(parts))
+	rem := make([]uint64, len(parts))
+	left := total
+	for i, p := range parts {
+		if sum == 0 {
+			out[i] = total / int64(len(parts))
+		} else {
+			hi, lo := bits.Mul64(uint64(max(p, 0)), uint64(total))
+			q, r := bits.Div64(hi, lo, uint64(sum)) // hi < sum: each part is at most sum
+			out[i], rem[i] = int64(q), r
+		}
+		left -= out[i]
+	}
+	order := make([]int, len(parts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case rem[a] > rem[b]:
+			return -1
+		case rem[a] < rem[b]:
+			return 1
+		}
+		return 0
+	})
+	for i := 0; left > 0; i = (i + 1) % len(order) {
+		out[order[i]]++
+		left--
+	}
+	return out
 }
 
 // gpusOf counts whole device-plugin GPUs one each, DRA devices one per distinct physical GPU

@@ -18,6 +18,7 @@ package allocation
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -178,5 +179,70 @@ func TestNamespaceHeldGPUs(t *testing.T) {
 	}
 	if g, m := (*NamespaceHeld)(nil).GPUs(Shape{}); g != 0 || m != 0 {
 		t.Errorf("nil GPUs = %d, %d", g, m)
+	}
+}
+
+func TestNamespaceMilliAddsUpToTheNode(t *testing.T) {
+	oneReplica := []ResourceCount{{Name: ResourceGPU, Count: 1}}
+	tests := []struct {
+		name  string
+		held  Held
+		shape Shape
+		want  []int64
+	}{
+		{"three namespaces share a GPU three ways", Held{Namespaces: []NamespaceHeld{
+			{Namespace: "a", Resources: oneReplica}, {Namespace: "b", Resources: oneReplica}, {Namespace: "c", Resources: oneReplica},
+		}}, Shape{GPUs: 1, Replicas: 3}, []int64{334, 333, 333}},
+		{"whole GPUs need no rounding", Held{Namespaces: []NamespaceHeld{
+			{Namespace: "a", Resources: []ResourceCount{{Name: ResourceGPU, Count: 2}}}, {Namespace: "b", Resources: oneReplica},
+		}}, Shape{GPUs: 8}, []int64{2000, 1000}},
+		{"the node's cap scales the namespaces down", Held{Namespaces: []NamespaceHeld{
+			{Namespace: "a", Resources: []ResourceCount{{Name: ResourceGPU, Count: 3}}}, {Namespace: "b", Resources: []ResourceCount{{Name: ResourceGPU, Count: 3}}},
+		}}, Shape{GPUs: 4}, []int64{2000, 2000}},
+		{"MIG slices of one GPU", Held{Namespaces: []NamespaceHeld{
+			{Namespace: "a", Resources: []ResourceCount{{Name: ResourceMIGPrefix + "1g.10gb", Count: 4}}},
+			{Namespace: "b", Resources: []ResourceCount{{Name: ResourceMIGPrefix + "1g.10gb", Count: 3}}},
+		}}, Shape{GPUs: 1}, []int64{572, 428}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.held.NamespaceMilli(tt.shape)
+			_, total := tt.held.GPUs(tt.shape)
+			var sum int64
+			for _, m := range got {
+				sum += m
+			}
+			if sum != total {
+				t.Errorf("namespaces add up to %d, the node holds %d", sum, total)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("NamespaceMilli = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := (*Held)(nil).NamespaceMilli(Shape{}); got != nil {
+		t.Errorf("nil Held: %v", got)
+	}
+}
+
+func TestApportion(t *testing.T) {
+	tests := []struct {
+		total int64
+		parts []int64
+		want  []int64
+	}{
+		{1000, []int64{333, 333, 333}, []int64{334, 333, 333}},
+		{1000, []int64{0, 0}, []int64{500, 500}},
+		{1001, []int64{0, 0}, []int64{501, 500}},
+		{10, []int64{1, 2, 3}, []int64{2, 3, 5}},
+		{5, []int64{5, 5}, []int64{3, 2}},
+		{math.MaxInt64, []int64{math.MaxInt64 / 2, math.MaxInt64 / 2}, []int64{math.MaxInt64/2 + 1, math.MaxInt64 / 2}},
+		{7, nil, nil},
+	}
+	for _, tt := range tests {
+		got := apportion(tt.total, tt.parts)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("apportion(%d, %v) = %v, want %v", tt.total, tt.parts, got, tt.want)
+		}
 	}
 }

@@ -105,6 +105,7 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 		if r.held == nil {
 			continue
 		}
+		shares := r.held.NamespaceMilli(ShapeOf(e))
 		for i := range r.held.Namespaces {
 			ns := &r.held.Namespaces[i]
 			u := byNamespace[ns.Namespace]
@@ -112,10 +113,10 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 				u = &homelabv1.NamespaceUsage{Namespace: ns.Namespace}
 				byNamespace[ns.Namespace] = u
 			}
-			gpus, milli := heldGPUs(ns.GPUs, e)
+			gpus, _ := heldGPUs(ns.GPUs, e)
 			u.Pods = addSaturating(u.Pods, ns.Pods)
 			u.Gpus = addSaturating(u.Gpus, gpus)
-			u.MilliGpus += milli
+			u.MilliGpus += shares[i]
 		}
 	}
 	a.Namespaces = topNamespaces(byNamespace)

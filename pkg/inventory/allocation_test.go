@@ -260,3 +260,27 @@ func TestSingleStrategyMIGCountsDevices(t *testing.T) {
 			inv.Allocation.AllocatedMilliGpus, inv.Allocation.Namespaces[0].Gpus)
 	}
 }
+
+// Namespaces sharing a time-sliced GPU: each namespace's thousandths are apportioned from the
+// node's, so the per-namespace usage adds up to allocatedMilliGpus.
+func TestNamespaceUsageAddsUpToTheAllocation(t *testing.T) {
+	shared := node("shared", corev1.ConditionTrue, map[string]string{LabelProduct: "Tesla-T4-SHARED", LabelCount: "1",
+		"nvidia.com/gpu.replicas": "3", "nvidia.com/gpu.sharing-strategy": "time-slicing"})
+	shared.ResourceVersion = "1"
+	one := []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}
+	h := &allocation.Held{Pods: 3, Namespaces: []allocation.NamespaceHeld{
+		{Namespace: "a", Pods: 1, Resources: one}, {Namespace: "b", Pods: 1, Resources: one}, {Namespace: "c", Pods: 1, Resources: one}}}
+	inv, _ := NewEntryCache().WithAllocation(func(string) *allocation.Held { return h }).
+		Compute([]*corev1.Node{shared}, nil, time.Now())
+	a := inv.Allocation
+	if a.AllocatedMilliGpus != 1000 {
+		t.Fatalf("allocatedMilliGpus %d, want 1000 (three replicas of three)", a.AllocatedMilliGpus)
+	}
+	var sum int64
+	for _, u := range a.Namespaces {
+		sum += u.MilliGpus
+	}
+	if sum != a.AllocatedMilliGpus {
+		t.Errorf("namespaces add up to %d thousandths, allocatedMilliGpus is %d: %+v", sum, a.AllocatedMilliGpus, a.Namespaces)
+	}
+}

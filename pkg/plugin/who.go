@@ -303,8 +303,7 @@ func answerWho(namespace string, holdings []allocation.Holding, held map[string]
 	nsMilli := map[string]int64{}
 	for node, h := range held {
 		_, s := shape(node)
-		for i := range h.Namespaces {
-			_, milli := h.Namespaces[i].GPUs(s)
+		for i, milli := range h.NamespaceMilli(s) {
 			nsMilli[h.Namespaces[i].Namespace] = addSat64(nsMilli[h.Namespaces[i].Namespace], milli)
 		}
 		if len(h.Namespaces) > 0 {
