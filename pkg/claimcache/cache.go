@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 )
 
@@ -84,12 +85,10 @@ func New(config *rest.Config, tracker *allocation.Tracker) (*Cache, error) {
 // restClient is a resource.k8s.io/v1 client on a copy of config that asks for protobuf and
 // decodes claims through NewSerializer.
 func restClient(config *rest.Config) (*rest.RESTClient, error) {
-	cfg := rest.CopyConfig(config)
+	cfg := kubeproto.StreamConfig(config)
 	cfg.GroupVersion = &resourcev1.SchemeGroupVersion
 	cfg.APIPath = "/apis"
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.NegotiatedSerializer = NewSerializer(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
+	cfg.NegotiatedSerializer = NewSerializer(kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()))
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

@@ -36,6 +36,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
 
@@ -109,8 +110,7 @@ func (c *clients) Core() (rest.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		cfg = kubeproto.StreamConfig(cfg)
 		core, err := corev1client.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
@@ -128,8 +128,7 @@ func (c *clients) Resource() (rest.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		cfg = kubeproto.StreamConfig(cfg)
 		client, err := resourcev1client.NewForConfig(cfg)
 		if err != nil {
 			return nil, err

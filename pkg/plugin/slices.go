@@ -27,6 +27,7 @@ import (
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // Slices returns the client of DRA's resource.k8s.io/v1 group, in protobuf.
@@ -35,9 +36,7 @@ func (c *clients) Slices() (resourcev1client.ResourceSlicesGetter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	return resourcev1client.NewForConfig(cfg)
+	return resourcev1client.NewForConfig(kubeproto.StreamConfig(cfg))
 }
 
 // deviceFacts reads every gpu.nvidia.com ResourceSlice, chunkSize at a time, and returns what

@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // Cache follows the pods of all namespaces and tells tracker of the GPU pods.
@@ -71,12 +73,10 @@ func New(config *rest.Config, tracker Tracker) (*Cache, error) {
 // newClient is a REST client of the core group that asks for protobuf and decodes Pods into
 // Objects (NewDecodingSerializer).
 func newClient(config *rest.Config) (*rest.RESTClient, error) {
-	cfg := rest.CopyConfig(config)
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg := kubeproto.StreamConfig(config)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = NewDecodingSerializer(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
+	cfg.NegotiatedSerializer = NewDecodingSerializer(kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()))
 	client, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create Pod client: %w", err)

@@ -56,6 +56,7 @@ import (
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
@@ -102,11 +103,11 @@ func (o *Operator) newClients(config *rest.Config) error {
 // nodeClient is a clientset whose decoder reads each Node straight into the trimmer's
 // compact form (docs/design/node-cache.md), so the Node informer holds trimmed Nodes only.
 func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interface, error) {
-	cfg := rest.CopyConfig(o.protobufConfig)
+	cfg := kubeproto.StreamConfig(o.protobufConfig)
 	cfg.GroupVersion = &corev1.SchemeGroupVersion
 	cfg.APIPath = "/api"
 	cfg.NegotiatedSerializer = nodecache.NewTrimmingSerializer(
-		rest.CodecFactoryForGeneratedClient(kubescheme.Scheme, kubescheme.Codecs).WithoutConversion(), trimmer)
+		kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(kubescheme.Scheme, kubescheme.Codecs).WithoutConversion()), trimmer)
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create Node client: %w", err)

@@ -1,0 +1,153 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubeproto
+
+import (
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Field numbers of metav1.WatchEvent and runtime.RawExtension.
+const (
+	watchEventType   = 1
+	watchEventObject = 2
+	rawExtensionRaw  = 1
+)
+
+// WithWatchEvents wraps a client's serializer so that a protobuf watch stream's events are
+// read without copying: the event's object is the frame's own bytes, which client-go's watch
+// decoder hands to the object decoder before it reads the next frame (the generated decoder
+// copies each object, the largest allocation of a watch). Everything else is ns's.
+func WithWatchEvents(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	return watchEventSerializer{ns}
+}
+
+type watchEventSerializer struct {
+	runtime.NegotiatedSerializer
+}
+
+func (s watchEventSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := s.NegotiatedSerializer.SupportedMediaTypes()
+	out := make([]runtime.SerializerInfo, len(infos))
+	for i, info := range infos {
+		out[i] = info
+		if info.MediaType == ContentType && info.StreamSerializer != nil {
+			stream := *info.StreamSerializer
+			stream.Serializer = eventDecoder{stream.Serializer}
+			out[i].StreamSerializer = &stream
+		}
+	}
+	return out
+}
+
+// eventDecoder decodes protobuf WatchEvents (the raw message of a watch frame) in place.
+type eventDecoder struct {
+	runtime.Serializer
+}
+
+func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	event, ok := into.(*metav1.WatchEvent)
+	if !ok {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	typ, raw, err := DecodeWatchEvent(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	event.Type, event.Object = typ, runtime.RawExtension{Raw: raw}
+	gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
+	return event, &gvk, nil
+}
+
+// DecodeWatchEvent reads a protobuf WatchEvent message as its generated decoder does (the last
+// of a repeated field wins, unknown fields are skipped) and returns its type and its object's
+// bytes, which alias data. The usual event types are returned without allocating.
+func DecodeWatchEvent(data []byte) (typ string, raw []byte, err error) {
+	var typeBytes, object []byte
+	err = bytesFields(data, watchEventObject, func(num protowire.Number, v []byte) error {
+		if num == watchEventType {
+			typeBytes = v
+			return nil
+		}
+		// Repeated, the embedded message merges: its raw field is still the last one seen.
+		return bytesFields(v, rawExtensionRaw, func(_ protowire.Number, v []byte) error {
+			object = v
+			return nil
+		})
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return eventType(typeBytes), object, nil
+}
+
+// bytesFields walks the message b by the rules of Fields and calls fn with the value of each
+// field numbered up to last; those must be length-delimited, as the generated decoders
+// require of a string or message field (any other wire type, a group too, is an error).
+func bytesFields(b []byte, last protowire.Number, fn func(num protowire.Number, value []byte) error) error {
+	for i := 0; i < len(b); {
+		t, n, err := varint(b[i:])
+		if err != nil {
+			return err
+		}
+		num, typ := protowire.Number(int32(t>>3)), protowire.Type(t&7)
+		switch {
+		case typ == protowire.EndGroupType:
+			return ErrGroupEnd
+		case num <= 0:
+			return ErrFieldNum
+		case num <= last && typ != protowire.BytesType:
+			return fmt.Errorf("%w %d for field %d", ErrWireType, typ, num)
+		case typ == protowire.BytesType:
+			start, end, err := length(b, i+n)
+			if err != nil {
+				return err
+			}
+			i = end
+			if num <= last {
+				if err := fn(num, b[start:end:end]); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		k, err := SkipField(b[i:])
+		if err != nil {
+			return err
+		}
+		if i+k > len(b) {
+			return io.ErrUnexpectedEOF
+		}
+		i += k
+	}
+	return nil
+}
+
+func eventType(b []byte) string {
+	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(b) == string(t) {
+			return string(t)
+		}
+	}
+	return string(b)
+}
