@@ -628,6 +628,7 @@ func measureAllocationPlugins(env *testenv.Env, want *allocationTotals) error {
 	}{
 		{[]string{"free"}, []int{0, 4}, "reads the GpuInventory", "≤ 0.3 s, ≤ 40 MiB", 300 * time.Millisecond, 40},
 		{[]string{"who"}, []int{0}, fmt.Sprintf("streams the %d pods and the claims", podTotal), "≤ 5 s, ≤ 150 MiB", 5 * time.Second, 150},
+		{[]string{"who", "--disable-compression"}, []int{0}, "the same without gzip, kubectl's flag", "≤ 5 s, ≤ 150 MiB", 5 * time.Second, 150},
 	} {
 		help, err := pluginHelp(c.args[0])
 		if err != nil {
@@ -635,7 +636,7 @@ func measureAllocationPlugins(env *testenv.Env, want *allocationTotals) error {
 			continue
 		}
 		if c.args[0] == "who" && strings.Contains(help, "--all-namespaces") {
-			c.args = append(c.args, "--all-namespaces")
+			c.args = append(c.args[:1:1], append([]string{"--all-namespaces"}, c.args[1:]...)...)
 		}
 		runs, err := measurePluginExits(env.Dir, pluginBinary, kubeconfig, pluginRuns, c.exits, c.args...)
 		if err != nil {
@@ -643,7 +644,7 @@ func measureAllocationPlugins(env *testenv.Env, want *allocationTotals) error {
 		}
 		met := runs.medianWall() <= c.wall && float64(runs.maxRSS())/1024 <= c.rss
 		fmt.Printf("| `kubectl gpuinv %s` (%s) | %s, CPU %s | %s | %s: %s |\n", strings.Join(c.args, " "), c.what, runs.wall(), runs.cpu(), runs.rss(), c.target, verdict(met))
-		if c.args[0] == "who" {
+		if c.args[0] == "who" && whoArgs == nil {
 			whoArgs = c.args
 		}
 	}

@@ -511,11 +511,29 @@ func scanAgrees(ctx context.Context, gpu versioned.Interface, binary, kubeconfig
 		return "", err
 	}
 	a, b := stored.Status, scanned.Status
-	if a.InventoryHash == b.InventoryHash && a.TotalGpuNodes == b.TotalGpuNodes && a.ReadyGpus == b.ReadyGpus && a.ListedNodes == b.ListedNodes {
-		return fmt.Sprintf("yes (same inventory hash, %d GPU nodes, %d ready)", a.TotalGpuNodes, a.ReadyGpuNodes), nil
+	if a.Allocation == nil {
+		if a.InventoryHash == b.InventoryHash && a.TotalGpuNodes == b.TotalGpuNodes && a.ReadyGpus == b.ReadyGpus && a.ListedNodes == b.ListedNodes {
+			return fmt.Sprintf("yes (same inventory hash, %d GPU nodes, %d ready)", a.TotalGpuNodes, a.ReadyGpuNodes), nil
+		}
+		return fmt.Sprintf("NO: operator %s %d/%d nodes, scan %s %d/%d nodes", a.InventoryHash, a.ReadyGpuNodes, a.TotalGpuNodes,
+			b.InventoryHash, b.ReadyGpuNodes, b.TotalGpuNodes), nil
 	}
-	return fmt.Sprintf("NO: operator %s %d/%d nodes, scan %s %d/%d nodes", a.InventoryHash, a.ReadyGpuNodes, a.TotalGpuNodes,
-		b.InventoryHash, b.ReadyGpuNodes, b.TotalGpuNodes), nil
+	// The status carries allocation, which scan (Nodes only) does not compute, so the hashes
+	// differ by design: compare what both compute.
+	if x, y := countsOf(a), countsOf(b); x != y {
+		return fmt.Sprintf("NO: operator %s, scan %s", x, y), nil
+	}
+	return fmt.Sprintf("yes (same counts and models, %s; the hashes differ by the status's allocation, which scan does not compute)", countsOf(a)), nil
+}
+
+// countsOf is the part of a status that the operator and scan both compute.
+func countsOf(s homelabv1.GpuInventoryStatus) string {
+	out := fmt.Sprintf("%d/%d GPU nodes ready, %d/%d GPUs ready, %d unhealthy, %d unlabeled, %d missing labels, models",
+		s.ReadyGpuNodes, s.TotalGpuNodes, s.ReadyGpus, s.TotalGpus, s.UnhealthyGpus, s.UnlabeledGpus, s.LabelsMissingNodes)
+	for _, m := range s.Models {
+		out += fmt.Sprintf(" %s:%d/%d", m.Product, m.Nodes, m.Gpus)
+	}
+	return out
 }
 
 // settle waits until inventory name has not changed for quiet (at most timeout).

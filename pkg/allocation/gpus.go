@@ -129,13 +129,13 @@ func (h *Held) NamespaceMilli(s Shape) []int64 {
 	for i := range h.Namespaces {
 		_, parts[i] = h.Namespaces[i].GPUs(s)
 	}
-	return apportion(total, parts)
+	return Apportion(total, parts)
 }
 
-// apportion scales parts to add up to total: each gets floor(part*total/sum), and what is
+// Apportion scales parts to add up to total: each gets floor(part*total/sum), and what is
 // left goes one each to the largest remainders (the earlier part on a tie). Without any
 // part above zero, total is spread evenly.
-func apportion(total int64, parts []int64) []int64 {
+func Apportion(total int64, parts []int64) []int64 {
 	var sum int64
 	for _, p := range parts {
 		sum = addSat(sum, max(p, 0))

@@ -240,9 +240,9 @@ func TestApportion(t *testing.T) {
 		{7, nil, nil},
 	}
 	for _, tt := range tests {
-		got := apportion(tt.total, tt.parts)
+		got := Apportion(tt.total, tt.parts)
 		if !slices.Equal(got, tt.want) {
-			t.Errorf("apportion(%d, %v) = %v, want %v", tt.total, tt.parts, got, tt.want)
+			t.Errorf("Apportion(%d, %v) = %v, want %v", tt.total, tt.parts, got, tt.want)
 		}
 	}
 }

@@ -105,7 +105,8 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 		if r.held == nil {
 			continue
 		}
-		shares := r.held.NamespaceMilli(ShapeOf(e))
+		usage := make([]*homelabv1.NamespaceUsage, len(r.held.Namespaces))
+		parts := make([]int64, len(r.held.Namespaces))
 		for i := range r.held.Namespaces {
 			ns := &r.held.Namespaces[i]
 			u := byNamespace[ns.Namespace]
@@ -113,10 +114,15 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 				u = &homelabv1.NamespaceUsage{Namespace: ns.Namespace}
 				byNamespace[ns.Namespace] = u
 			}
-			gpus, _ := heldGPUs(ns.GPUs, e)
+			var gpus int32
+			gpus, parts[i] = heldGPUs(ns.GPUs, e)
 			u.Pods = addSaturating(u.Pods, ns.Pods)
 			u.Gpus = addSaturating(u.Gpus, gpus)
-			u.MilliGpus += shares[i]
+			usage[i] = u
+		}
+		// The node's thousandths round once; its namespaces' shares add up to them.
+		for i, milli := range allocation.Apportion(r.milli, parts) {
+			usage[i].MilliGpus += milli
 		}
 	}
 	a.Namespaces = topNamespaces(byNamespace)

@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 )
@@ -81,12 +82,37 @@ func BenchmarkSync(b *testing.B) {
 			}
 		})
 	}
+	// With allocation, as under pod churn: each GPU node's pods from three namespaces, one
+	// node's pods changed since the last sync.
+	nodes := fleetNodes(5000)
+	held := map[string]*allocation.Held{}
+	for i, n := range nodes {
+		held[n.Name] = &allocation.Held{Pods: 3, Namespaces: []allocation.NamespaceHeld{
+			{Namespace: fmt.Sprintf("ml-%02d", i%16), Pods: 1, Resources: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}},
+			{Namespace: fmt.Sprintf("ml-%02d", (i+1)%16), Pods: 1, Resources: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 2}}},
+			{Namespace: fmt.Sprintf("ml-%02d", (i+2)%16), Pods: 1, Resources: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}},
+		}}
+	}
+	b.Run("incremental-allocation/nodes=5000", func(b *testing.B) {
+		cache := NewEntryCache().WithAllocation(func(node string) *allocation.Held { return held[node] })
+		syncOnce(cache, nodes)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			name := nodes[i%len(nodes)].Name
+			h := *held[name]
+			h.Pods++
+			held[name] = &h
+			i++
+			syncOnce(cache, nodes)
+		}
+	})
 }
 
 func syncOnce(cache *EntryCache, nodes []*corev1.Node) {
 	inv, _ := cache.Compute(nodes, nil, t0)
 	listed, omitted := inv.Listed(DefaultMaxStatusNodes, MaxNodeListBytes)
-	status := homelabv1.GpuInventoryStatus{InventoryHash: inv.Hash, Models: inv.Models, Nodes: listed, Conditions: Conditions(inv, omitted, 1)}
+	status := homelabv1.GpuInventoryStatus{InventoryHash: inv.Hash, Models: inv.Models, Nodes: listed, Conditions: Conditions(inv, omitted, 1), Allocation: inv.Allocation}
 	if _, err := json.Marshal(status); err != nil {
 		panic(err)
 	}
