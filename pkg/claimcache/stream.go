@@ -26,8 +26,10 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// StreamPageSize is how many claims StreamClaims asks for at a time.
-const StreamPageSize = 500
+// StreamPageSize is how many claims StreamClaims asks for at a time: the reader holds one
+// item at a time whatever the page size, while each page costs a round trip and the
+// API server's start of a list, so small pages make a large list several times slower.
+const StreamPageSize = 5000
 
 // MaxClaimBytes bounds one ResourceClaim's message in a stream: far above any claim etcd
 // stores, far below what a size claimed by a broken server could make the reader allocate.

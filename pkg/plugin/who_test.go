@@ -39,7 +39,9 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 )
 
 // whoClients serve server's nodes, pods and claims, and the GpuNode records.
@@ -218,12 +220,13 @@ func TestWhoErrors(t *testing.T) {
 	}
 }
 
-// Pods and claims are read in pages of 500, as protobuf (the test server answers nothing
-// else), from the namespace asked for; the records only when something is held.
+// Pods and claims are read in pages of podcache.PageSize and claimcache.StreamPageSize, as
+// protobuf (the test server answers nothing else), from the namespace asked for; the records
+// only when something is held.
 func TestWhoStreamsPages(t *testing.T) {
 	nodes, _, _ := allocatedFleet()
 	var pods []*corev1.Pod
-	for i := range 1203 {
+	for i := range 2*podcache.PageSize + 3 {
 		ns := fmt.Sprintf("team-%d", i%3)
 		switch {
 		case i%4 == 0:
@@ -237,22 +240,22 @@ func TestWhoStreamsPages(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	if !strings.Contains(r.out, "301 pods in 3 namespaces hold 301 GPUs on 25 nodes.") {
+	if !strings.Contains(r.out, "2501 pods in 3 namespaces hold 2501 GPUs on 25 nodes.") {
 		t.Errorf("output:\n%s", r.out)
 	}
 	var got []string
 	for _, req := range server.listRequests() {
 		got = append(got, fmt.Sprintf("%s limit=%d", req.path, req.limit))
 	}
-	want := []string{"/api/v1/pods limit=500", "/api/v1/pods limit=500", "/api/v1/pods limit=500",
-		"/apis/resource.k8s.io/v1/resourceclaims limit=500"}
+	pages := fmt.Sprintf("/api/v1/pods limit=%d", podcache.PageSize)
+	want := []string{pages, pages, pages, fmt.Sprintf("/apis/resource.k8s.io/v1/resourceclaims limit=%d", claimcache.StreamPageSize)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("list requests (-want +got):\n%s", diff)
 	}
 
 	server.requests = nil
 	r = runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-n", "team-1")
-	if r.code != ExitOK || !strings.Contains(r.out, "100 pods hold 100 GPUs on 25 nodes.") {
+	if r.code != ExitOK || !strings.Contains(r.out, "834 pods hold 834 GPUs on 25 nodes.") {
 		t.Errorf("exit %d, stderr %q, output ends:\n%s", r.code, r.err, r.out[max(0, len(r.out)-200):])
 	}
 	got = nil
