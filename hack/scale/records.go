@@ -299,6 +299,7 @@ type flipResult struct {
 	flips  int
 	took   time.Duration
 	writes writeCounts
+	cpu    float64 // the operator's share of a core while the flips were sent
 }
 
 // flipPhase flips Ready of GPU nodes at rate a second for d, nothing else changing, and
@@ -309,10 +310,11 @@ func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Dura
 	res.writes, err = countWrites(h.op, func() error {
 		flipCtx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTicks(h.op.pid)
 		var err error
 		res.flips, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
 		res.took = time.Since(start)
+		res.cpu = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.took.Seconds() // clock ticks are 1/100 s
 		time.Sleep(2 * time.Second) // a write that none is expected to make: nothing to watch for
 		return err
 	})
