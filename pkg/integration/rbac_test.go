@@ -148,6 +148,7 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 		"gpu-inventory-operator-crd-installer": {
 			"apiextensions.k8s.io/customresourcedefinitions: create",
 			"apiextensions.k8s.io/customresourcedefinitions[gpuinventories.homelab.youngju.dev,gpunodes.homelab.youngju.dev]: get,update",
+			"homelab.youngju.dev/gpuinventories: patch",
 		},
 	}
 	for name, want := range documented {

@@ -39,6 +39,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
@@ -144,7 +145,7 @@ func (o *Operator) runControllers(ctx context.Context) error {
 				return err
 			}
 		}
-		return o.ensureDefaultInventory(ctx)
+		return o.ensureDefaultInventory(ctx, false)
 	}
 	if !fresh {
 		if err := prepare(); err != nil {
@@ -164,7 +165,7 @@ func (o *Operator) runControllers(ctx context.Context) error {
 		err := crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second)
 		established <- err
 		if err == nil {
-			err = o.ensureDefaultInventory(ctx)
+			err = o.ensureDefaultInventory(ctx, true)
 		}
 		if err != nil {
 			cancel(err)
@@ -226,16 +227,32 @@ func waitOnce(ready <-chan error) crdsServed {
 	}
 }
 
+// defaultInventoryNote is the note of the GpuInventory the operator creates.
+const defaultInventoryNote = "Created by gpu-inventory-operator: every GPU node in the cluster."
+
 // ensureDefaultInventory creates the GpuInventory that covers every node, if it is missing.
-func (o *Operator) ensureDefaultInventory(ctx context.Context) error {
+// With fresh (its CRD created just now, so there is nothing to overwrite) it is created by a
+// server-side apply: the API server holds every create of a kind for 2 s after the kind
+// becomes Established (so that its HA peers know the kind first), not an apply.
+func (o *Operator) ensureDefaultInventory(ctx context.Context, fresh bool) error {
 	name := o.opts.DefaultInventory
 	if name == "" {
 		return nil
 	}
-	_, err := o.client.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       homelabv1.GpuInventorySpec{Note: "Created by gpu-inventory-operator: every GPU node in the cluster."},
-	}, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
+	var err error
+	if fresh {
+		_, err = o.client.HomelabV1().GpuInventories().Apply(ctx,
+			applyv1.GpuInventory(name).WithSpec(applyv1.GpuInventorySpec().WithNote(defaultInventoryNote)),
+			metav1.ApplyOptions{FieldManager: homelabv1.FieldManager})
+		if apierrors.IsConflict(err) {
+			return nil // someone else's inventory of that name after all: left as it is
+		}
+	} else {
+		_, err = o.client.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       homelabv1.GpuInventorySpec{Note: defaultInventoryNote},
+		}, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
+	}
 	switch {
 	case err == nil:
 		klog.FromContext(ctx).Info("Created default GpuInventory", "inventory", name)

@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestEnsureDefaultInventory(t *testing.T) {
 			opts := NewOptions()
 			opts.DefaultInventory = tc.inv
 			o := &Operator{opts: opts, client: client}
-			err := o.ensureDefaultInventory(context.Background())
+			err := o.ensureDefaultInventory(context.Background(), false)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one saying %q", err, tc.wantErr)
@@ -77,6 +78,36 @@ func TestEnsureDefaultInventory(t *testing.T) {
 				t.Errorf("inventories = %+v, want one with note %q", list.Items, tc.wantNote)
 			}
 		})
+	}
+}
+
+// On a CRD created just now the default inventory is created by server-side apply, which the
+// API server does not hold for 2 s as it holds a create of a new kind; a conflict (an
+// inventory of that name that someone else owns) leaves it alone.
+func TestEnsureDefaultInventoryAppliesOnAFreshCRD(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		client := newClientset(t)
+		var applied []string
+		client.PrependReactor("patch", "gpuinventories", func(a core.Action) (bool, runtime.Object, error) {
+			p := a.(core.PatchAction)
+			applied = append(applied, string(p.GetPatchType())+" "+p.GetName()+" "+string(p.GetPatch()))
+			if conflict {
+				return true, nil, apierrors.NewConflict(homelabv1.Resource("gpuinventories"), p.GetName(), errors.New("spec.note is someone else's"))
+			}
+			return true, &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: p.GetName()}}, nil
+		})
+		client.PrependReactor("create", "gpuinventories", func(core.Action) (bool, runtime.Object, error) {
+			t.Error("a create was sent")
+			return true, nil, nil
+		})
+		opts := NewOptions()
+		o := &Operator{opts: opts, client: client}
+		if err := o.ensureDefaultInventory(context.Background(), true); err != nil {
+			t.Fatalf("conflict %v: %v", conflict, err)
+		}
+		if len(applied) != 1 || !strings.HasPrefix(applied[0], "application/apply-patch+yaml cluster ") || !strings.Contains(applied[0], defaultInventoryNote) {
+			t.Errorf("conflict %v: patches %q, want one apply of the default inventory with its note", conflict, applied)
+		}
 	}
 }
 
