@@ -314,8 +314,9 @@ func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Dura
 		var err error
 		res.flips, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
 		res.took = time.Since(start)
-		res.cpu = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.took.Seconds() // clock ticks are 1/100 s
-		time.Sleep(2 * time.Second)                                           // a write that none is expected to make: nothing to watch for
+		// Clock ticks are 1/100 s.
+		res.cpu = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.took.Seconds()
+		time.Sleep(2 * time.Second) // a write that none is expected to make: nothing to watch for
 		return err
 	})
 	if err != nil {
