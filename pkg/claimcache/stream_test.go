@@ -68,10 +68,10 @@ func streamClient(t *testing.T, server *apiServer) *kubernetes.Clientset {
 	return client
 }
 
-// StreamClaims reads the claims in pages of 500 and hands over exactly what FromClaim keeps
-// of each, for all namespaces or one.
+// StreamClaims reads the claims in pages of StreamPageSize and hands over exactly what
+// FromClaim keeps of each, for all namespaces or one.
 func TestStreamClaimsOverPages(t *testing.T) {
-	claims := manyClaims(1203)
+	claims := manyClaims(2*StreamPageSize + 203)
 	server := newAPIServer(t, false, false, claims...)
 	client := streamClient(t, server)
 	for _, namespace := range []string{"", "team-1"} {
@@ -115,8 +115,8 @@ func TestStreamClaimsOverPages(t *testing.T) {
 				if namespace != "" {
 					wantPath = "/apis/resource.k8s.io/v1/namespaces/" + namespace + "/resourceclaims"
 				}
-				if p.path != wantPath || p.query["limit"] != "500" || p.query["continue"] != wantContinue {
-					t.Errorf("page %d: %s %v; want %s with limit 500 and continue %q", i, p.path, p.query, wantPath, wantContinue)
+				if p.path != wantPath || p.query["limit"] != fmt.Sprint(StreamPageSize) || p.query["continue"] != wantContinue {
+					t.Errorf("page %d: %s %v; want %s with limit %d and continue %q", i, p.path, p.query, wantPath, StreamPageSize, wantContinue)
 				}
 			}
 		})

@@ -81,7 +81,7 @@ func fleetPods(n int) []*corev1.Pod {
 // what FromPod keeps of each GPU pod (finished ones too), in the list's order; with a
 // namespace it lists that namespace only.
 func TestStreamPodsReadsEveryPage(t *testing.T) {
-	server := newPodServer(fleetPods(1234)...)
+	server := newPodServer(fleetPods(2*PageSize + 234)...)
 	client := coreClient(t, server)
 	for _, namespace := range []string{"", "ml"} {
 		t.Run("namespace "+namespace, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestStreamPodsReadsEveryPage(t *testing.T) {
 
 // An error from fn stops the listing: no further page is asked for.
 func TestStreamPodsStopsOnTheCallersError(t *testing.T) {
-	server := newPodServer(fleetPods(1234)...)
+	server := newPodServer(fleetPods(2*PageSize + 234)...)
 	stop := errors.New("enough")
 	seen := 0
 	err := StreamPods(context.Background(), coreClient(t, server), "", func(*allocation.Pod) error {
