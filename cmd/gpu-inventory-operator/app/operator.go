@@ -263,8 +263,12 @@ func (o *Operator) ensureDefaultInventory(ctx context.Context, fresh bool) error
 		return fmt.Errorf("create default GpuInventory %s: the GpuInventory CRD is not installed "+
 			"(run with --install-crd=true, or `kubectl apply -f manifests/crd/`): %w", name, err)
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("create default GpuInventory %s: the operator may not create gpuinventories.homelab.youngju.dev "+
-			"(apply the RBAC in manifests/, or run with --default-inventory=\"\"): %w", name, err)
+		verb := "create"
+		if fresh {
+			verb = "patch (server-side apply)"
+		}
+		return fmt.Errorf("create default GpuInventory %s: the operator may not %s gpuinventories.homelab.youngju.dev "+
+			"(apply the RBAC in manifests/, or run with --default-inventory=\"\"): %w", name, verb, err)
 	default:
 		return fmt.Errorf("create default GpuInventory %s: %w", name, err)
 	}

@@ -111,6 +111,18 @@ func TestEnsureDefaultInventoryAppliesOnAFreshCRD(t *testing.T) {
 	}
 }
 
+func TestEnsureDefaultInventoryNamesTheApplysVerbWhenForbidden(t *testing.T) {
+	client := newClientset(t)
+	client.PrependReactor("patch", "gpuinventories", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(homelabv1.Resource("gpuinventories"), "cluster", nil)
+	})
+	o := &Operator{opts: NewOptions(), client: client}
+	err := o.ensureDefaultInventory(context.Background(), true)
+	if err == nil || !strings.Contains(err.Error(), "may not patch (server-side apply) gpuinventories.homelab.youngju.dev") {
+		t.Errorf("error = %v, want one naming the patch the apply needs", err)
+	}
+}
+
 // newClientset is the generated fake on a plain object tracker: fake.NewClientset's
 // field-managed tracker refuses GpuInventory creates, having no OpenAPI schema for the type.
 func newClientset(t *testing.T, objects ...runtime.Object) *fake.Clientset {
