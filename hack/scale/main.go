@@ -254,7 +254,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	if err != nil {
 		return err
 	}
-	quietStart := writes.count()
+	quietStart, quietTicks, quietWall := writes.count(), cpuTicks(pid), time.Now()
 	quietRecords, err := countWrites(h.op, func() error {
 		time.Sleep(10 * time.Second) // measure a quiet period: no change is expected to watch for
 		return nil
@@ -263,6 +263,8 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		return err
 	}
 	quietWrites := writes.count() - quietStart
+	// Clock ticks are 1/100 s. The two scrapes of the metrics that count the record writes are included.
+	quietCPU := float64(cpuTicks(pid)-quietTicks) / 100 / time.Since(quietWall).Seconds()
 	steadyRSS := readStatus(pid, "VmRSS")
 	steadyAnon, steadyFile := readStatus(pid, "RssAnon"), readStatus(pid, "RssFile")
 	if profileDir != "" {
@@ -357,6 +359,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("| CPU under the churn (%.0f changes/s: Ready flips, every tenth a relabel, every 25th a node leaving and joining, slice republishes) | %.1f %% of a core | ≤ 5 %% of a core |\n", rate, cpu*100)
 	fmt.Printf("| slice republishes under churn (generation+1, same devices; device taint toggles) | %d (%d) | |\n", churned.Republishes, churned.Taints)
 	fmt.Printf("| status writes while quiet (10 s) | %d | 0 |\n", quietWrites)
+	fmt.Printf("| CPU while quiet (10 s: the fixed part of the figures under churn) | %.1f %% of a core | |\n", quietCPU*100)
 	fmt.Printf("| record writes while quiet (10 s) | %d (%s) | 0: %s |\n", quietRecords.writes(), quietRecords, verdict(quietRecords.writes() == 0))
 	if f := onlyFlips; f != nil {
 		fmt.Printf("| record writes while %.0f GPU nodes/s flip Ready (flips only, %d in %s, and 2 s after) | %d (%s) | 0: %s |\n",
