@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 )
 
@@ -45,30 +44,15 @@ func (e *Env) StartSharingEtcd(ctx context.Context, prefix string, opts Options)
 	if s.startTimeout == 0 {
 		s.startTimeout = e.startTimeout
 	}
-	if s.Dir == "" {
-		if s.Dir, err = os.MkdirTemp("", "gpuinv-testenv-"); err != nil {
-			return nil, err
+	err = s.setUp(ctx, func(ctx context.Context) error {
+		if err := s.choosePorts(); err != nil {
+			return err
 		}
-		s.removeDir = true
-	}
-	defer func() {
-		if err != nil {
-			s.Stop()
-		}
-	}()
-	if err := s.prepare(); err != nil {
+		return s.StartAPIServer(ctx)
+	})
+	if err != nil {
+		s.Stop()
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		if err = s.choosePorts(); err != nil {
-			return nil, err
-		}
-		if err = s.StartAPIServer(ctx); err == nil {
-			return s, nil
-		}
-		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
-			return nil, err
-		}
-		s.stopControlPlane()
-	}
+	return s, nil
 }

@@ -102,26 +102,33 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if e.startTimeout == 0 {
 		e.startTimeout = 60 * time.Second
 	}
-	if e.Dir == "" {
-		if e.Dir, err = os.MkdirTemp("", "gpuinv-testenv-"); err != nil {
-			return nil, err
-		}
-		e.removeDir = true
-	}
-	defer func() {
-		if err != nil {
-			e.Stop()
-		}
-	}()
-	if err := e.prepare(); err != nil {
+	if err = e.setUp(ctx, e.startControlPlane); err != nil {
+		e.Stop()
 		return nil, err
 	}
+	return e, nil
+}
+
+// setUp makes e's directory (a new temporary one unless Dir is set) and what goes in it,
+// then runs start, again when a port was taken between choosing it and binding it.
+func (e *Env) setUp(ctx context.Context, start func(context.Context) error) error {
+	if e.Dir == "" {
+		dir, err := os.MkdirTemp("", "gpuinv-testenv-")
+		if err != nil {
+			return err
+		}
+		e.Dir, e.removeDir = dir, true
+	}
+	if err := e.prepare(); err != nil {
+		return err
+	}
 	for attempt := 1; ; attempt++ {
-		if err = e.startControlPlane(ctx); err == nil {
-			return e, nil
+		err := start(ctx)
+		if err == nil {
+			return nil
 		}
 		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
-			return nil, err
+			return err
 		}
 		e.stopControlPlane()
 	}
