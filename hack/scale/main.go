@@ -381,7 +381,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	fmt.Printf("\nsteady RSS: %.0f MiB anonymous (heap, stacks, runtime), %.0f MiB of mapped files (the binary)\n", steadyAnon/1024, steadyFile/1024)
 	fmt.Printf("change -> status: median %s quiet, %s under churn\n", median(quietLatency), median(churnLatency))
 	fmt.Printf("the API server's share: a dry-run apply of the same status takes median %s, p99 %s\n", median(serverApply), p99(serverApply))
-	if pluginBinary != "" {
+	if pluginBinary != "" && pluginRuns > 0 {
 		if err := measurePlugins(ctx, env, gpu, watcher, n); err != nil {
 			return err
 		}

@@ -311,9 +311,13 @@ func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Dura
 		flipCtx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		start, cpu0 := time.Now(), cpuTicks(h.op.pid)
+		var profiled sync.WaitGroup
+		profileFor := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds())-1))
+		profiled.Go(func() { fetchProfile(pprofAddr, profileFor, "flips-cpu.pprof") })
 		var err error
 		res.flips, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
 		res.took = time.Since(start)
+		profiled.Wait()
 		// Clock ticks are 1/100 s.
 		res.cpu = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.took.Seconds()
 		time.Sleep(2 * time.Second) // a write that none is expected to make: nothing to watch for

@@ -86,6 +86,7 @@ type EntryCache struct {
 	mu      sync.Mutex
 	entries map[string]*cachedEntry
 	refs    []entryRef // Compute's scratch, reused from one Compute to the next
+	slots   []entryRef // orderLocked's scratch
 	devices Devices
 	// deviceList lists a node's devices for its record when its facts do not keep them.
 	deviceList func(node string) []homelabv1.GpuDevice
@@ -101,7 +102,8 @@ type entryRef struct {
 	entry  *homelabv1.GpuNodeEntry
 	digest entryDigest
 	held   *allocation.Held
-	milli  int64 // the share of GPUs held, in thousandths
+	milli  int64        // the share of GPUs held, in thousandths
+	cached *cachedEntry // where the entry's place in the sorted result is kept (nil: not cached)
 }
 
 type cachedEntry struct {
@@ -116,6 +118,7 @@ type cachedEntry struct {
 	entry    *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
 	digest   entryDigest
 	warnings []Warning
+	rank     int // 1 + the entry's index in the last sorted result; 0: none yet
 }
 
 // NewEntryCache returns an empty cache.
@@ -168,6 +171,11 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	}
 	entry, warnings := EntryFrom(node, facts)
 	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, held: held, gpu: true, known: Discovered(node, &entry)}
+	if c != nil {
+		if old, ok := c.entries[node.Name]; ok {
+			e.rank = old.rank
+		}
+	}
 	if c != nil && c.held != nil {
 		e.milli = applyHeld(&entry, held)
 	}
@@ -214,7 +222,10 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		if !cached.gpu {
 			continue
 		}
-		ref := entryRef{cached.entry, cached.digest, cached.held, cached.milli}
+		ref := entryRef{cached.entry, cached.digest, cached.held, cached.milli, nil}
+		if c != nil && node.ResourceVersion != "" {
+			ref.cached = cached
+		}
 		warnings = append(warnings, cached.warnings...)
 		if !cached.known {
 			carried := *cached.entry
@@ -227,8 +238,55 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		}
 		refs = append(refs, ref)
 	}
+	if c != nil {
+		c.orderLocked(refs)
+	}
 	return fromRefs(refs, c != nil && c.held != nil), warnings
 }
+
+// orderLocked sorts refs by node name. They come in the lister's order, which changes from
+// one sync to the next, so each cached entry keeps its place in the last sorted result: the
+// same nodes as last time are put in order without comparing names, and only what the
+// places do not settle (new nodes, another selector's places) is sorted.
+func (c *EntryCache) orderLocked(refs []entryRef) {
+	placed := true
+	if cap(c.slots) < len(refs) {
+		c.slots = make([]entryRef, len(refs))
+	}
+	slots := c.slots[:len(refs)]
+	for _, r := range refs {
+		i := 0
+		if r.cached != nil {
+			i = r.cached.rank - 1
+		}
+		if i < 0 || i >= len(slots) || slots[i].entry != nil {
+			placed = false
+			break
+		}
+		slots[i] = r
+	}
+	if placed {
+		j := 0
+		for _, r := range slots {
+			if r.entry != nil {
+				refs[j] = r
+				j++
+			}
+		}
+		placed = j == len(refs)
+	}
+	clear(slots)
+	if !placed || !slices.IsSortedFunc(refs, byName) {
+		slices.SortFunc(refs, byName)
+	}
+	for i := range refs {
+		if refs[i].cached != nil {
+			refs[i].cached.rank = i + 1
+		}
+	}
+}
+
+func byName(a, b entryRef) int { return strings.Compare(a.entry.Name, b.entry.Name) }
 
 // lastKnown is what is remembered of a node that lost its labels.
 type lastKnown struct {
@@ -317,7 +375,9 @@ func encode(entry *homelabv1.GpuNodeEntry) []byte {
 // fromRefs is FromEntries for entries whose digests are already known; it sorts refs. With
 // tracked, the entries carry what pods hold and the inventory gets an allocation summary.
 func fromRefs(refs []entryRef, tracked bool) Inventory {
-	slices.SortFunc(refs, func(a, b entryRef) int { return strings.Compare(a.entry.Name, b.entry.Name) })
+	if !slices.IsSortedFunc(refs, byName) {
+		slices.SortFunc(refs, byName)
+	}
 	inv := Inventory{Nodes: make([]homelabv1.GpuNodeEntry, len(refs)), digests: make([]entryDigest, len(refs))}
 	for i, r := range refs {
 		inv.Nodes[i], inv.digests[i] = *r.entry, r.digest

@@ -17,6 +17,7 @@ limitations under the License.
 package inventory
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -216,6 +217,46 @@ func TestHashIndependentOfOrder(t *testing.T) {
 		got, _ := Compute(shuffled, nil, t0)
 		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Inventory{})); diff != "" {
 			t.Fatalf("trial %d: inventory depends on node order (-first +shuffled):\n%s", trial, diff)
+		}
+	}
+}
+
+// Property: a cache that keeps each entry's place in the last result computes what an
+// uncached Compute does, whatever order the nodes come in, as nodes come and go, change,
+// and two selectors (two node sets) take turns.
+func TestEntryCacheOrderAsNodesComeAndGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cache := NewEntryCache()
+	var all []*corev1.Node
+	for i := range 40 {
+		all = append(all, node(fmt.Sprintf("gpu-%02d", i), corev1.ConditionTrue, map[string]string{LabelGPUPresent: "true", LabelCount: "8"}))
+		all[i].ResourceVersion = "1"
+	}
+	for trial := range 300 {
+		switch rng.IntN(3) {
+		case 0: // a node changes
+			i := rng.IntN(len(all))
+			all[i] = all[i].DeepCopy()
+			all[i].ResourceVersion = fmt.Sprint(trial + 2)
+		case 1: // a node leaves, another joins
+			i := rng.IntN(len(all))
+			all[i] = node(fmt.Sprintf("gpu-%02d-%d", i, trial), corev1.ConditionFalse, map[string]string{LabelGPUPresent: "true", LabelCount: "4"})
+			all[i].ResourceVersion = "1"
+		}
+		listed := slices.Clone(all)
+		if trial%2 == 1 { // the other selector: every third node
+			listed = listed[:0]
+			for i, n := range all {
+				if i%3 == 0 {
+					listed = append(listed, n)
+				}
+			}
+		}
+		rng.Shuffle(len(listed), func(i, j int) { listed[i], listed[j] = listed[j], listed[i] })
+		want, _ := Compute(listed, nil, t0)
+		got, _ := cache.Compute(listed, nil, t0)
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Inventory{})); diff != "" {
+			t.Fatalf("trial %d: the cache computes another inventory (-uncached +cached):\n%s", trial, diff)
 		}
 	}
 }

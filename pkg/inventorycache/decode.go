@@ -19,7 +19,6 @@ limitations under the License.
 package inventorycache
 
 import (
-	"bytes"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +58,39 @@ func (s withoutNodeLists) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVe
 	return nodeListSkippingDecoder{next: s.NegotiatedSerializer.DecoderToVersion(d, gv)}
 }
 
+// SupportedMediaTypes reads JSON watch events in place: the event's object is the frame's
+// own bytes, which client-go's watch decoder decodes before it reads the next frame.
+func (s withoutNodeLists) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := s.NegotiatedSerializer.SupportedMediaTypes()
+	out := make([]runtime.SerializerInfo, len(infos))
+	for i, info := range infos {
+		out[i] = info
+		if info.MediaType == runtime.ContentTypeJSON && info.StreamSerializer != nil {
+			stream := *info.StreamSerializer
+			stream.Serializer = eventDecoder{stream.Serializer}
+			out[i].StreamSerializer = &stream
+		}
+	}
+	return out
+}
+
+// eventDecoder decodes JSON WatchEvents without copying their objects; anything else goes
+// to the wrapped serializer.
+type eventDecoder struct {
+	runtime.Serializer
+}
+
+func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if event, ok := into.(*metav1.WatchEvent); ok {
+		if typ, object, ok := watchEvent(data); ok {
+			event.Type, event.Object = typ, runtime.RawExtension{Raw: object}
+			gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
+			return event, &gvk, nil
+		}
+	}
+	return d.Serializer.Decode(data, defaults, into)
+}
+
 type nodeListSkippingDecoder struct {
 	next runtime.Decoder
 }
@@ -69,80 +101,59 @@ var (
 )
 
 // Decode reads a GpuInventory or a GpuInventoryList in JSON without its node lists; any
-// other object (a Status with an error, say), or one the shadow types cannot read, goes to
-// the wrapped decoder.
+// other object (a Status with an error, say), or one that cannot be read so, goes to the
+// wrapped decoder.
 func (d nodeListSkippingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
-		switch target := into.(type) {
-		case nil:
-			if gi, ok := decodeWithoutNodes(data); ok {
-				gvk := inventoryGVK
-				return gi, &gvk, nil
-			}
-		case *homelabv1.GpuInventory:
-			if gi, ok := decodeWithoutNodes(data); ok {
-				*target = *gi
-				gvk := inventoryGVK
-				return target, &gvk, nil
-			}
-		case *homelabv1.GpuInventoryList:
-			if list, ok := decodeListWithoutNodes(data); ok {
-				*target = *list
-				gvk := inventoryListGVK
-				return target, &gvk, nil
-			}
+	switch target := into.(type) {
+	case nil:
+		if gi, ok := decodeWithoutNodes(data); ok {
+			gvk := inventoryGVK
+			return gi, &gvk, nil
+		}
+	case *homelabv1.GpuInventory:
+		if gi, ok := decodeWithoutNodes(data); ok {
+			*target = *gi
+			gvk := inventoryGVK
+			return target, &gvk, nil
+		}
+	case *homelabv1.GpuInventoryList:
+		if list, ok := decodeListWithoutNodes(data); ok {
+			*target = *list
+			gvk := inventoryListGVK
+			return target, &gvk, nil
 		}
 	}
 	return d.next.Decode(data, defaults, into)
 }
 
-// skipped reads any JSON value and keeps nothing of it.
-type skipped struct{}
-
-func (*skipped) UnmarshalJSON([]byte) error { return nil }
-
-// The shadow types: a "nodes" field at a shallower depth hides the embedded one.
-type statusWithoutNodes struct {
-	homelabv1.GpuInventoryStatus
-	Nodes skipped `json:"nodes"`
-}
-
-type inventoryWithoutNodes struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
-	Spec              homelabv1.GpuInventorySpec `json:"spec"`
-	Status            statusWithoutNodes         `json:"status"`
-}
-
-func (s *inventoryWithoutNodes) inventory() *homelabv1.GpuInventory {
-	// TypeMeta stays empty, as the generated client's own decoder leaves it.
-	return &homelabv1.GpuInventory{ObjectMeta: s.ObjectMeta, Spec: s.Spec, Status: s.Status.GpuInventoryStatus}
-}
-
-type listWithoutNodes struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata"`
-	Items           []inventoryWithoutNodes `json:"items"`
-}
-
+// decodeWithoutNodes decodes a GpuInventory with status.nodes cut out first, so that the
+// decoder never reads the node list. TypeMeta stays empty, as the generated client's own
+// decoder leaves it.
 func decodeWithoutNodes(data []byte) (*homelabv1.GpuInventory, bool) {
-	var shadow inventoryWithoutNodes
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &shadow); err != nil ||
-		shadow.GroupVersionKind() != inventoryGVK {
+	cut, ok := cutNodeLists(data, false)
+	if !ok {
 		return nil, false
 	}
-	return shadow.inventory(), true
+	gi := &homelabv1.GpuInventory{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(cut, gi); err != nil || gi.GroupVersionKind() != inventoryGVK {
+		return nil, false
+	}
+	gi.TypeMeta = metav1.TypeMeta{}
+	return gi, true
 }
 
 func decodeListWithoutNodes(data []byte) (*homelabv1.GpuInventoryList, bool) {
-	var shadow listWithoutNodes
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &shadow); err != nil ||
-		shadow.GroupVersionKind() != inventoryListGVK {
+	cut, ok := cutNodeLists(data, true)
+	if !ok {
 		return nil, false
 	}
-	list := &homelabv1.GpuInventoryList{ListMeta: shadow.ListMeta, Items: make([]homelabv1.GpuInventory, len(shadow.Items))}
-	for i := range shadow.Items {
-		list.Items[i] = *shadow.Items[i].inventory()
+	list := &homelabv1.GpuInventoryList{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(cut, list); err != nil || list.GroupVersionKind() != inventoryListGVK {
+		return nil, false
+	}
+	list.TypeMeta = metav1.TypeMeta{}
+	for i := range list.Items {
+		list.Items[i].TypeMeta = metav1.TypeMeta{}
 	}
 	return list, true
 }

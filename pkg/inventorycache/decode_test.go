@@ -38,7 +38,7 @@ import (
 
 // servedInventory is a GpuInventory as the API server sends it: apiVersion and kind set, a
 // full status with its node list.
-func servedInventory(t *testing.T) *homelabv1.GpuInventory {
+func servedInventory(t testing.TB) *homelabv1.GpuInventory {
 	t.Helper()
 	at := time.Date(2026, 7, 10, 15, 50, 0, 0, time.UTC)
 	content, _ := inventory.Compute(fixtures.HomeLab(), nil, at)

@@ -98,7 +98,7 @@ func DecodeWatchEvent(data []byte) (typ string, raw []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return eventType(typeBytes), object, nil
+	return EventType(typeBytes), object, nil
 }
 
 // bytesFields walks the message b by the rules of Fields and calls fn with the value of each
@@ -143,7 +143,8 @@ func bytesFields(b []byte, last protowire.Number, fn func(num protowire.Number, 
 	return nil
 }
 
-func eventType(b []byte) string {
+// EventType returns a watch event's type; the usual ones without allocating.
+func EventType(b []byte) string {
 	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
 		if string(b) == string(t) {
 			return string(t)

@@ -19,7 +19,9 @@ package gpuinventory
 import (
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -63,7 +65,7 @@ func (m *memory) shareLocked(nodes []homelabv1.GpuNodeEntry) []*homelabv1.GpuNod
 	shared := make([]*homelabv1.GpuNodeEntry, len(nodes))
 	for i := range nodes {
 		p, ok := m.entries[nodes[i].Name]
-		if !ok || !equality.Semantic.DeepEqual(*p, nodes[i]) {
+		if !ok || !sameEntry(p, &nodes[i]) {
 			p = new(homelabv1.GpuNodeEntry)
 			*p = nodes[i]
 			m.entries[p.Name] = p
@@ -71,6 +73,35 @@ func (m *memory) shareLocked(nodes []homelabv1.GpuNodeEntry) []*homelabv1.GpuNod
 		shared[i] = p
 	}
 	return shared
+}
+
+// sameEntry reports whether two entries are equal, field by field: a write compares every
+// listed entry, too often for reflection. (It may say "different" for equal times, which
+// only costs a copy; TestSameEntrySeesEveryField keeps it complete.)
+func sameEntry(a, b *homelabv1.GpuNodeEntry) bool {
+	return a.Name == b.Name && a.Ready == b.Ready && a.Product == b.Product && a.GpuCount == b.GpuCount &&
+		a.GpuMemoryMiB == b.GpuMemoryMiB && a.WorkloadConfig == b.WorkloadConfig && a.Family == b.Family &&
+		a.ComputeCapability == b.ComputeCapability && a.DriverVersion == b.DriverVersion && a.CudaVersion == b.CudaVersion &&
+		samePointee(a.Sharing, b.Sharing, func(x, y *homelabv1.GpuSharing) bool { return *x == *y }) &&
+		samePointee(a.MIG, b.MIG, sameMIG) &&
+		a.Capacity == b.Capacity && a.Allocatable == b.Allocatable && a.UnhealthyGpus == b.UnhealthyGpus &&
+		a.LabelsMissing == b.LabelsMissing &&
+		samePointee(a.LabelsMissingSince, b.LabelsMissingSince, func(x, y *metav1.Time) bool { return x.Equal(y) }) &&
+		a.AllocatedGpus == b.AllocatedGpus && a.FreeGpus == b.FreeGpus && a.GpuPods == b.GpuPods &&
+		a.Source == b.Source && a.Clique == b.Clique && slices.Equal(a.Conditions, b.Conditions) &&
+		slices.Equal(a.Warnings, b.Warnings)
+}
+
+func sameMIG(a, b *homelabv1.MigInfo) bool {
+	return a.Capable == b.Capable && a.Strategy == b.Strategy && a.Config == b.Config &&
+		a.ConfigState == b.ConfigState && slices.Equal(a.Devices, b.Devices)
+}
+
+func samePointee[T any](a, b *T, same func(a, b *T) bool) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return same(a, b)
 }
 
 // wrote records a status write: its hash, and the node list at the version it produced.
