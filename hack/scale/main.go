@@ -296,6 +296,9 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	// The whole churn, for enough samples to read shares from.
 	profileFor := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(churnFor.Seconds())-1))
 	wg.Go(func() { fetchProfile(pprofAddr, profileFor, "cpu.pprof") })
+	wg.Go(func() {
+		fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", max(1, int(churnFor.Seconds())-1)), "churn-allocs.pprof")
+	})
 	churnLatency, err := probe(churnCtx, kube, watcher, probes, "churn")
 	if err != nil {
 		return err

@@ -59,6 +59,7 @@ func TestEveryFlagKeepsItsNameAndDefault(t *testing.T) {
 		{"kube-api-qps", "20", "50"},
 		{"kube-api-burst", "40", "100"},
 		{"kube-api-compression", "false", "true"},
+		{"steady-gomaxprocs", "1", "0"},
 		{"gpunode-qps", "100", "500"},
 		{"gpunode-burst", "200", "1000"},
 		{"leader-elect", "false", "true"},

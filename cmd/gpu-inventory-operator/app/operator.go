@@ -61,6 +61,10 @@ type Operator struct {
 	leaderHealth *leaderelection.HealthzAdaptor
 	leading      atomic.Bool
 
+	// setProcs, when set, is told when each run of the informers starts (false) and when it
+	// has settled (true): caches synced, every controller's first pass made.
+	setProcs func(settled bool)
+
 	mu          sync.Mutex
 	metricsAddr string
 	healthAddr  string

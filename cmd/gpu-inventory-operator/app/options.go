@@ -53,6 +53,7 @@ type Options struct {
 	RecordQPS        float64
 	RecordBurst      int
 	Compression      bool
+	SteadyProcs      int
 
 	LeaderElect      bool
 	LeaderElectionID string
@@ -84,6 +85,7 @@ func NewOptions() *Options {
 		Burst:            40,
 		RecordQPS:        100,
 		RecordBurst:      200,
+		SteadyProcs:      1,
 		LeaderElectionID: "gpu-inventory-operator",
 		LeaseDuration:    15 * time.Second,
 		RenewDeadline:    10 * time.Second,
@@ -118,6 +120,7 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.RecordQPS, "gpunode-qps", o.RecordQPS, "Sustained writes per second of GpuNode records (a client of their own): the first start on a large cluster creates one per GPU node.")
 	fs.IntVar(&o.RecordBurst, "gpunode-burst", o.RecordBurst, "Burst of GpuNode record writes.")
 	fs.BoolVar(&o.Compression, "kube-api-compression", o.Compression, "Ask the API server to gzip large responses: saves bandwidth on a slow link to a remote API server, costs CPU on both sides.")
+	fs.IntVar(&o.SteadyProcs, "steady-gomaxprocs", o.SteadyProcs, "Once the caches have synced and every controller has made its first pass, run Go code on at most this many CPUs at once (GOMAXPROCS): the start and every re-list use all the runtime allows, the steady trickle of events costs less CPU on one. 0 keeps the runtime's choice; GOMAXPROCS in the environment overrides this flag.")
 	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
 }
 
@@ -146,6 +149,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MinSyncInterval < 0 {
 		errs = append(errs, fmt.Errorf("--min-sync-interval must not be negative, got %s", o.MinSyncInterval))
+	}
+	if o.SteadyProcs < 0 {
+		errs = append(errs, fmt.Errorf("--steady-gomaxprocs must not be negative, got %d", o.SteadyProcs))
 	}
 	if o.ResyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must be positive, got %s", o.ResyncPeriod))

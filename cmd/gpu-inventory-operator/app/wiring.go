@@ -393,7 +393,10 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	if cs.records != nil {
 		started = append(started, cs.records.Synced)
 	}
-	go freeListBuffers(ctx, synced, started)
+	if o.setProcs != nil {
+		o.setProcs(false)
+	}
+	go o.settle(ctx, synced, started)
 	errs := make(chan error, 3)
 	go func() { errs <- cs.inventory.Run(ctx, o.opts.Workers) }()
 	go func() { errs <- cs.nodeStatus.Run(ctx) }()
@@ -517,10 +520,10 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	return cs, nil
 }
 
-// freeListBuffers hands the initial lists' buffers back to the OS once the caches have
-// synced and hold only what they keep, and what the first syncs left once every controller
-// has made its first pass.
-func freeListBuffers(ctx context.Context, synced, started []cache.InformerSynced) {
+// settle hands the initial lists' buffers back to the OS once the caches have synced and
+// hold only what they keep, and what the first syncs left once every controller has made
+// its first pass; then the operator runs on --steady-gomaxprocs.
+func (o *Operator) settle(ctx context.Context, synced, started []cache.InformerSynced) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
@@ -534,8 +537,13 @@ func freeListBuffers(ctx context.Context, synced, started []cache.InformerSynced
 		}
 		return true, nil
 	}
-	if wait.PollUntilContextCancel(ctx, time.Second, false, all) == nil {
-		runtime.GC()
-		debug.FreeOSMemory()
+	if wait.PollUntilContextCancel(ctx, time.Second, false, all) != nil {
+		return
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	if o.setProcs != nil {
+		o.setProcs(true)
+		klog.FromContext(ctx).V(2).Info("Settled", "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
 }
