@@ -34,7 +34,8 @@ import (
 
 // NewInformerClient returns a clientset whose decoder leaves status.nodes out of every
 // GpuInventory it reads (such an object has ListedNodes > 0 and no Nodes; see NodesOmitted);
-// anything else is decoded as usual. docs/design/status-write.md says why.
+// anything else (GpuNode records, say) is decoded as usual. Its watches read each JSON event
+// in place. docs/design/status-write.md says why.
 func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
 	cfg := rest.CopyConfig(config)
 	gv := homelabv1.SchemeGroupVersion

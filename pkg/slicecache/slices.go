@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -136,7 +137,11 @@ func New(client kubernetes.Interface) *Cache {
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.sliceSeen(obj) },
-		UpdateFunc: func(_, cur any) { c.sliceSeen(cur) },
+		UpdateFunc: func(old, cur any) {
+			if !c.unchanged(old, cur) {
+				c.sliceSeen(cur)
+			}
+		},
 		DeleteFunc: c.sliceDeleted,
 	})
 	return c
@@ -208,6 +213,26 @@ func (c *Cache) sliceSeen(obj any) {
 	if node != "" {
 		c.recompute(node)
 	}
+}
+
+// unchanged reports whether an update leaves its node's facts as they are: the node's only
+// slice, a pool of one slice, republished with the same devices (a driver bumps the
+// generation whenever it publishes again).
+func (c *Cache) unchanged(old, cur any) bool {
+	a, ok := old.(*compactSlice)
+	b, ok2 := cur.(*compactSlice)
+	if !ok || !ok2 || a.node == "" || a.node != b.node || a.driver != b.driver || a.pool.name != b.pool.name ||
+		a.pool.resourceSliceCount != 1 || b.pool.resourceSliceCount != 1 || !slices.EqualFunc(a.devices, b.devices, sameDevice) {
+		return false
+	}
+	objs, err := c.informer.GetIndexer().ByIndex(byNode, b.node)
+	return err == nil && len(objs) == 1
+}
+
+func sameDevice(a, b device) bool {
+	return a.name == b.name && a.uuid == b.uuid && a.parentUUID == b.parentUUID && a.pciBusID == b.pciBusID &&
+		*a.model == *b.model && slices.Equal(a.taints, b.taints) && a.memory == b.memory &&
+		a.hasMemory == b.hasMemory && a.consumesCounters == b.consumesCounters
 }
 
 func (c *Cache) sliceDeleted(obj any) {

@@ -333,6 +333,15 @@ func TestFactsOfAPoolOfSeveralSlices(t *testing.T) {
 	if got := f.wantFacts(t, "dra-1", a, b); got == nil || got.Pending || got.GpuCount != 2 {
 		t.Errorf("both slices: %+v, want 2 GPUs", got)
 	}
+	// One slice republished, same devices, next generation: the pool waits for the other.
+	a2 := slice("dra-1-a", "dra-1", 2, 2, "580.126.9", "gpu-0")
+	f.update(t, a2)
+	if node := f.next(t); node != "dra-1" {
+		t.Fatalf("OnChange(%q), want dra-1", node)
+	}
+	if got := f.wantFacts(t, "dra-1", a2, b); got == nil || !got.Pending {
+		t.Errorf("one slice of two at the next generation: %+v, want pending", got)
+	}
 }
 
 // Slices that are not node-local (a network-attached pool) or of another driver (the fake

@@ -211,8 +211,9 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 	if err != nil {
 		return nil, err
 	}
-	// The inventory informer's client leaves status.nodes out: the controller's own writes
-	// come back without it.
+	// The custom resources' informers read JSON watch events in place, and the inventory
+	// informer's GpuInventories come without status.nodes: the controller's own writes come
+	// back without it.
 	inventories, err := inventorycache.NewInformerClient(o.config)
 	if err != nil {
 		return nil, err
@@ -233,7 +234,7 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 	withRecords := o.withRecords
 	o.mu.Unlock()
 	if withRecords {
-		c.records = gpunode.NewRecordInformer(o.client, 0)
+		c.records = gpunode.NewRecordInformer(inventories, 0)
 	}
 	if o.servesSlices(ctx) {
 		c.slices = slicecache.New(o.kube)
