@@ -131,6 +131,7 @@ func listerOrder(nodes []*corev1.Node) func(i int) []*corev1.Node {
 
 func syncOnce(cache *EntryCache, nodes []*corev1.Node) {
 	inv, _ := cache.Compute(nodes, nil, t0)
+	defer inv.Release() // as the controllers do
 	listed, omitted := inv.Listed(DefaultMaxStatusNodes, MaxNodeListBytes)
 	status := homelabv1.GpuInventoryStatus{InventoryHash: inv.Hash, Models: inv.Models, Nodes: listed, Conditions: Conditions(inv, omitted, 1), Allocation: inv.Allocation}
 	if _, err := json.Marshal(status); err != nil {

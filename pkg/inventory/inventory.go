@@ -55,6 +55,37 @@ type Inventory struct {
 	Hash string
 	// digests[i] identifies Nodes[i] and gives the size of its JSON.
 	digests []entryDigest
+	buf     *nodeBuffer // where Nodes and digests live, for Release
+}
+
+// nodeBuffers recycles the node lists that Release hands back: a sync under churn computes
+// every GPU node's entry list anew, and the garbage collector would take the old one.
+var nodeBuffers sync.Pool // of *nodeBuffer
+
+type nodeBuffer struct {
+	nodes   []homelabv1.GpuNodeEntry
+	digests []entryDigest
+}
+
+func getNodeBuffer(n int) *nodeBuffer {
+	b, _ := nodeBuffers.Get().(*nodeBuffer)
+	if b == nil || cap(b.nodes) < n {
+		return &nodeBuffer{nodes: make([]homelabv1.GpuNodeEntry, n), digests: make([]entryDigest, n)}
+	}
+	b.nodes, b.digests = b.nodes[:n], b.digests[:n]
+	return b
+}
+
+// Release hands inv's node list back for a later Compute to reuse. Neither inv's Nodes nor
+// anything that aliases them may be used afterwards; the results of Listed, Status and Diff
+// are copies and stay valid. Calling it is optional.
+func (inv *Inventory) Release() {
+	if inv.buf == nil {
+		return
+	}
+	clear(inv.buf.nodes) // the pool must not keep the entries' strings alive
+	nodeBuffers.Put(inv.buf)
+	inv.buf, inv.Nodes, inv.digests = nil, nil, nil
 }
 
 // entryDigest is what a sync needs of an entry's JSON: its SHA-256 (for the hash) and its
@@ -378,7 +409,8 @@ func fromRefs(refs []entryRef, tracked bool) Inventory {
 	if !slices.IsSortedFunc(refs, byName) {
 		slices.SortFunc(refs, byName)
 	}
-	inv := Inventory{Nodes: make([]homelabv1.GpuNodeEntry, len(refs)), digests: make([]entryDigest, len(refs))}
+	buf := getNodeBuffer(len(refs))
+	inv := Inventory{Nodes: buf.nodes, digests: buf.digests, buf: buf}
 	for i, r := range refs {
 		inv.Nodes[i], inv.digests[i] = *r.entry, r.digest
 	}

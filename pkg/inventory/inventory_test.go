@@ -258,7 +258,34 @@ func TestEntryCacheOrderAsNodesComeAndGo(t *testing.T) {
 		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Inventory{})); diff != "" {
 			t.Fatalf("trial %d: the cache computes another inventory (-uncached +cached):\n%s", trial, diff)
 		}
+		got.Release() // the next trial's compute reuses the node list
 	}
+}
+
+// What a sync keeps of an inventory (the listed nodes, the status) stays as it was when the
+// inventory's node list is released and reused by the next compute.
+func TestReleaseKeepsWhatWasCopied(t *testing.T) {
+	cache := NewEntryCache()
+	a := node("gpu-a", corev1.ConditionTrue, map[string]string{LabelGPUPresent: "true", LabelCount: "8", LabelProduct: "NVIDIA-H100-80GB-HBM3"})
+	b := node("gpu-b", corev1.ConditionFalse, map[string]string{LabelGPUPresent: "true", LabelCount: "4", LabelProduct: "Tesla-T4"})
+	a.ResourceVersion, b.ResourceVersion = "1", "1"
+	first, _ := cache.Compute([]*corev1.Node{a}, nil, t0)
+	listed, _ := first.Listed(DefaultMaxStatusNodes, MaxNodeListBytes)
+	status := first.Status(listed, nil, 1, metav1.NewTime(t0))
+	want := status.DeepCopy()
+	first.Release()
+	if first.Nodes != nil {
+		t.Error("a released inventory still has its node list")
+	}
+	second, _ := cache.Compute([]*corev1.Node{b}, nil, t0)
+	if len(second.Nodes) != 1 || second.Nodes[0].Name != "gpu-b" {
+		t.Fatalf("the compute after a release: %+v", second.Nodes)
+	}
+	if diff := cmp.Diff(want, &status); diff != "" {
+		t.Errorf("the status of the released inventory changed (-before +after):\n%s", diff)
+	}
+	second.Release()
+	second.Release() // twice is harmless
 }
 
 func TestHashChangesWithContent(t *testing.T) {

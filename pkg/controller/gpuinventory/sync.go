@@ -63,6 +63,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if err != nil {
 		return err
 	}
+	defer now.content.Release() // what outlives the sync (status, memory, events) is copied
 	c.observe(gi.Name, now.content)
 	if upToDate(gi, now.content.Hash) {
 		c.memory.markSynced(key)

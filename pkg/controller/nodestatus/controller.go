@@ -281,7 +281,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// Malformed labels are logged by the inventory controller.
 	content, _ := c.entries.ComputeWithRecords(nodes, c.previous(ctx, current), c.records, c.clock.Now())
-	listed, omitted := content.Listed(c.maxNodes, maxDataBytes)
+	listed, omitted := content.Listed(c.maxNodes, maxDataBytes) // a copy
+	content.Release()
 	data, err := Data(listed)
 	if err != nil {
 		return err
