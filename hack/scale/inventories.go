@@ -85,6 +85,7 @@ func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesR
 	time.Sleep(10 * time.Second)
 	res.steadyRSS = readStatus(h.op.pid, "VmRSS")
 	res.peakRSS = readStatus(h.op.pid, "VmHWM")
+	fetchProfile(pprofAddr, "/debug/pprof/heap", "inventories-heap.pprof")
 
 	if err := forEach(items, func(gi *homelabv1.GpuInventory) error {
 		if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, gi.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -61,24 +61,8 @@ type Metrics struct {
 	// Leader is 1 while this instance leads (or runs without leader election).
 	Leader prometheus.Gauge
 
-	// GPUNodes and the rest describe each inventory's content.
-	GPUNodes           *prometheus.GaugeVec
-	GPUs               *prometheus.GaugeVec
-	ModelGPUs          *prometheus.GaugeVec
-	UnhealthyGPUs      *prometheus.GaugeVec
-	LabelsMissingNodes *prometheus.GaugeVec
-	NotReadyNodes      *prometheus.GaugeVec
-	// SourceNodes counts GPU nodes by where their facts came from; ConditionNodes by the
-	// conditions in their entries (a fixed vocabulary).
-	SourceNodes    *prometheus.GaugeVec
-	ConditionNodes *prometheus.GaugeVec
-	// Allocation per model: GPUs held, free, asked for by waiting pods and since when the
-	// oldest of them waits; GPUs held per top namespace.
-	AllocatedGPUs *prometheus.GaugeVec
-	FreeGPUs      *prometheus.GaugeVec
-	PendingGPUs   *prometheus.GaugeVec
-	PendingSince  *prometheus.GaugeVec
-	NamespaceGPUs *prometheus.GaugeVec
+	// contents are the gauges of each inventory's content (SetContent).
+	contents *contents
 
 	requestLatency *prometheus.HistogramVec
 	requestResult  *prometheus.CounterVec
@@ -107,32 +91,7 @@ func New() *Metrics {
 			Help: "Unix time of the last successful sync of each inventory (alert on time() minus this)."}, []string{"inventory"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "leader",
 			Help: "1 while this instance is the leader (or runs without leader election), else 0."}),
-		GPUNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "gpu_nodes",
-			Help: "GPU nodes covered by an inventory, by readiness."}, []string{"inventory", "ready"}),
-		GPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "gpus",
-			Help: "GPUs covered by an inventory, by readiness of their node."}, []string{"inventory", "ready"}),
-		ModelGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "model_gpus",
-			Help: "GPUs per model (product without MIG/-SHARED suffix), by readiness of their node."}, []string{"inventory", "product", "ready"}),
-		UnhealthyGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "unhealthy_gpus",
-			Help: "Unusable GPUs: capacity minus allocatable, DRA devices tainted NoSchedule/NoExecute, at least one per node whose health monitor reports a GPU fault."}, []string{"inventory"}),
-		LabelsMissingNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "labels_missing_nodes",
-			Help: "GPU nodes reported from last-known labels because GPU Feature Discovery's labels vanished."}, []string{"inventory"}),
-		NotReadyNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "node_not_ready",
-			Help: "1 for each GPU node that is not Ready (only with --metrics-per-node)."}, []string{"inventory", "node"}),
-		SourceNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "source_nodes",
-			Help: "GPU nodes by the source of their GPU facts (gpu-feature-discovery, dra, gke, accelerator-label, device-plugin; comma-joined when several)."}, []string{"inventory", "source"}),
-		ConditionNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "condition_nodes",
-			Help: "GPU nodes with a condition in status.nodes[].conditions (NotReady, UnhealthyGPUs, XIDError, DriverUpgradeFailed, ...)."}, []string{"inventory", "condition"}),
-		AllocatedGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "allocated_gpus",
-			Help: "GPUs of which pods hold any part (device plugin or DRA), per model."}, []string{"inventory", "product"}),
-		FreeGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "free_gpus",
-			Help: "GPUs a pod could get whole now (healthy, not held, on a Ready node not cordoned), per model."}, []string{"inventory", "product"}),
-		PendingGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "pending_gpus",
-			Help: "GPUs asked for by pods (and DRA claims) waiting to be scheduled, per requested model (product=\"\": any model)."}, []string{"inventory", "product"}),
-		PendingSince: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "pending_oldest_timestamp_seconds",
-			Help: "Creation time of the oldest waiting pod that asks for GPUs, per requested model (product=\"\": any model)."}, []string{"inventory", "product"}),
-		NamespaceGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "namespace_gpus",
-			Help: "GPUs held per namespace, for the 10 namespaces holding most (the rest as \"<other namespaces>\")."}, []string{"inventory", "namespace"}),
+		contents: newContents(),
 		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "rest_client", Name: "request_duration_seconds",
 			Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"}),
 		requestResult: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "rest_client", Name: "requests_total",
@@ -141,9 +100,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
-		m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs, m.LabelsMissingNodes, m.NotReadyNodes,
-		m.SourceNodes, m.ConditionNodes, m.AllocatedGPUs, m.FreeGPUs, m.PendingGPUs, m.PendingSince, m.NamespaceGPUs,
-		m.requestLatency, m.requestResult)
+		m.contents, m.requestLatency, m.requestResult)
 	m.queues.register(m.Registry)
 	for _, outcome := range GpuNodeOutcomes {
 		m.GpuNodeWrites.WithLabelValues(outcome) // every series from the start, for rate()
@@ -167,11 +124,8 @@ var GpuNodeOutcomes = []string{GpuNodeCreated, GpuNodeUpdated, GpuNodeMissing, G
 // ForgetInventory drops a deleted inventory's series.
 func (m *Metrics) ForgetInventory(name string) {
 	labels := prometheus.Labels{"inventory": name}
-	for _, vec := range []*prometheus.GaugeVec{m.GPUNodes, m.GPUs, m.ModelGPUs, m.UnhealthyGPUs,
-		m.LabelsMissingNodes, m.NotReadyNodes, m.SourceNodes, m.ConditionNodes, m.LastSuccessfulSync,
-		m.AllocatedGPUs, m.FreeGPUs, m.PendingGPUs, m.PendingSince, m.NamespaceGPUs} {
-		vec.DeletePartialMatch(labels)
-	}
+	m.contents.set(name, nil)
+	m.LastSuccessfulSync.DeletePartialMatch(labels)
 	m.StatusWrites.DeletePartialMatch(labels)
 	m.StatusReads.DeletePartialMatch(labels)
 }

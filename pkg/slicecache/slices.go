@@ -136,7 +136,7 @@ func New(client kubernetes.Interface) *Cache {
 	c := &Cache{informer: informer, slices: map[string]string{}}
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.sliceSeen(obj) },
+		AddFunc: func(obj any) { c.sliceSeen(obj) },
 		UpdateFunc: func(old, cur any) {
 			if !c.unchanged(old, cur) {
 				c.sliceSeen(cur)

@@ -19,7 +19,6 @@ package gpuinventory
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -88,13 +87,13 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 	if p := status.Allocation.Pending; len(p) != 1 || p[0].Model != "NVIDIA-B200" || p[0].Gpus != 8 {
 		t.Errorf("pending = %+v, want 8 GPUs of NVIDIA-B200", p)
 	}
-	if got := testutil.ToFloat64(f.metrics.PendingGPUs.WithLabelValues("all", "NVIDIA-B200")); got != 8 {
+	if got, _ := f.gauge("gpu_inventory_pending_gpus", "all", "NVIDIA-B200"); got != 8 {
 		t.Errorf("gpu_inventory_pending_gpus = %v, want 8", got)
 	}
-	if got := testutil.ToFloat64(f.metrics.PendingSince.WithLabelValues("all", "NVIDIA-B200")); got != 1000 {
+	if got, _ := f.gauge("gpu_inventory_pending_oldest_timestamp_seconds", "all", "NVIDIA-B200"); got != 1000 {
 		t.Errorf("gpu_inventory_pending_oldest_timestamp_seconds = %v, want 1000", got)
 	}
-	if got := testutil.ToFloat64(f.metrics.FreeGPUs.WithLabelValues("all", "NVIDIA-H100-80GB-HBM3")); got != 12 {
+	if got, _ := f.gauge("gpu_inventory_free_gpus", "all", "NVIDIA-H100-80GB-HBM3"); got != 12 {
 		t.Errorf("gpu_inventory_free_gpus = %v, want 12", got)
 	}
 	poolStatus := f.appliedStatus(f.sync("pool-b"), "pool-b")
@@ -108,7 +107,7 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 	if status.Allocation.AllocatedGpus != 0 || status.Allocation.PendingPods != 0 || status.Allocation.FreeGpus != 16 {
 		t.Errorf("after the pods left: %+v", status.Allocation)
 	}
-	if testutil.CollectAndCount(f.metrics.PendingGPUs) != 0 {
+	if _, ok := f.gauge("gpu_inventory_pending_gpus", "all", "NVIDIA-B200"); ok {
 		t.Error("pending series stay after the demand went")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,31 @@ func (f *fixture) appliedStatus(actions []core.Action, name string) homelabv1.Gp
 		f.t.Fatalf("want exactly one status write of %s, got %d", name, len(f.writer.written))
 	}
 	return f.writer.written[0]
+}
+
+// gauge reads a gauge of the controller's metrics as /metrics serves it, by its label values
+// in the order of the labels' names; false when there is no such series.
+func (f *fixture) gauge(name string, labels ...string) (float64, bool) {
+	f.t.Helper()
+	families, err := f.metrics.Registry.Gather()
+	if err != nil {
+		f.t.Fatalf("gather metrics: %v", err)
+	}
+	for _, family := range families {
+		if family.GetName() != name {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			got := make([]string, len(m.GetLabel()))
+			for i, l := range m.GetLabel() {
+				got[i] = l.GetValue()
+			}
+			if slices.Equal(got, labels) {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 // counter reads a counter of the controller's metrics.

@@ -29,11 +29,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
 // computed is an inventory's content as the caches say it is now.
@@ -191,66 +190,48 @@ func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory
 // observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
 // inventory and per model, and per node only with PerNodeMetrics.
 func (c *Controller) observe(name string, content inventory.Inventory) {
-	m := c.metrics
-	m.GPUNodes.WithLabelValues(name, "true").Set(float64(content.ReadyGpuNodes))
-	m.GPUNodes.WithLabelValues(name, "false").Set(float64(content.TotalGpuNodes - content.ReadyGpuNodes))
-	m.GPUs.WithLabelValues(name, "true").Set(float64(content.ReadyGpus))
-	m.GPUs.WithLabelValues(name, "false").Set(float64(content.TotalGpus - content.ReadyGpus))
-	m.UnhealthyGPUs.WithLabelValues(name).Set(float64(content.UnhealthyGpus))
-	m.LabelsMissingNodes.WithLabelValues(name).Set(float64(content.LabelsMissingNodes))
-	m.ModelGPUs.DeletePartialMatch(prometheus.Labels{"inventory": name})
-	for _, model := range content.Models {
-		m.ModelGPUs.WithLabelValues(name, model.Product, "true").Set(float64(model.ReadyGpus))
-		m.ModelGPUs.WithLabelValues(name, model.Product, "false").Set(float64(model.Gpus - model.ReadyGpus))
+	out := metrics.Content{
+		GPUNodes: content.TotalGpuNodes, ReadyGPUNodes: content.ReadyGpuNodes,
+		GPUs: content.TotalGpus, ReadyGPUs: content.ReadyGpus,
+		UnhealthyGPUs: content.UnhealthyGpus, LabelsMissingNodes: content.LabelsMissingNodes,
+		Models: make([]metrics.ModelContent, len(content.Models)),
 	}
-	m.SourceNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
-	m.ConditionNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
-	sources, conditions := map[string]int{}, map[string]int{}
+	for i, model := range content.Models {
+		out.Models[i] = metrics.ModelContent{Product: model.Product, GPUs: model.Gpus, ReadyGPUs: model.ReadyGpus,
+			Allocated: model.AllocatedGpus, Free: model.FreeGpus}
+	}
+	sources, conditions := map[string]int32{}, map[string]int32{}
 	for i := range content.Nodes {
 		n := &content.Nodes[i]
 		sources[cmp.Or(n.Source, homelabv1.SourceGPUFeatureDiscovery)]++
 		for _, cond := range n.Conditions {
 			conditions[cond]++
 		}
-	}
-	for source, count := range sources {
-		m.SourceNodes.WithLabelValues(name, source).Set(float64(count))
-	}
-	for cond, count := range conditions {
-		m.ConditionNodes.WithLabelValues(name, cond).Set(float64(count))
-	}
-	c.observeAllocation(name, content)
-	if c.perNodeMetrics {
-		m.NotReadyNodes.DeletePartialMatch(prometheus.Labels{"inventory": name})
-		for _, n := range content.Nodes {
-			if !n.Ready {
-				m.NotReadyNodes.WithLabelValues(name, n.Name).Set(1)
-			}
+		if c.perNodeMetrics && !n.Ready {
+			out.NotReadyNodes = append(out.NotReadyNodes, n.Name)
 		}
 	}
+	out.SourceNodes, out.ConditionNodes = counts(sources), counts(conditions)
+	if a := content.Allocation; a != nil {
+		out.Allocation = true
+		for _, d := range a.Pending {
+			p := metrics.Pending{Product: d.Model, GPUs: d.Gpus}
+			if d.Since != nil {
+				p.Since = d.Since.Unix()
+			}
+			out.Pending = append(out.Pending, p)
+		}
+		for _, ns := range a.Namespaces {
+			out.Namespaces = append(out.Namespaces, metrics.Count{Name: ns.Namespace, Value: ns.Gpus})
+		}
+	}
+	c.metrics.SetContent(name, out)
 }
 
-// observeAllocation publishes what pods hold, what is free and what waiting pods ask for.
-func (c *Controller) observeAllocation(name string, content inventory.Inventory) {
-	m, a := c.metrics, content.Allocation
-	inv := prometheus.Labels{"inventory": name}
-	for _, vec := range []*prometheus.GaugeVec{m.AllocatedGPUs, m.FreeGPUs, m.PendingGPUs, m.PendingSince, m.NamespaceGPUs} {
-		vec.DeletePartialMatch(inv)
+func counts(m map[string]int32) []metrics.Count {
+	out := make([]metrics.Count, 0, len(m))
+	for name, n := range m {
+		out = append(out, metrics.Count{Name: name, Value: n})
 	}
-	if a == nil {
-		return
-	}
-	for _, model := range content.Models {
-		m.AllocatedGPUs.WithLabelValues(name, model.Product).Set(float64(model.AllocatedGpus))
-		m.FreeGPUs.WithLabelValues(name, model.Product).Set(float64(model.FreeGpus))
-	}
-	for _, d := range a.Pending {
-		m.PendingGPUs.WithLabelValues(name, d.Model).Set(float64(d.Gpus))
-		if d.Since != nil {
-			m.PendingSince.WithLabelValues(name, d.Model).Set(float64(d.Since.Unix()))
-		}
-	}
-	for _, ns := range a.Namespaces {
-		m.NamespaceGPUs.WithLabelValues(name, ns.Namespace).Set(float64(ns.Gpus))
-	}
+	return out
 }
