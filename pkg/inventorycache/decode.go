@@ -30,6 +30,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // NewInformerClient returns a clientset whose decoder leaves status.nodes out of every
@@ -41,9 +42,11 @@ func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
 	gv := homelabv1.SchemeGroupVersion
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
-	cfg.NegotiatedSerializer = withoutNodeLists{
+	// JSON watch events are read in place: the event's object is the frame's own bytes, which
+	// client-go's watch decoder decodes before it reads the next frame.
+	cfg.NegotiatedSerializer = kubeproto.WithStreamDecoder(withoutNodeLists{
 		NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
-	}
+	}, runtime.ContentTypeJSON, func(s runtime.Serializer) runtime.Serializer { return eventDecoder{s} })
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create GpuInventory informer client: %w", err)
@@ -57,22 +60,6 @@ type withoutNodeLists struct {
 
 func (s withoutNodeLists) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
 	return nodeListSkippingDecoder{next: s.NegotiatedSerializer.DecoderToVersion(d, gv)}
-}
-
-// SupportedMediaTypes reads JSON watch events in place: the event's object is the frame's
-// own bytes, which client-go's watch decoder decodes before it reads the next frame.
-func (s withoutNodeLists) SupportedMediaTypes() []runtime.SerializerInfo {
-	infos := s.NegotiatedSerializer.SupportedMediaTypes()
-	out := make([]runtime.SerializerInfo, len(infos))
-	for i, info := range infos {
-		out[i] = info
-		if info.MediaType == runtime.ContentTypeJSON && info.StreamSerializer != nil {
-			stream := *info.StreamSerializer
-			stream.Serializer = eventDecoder{stream.Serializer}
-			out[i].StreamSerializer = &stream
-		}
-	}
-	return out
 }
 
 // eventDecoder decodes JSON WatchEvents without copying their objects; anything else goes

@@ -39,21 +39,30 @@ const (
 // decoder hands to the object decoder before it reads the next frame (the generated decoder
 // copies each object, the largest allocation of a watch). Everything else is ns's.
 func WithWatchEvents(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
-	return watchEventSerializer{ns}
+	return WithStreamDecoder(ns, ContentType, func(s runtime.Serializer) runtime.Serializer { return eventDecoder{s} })
 }
 
-type watchEventSerializer struct {
+// WithStreamDecoder wraps a client's serializer so that the watch streams of one media type
+// decode their events with wrap's serializer (given the original one); everything else is
+// ns's, its own methods included.
+func WithStreamDecoder(ns runtime.NegotiatedSerializer, mediaType string, wrap func(runtime.Serializer) runtime.Serializer) runtime.NegotiatedSerializer {
+	return streamSerializer{ns, mediaType, wrap}
+}
+
+type streamSerializer struct {
 	runtime.NegotiatedSerializer
+	mediaType string
+	wrap      func(runtime.Serializer) runtime.Serializer
 }
 
-func (s watchEventSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
+func (s streamSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := s.NegotiatedSerializer.SupportedMediaTypes()
 	out := make([]runtime.SerializerInfo, len(infos))
 	for i, info := range infos {
 		out[i] = info
-		if info.MediaType == ContentType && info.StreamSerializer != nil {
+		if info.MediaType == s.mediaType && info.StreamSerializer != nil {
 			stream := *info.StreamSerializer
-			stream.Serializer = eventDecoder{stream.Serializer}
+			stream.Serializer = s.wrap(stream.Serializer)
 			out[i].StreamSerializer = &stream
 		}
 	}
