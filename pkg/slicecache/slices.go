@@ -231,7 +231,7 @@ func (c *Cache) unchanged(old, cur any) bool {
 
 func sameDevice(a, b device) bool {
 	return a.name == b.name && a.uuid == b.uuid && a.parentUUID == b.parentUUID && a.pciBusID == b.pciBusID &&
-		*a.model == *b.model && slices.Equal(a.taints, b.taints) && a.memory == b.memory &&
+		(a.model == b.model || a.model != nil && b.model != nil && *a.model == *b.model) && slices.Equal(a.taints, b.taints) && a.memory == b.memory &&
 		a.hasMemory == b.hasMemory && a.consumesCounters == b.consumesCounters
 }
 
