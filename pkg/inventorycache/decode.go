@@ -44,9 +44,12 @@ func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
 	cfg.APIPath = "/apis"
 	// JSON watch events are read in place: the event's object is the frame's own bytes, which
 	// client-go's watch decoder decodes before it reads the next frame.
-	cfg.NegotiatedSerializer = kubeproto.WithStreamDecoder(withoutNodeLists{
+	cfg.NegotiatedSerializer = kubeproto.WithWatchEventReader(withoutNodeLists{
 		NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
-	}, runtime.ContentTypeJSON, func(s runtime.Serializer) runtime.Serializer { return eventDecoder{s} })
+	}, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
+		typ, object, ok := watchEvent(frame)
+		return typ, object, ok, nil
+	})
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create GpuInventory informer client: %w", err)
@@ -60,23 +63,6 @@ type withoutNodeLists struct {
 
 func (s withoutNodeLists) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
 	return nodeListSkippingDecoder{next: s.NegotiatedSerializer.DecoderToVersion(d, gv)}
-}
-
-// eventDecoder decodes JSON WatchEvents without copying their objects; anything else goes
-// to the wrapped serializer.
-type eventDecoder struct {
-	runtime.Serializer
-}
-
-func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if event, ok := into.(*metav1.WatchEvent); ok {
-		if typ, object, ok := watchEvent(data); ok {
-			event.Type, event.Object = typ, runtime.RawExtension{Raw: object}
-			gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
-			return event, &gvk, nil
-		}
-	}
-	return d.Serializer.Decode(data, defaults, into)
 }
 
 type nodeListSkippingDecoder struct {

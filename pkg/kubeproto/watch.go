@@ -39,20 +39,28 @@ const (
 // decoder hands to the object decoder before it reads the next frame (the generated decoder
 // copies each object, the largest allocation of a watch). Everything else is ns's.
 func WithWatchEvents(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
-	return WithStreamDecoder(ns, ContentType, func(s runtime.Serializer) runtime.Serializer { return eventDecoder{s} })
+	return WithWatchEventReader(ns, ContentType, func(frame []byte) (string, []byte, bool, error) {
+		typ, raw, err := DecodeWatchEvent(frame)
+		return typ, raw, err == nil, err
+	})
 }
 
-// WithStreamDecoder wraps a client's serializer so that the watch streams of one media type
-// decode their events with wrap's serializer (given the original one); everything else is
-// ns's, its own methods included.
-func WithStreamDecoder(ns runtime.NegotiatedSerializer, mediaType string, wrap func(runtime.Serializer) runtime.Serializer) runtime.NegotiatedSerializer {
-	return streamSerializer{ns, mediaType, wrap}
+// EventReader reads one watch frame of its media type: the event's type and its object's
+// bytes, which alias the frame. ok false (with no error) leaves the frame to the client's own
+// decoder.
+type EventReader func(frame []byte) (typ string, object []byte, ok bool, err error)
+
+// WithWatchEventReader wraps a client's serializer so that the watch streams of one media
+// type read their events with read, in place; everything else is ns's, its own methods
+// included.
+func WithWatchEventReader(ns runtime.NegotiatedSerializer, mediaType string, read EventReader) runtime.NegotiatedSerializer {
+	return streamSerializer{ns, mediaType, read}
 }
 
 type streamSerializer struct {
 	runtime.NegotiatedSerializer
 	mediaType string
-	wrap      func(runtime.Serializer) runtime.Serializer
+	read      EventReader
 }
 
 func (s streamSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
@@ -62,30 +70,33 @@ func (s streamSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 		out[i] = info
 		if info.MediaType == s.mediaType && info.StreamSerializer != nil {
 			stream := *info.StreamSerializer
-			stream.Serializer = s.wrap(stream.Serializer)
+			stream.Serializer = eventDecoder{stream.Serializer, s.read}
 			out[i].StreamSerializer = &stream
 		}
 	}
 	return out
 }
 
-// eventDecoder decodes protobuf WatchEvents (the raw message of a watch frame) in place.
+// eventDecoder decodes WatchEvents (the raw message of a watch frame) in place with read;
+// anything else, and what read leaves, goes to the wrapped serializer.
 type eventDecoder struct {
 	runtime.Serializer
+	read EventReader
 }
 
 func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	event, ok := into.(*metav1.WatchEvent)
-	if !ok {
-		return d.Serializer.Decode(data, defaults, into)
+	if event, ok := into.(*metav1.WatchEvent); ok {
+		typ, raw, read, err := d.read(data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if read {
+			event.Type, event.Object = typ, runtime.RawExtension{Raw: raw}
+			gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
+			return event, &gvk, nil
+		}
 	}
-	typ, raw, err := DecodeWatchEvent(data)
-	if err != nil {
-		return nil, nil, err
-	}
-	event.Type, event.Object = typ, runtime.RawExtension{Raw: raw}
-	gvk := metav1.SchemeGroupVersion.WithKind("WatchEvent")
-	return event, &gvk, nil
+	return d.Serializer.Decode(data, defaults, into)
 }
 
 // DecodeWatchEvent reads a protobuf WatchEvent message as its generated decoder does (the last
