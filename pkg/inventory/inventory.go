@@ -271,6 +271,8 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 	}
 	if c != nil {
 		c.orderLocked(refs)
+	} else {
+		slices.SortFunc(refs, byName)
 	}
 	return fromRefs(refs, c != nil && c.held != nil), warnings
 }
@@ -395,6 +397,7 @@ func FromEntries(entries []homelabv1.GpuNodeEntry) Inventory {
 	for i := range entries {
 		refs[i] = entryRef{entry: &entries[i], digest: digest(&entries[i])}
 	}
+	slices.SortFunc(refs, byName)
 	return fromRefs(refs, false)
 }
 
@@ -403,12 +406,9 @@ func encode(entry *homelabv1.GpuNodeEntry) []byte {
 	return b
 }
 
-// fromRefs is FromEntries for entries whose digests are already known; it sorts refs. With
+// fromRefs is FromEntries for entries whose digests are already known, sorted by name. With
 // tracked, the entries carry what pods hold and the inventory gets an allocation summary.
 func fromRefs(refs []entryRef, tracked bool) Inventory {
-	if !slices.IsSortedFunc(refs, byName) {
-		slices.SortFunc(refs, byName)
-	}
 	buf := getNodeBuffer(len(refs))
 	inv := Inventory{Nodes: buf.nodes, digests: buf.digests, buf: buf}
 	for i, r := range refs {
