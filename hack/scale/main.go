@@ -131,6 +131,16 @@ var (
 	probeLog       *os.File // with --profile-dir: each probe's start and latency
 )
 
+// profilePhase fetches, with --profile-dir, a CPU profile of a phase that lasts d (ending a
+// second before it) and, unless allocsFile is empty, what it allocated; wait on wg.
+func profilePhase(wg *sync.WaitGroup, d time.Duration, cpuFile, allocsFile string) {
+	seconds := max(1, int(d.Seconds())-1)
+	wg.Go(func() { fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), cpuFile) })
+	if allocsFile != "" {
+		wg.Go(func() { fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", seconds), allocsFile) })
+	}
+}
+
 // fetchProfile saves a profile from the operator's pprof endpoint.
 func fetchProfile(addr, path, file string) {
 	if profileDir == "" {
@@ -294,11 +304,7 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	var wg sync.WaitGroup
 	wg.Go(func() { churned, churnErr = testenv.ChurnDRA(churnCtx, kube, n, rate, draShare) })
 	// The whole churn, for enough samples to read shares from.
-	profileFor := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(churnFor.Seconds())-1))
-	wg.Go(func() { fetchProfile(pprofAddr, profileFor, "cpu.pprof") })
-	wg.Go(func() {
-		fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", max(1, int(churnFor.Seconds())-1)), "churn-allocs.pprof")
-	})
+	profilePhase(&wg, churnFor, "cpu.pprof", "churn-allocs.pprof")
 	churnLatency, err := probe(churnCtx, kube, watcher, probes, "churn")
 	if err != nil {
 		return err

@@ -312,11 +312,7 @@ func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Dura
 		defer cancel()
 		start, cpu0 := time.Now(), cpuTicks(h.op.pid)
 		var profiled sync.WaitGroup
-		profileFor := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds())-1))
-		profiled.Go(func() { fetchProfile(pprofAddr, profileFor, "flips-cpu.pprof") })
-		profiled.Go(func() {
-			fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", max(1, int(d.Seconds())-1)), "flips-allocs.pprof")
-		})
+		profilePhase(&profiled, d, "flips-cpu.pprof", "flips-allocs.pprof")
 		var err error
 		res.flips, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
 		res.took = time.Since(start)
