@@ -137,7 +137,7 @@ func gpuRequests(r *corev1.ResourceRequirements) []ResourceCount {
 // plugin (in a container, an init container or the overhead); nil for any other pod.
 //
 // It reads only these fields, so a decoder may fill just them:
-//   - metadata: name, namespace, uid, resourceVersion, creationTimestamp;
+//   - metadata: name, namespace, uid, creationTimestamp;
 //   - spec: containers[].resources.{requests,limits}, initContainers[].resources.{requests,limits}
 //     and initContainers[].restartPolicy, overhead, nodeName, nodeSelector,
 //     affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
@@ -174,16 +174,15 @@ func FromPod(pod *corev1.Pod) *Pod {
 		return nil
 	}
 	return &Pod{
-		Namespace:       pod.Namespace,
-		Name:            pod.Name,
-		UID:             string(pod.UID),
-		ResourceVersion: pod.ResourceVersion,
-		Node:            pod.Spec.NodeName,
-		Finished:        pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
-		Created:         pod.CreationTimestamp.Unix(),
-		Requests:        requests,
-		Model:           pinnedModel(&pod.Spec),
-		ViaClaim:        pod.Status.ExtendedResourceClaimStatus != nil,
+		Namespace: pod.Namespace,
+		Name:      pod.Name,
+		UID:       string(pod.UID),
+		Node:      pod.Spec.NodeName,
+		Model:     pinnedModel(&pod.Spec),
+		Requests:  requests,
+		Created:   pod.CreationTimestamp.Unix(),
+		Finished:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
+		ViaClaim:  pod.Status.ExtendedResourceClaimStatus != nil,
 	}
 }
 

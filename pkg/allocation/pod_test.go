@@ -306,7 +306,7 @@ func TestFromPod(t *testing.T) {
 				}
 				return
 			}
-			want := &Pod{Namespace: "ml", Name: "train", UID: "u1", ResourceVersion: "7", Node: "n1", Created: 1700000000}
+			want := &Pod{Namespace: "ml", Name: "train", UID: "u1", Node: "n1", Created: 1700000000}
 			tt.want(want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("FromPod (-want +got):\n%s", diff)

@@ -27,11 +27,12 @@ import (
 // handlers) take a lock; Held and Pending read without one.
 type Tracker struct {
 	mu sync.Mutex
-	// pods and claims are the pods and claims that hold or wait, by key.
-	pods   map[string]*Pod
+	// pods and claims are the pods and claims that hold or wait, by key. Pods are many:
+	// their key shares the pod's strings, and podsOn lists them (a node has few).
+	pods   map[podKey]*Pod
 	claims map[string]*Claim
 	// podsOn and claimsOn index the holding pods and allocated claims by node.
-	podsOn   map[string]map[string]*Pod
+	podsOn   map[string][]*Pod
 	claimsOn map[string]map[string]*Claim
 	pending  demands
 	// touched collects the nodes an event may have changed, until the event is done.
@@ -46,9 +47,9 @@ type Tracker struct {
 // NewTracker returns an empty Tracker.
 func NewTracker() *Tracker {
 	t := &Tracker{
-		pods:     map[string]*Pod{},
+		pods:     map[podKey]*Pod{},
 		claims:   map[string]*Claim{},
-		podsOn:   map[string]map[string]*Pod{},
+		podsOn:   map[string][]*Pod{},
 		claimsOn: map[string]map[string]*Claim{},
 		pending:  demands{},
 		touched:  map[string]struct{}{},
@@ -77,6 +78,11 @@ func (t *Tracker) Held(node string) *Held {
 // device-plugin pods before claims. The caller must not modify it.
 func (t *Tracker) Pending() []Demand { return *t.pendingView.Load() }
 
+// podKey is a pod's namespace and name.
+type podKey struct{ namespace, name string }
+
+func keyOf(p *Pod) podKey { return podKey{p.Namespace, p.Name} }
+
 // SetPod adds or updates a pod; a finished pod, or one with no requests, is removed. The
 // Tracker keeps p: the caller must not modify it afterwards (nor a Claim given to SetClaim).
 func (t *Tracker) SetPod(p *Pod) {
@@ -86,18 +92,38 @@ func (t *Tracker) SetPod(p *Pod) {
 	t.update(func() { t.setPod(p) })
 }
 
-// DeletePod removes the pod with key namespace/name.
-func (t *Tracker) DeletePod(key string) {
-	t.update(func() { t.removePod(key) })
+// DeletePod removes the pod namespace/name.
+func (t *Tracker) DeletePod(namespace, name string) {
+	t.update(func() { t.removePod(podKey{namespace, name}) })
+}
+
+// Pod is the kept pod namespace/name (one that holds or waits), nil if none. The caller
+// must not modify it.
+func (t *Tracker) Pod(namespace, name string) *Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pods[podKey{namespace, name}]
+}
+
+// Pods are the kept pods (those that hold or wait), in no order. The caller must not
+// modify them.
+func (t *Tracker) Pods() []*Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Pod, 0, len(t.pods))
+	for _, p := range t.pods {
+		out = append(out, p)
+	}
+	return out
 }
 
 // ReplacePods makes pods the whole set of pods: those not in it are removed.
 func (t *Tracker) ReplacePods(pods []*Pod) {
 	t.update(func() {
-		keep := make(map[string]struct{}, len(pods))
+		keep := make(map[podKey]struct{}, len(pods))
 		for _, p := range pods {
 			if p != nil {
-				keep[p.Key()] = struct{}{}
+				keep[keyOf(p)] = struct{}{}
 			}
 		}
 		for key := range t.pods {
@@ -188,12 +214,17 @@ func (t *Tracker) update(apply func()) {
 	}
 }
 
+// SamePod reports whether two states of a pod say the same to allocation (every field;
+// Requests by content).
+func SamePod(a, b *Pod) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID && a.Node == b.Node &&
+		a.Model == b.Model && a.Created == b.Created && a.Finished == b.Finished && a.ViaClaim == b.ViaClaim &&
+		slices.Equal(a.Requests, b.Requests)
+}
+
 // build is what the node's pods and claims hold now.
 func (t *Tracker) build(node string) *Held {
-	var pods []*Pod
-	for _, p := range t.podsOn[node] {
-		pods = append(pods, p)
-	}
+	pods := t.podsOn[node]
 	var claims []*Claim
 	for _, c := range t.claimsOn[node] {
 		claims = append(claims, c)
@@ -202,19 +233,17 @@ func (t *Tracker) build(node string) *Held {
 }
 
 func (t *Tracker) setPod(p *Pod) {
-	key := p.Key()
+	key := keyOf(p)
+	if old := t.pods[key]; old != nil && SamePod(old, p) {
+		return // a status update that changes nothing allocation reads
+	}
 	t.removePod(key)
 	if !p.holds() && !p.waits() {
 		return
 	}
 	t.pods[key] = p
 	if p.holds() {
-		on := t.podsOn[p.Node]
-		if on == nil {
-			on = map[string]*Pod{}
-			t.podsOn[p.Node] = on
-		}
-		on[key] = p
+		t.podsOn[p.Node] = append(t.podsOn[p.Node], p)
 		t.touched[p.Node] = struct{}{}
 	}
 	for _, c := range podDemands(p) {
@@ -223,18 +252,23 @@ func (t *Tracker) setPod(p *Pod) {
 	}
 }
 
-func (t *Tracker) removePod(key string) {
+func (t *Tracker) removePod(key podKey) {
 	p := t.pods[key]
 	if p == nil {
 		return
 	}
 	delete(t.pods, key)
 	if p.holds() {
-		if on := t.podsOn[p.Node]; on != nil {
-			delete(on, key)
-			if len(on) == 0 {
-				delete(t.podsOn, p.Node)
-			}
+		on := t.podsOn[p.Node]
+		if i := slices.Index(on, p); i >= 0 {
+			last := len(on) - 1
+			on[i], on[last] = on[last], nil
+			on = on[:last]
+		}
+		if len(on) == 0 {
+			delete(t.podsOn, p.Node)
+		} else {
+			t.podsOn[p.Node] = on
 		}
 		t.touched[p.Node] = struct{}{}
 	}

@@ -18,7 +18,9 @@ package allocation
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -137,14 +139,14 @@ func TestTrackerPodBoundThenDeleted(t *testing.T) {
 	if got := rec.take(); !slices.Equal(got, []string{"", "n1"}) {
 		t.Errorf("changed = %v, want pending and n1", got)
 	}
-	tr.DeletePod(bound.Key())
+	tr.DeletePod(bound.Namespace, bound.Name)
 	if h := tr.Held("n1"); h != nil {
 		t.Errorf("a deleted pod still holds %+v", h)
 	}
 	if got := rec.take(); !slices.Equal(got, []string{"n1"}) {
 		t.Errorf("changed = %v, want n1", got)
 	}
-	tr.DeletePod(bound.Key())
+	tr.DeletePod(bound.Namespace, bound.Name)
 	if got := rec.take(); len(got) != 0 {
 		t.Errorf("deleting an unknown pod reported %v", got)
 	}
@@ -208,11 +210,11 @@ func TestTrackerPendingSinceFollowsTheOldest(t *testing.T) {
 	if since() != 100 {
 		t.Fatalf("Since = %d, want 100", since())
 	}
-	tr.DeletePod("ml/p1")
+	tr.DeletePod("ml", "p1")
 	if since() != 100 {
 		t.Errorf("Since = %d after one of two oldest left, want 100", since())
 	}
-	tr.DeletePod("ml/p3")
+	tr.DeletePod("ml", "p3")
 	if since() != 200 {
 		t.Errorf("Since = %d after both oldest left, want 200", since())
 	}
@@ -309,6 +311,36 @@ func TestTrackerEqualsCompute(t *testing.T) {
 	}
 }
 
+// SamePod compares every field of Pod: one the API gains must be added to it.
+func TestSamePodComparesEveryField(t *testing.T) {
+	base := Pod{Namespace: "ml", Name: "p", UID: "u", Node: "n", Model: "m", Requests: gpus(1), Created: 1}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		other := base
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Slice:
+			f.Set(reflect.ValueOf(gpus(2)))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to change it", v.Type().Field(i).Name, f.Kind())
+		}
+		if SamePod(&base, &other) {
+			t.Errorf("SamePod ignores a change of %s", v.Type().Field(i).Name)
+		}
+	}
+	same := base
+	same.Requests = gpus(1)
+	if !SamePod(&base, &same) {
+		t.Error("SamePod tells apart two pods that differ only in the Requests slice's identity")
+	}
+}
+
 // world is the current set of pods and claims a random event sequence produces.
 type world struct {
 	r      *rand.Rand
@@ -393,6 +425,12 @@ func (w *world) step(tr *Tracker) string {
 	switch n := r.IntN(20); {
 	case n < 8:
 		p := w.randomPod()
+		if len(w.pods) > 0 && r.IntN(4) == 0 {
+			// An update that changes nothing allocation reads: a copy of a pod it has.
+			keys := slices.Sorted(maps.Keys(w.pods))
+			same := *w.pods[keys[r.IntN(len(keys))]]
+			p = &same
+		}
 		w.pods[p.Key()] = p
 		tr.SetPod(p)
 		if !p.holds() && !p.waits() {
@@ -400,9 +438,10 @@ func (w *world) step(tr *Tracker) string {
 		}
 		return "SetPod " + p.Key()
 	case n < 10:
-		key := pick(r, "a", "b") + "/" + fmt.Sprint("p", r.IntN(12))
+		namespace, name := pick(r, "a", "b"), fmt.Sprint("p", r.IntN(12))
+		key := namespace + "/" + name
 		delete(w.pods, key)
-		tr.DeletePod(key)
+		tr.DeletePod(namespace, name)
 		return "DeletePod " + key
 	case n < 15:
 		c := w.randomClaim()

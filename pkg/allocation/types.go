@@ -57,22 +57,25 @@ type Container struct {
 
 // Pod is what the pod cache keeps of a pod that requests GPUs through the device plugin.
 // Pods that do not are not kept at all.
+//
+// A cache keeps one per GPU pod, so it holds only what allocation reads (no resourceVersion)
+// and its fields are ordered to fit the smallest allocation.
 type Pod struct {
 	Namespace, Name, UID string
-	ResourceVersion      string
 	// Node is spec.nodeName: empty while the pod waits to be scheduled.
 	Node string
-	// Finished: phase Succeeded or Failed; such a pod holds nothing.
-	Finished bool
-	// Created is metadata.creationTimestamp in Unix seconds.
-	Created int64
-	// Requests is the effective request, computed as the scheduler does (PodRequests),
-	// GPU resources only, sorted by name. Never empty for a kept pod.
-	Requests []ResourceCount
 	// Model is the product the pod pins through spec.nodeSelector or a required node
 	// affinity on ProductLabel (the label's value, as GPU Feature Discovery writes it);
 	// empty when it pins none or several.
 	Model string
+	// Requests is the effective request, computed as the scheduler does (PodRequests),
+	// GPU resources only, sorted by name. Never empty for a kept pod. Pods may share one
+	// slice: it is never modified once the pod is built.
+	Requests []ResourceCount
+	// Created is metadata.creationTimestamp in Unix seconds.
+	Created int64
+	// Finished: phase Succeeded or Failed; such a pod holds nothing.
+	Finished bool
 	// ViaClaim: status.extendedResourceClaimStatus is set, so the scheduler serves the
 	// extended-resource request with a DRA claim, which is counted instead.
 	ViaClaim bool

@@ -67,11 +67,24 @@ func (f *fakeTracker) SetPod(p *allocation.Pod) {
 	f.record("set " + p.Key())
 }
 
-func (f *fakeTracker) DeletePod(key string) {
+func (f *fakeTracker) DeletePod(namespace, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	key := namespace + "/" + name
 	delete(f.pods, key)
 	f.record("delete " + key)
+}
+
+func (f *fakeTracker) Pod(namespace, name string) *allocation.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pods[namespace+"/"+name]
+}
+
+func (f *fakeTracker) Pods() []*allocation.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.pods))
 }
 
 func (f *fakeTracker) ReplacePods(pods []*allocation.Pod) {
@@ -252,8 +265,8 @@ func TestCacheSkipsPodsItCannotRead(t *testing.T) {
 	}
 }
 
-// What the cache keeps of a GPU pod is small, and nothing of its bytes: no kept string may
-// hold on to the message it was decoded from. Pods without GPUs leave nothing.
+// What the cache and the tracker keep of a GPU pod is small, and nothing of its bytes: no kept
+// string may hold on to the message it was decoded from. Pods without GPUs leave nothing.
 func TestKeptPodsAreSmall(t *testing.T) {
 	const n = 5000
 	heap := func() uint64 {
@@ -262,7 +275,7 @@ func TestKeptPodsAreSmall(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc
 	}
-	s := newStore(newFakeTracker())
+	s := newStore(allocation.NewTracker())
 	before := heap()
 	func() {
 		for i := range 2 * n {
@@ -288,11 +301,11 @@ func TestKeptPodsAreSmall(t *testing.T) {
 		}
 	}()
 	perPod := float64(heap()-before) / n
-	if len(s.pods) != n {
-		t.Fatalf("the store keeps %d pods; want the %d GPU pods", len(s.pods), n)
+	if kept := len(s.List()); kept != n {
+		t.Fatalf("the tracker keeps %d pods; want the %d GPU pods", kept, n)
 	}
-	if perPod > 512 {
-		t.Errorf("the cache holds %.0f bytes per GPU pod (the tracker's copy included); want at most 512", perPod)
+	if perPod > 384 {
+		t.Errorf("the cache and the tracker hold %.0f bytes per GPU pod; want at most 384", perPod)
 	}
 	runtime.KeepAlive(s)
 }

@@ -125,7 +125,7 @@ func deliver(into, obj runtime.Object, gvk schema.GroupVersionKind) (runtime.Obj
 func objectOf(pod *corev1.Pod) *Object {
 	if p := allocation.FromPod(pod); p != nil {
 		internPod(p)
-		return &Object{Pod: p}
+		return &Object{Pod: p, resourceVersion: pod.ResourceVersion}
 	}
 	return &Object{resourceVersion: pod.ResourceVersion, initialEventsEnd: pod.Annotations[metav1.InitialEventsAnnotationKey]}
 }
@@ -134,9 +134,9 @@ func objectOf(pod *corev1.Pod) *Object {
 // not its GPU resources becomes an Object with Err, so that one such pod does not stop the
 // list or the watch; one whose metadata cannot be read is an error.
 func decodeObject(raw []byte) (*Object, error) {
-	pod, err := DecodePod(raw)
+	pod, resourceVersion, err := decodePod(raw)
 	if err == nil && pod != nil {
-		return &Object{Pod: pod}, nil
+		return &Object{Pod: pod, resourceVersion: resourceVersion}, nil
 	}
 	meta, metaErr := readMeta(raw, err != nil)
 	if metaErr != nil {

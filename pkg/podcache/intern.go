@@ -17,6 +17,7 @@ limitations under the License.
 package podcache
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -32,12 +33,21 @@ const (
 	maxInternedString = 256     // longer strings are not interned
 )
 
-// interner hands out one copy of the strings that repeat across pods: namespaces, node
-// names, resource names, models.
+// interner hands out one copy of the strings that repeat across pods (namespaces, node
+// names, resource names, models) and of the requests most pods make (one GPU resource).
 type interner struct {
-	mu      sync.Mutex
-	strings map[string]string
-	bytes   int
+	mu       sync.Mutex
+	strings  map[string]string
+	requests map[allocation.ResourceCount][]allocation.ResourceCount
+	bytes    int
+}
+
+// makeRoom starts the tables over when cost more would not fit. t.mu is held.
+func (t *interner) makeRoom(cost int) {
+	if t.strings == nil || t.bytes+cost > maxInternedBytes {
+		t.strings, t.requests, t.bytes = map[string]string{}, map[allocation.ResourceCount][]allocation.ResourceCount{}, 0
+	}
+	t.bytes += cost
 }
 
 // interned is the table DecodePod interns into, shared by every decoder of the process.
@@ -57,14 +67,28 @@ func (t *interner) intern(s string) string {
 	if kept, ok := t.strings[s]; ok {
 		return kept
 	}
-	cost := len(s) + internOverhead
-	if t.strings == nil || t.bytes+cost > maxInternedBytes {
-		t.strings, t.bytes = map[string]string{}, 0
-	}
+	t.makeRoom(len(s) + internOverhead)
 	s = strings.Clone(s)
 	t.strings[s] = s
-	t.bytes += cost
 	return s
+}
+
+// requestsOf returns the one copy of requests of a single resource (N whole GPUs, one MIG
+// profile: most pods), else rs. Kept pods never modify their requests, so they may share
+// them. The resource's name must be interned already.
+func (t *interner) requestsOf(rs []allocation.ResourceCount) []allocation.ResourceCount {
+	if len(rs) != 1 {
+		return rs
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.requests[rs[0]]; ok {
+		return kept
+	}
+	t.makeRoom(internOverhead)
+	rs = slices.Clip(rs)
+	t.requests[rs[0]] = rs
+	return rs
 }
 
 // internPod makes p share the strings that repeat across pods (p decoded from JSON).
@@ -73,6 +97,7 @@ func internPod(p *allocation.Pod) {
 	for i := range p.Requests {
 		p.Requests[i].Name = resourceName(p.Requests[i].Name)
 	}
+	p.Requests = interned.requestsOf(p.Requests)
 }
 
 // resourceName returns a GPU resource's name: the constant for the two plain ones, else

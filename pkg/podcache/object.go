@@ -34,7 +34,7 @@ type Object struct {
 	// Pod is nil for a pod that requests no GPU resource, or that could not be read.
 	Pod *allocation.Pod
 
-	resourceVersion  string // of a pod without Pod
+	resourceVersion  string
 	initialEventsEnd string // the bookmark's k8s.io/initial-events-end annotation
 
 	// Of a pod that could not be read: the store counts and forgets it.
@@ -43,12 +43,7 @@ type Object struct {
 }
 
 // ResourceVersion is the pod's resourceVersion.
-func (o *Object) ResourceVersion() string {
-	if o.Pod != nil {
-		return o.Pod.ResourceVersion
-	}
-	return o.resourceVersion
-}
+func (o *Object) ResourceVersion() string { return o.resourceVersion }
 
 // GetObjectKind implements runtime.Object; Objects have no kind.
 func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -74,17 +74,28 @@ const (
 // reads. It first looks for a GPU resource in the containers', init containers' and
 // overhead's resource names without allocating; a pod that names none is nil, nil, and
 // nothing else of it is decoded. Resource entries other than GPU resources are skipped
-// unread. Namespaces, node names, resource names and models are interned.
+// unread. Namespaces, node names, resource names, models and requests of one resource are
+// interned.
 func DecodePod(raw []byte) (*allocation.Pod, error) {
+	pod, _, err := decodePod(raw)
+	return pod, err
+}
+
+// decodePod is DecodePod, with the pod's resourceVersion.
+func decodePod(raw []byte) (*allocation.Pod, string, error) {
 	gpu, err := namesGPUResource(raw)
 	if err != nil || !gpu {
-		return nil, err
+		return nil, "", err
 	}
 	pod, err := minimalPod(raw)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return allocation.FromPod(pod), nil
+	p := allocation.FromPod(pod)
+	if p != nil {
+		p.Requests = interned.requestsOf(p.Requests)
+	}
+	return p, pod.ResourceVersion, nil
 }
 
 // namesGPUResource reports whether a Pod message names a GPU resource in a container's or an

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,10 +301,11 @@ func TestPodTableCoversTheShapes(t *testing.T) {
 	}
 }
 
-// Pods of one namespace on one node share their namespace's, node's and model's strings.
+// Pods of one namespace on one node share their namespace's, node's and model's strings, and
+// pods asking for the same single resource share their requests.
 func TestDecodedPodsShareRepeatedStrings(t *testing.T) {
-	decode := func(name string) *allocation.Pod {
-		p := gpuPod("team-a", name, gpus("1"))
+	decode := func(name string, resources corev1.ResourceList) *allocation.Pod {
+		p := gpuPod("team-a", name, resources)
 		p.Spec.NodeSelector = map[string]string{allocation.ProductLabel: "NVIDIA-H100-80GB-HBM3"}
 		data, err := p.Marshal()
 		if err != nil {
@@ -315,10 +317,20 @@ func TestDecodedPodsShareRepeatedStrings(t *testing.T) {
 		}
 		return got
 	}
-	a, b := decode("a"), decode("b")
+	a, b := decode("a", gpus("1")), decode("b", gpus("1"))
 	same := func(x, y string) bool { return len(x) > 0 && unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(a.Namespace, b.Namespace) || !same(a.Node, b.Node) || !same(a.Model, b.Model) {
 		t.Error("two pods of one namespace, node and model do not share those strings")
+	}
+	if unsafe.SliceData(a.Requests) != unsafe.SliceData(b.Requests) {
+		t.Error("two pods asking for one GPU do not share their requests")
+	}
+	c := decode("c", gpus("2"))
+	if want := []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 2}}; !slices.Equal(c.Requests, want) || cap(c.Requests) != 1 {
+		t.Errorf("a pod asking for two GPUs has requests %v (capacity %d); want %v", c.Requests, cap(c.Requests), want)
+	}
+	if !slices.Equal(a.Requests, []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}) {
+		t.Errorf("a pod asking for one GPU has requests %v", a.Requests)
 	}
 }
 
@@ -433,7 +445,7 @@ func TestDecodingSerializer(t *testing.T) {
 				}
 				return got
 			}
-			if diff := cmp.Diff(&Object{Pod: allocation.FromPod(gpu)}, decode(gpu), cmp.AllowUnexported(Object{})); diff != "" {
+			if diff := cmp.Diff(&Object{Pod: allocation.FromPod(gpu), resourceVersion: gpu.ResourceVersion}, decode(gpu), cmp.AllowUnexported(Object{})); diff != "" {
 				t.Errorf("GPU pod (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(&Object{resourceVersion: cpu.ResourceVersion}, decode(cpu), cmp.AllowUnexported(Object{})); diff != "" {
@@ -443,7 +455,7 @@ func TestDecodingSerializer(t *testing.T) {
 			if meta := got.GetObjectMeta(); meta.GetResourceVersion() != "77" || meta.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 				t.Errorf("bookmark decoded as %+v", meta)
 			}
-			wantList := &ObjectList{ListMeta: list.ListMeta, Items: []*Object{{Pod: allocation.FromPod(gpu)}}}
+			wantList := &ObjectList{ListMeta: list.ListMeta, Items: []*Object{{Pod: allocation.FromPod(gpu), resourceVersion: gpu.ResourceVersion}}}
 			if diff := cmp.Diff(wantList, decode(list), cmp.AllowUnexported(Object{})); diff != "" {
 				t.Errorf("pod list (-want +got):\n%s", diff)
 			}

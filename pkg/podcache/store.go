@@ -18,8 +18,6 @@ package podcache
 
 import (
 	"fmt"
-	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -29,42 +27,42 @@ import (
 )
 
 // Tracker is what the cache tells of the GPU pods it sees (allocation.Tracker): the pods
-// that hold or wait for GPUs, never a finished one, and each change once.
+// that hold or wait for GPUs, never a finished one, and each change once. The store keeps no
+// pods of its own: it asks the tracker what it has.
 type Tracker interface {
 	// SetPod adds a pod or replaces the one with its key.
 	SetPod(pod *allocation.Pod)
-	// DeletePod forgets the pod with key (namespace/name).
-	DeletePod(key string)
+	// DeletePod forgets the pod namespace/name.
+	DeletePod(namespace, name string)
 	// ReplacePods replaces every pod with pods (after a list).
 	ReplacePods(pods []*allocation.Pod)
+	// Pod is the kept pod namespace/name, nil if none.
+	Pod(namespace, name string) *allocation.Pod
+	// Pods are the kept pods.
+	Pods() []*allocation.Pod
 }
 
 var _ Tracker = (*allocation.Tracker)(nil)
 
-// podKey is a pod's namespace and name, sharing the strings of the kept pod.
-type podKey struct{ namespace, name string }
-
-func keyOf(p *allocation.Pod) podKey { return podKey{p.Namespace, p.Name} }
-
-// store is the reflector's store: it keeps the GPU pods that are not finished, by key, and
-// tells the tracker of each change. Objects without a Pod (pods that name no GPU resource:
-// their requests cannot change, so they never become GPU pods) are ignored on every call,
-// and so are deletions of pods it does not keep; the reflector's resourceVersion comes from
-// the events themselves, not from the store.
+// store is the reflector's store: it tells the tracker of each change to a GPU pod that is
+// not finished, and keeps only the resourceVersion. Objects without a Pod (pods that name no
+// GPU resource: their requests cannot change, so they never become GPU pods) are ignored on
+// every call, and so are updates that change nothing allocation reads and deletions of pods
+// the tracker does not have; the reflector's resourceVersion comes from the events
+// themselves, not from the store. Its List and Get read the tracker.
 type store struct {
 	tracker Tracker
 	synced  atomic.Bool
 	skipped atomic.Int64 // pods that could not be read
 
-	mu     sync.RWMutex
-	pods   map[podKey]*allocation.Pod
-	lastRV string // of the last event or list, kept or not
+	mu     sync.RWMutex // orders the calls to the tracker, as the events came
+	lastRV string       // of the last event or list, kept or not
 }
 
 var _ cache.Store = (*store)(nil)
 
 func newStore(tracker Tracker) *store {
-	return &store{tracker: tracker, pods: map[podKey]*allocation.Pod{}}
+	return &store{tracker: tracker}
 }
 
 // object returns an event's Object.
@@ -80,70 +78,66 @@ func object(obj any) (*Object, error) {
 }
 
 // seen records the resourceVersion of an event's object and returns its pod: nil for an
-// object the store ignores. A pod that could not be read is counted and forgotten.
+// object the store ignores. A pod that could not be read is counted and forgotten. s.mu is
+// held.
 func (s *store) seen(obj any) (*allocation.Pod, error) {
 	o, err := object(obj)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.lastRV = o.ResourceVersion()
 	if o.err != nil {
 		s.skipped.Add(1)
-		s.forget(podKey{o.namespace, o.name})
+		s.forget(o.namespace, o.name)
 	}
 	return o.Pod, nil
 }
 
-// forget drops a kept pod and tells the tracker. s.mu is held.
-func (s *store) forget(key podKey) {
-	if p, kept := s.pods[key]; kept {
-		delete(s.pods, key)
-		s.tracker.DeletePod(p.Key())
+// forget tells the tracker to drop a pod it has. s.mu is held.
+func (s *store) forget(namespace, name string) {
+	if s.tracker.Pod(namespace, name) != nil {
+		s.tracker.DeletePod(namespace, name)
 	}
 }
 
-// Add keeps a GPU pod that is not finished and tells the tracker; a finished one is dropped.
+// Add tells the tracker of a GPU pod that is not finished, unless it has that pod as it is;
+// a finished one is dropped.
 func (s *store) Add(obj any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p, err := s.seen(obj)
 	if err != nil || p == nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := keyOf(p)
-	old, kept := s.pods[key]
-	switch {
+	switch old := s.tracker.Pod(p.Namespace, p.Name); {
 	case p.Finished:
-		s.forget(key)
-	case kept && sameAllocation(old, p):
+		s.forget(p.Namespace, p.Name)
+	case old != nil && allocation.SamePod(old, p):
 		// A status update that changes nothing allocation reads: the tracker's pod stays.
 	default:
-		s.pods[key] = p
 		s.tracker.SetPod(p)
 	}
 	return nil
 }
 
-// Update is Add: the store holds the latest state of each kept pod.
+// Update is Add: the tracker holds the latest state of each pod.
 func (s *store) Update(obj any) error { return s.Add(obj) }
 
-// Delete drops a kept pod and tells the tracker; other deletions are ignored.
+// Delete drops a pod the tracker has; other deletions are ignored.
 func (s *store) Delete(obj any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p, err := s.seen(obj)
 	if err != nil || p == nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.forget(keyOf(p))
+	s.forget(p.Namespace, p.Name)
 	return nil
 }
 
-// Replace keeps the listed GPU pods that are not finished, and nothing else.
+// Replace gives the tracker the listed GPU pods that are not finished, and nothing else.
 func (s *store) Replace(list []any, resourceVersion string) error {
-	pods := make(map[podKey]*allocation.Pod)
+	pods := make([]*allocation.Pod, 0, len(list))
 	for _, obj := range list {
 		o, err := object(obj)
 		if err != nil {
@@ -153,16 +147,12 @@ func (s *store) Replace(list []any, resourceVersion string) error {
 			s.skipped.Add(1)
 		}
 		if p := o.Pod; p != nil && !p.Finished {
-			pods[keyOf(p)] = p
+			pods = append(pods, p)
 		}
 	}
-	all := make([]*allocation.Pod, 0, len(pods))
-	for _, p := range pods {
-		all = append(all, p)
-	}
 	s.mu.Lock()
-	s.pods, s.lastRV = pods, resourceVersion
-	s.tracker.ReplacePods(all)
+	s.lastRV = resourceVersion
+	s.tracker.ReplacePods(pods)
 	s.mu.Unlock()
 	s.synced.Store(true)
 	return nil
@@ -185,29 +175,27 @@ func (s *store) Bookmark(resourceVersion string) {
 	s.mu.Unlock()
 }
 
-// List returns the kept pods, each an *allocation.Pod (read-only, shared with the tracker).
+// List returns the tracker's pods, each an *allocation.Pod (read-only).
 func (s *store) List() []any {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]any, 0, len(s.pods))
-	for _, p := range s.pods {
-		out = append(out, p)
+	pods := s.tracker.Pods()
+	out := make([]any, len(pods))
+	for i, p := range pods {
+		out[i] = p
 	}
 	return out
 }
 
-// ListKeys returns the kept pods' keys (namespace/name).
+// ListKeys returns the tracker's pods' keys (namespace/name).
 func (s *store) ListKeys() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.pods))
-	for _, p := range s.pods {
-		out = append(out, p.Key())
+	pods := s.tracker.Pods()
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = p.Key()
 	}
 	return out
 }
 
-// Get returns the kept pod of obj's key.
+// Get returns the tracker's pod of obj's key.
 func (s *store) Get(obj any) (any, bool, error) {
 	o, err := object(obj)
 	if err != nil || o.Pod == nil {
@@ -216,26 +204,16 @@ func (s *store) Get(obj any) (any, bool, error) {
 	return s.GetByKey(o.Pod.Key())
 }
 
-// GetByKey returns the kept pod of key (namespace/name).
+// GetByKey returns the tracker's pod of key (namespace/name).
 func (s *store) GetByKey(key string) (any, bool, error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, false, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	p, ok := s.pods[podKey{namespace, name}]
-	if !ok {
+	p := s.tracker.Pod(namespace, name)
+	if p == nil {
 		return nil, false, nil
 	}
 	return p, true, nil
 }
 
-// sameAllocation reports whether two states of a pod say the same to allocation: everything
-// but the resourceVersion.
-func sameAllocation(a, b *allocation.Pod) bool {
-	x, y := *a, *b
-	x.ResourceVersion, y.ResourceVersion = "", ""
-	x.Requests, y.Requests = nil, nil
-	return reflect.DeepEqual(x, y) && slices.Equal(a.Requests, b.Requests)
-}

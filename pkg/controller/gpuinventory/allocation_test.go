@@ -101,8 +101,8 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 		t.Errorf("pool-b: %+v; want 8 free and no demand for a model it does not have", poolStatus.Allocation)
 	}
 
-	tracker.DeletePod("ml/train")
-	tracker.DeletePod("ml/wait")
+	tracker.DeletePod("ml", "train")
+	tracker.DeletePod("ml", "wait")
 	status = f.appliedStatus(f.sync("all"), "all")
 	if status.Allocation.AllocatedGpus != 0 || status.Allocation.PendingPods != 0 || status.Allocation.FreeGpus != 16 {
 		t.Errorf("after the pods left: %+v", status.Allocation)
