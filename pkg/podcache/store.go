@@ -216,4 +216,3 @@ func (s *store) GetByKey(key string) (any, bool, error) {
 	}
 	return p, true, nil
 }
-
