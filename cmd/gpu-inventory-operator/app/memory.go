@@ -25,27 +25,47 @@ import (
 
 // After a burst of work (a churn, an attack, many inventories at once) the heap holds free
 // pages the Go scavenger hands back only slowly; the operator's resident set would stay at
-// the burst's height. Once a minute, when more than freeMemoryThreshold is free but still
-// held, it is handed back (one forced GC of a heap of a few tens of MiB).
+// the burst's height. Every few seconds, when more than freeMemoryThreshold is free but still
+// held and the burst is over (the operator allocated less than half of it since the last
+// look, so it will not need it soon), it is handed back: one forced GC of a heap of a few
+// tens of MiB. Under a steady churn that would reuse the memory, it is handed back only once
+// a minute.
 const (
-	freeMemoryEvery     = time.Minute
+	freeMemoryEvery     = 5 * time.Second
+	freeMemoryAnyway    = 12 // looks: once a minute
 	freeMemoryThreshold = 8 << 20
 )
 
-// returnFreeMemory checks every period until ctx is done.
+// returnFreeMemory looks every period until ctx is done.
 func returnFreeMemory(ctx context.Context, every time.Duration, threshold uint64) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
-	for {
+	metrics.Read(sample)
+	lastAllocs := uint64(0)
+	if sample[1].Value.Kind() == metrics.KindUint64 {
+		lastAllocs = sample[1].Value.Uint64()
+	}
+	for look := 1; ; look++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
 		metrics.Read(sample)
-		if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > threshold {
+		if sample[0].Value.Kind() != metrics.KindUint64 || sample[1].Value.Kind() != metrics.KindUint64 {
+			continue
+		}
+		free, allocs := sample[0].Value.Uint64(), sample[1].Value.Uint64()
+		if shouldReturn(free, allocs-lastAllocs, threshold, look%freeMemoryAnyway == 0) {
 			debug.FreeOSMemory()
 		}
+		lastAllocs = allocs
 	}
+}
+
+// shouldReturn decides whether free heap is handed back: more than threshold, and either
+// more than twice what was allocated since the last look (the burst is over) or anyway.
+func shouldReturn(free, allocated, threshold uint64, anyway bool) bool {
+	return free > threshold && (anyway || free > 2*allocated)
 }

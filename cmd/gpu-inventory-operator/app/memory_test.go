@@ -53,3 +53,26 @@ func TestFreeMemoryIsHandedBack(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Free memory goes back once the burst is over, not while a churn would reuse it; once a
+// minute it goes back whatever the pace.
+func TestShouldReturn(t *testing.T) {
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name            string
+		free, allocated uint64
+		anyway, want    bool
+	}{
+		{"quiet after a burst", 40 * mib, 1 * mib, false, true},
+		{"under a churn", 40 * mib, 300 * mib, false, false},
+		{"under a churn, the minute's look", 40 * mib, 300 * mib, true, true},
+		{"little free", 6 * mib, 0, true, false},
+		{"at the threshold", 8 * mib, 0, true, false},
+		{"half of it allocated again", 20 * mib, 10 * mib, false, false},
+	} {
+		if got := shouldReturn(tt.free, tt.allocated, 8*mib, tt.anyway); got != tt.want {
+			t.Errorf("%s: shouldReturn(%d MiB free, %d MiB allocated, anyway %v) = %v; want %v",
+				tt.name, tt.free/mib, tt.allocated/mib, tt.anyway, got, tt.want)
+		}
+	}
+}
