@@ -101,6 +101,7 @@ func (c *EntryCache) NodeIdentity(node *corev1.Node) (spec homelabv1.GpuNodeSpec
 	if c != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		c.drainLocked()
 	}
 	cached := c.lookupLocked(node)
 	if !cached.gpu || !cached.known && cached.entry.Source != homelabv1.SourceDevicePlugin {

@@ -122,6 +122,12 @@ type EntryCache struct {
 	// deviceList lists a node's devices for its record when its facts do not keep them.
 	deviceList func(node string) []homelabv1.GpuDevice
 	held       Held // nil: pods are not read
+
+	// notified: Changed names every node whose devices or holdings change (Notified), so a
+	// cached entry asks devices and held again only after that, or when its node changed.
+	notified bool
+	changeMu sync.Mutex
+	changed  map[string]struct{} // named by Changed since the last lookups drained them
 }
 
 // Devices returns what a node's DRA ResourceSlices say (nil: no slices). A node's facts are
@@ -146,6 +152,7 @@ type cachedEntry struct {
 	// known: a discovery source (labels, slices, cloud labels) states the GPUs now; without
 	// one, what was last known of the node is carried.
 	known    bool
+	stale    bool                    // Changed named the node since facts and held were read
 	entry    *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
 	digest   entryDigest
 	warnings []Warning
@@ -178,9 +185,62 @@ func (c *EntryCache) Forget(name string) {
 	c.mu.Unlock()
 }
 
+// Notified tells c that Changed is called with every node whose devices or holdings change,
+// before anything that reads c learns of the change (register it with the sources first):
+// from then on, a compute asks devices and held only about nodes that changed or were named
+// by Changed, not about every node. It returns c.
+func (c *EntryCache) Notified() *EntryCache {
+	c.mu.Lock()
+	c.notified = true
+	c.mu.Unlock()
+	return c
+}
+
+// Changed says that a node's devices or holdings changed (see Notified); "" is ignored.
+func (c *EntryCache) Changed(node string) {
+	if node == "" {
+		return
+	}
+	c.changeMu.Lock()
+	if c.changed == nil {
+		c.changed = map[string]struct{}{}
+	}
+	c.changed[node] = struct{}{}
+	c.changeMu.Unlock()
+}
+
+// drainLocked marks stale the cached entries of the nodes Changed named; it runs before
+// the lookups that follow read any devices or holdings, so a change named later is never
+// lost. c.mu is held.
+func (c *EntryCache) drainLocked() {
+	if c == nil || !c.notified {
+		return
+	}
+	c.changeMu.Lock()
+	changed := c.changed
+	c.changed = nil
+	c.changeMu.Unlock()
+	for node := range changed {
+		if e, ok := c.entries[node]; ok {
+			e.stale = true
+		}
+	}
+}
+
 // lookupLocked returns the node's parsed entry, parsing it when the node changed since it was
-// cached. c.mu is held (or c is nil: no cache).
+// cached. c.mu is held and drainLocked ran (or c is nil: no cache).
 func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
+	if c != nil && c.notified && node.ResourceVersion != "" {
+		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && !e.stale {
+			return e
+		}
+	}
+	if !IsGPUNode(node) {
+		if c != nil {
+			delete(c.entries, node.Name) // it may have been a GPU node
+		}
+		return &notGPU // not cached: the check is cheap, and half of a fleet is such nodes
+	}
 	var facts *DeviceFacts
 	if c != nil && c.devices != nil {
 		facts = c.devices(node.Name)
@@ -191,14 +251,9 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	}
 	if c != nil && node.ResourceVersion != "" {
 		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && e.facts == facts && e.held == held {
+			e.stale = false
 			return e
 		}
-	}
-	if !IsGPUNode(node) {
-		if c != nil {
-			delete(c.entries, node.Name) // it may have been a GPU node
-		}
-		return &notGPU // not cached: the check is cheap, and half of a fleet is such nodes
 	}
 	entry, warnings := EntryFrom(node, facts)
 	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, held: held, gpu: true, known: Discovered(node, &entry)}
@@ -245,6 +300,7 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		// every node.
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		c.drainLocked()
 		refs = c.refs[:0]
 		defer func() { clear(refs); c.refs = refs[:0] }() // keep the room, not the entries
 	}

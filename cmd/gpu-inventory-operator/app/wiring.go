@@ -441,6 +441,14 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 	if allocations != nil {
 		entries = entries.WithAllocation(c.tracker.Held)
 	}
+	// The entry cache hears of changed devices and holdings before any controller does.
+	if c.slices != nil {
+		c.slices.OnChange(entries.Changed)
+	}
+	if allocations != nil {
+		c.tracker.OnChange(entries.Changed)
+	}
+	entries.Notified()
 	nodeEvents := &nodecache.Events{}
 	cs := &controllers{}
 	var recordOf inventory.Records
