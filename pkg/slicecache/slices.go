@@ -35,9 +35,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // GroupVersion is the API the cache reads ResourceSlices from.
@@ -116,7 +120,29 @@ var factsOf = inventory.DeviceFactsOf
 // type of the watch events, which the reflector checks before the transform. Nothing runs
 // until the informer is started.
 func New(client kubernetes.Interface) *Cache {
-	slices := client.ResourceV1().ResourceSlices()
+	return newCache(client.ResourceV1().ResourceSlices(), client)
+}
+
+// NewForConfig is New on a client of its own: protobuf over HTTP/1.1 on a connection of its
+// own, with watch events read in place (kubeproto), as the node cache reads nodes.
+func NewForConfig(config *rest.Config) (*Cache, error) {
+	cfg := kubeproto.StreamConfig(config)
+	cfg.GroupVersion = &resourcev1.SchemeGroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	client, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create ResourceSlice client: %w", err)
+	}
+	return newCache(resourcev1client.New(client).ResourceSlices(), client), nil
+}
+
+// newCache builds the cache on slices; client tells whether the client serves streaming
+// lists (a fake clientset does not).
+func newCache(slices resourcev1client.ResourceSliceInterface, client any) *Cache {
 	driver := fields.OneTermEqualSelector("spec.driver", inventory.DRADriver).String()
 	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

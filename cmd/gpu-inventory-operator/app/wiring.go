@@ -237,7 +237,11 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 		c.records = gpunode.NewRecordInformer(inventories, 0)
 	}
 	if o.servesSlices(ctx) {
-		c.slices = slicecache.New(o.kube)
+		slices, err := slicecache.NewForConfig(o.config)
+		if err != nil {
+			return nil, err
+		}
+		c.slices = slices
 	}
 	if o.opts.Allocation {
 		if err := o.newAllocationCaches(ctx, c); err != nil {
