@@ -152,6 +152,7 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 
 	fmt.Fprintf(os.Stderr, "hostile: waiting for the operator's RSS to settle (%.0f MiB now)\n", readStatus(h.op.pid, "VmRSS")/1024)
 	res.settledRSS, res.settleTook = settleRSS(ctx, h.op.pid, h.quietRSS+8*1024, 4*time.Minute)
+	fetchProfile(pprofAddr, "/debug/pprof/heap", "hostile-heap.pprof") // what stayed, beside heap.pprof of the quiet phase
 
 	if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, untouchedInventory, metav1.DeleteOptions{}); err != nil {
 		return nil, fmt.Errorf("delete inventory %s: %w", untouchedInventory, err)
