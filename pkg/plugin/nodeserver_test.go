@@ -51,6 +51,8 @@ type nodeServer struct {
 	// is not served.
 	failPods, failClaims *apierrors.StatusError
 	noClaims             bool
+	// namespaces: the namespace list is served (those of the pods), else it is not found.
+	namespaces bool
 
 	mu       sync.Mutex
 	requests []listRequest
@@ -97,7 +99,7 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	namespace, resource, served := listPath(r.URL.Path)
-	if !served || resource == "resourceclaims" && s.noClaims {
+	if !served || resource == "resourceclaims" && s.noClaims || resource == "namespaces" && !s.namespaces {
 		// What the API server answers for a resource it does not serve.
 		writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotFound, "list", schema.GroupResource{Resource: r.URL.Path}, "", "", 0, false))
 		return
@@ -158,6 +160,21 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return l
 		}
+	case "namespaces":
+		seen := map[string]bool{}
+		for _, p := range s.pods {
+			if !seen[p.Namespace] {
+				seen[p.Namespace] = true
+				items = append(items, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}})
+			}
+		}
+		list = func(items []runtime.Object, meta metav1.ListMeta) runtime.Object {
+			l := &corev1.NamespaceList{ListMeta: meta}
+			for _, o := range items {
+				l.Items = append(l.Items, *o.(*corev1.Namespace))
+			}
+			return l
+		}
 	case "resourceclaims":
 		if s.failClaims != nil {
 			writeStatus(w, s.failClaims)
@@ -204,7 +221,7 @@ func (s *nodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // listPath splits a list request's path: /api/v1/RESOURCE, /api/v1/namespaces/NS/RESOURCE,
-// and the same under /apis/resource.k8s.io/v1 for resourceclaims.
+// /api/v1/namespaces, and the same under /apis/resource.k8s.io/v1 for resourceclaims.
 func listPath(path string) (namespace, resource string, ok bool) {
 	rest, core := strings.CutPrefix(path, "/api/v1/")
 	if !core {
@@ -222,7 +239,7 @@ func listPath(path string) (namespace, resource string, ok bool) {
 		return "", "", false
 	}
 	switch {
-	case core && resource == "nodes" && namespace == "", core && resource == "pods", !core && resource == "resourceclaims":
+	case core && (resource == "nodes" || resource == "namespaces") && namespace == "", core && resource == "pods", !core && resource == "resourceclaims":
 		return namespace, resource, true
 	}
 	return "", "", false

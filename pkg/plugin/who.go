@@ -23,12 +23,15 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -66,7 +69,8 @@ An allocated claim reserved for no pod is listed as claim/NAME.
 
 Like kubectl get, it lists the current namespace; -n picks another, -A all of them. It needs
 "list" on pods (and on resourceclaims.resource.k8s.io where DRA is served) there, and "list"
-on gpunodes.homelab.youngju.dev for the models (without it GPUs are counted as whole units).`,
+on gpunodes.homelab.youngju.dev for the models (without it GPUs are counted as whole units).
+With -A and "list" on namespaces, each namespace's pods are listed apart, three at a time.`,
 		Example: `  kubectl gpuinv who -A                    # every pod holding GPUs
   kubectl gpuinv who -n ml-team
   kubectl gpuinv who -A --by-namespace     # GPUs held per namespace
@@ -145,9 +149,12 @@ func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocati
 		return nil, nil, err
 	}
 	var pods []*allocation.Pod
-	err = podcache.StreamPods(ctx, core, namespace, func(p *allocation.Pod) error {
+	var mu sync.Mutex // fn runs in several lists at once with -A
+	err = streamPods(ctx, core, namespace, func(p *allocation.Pod) error {
 		if !p.Finished {
+			mu.Lock()
 			pods = append(pods, p)
+			mu.Unlock()
 		}
 		return nil
 	})
@@ -170,6 +177,47 @@ func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocati
 		return nil, nil, c.explainList(err, listClaims(namespace))
 	}
 	return pods, claims, nil
+}
+
+// With -A, the pods of each namespace are listed apart, podListers at a time: the API server
+// serves each list on a core of its own and the lists' round trips overlap, where one list of
+// all pods waits for every page in turn. Beyond maxSplitNamespaces namespaces, or without
+// the right to list namespaces, all pods are listed at once.
+const (
+	podListers         = 3
+	maxSplitNamespaces = 256
+)
+
+// streamPods streams the GPU pods of namespace ("" for all) to fn, which must be safe to
+// call from several goroutines.
+func streamPods(ctx context.Context, core rest.Interface, namespace string, fn func(*allocation.Pod) error) error {
+	if namespace != "" {
+		return podcache.StreamPods(ctx, core, namespace, fn)
+	}
+	list, err := corev1client.New(core).Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) < 2 || len(list.Items) > maxSplitNamespaces || list.Continue != "" {
+		return podcache.StreamPods(ctx, core, "", fn)
+	}
+	names := make(chan string, len(list.Items))
+	for i := range list.Items {
+		names <- list.Items[i].Name
+	}
+	close(names)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for range podListers {
+		wg.Go(func() {
+			for ns := range names {
+				if err := podcache.StreamPods(ctx, core, ns, fn); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
 }
 
 // explainList explains an API error of a list, found inside err; other errors (a malformed

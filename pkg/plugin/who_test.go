@@ -19,11 +19,13 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,6 +267,51 @@ func TestWhoStreamsPages(t *testing.T) {
 	want = []string{"/api/v1/namespaces/team-1/pods", "/apis/resource.k8s.io/v1/namespaces/team-1/resourceclaims"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("list requests for -n team-1 (-want +got):\n%s", diff)
+	}
+}
+
+// Where namespaces can be listed, -A lists each namespace's pods apart, several at a time,
+// and says the same as one list of all pods; a failed list fails the whole answer.
+func TestWhoListsNamespacesApart(t *testing.T) {
+	nodes, _, _ := allocatedFleet()
+	var pods []*corev1.Pod
+	for i := range 600 {
+		ns := fmt.Sprintf("team-%d", i%7)
+		if i%3 == 0 {
+			pods = append(pods, gpuPod(ns, fmt.Sprintf("gpu-%04d", i), fmt.Sprintf("node-%d", i%50), statusTime, "nvidia.com/gpu", 1))
+		} else {
+			pods = append(pods, gpuPod(ns, fmt.Sprintf("web-%04d", i), "dgx-01", statusTime))
+		}
+	}
+	whole := &nodeServer{nodes: nodes, pods: pods}
+	want := runPlugin(context.Background(), whoClients(t, whole, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
+	apart := &nodeServer{nodes: nodes, pods: pods, namespaces: true}
+	got := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
+	if want.code != ExitOK || got.code != ExitOK {
+		t.Fatalf("exit %d and %d, stderr %q and %q", want.code, got.code, want.err, got.err)
+	}
+	if diff := cmp.Diff(want.out, got.out); diff != "" {
+		t.Errorf("namespaces listed apart (-one list +apart):\n%s", diff)
+	}
+	var paths []string
+	for _, req := range apart.listRequests() {
+		if strings.HasSuffix(req.path, "/pods") {
+			paths = append(paths, req.path)
+		}
+	}
+	slices.Sort(paths)
+	var wantPaths []string
+	for i := range 7 {
+		wantPaths = append(wantPaths, fmt.Sprintf("/api/v1/namespaces/team-%d/pods", i))
+	}
+	if diff := cmp.Diff(wantPaths, paths); diff != "" {
+		t.Errorf("pod lists (-want +got):\n%s", diff)
+	}
+
+	apart.failPods = apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
+	r := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A")
+	if r.code == ExitOK || !strings.Contains(r.err, "forbidden") {
+		t.Errorf("a forbidden pod list: exit %d, stderr %q", r.code, r.err)
 	}
 }
 
