@@ -17,7 +17,6 @@ limitations under the License.
 package podcache
 
 import (
-	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -65,8 +64,6 @@ const (
 	requirementValues      = 3
 	statusPhase            = 1
 	statusExtendedResource = 18 // extendedResourceClaimStatus
-
-	quantityString = 1 // resource.Quantity.string
 )
 
 // DecodePod decodes a protobuf v1 Pod (the message, without the envelope) into what
@@ -297,49 +294,12 @@ func (r *reader) addGPUResource(list *corev1.ResourceList, entry []byte) error {
 	return nil
 }
 
-// Bounds of a quantity's string that DecodePod parses: ParseQuantity's work grows with the
-// power of ten a string names (a long fraction or a large exponent), without limit.
-const (
-	maxQuantityBytes  = 64
-	maxExponentDigits = 3
-)
-
-// errAbsurdQuantity: a quantity's string is beyond the bounds above.
-var errAbsurdQuantity = errors.New("absurd quantity")
-
-// quantity decodes a resource.Quantity message as its Unmarshal does (every string parsed,
-// the last kept), refusing strings beyond the bounds instead of parsing them.
+// quantity decodes a resource.Quantity message as its Unmarshal does, refusing strings
+// too long to parse safely (kubeproto.Quantity).
 func quantity(b []byte) (resource.Quantity, error) {
 	var q resource.Quantity
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != quantityString || typ != protowire.BytesType {
-			return nil
-		}
-		if absurd(v) {
-			return fmt.Errorf("%w of %d bytes", errAbsurdQuantity, len(v))
-		}
-		var err error
-		q, err = resource.ParseQuantity(string(v))
-		return err
-	})
+	err := kubeproto.Quantity(b, &q)
 	return q, err
-}
-
-// absurd reports whether a quantity's string is beyond the bounds DecodePod parses.
-func absurd(s []byte) bool {
-	if len(s) > maxQuantityBytes {
-		return true
-	}
-	digits := -1 // of the exponent, once an e or E is seen
-	for _, c := range s {
-		switch {
-		case c == 'e' || c == 'E':
-			digits = 0
-		case digits >= 0 && c >= '0' && c <= '9':
-			digits++
-		}
-	}
-	return digits > maxExponentDigits
 }
 
 // affinity reads the required node affinity's terms, and of their match expressions

@@ -376,7 +376,7 @@ func TestDecodePodBoundsWhatItBuilds(t *testing.T) {
 	message := func(num protowire.Number, content []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), content)
 	}
-	gpuEntry := append(message(kubeproto.MapKey, []byte(allocation.ResourceGPU)), message(kubeproto.MapValue, message(quantityString, []byte("1")))...)
+	gpuEntry := append(message(kubeproto.MapKey, []byte(allocation.ResourceGPU)), message(kubeproto.MapValue, message(1 /* resource.Quantity.string */, []byte("1")))...)
 	gpuContainer := message(specContainers, message(containerResources, message(resourcesLimits, gpuEntry)))
 	emptyContainer := message(specContainers, nil)
 	spec := func(containers int) []byte {
@@ -480,7 +480,7 @@ func FuzzDecodePod(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := DecodePod(data)
-		if errors.Is(err, errAbsurdQuantity) || mayParseForever.Match(data) {
+		if errors.Is(err, kubeproto.ErrAbsurdQuantity) || mayParseForever.Match(data) {
 			return // the generated decoder could take unbounded time: nothing to compare with
 		}
 		full, ok := unmarshal(data)
@@ -519,7 +519,7 @@ func TestAbsurdQuantitiesAreRefusedUnparsed(t *testing.T) {
 	for _, q := range []string{"1e-999999999", "1e999999999", "0." + strings.Repeat("0", 100) + "1", strings.Repeat("9", 65), "1e4294967297"} {
 		start := time.Now()
 		_, err := DecodePod(marshalWithQuantity(t, q))
-		if !errors.Is(err, errAbsurdQuantity) {
+		if !errors.Is(err, kubeproto.ErrAbsurdQuantity) {
 			t.Errorf("%.20s...: DecodePod error %v; want an absurd quantity", q, err)
 		}
 		if d := time.Since(start); d > time.Second {

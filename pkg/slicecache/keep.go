@@ -22,6 +22,7 @@ package slicecache
 
 import (
 	"math"
+	"strings"
 	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -64,6 +65,7 @@ func nodeLocal(s *resourcev1.ResourceSlice) bool {
 // informer can still track and delete it. Slices are never modified once cached.
 type compactSlice struct {
 	name, resourceVersion string
+	initialEventsEnd      string // the watch-list bookmark's k8s.io/initial-events-end annotation
 	driver                string
 	node                  string // spec.nodeName; "" when not node-local
 	pool                  pool
@@ -120,7 +122,11 @@ func (s *compactSlice) DeepCopyObject() runtime.Object {
 // (meta.Accessor) reads the name and resourceVersion: a new ObjectMeta on each call, since
 // one held by every slice would cost more than the rest of it.
 func (s *compactSlice) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: s.name, ResourceVersion: s.resourceVersion}
+	meta := &metav1.ObjectMeta{Name: s.name, ResourceVersion: s.resourceVersion}
+	if s.initialEventsEnd != "" {
+		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: s.initialEventsEnd}
+	}
+	return meta
 }
 
 // consumesCounters stands in for a device's counter consumption when a slice is expanded:
@@ -193,7 +199,8 @@ func (t *trimmer) Trim(obj any) (any, error) {
 }
 
 func (t *trimmer) trim(s *resourcev1.ResourceSlice) *compactSlice {
-	out := &compactSlice{name: s.Name, resourceVersion: s.ResourceVersion, driver: t.intern(s.Spec.Driver)}
+	out := &compactSlice{name: s.Name, resourceVersion: s.ResourceVersion, driver: t.intern(s.Spec.Driver),
+		initialEventsEnd: s.Annotations[metav1.InitialEventsAnnotationKey]}
 	if !nodeLocal(s) {
 		return out
 	}
@@ -258,10 +265,14 @@ type trimmer struct {
 	models map[model]*model
 }
 
-// intern returns the one copy of s that the cached slices share.
+// intern returns the one copy of s that the cached slices share. s may be a view of bytes
+// that change later: what is kept is a copy.
 func (t *trimmer) intern(s string) string {
-	if s == "" || len(s) > maxInternedString {
-		return s
+	if s == "" {
+		return ""
+	}
+	if len(s) > maxInternedString {
+		return strings.Clone(s)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -271,12 +282,14 @@ func (t *trimmer) intern(s string) string {
 	if t.table == nil || t.bytes+len(s)+internOverhead > maxInternedBytes {
 		t.table, t.bytes = map[string]string{}, 0
 	}
+	s = strings.Clone(s)
 	t.table[s] = s
 	t.bytes += len(s) + internOverhead
 	return s
 }
 
-// model returns the one copy of m that the cached slices share.
+// model returns the one copy of m that the cached slices share. m's strings may be views
+// of bytes that change later: what is kept is a copy.
 func (t *trimmer) model(m model) *model {
 	if len(m.kind)+len(m.productName)+len(m.architecture)+len(m.computeCapability)+
 		len(m.driverVersion)+len(m.cudaDriverVersion)+len(m.profile) > maxInternedString {
@@ -291,13 +304,15 @@ func (t *trimmer) model(m model) *model {
 		t.models = map[model]*model{}
 	}
 	p := m.copy()
-	t.models[m] = p
+	t.models[*p] = p
 	return p
 }
 
-// copy returns m on the heap; taking m's address would move it there on every call.
+// copy returns a copy of m on the heap, its strings copied too.
 func (m model) copy() *model {
-	p := new(model)
-	*p = m
-	return p
+	return &model{
+		kind: strings.Clone(m.kind), productName: strings.Clone(m.productName), architecture: strings.Clone(m.architecture),
+		computeCapability: strings.Clone(m.computeCapability), driverVersion: strings.Clone(m.driverVersion),
+		cudaDriverVersion: strings.Clone(m.cudaDriverVersion), profile: strings.Clone(m.profile),
+	}
 }

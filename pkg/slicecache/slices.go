@@ -24,6 +24,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 
@@ -36,7 +37,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -118,18 +118,35 @@ var factsOf = inventory.DeviceFactsOf
 // spec.driver=gpu.nvidia.com (the client sets the content type), no resync. The informer's
 // store holds compactSlices (its transform is trimmer.Trim): its example object is the
 // type of the watch events, which the reflector checks before the transform. Nothing runs
-// until the informer is started.
+// until the informer is started. Tests build it on a fake clientset.
 func New(client kubernetes.Interface) *Cache {
-	return newCache(client.ResourceV1().ResourceSlices(), client)
+	slices := client.ResourceV1().ResourceSlices()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = driverSelector
+			return slices.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = driverSelector
+			return slices.Watch(ctx, opts)
+		},
+	}, client)
+	return newCache(lw, &resourcev1.ResourceSlice{}, &trimmer{})
 }
 
-// NewForConfig is New on a client of its own: protobuf over HTTP/1.1 on a connection of its
-// own, with watch events read in place (kubeproto), as the node cache reads nodes.
+// NewForConfig is New on a client of its own, as the operator runs it: protobuf over
+// HTTP/1.1 on a connection of its own, watch events read in place (kubeproto), and each
+// ResourceSlice decoded straight into its compact form (decodeSlice), so that the informer's
+// events are compactSlices already.
 func NewForConfig(config *rest.Config) (*Cache, error) {
+	t := &trimmer{}
 	cfg := kubeproto.StreamConfig(config)
 	cfg.GroupVersion = &resourcev1.SchemeGroupVersion
 	cfg.APIPath = "/apis"
-	cfg.NegotiatedSerializer = kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
+	cfg.NegotiatedSerializer = decodingSerializer{
+		NegotiatedSerializer: kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()),
+		trimmer:              t,
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -137,28 +154,35 @@ func NewForConfig(config *rest.Config) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create ResourceSlice client: %w", err)
 	}
-	return newCache(resourcev1client.New(client).ResourceSlices(), client), nil
-}
-
-// newCache builds the cache on slices; client tells whether the client serves streaming
-// lists (a fake clientset does not).
-func newCache(slices resourcev1client.ResourceSliceInterface, client any) *Cache {
-	driver := fields.OneTermEqualSelector("spec.driver", inventory.DRADriver).String()
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = driver
-			return slices.List(ctx, opts)
+			opts.FieldSelector = driverSelector
+			return client.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = driver
-			return slices.Watch(ctx, opts)
+			opts.FieldSelector = driverSelector
+			opts.Watch = true
+			req := client.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec)
+			if opts.TimeoutSeconds != nil {
+				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
+			}
+			return req.Watch(ctx)
 		},
-	}, client), &resourcev1.ResourceSlice{}, cache.SharedIndexInformerOptions{
+	}
+	return newCache(lw, &compactSlice{}, t), nil
+}
+
+// driverSelector keeps the slices of the NVIDIA driver.
+var driverSelector = fields.OneTermEqualSelector("spec.driver", inventory.DRADriver).String()
+
+// newCache builds the cache on lw, whose events carry objects of example's type.
+func newCache(lw cache.ListerWatcher, example runtime.Object, t *trimmer) *Cache {
+	informer := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      0, // facts change only with slices
 		Indexers:          cache.Indexers{byNode: indexByNode},
 		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
 	})
-	_ = informer.SetTransform((&trimmer{}).Trim) // fails only once the informer has started
+	_ = informer.SetTransform(t.Trim) // fails only once the informer has started
 	c := &Cache{informer: informer, slices: map[string]string{}}
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
