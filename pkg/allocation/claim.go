@@ -17,6 +17,7 @@ limitations under the License.
 package allocation
 
 import (
+	"bytes"
 	"sort"
 	"strings"
 
@@ -96,14 +97,14 @@ func claimHolders(refs []resourcev1.ResourceClaimConsumerReference) []Holder {
 	var out []Holder
 	for _, r := range refs {
 		if r.APIGroup == "" && r.Resource == "pods" {
-			out = append(out, Holder{Name: r.Name, UID: string(r.UID)})
+			out = append(out, Holder{Name: r.Name, UID: UIDOf(string(r.UID))})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {
 			return out[i].Name < out[j].Name
 		}
-		return out[i].UID < out[j].UID
+		return bytes.Compare(out[i].UID[:], out[j].UID[:]) < 0
 	})
 	return out
 }

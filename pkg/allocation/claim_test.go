@@ -92,7 +92,7 @@ func TestFromClaim(t *testing.T) {
 			},
 			want: func(c *Claim) {
 				c.Devices = []Device{{"n1", "gpu-0-mig-1g5gb-19-0"}}
-				c.Holders = []Holder{{"worker-a", "pa"}, {"worker-b", "pb"}}
+				c.Holders = []Holder{{"worker-a", UIDOf("pa")}, {"worker-b", UIDOf("pb")}}
 			},
 		},
 		{

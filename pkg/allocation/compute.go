@@ -185,7 +185,7 @@ func (d demands) list() []Demand {
 // nothing. The result does not depend on the order of pods or claims.
 func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 	type nsAgg struct {
-		pods      map[string]struct{}
+		pods      map[podID]struct{}
 		resources map[string]int64
 		devices   map[string]struct{}
 	}
@@ -193,14 +193,14 @@ func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 	ns := func(name string) *nsAgg {
 		a := byNS[name]
 		if a == nil {
-			a = &nsAgg{pods: map[string]struct{}{}, resources: map[string]int64{}, devices: map[string]struct{}{}}
+			a = &nsAgg{pods: map[podID]struct{}{}, resources: map[string]int64{}, devices: map[string]struct{}{}}
 			byNS[name] = a
 		}
 		return a
 	}
 	for _, p := range pods {
 		a := ns(p.Namespace)
-		a.pods[podID(p.UID, p.Name)] = struct{}{}
+		a.pods[podIDOf(p.UID, p.Name)] = struct{}{}
 		addTo(a.resources, p.Requests)
 	}
 	for _, c := range claims {
@@ -211,7 +211,7 @@ func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 			}
 		}
 		for _, h := range c.Holders {
-			a.pods[podID(h.UID, h.Name)] = struct{}{}
+			a.pods[podIDOf(h.UID, h.Name)] = struct{}{}
 		}
 	}
 	if len(byNS) == 0 {
@@ -232,11 +232,16 @@ func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 }
 
 // podID names a pod within its namespace: its UID, or its name when the UID is not known.
-func podID(uid, name string) string {
-	if uid != "" {
-		return uid
+type podID struct {
+	uid  UID
+	name string
+}
+
+func podIDOf(uid UID, name string) podID {
+	if uid != (UID{}) {
+		return podID{uid: uid}
 	}
-	return "\x00" + name
+	return podID{name: name}
 }
 
 // heldEqual compares two Held by value.

@@ -176,7 +176,7 @@ func FromPod(pod *corev1.Pod) *Pod {
 	return &Pod{
 		Namespace: pod.Namespace,
 		Name:      pod.Name,
-		UID:       string(pod.UID),
+		UID:       UIDOf(string(pod.UID)),
 		Node:      pod.Spec.NodeName,
 		Model:     pinnedModel(&pod.Spec),
 		Requests:  requests,

@@ -306,7 +306,7 @@ func TestFromPod(t *testing.T) {
 				}
 				return
 			}
-			want := &Pod{Namespace: "ml", Name: "train", UID: "u1", Node: "n1", Created: 1700000000}
+			want := &Pod{Namespace: "ml", Name: "train", UID: UIDOf("u1"), Node: "n1", Created: 1700000000}
 			tt.want(want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("FromPod (-want +got):\n%s", diff)
@@ -325,5 +325,32 @@ func TestQuantityCountClamps(t *testing.T) {
 		if got := quantityCount(resource.MustParse(s)); got != want {
 			t.Errorf("quantityCount(%s) = %d, want %d", s, got, want)
 		}
+	}
+}
+
+// A UID the API server assigns is held as its 16 bytes; any other string as a hash, so that
+// distinct strings stay distinct (an uppercase spelling included) and "" is unknown.
+func TestUIDOf(t *testing.T) {
+	u := UIDOf("0f7d3c52-5b1e-4a55-9b7e-000000000007")
+	if want := (UID{0x0f, 0x7d, 0x3c, 0x52, 0x5b, 0x1e, 0x4a, 0x55, 0x9b, 0x7e, 0, 0, 0, 0, 0, 0x07}); u != want {
+		t.Errorf("UIDOf(a UUID) = %x; want its bytes %x", u, want)
+	}
+	seen := map[UID]string{}
+	for _, s := range []string{"0f7d3c52-5b1e-4a55-9b7e-000000000007", "0F7D3C52-5B1E-4A55-9B7E-000000000007",
+		"0f7d3c52-5b1e-4a55-9b7e-00000000000g", "0f7d3c525b1e4a559b7e000000000007", "u1", "u2", "pod-a"} {
+		got := UIDOf(s)
+		if got == (UID{}) {
+			t.Errorf("UIDOf(%q) is the zero UID", s)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("UIDOf(%q) = UIDOf(%q)", s, other)
+		}
+		seen[got] = s
+		if UIDOf(s) != got {
+			t.Errorf("UIDOf(%q) differs between calls", s)
+		}
+	}
+	if UIDOf("") != (UID{}) {
+		t.Error(`UIDOf("") is not the zero UID`)
 	}
 }

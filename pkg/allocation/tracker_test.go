@@ -59,13 +59,13 @@ func (r *recorder) take() []string {
 }
 
 func boundPod(ns, name, node string, requests ...ResourceCount) *Pod {
-	return &Pod{Namespace: ns, Name: name, UID: ns + "-" + name, Node: node, Created: 100, Requests: requests}
+	return &Pod{Namespace: ns, Name: name, UID: UIDOf(ns + "-" + name), Node: node, Created: 100, Requests: requests}
 }
 
 func allocatedClaim(ns, name string, holders []string, devices ...Device) *Claim {
 	c := &Claim{Namespace: ns, Name: name, UID: "claim-" + name, Created: 50, Devices: devices}
 	for _, h := range holders {
-		c.Holders = append(c.Holders, Holder{Name: h, UID: ns + "-" + h})
+		c.Holders = append(c.Holders, Holder{Name: h, UID: UIDOf(ns + "-" + h)})
 	}
 	return c
 }
@@ -120,7 +120,7 @@ func TestTrackerFinishedPodReleases(t *testing.T) {
 func TestTrackerPodBoundThenDeleted(t *testing.T) {
 	tr := NewTracker()
 	rec := record(tr)
-	waiting := &Pod{Namespace: "ml", Name: "a", UID: "u", Created: 10, Model: "NVIDIA-H100-80GB-HBM3",
+	waiting := &Pod{Namespace: "ml", Name: "a", UID: UIDOf("u"), Created: 10, Model: "NVIDIA-H100-80GB-HBM3",
 		Requests: []ResourceCount{rc(ResourceGPU, 2), rc(ResourceMIGPrefix+"3g.40gb", 1)}}
 	tr.SetPod(waiting)
 	want := []Demand{{Model: "NVIDIA-H100-80GB-HBM3", Pods: 1, Milli: 2428, Since: 10}}
@@ -313,7 +313,7 @@ func TestTrackerEqualsCompute(t *testing.T) {
 
 // SamePod compares every field of Pod: one the API gains must be added to it.
 func TestSamePodComparesEveryField(t *testing.T) {
-	base := Pod{Namespace: "ml", Name: "p", UID: "u", Node: "n", Model: "m", Requests: gpus(1), Created: 1}
+	base := Pod{Namespace: "ml", Name: "p", UID: UIDOf("u"), Node: "n", Model: "m", Requests: gpus(1), Created: 1}
 	v := reflect.ValueOf(&base).Elem()
 	for i := range v.NumField() {
 		other := base
@@ -327,6 +327,8 @@ func TestSamePodComparesEveryField(t *testing.T) {
 			f.SetBool(!f.Bool())
 		case reflect.Slice:
 			f.Set(reflect.ValueOf(gpus(2)))
+		case reflect.Array:
+			f.Index(0).SetUint(f.Index(0).Uint() + 1)
 		default:
 			t.Fatalf("field %s of kind %s: teach this test to change it", v.Type().Field(i).Name, f.Kind())
 		}
@@ -375,7 +377,7 @@ func (w *world) randomPod() *Pod {
 	r := w.r
 	name := fmt.Sprint("p", r.IntN(12))
 	ns := pick(r, "a", "b")
-	p := &Pod{Namespace: ns, Name: name, UID: ns + name + pick(r, "", "-v2"), Created: r.Int64N(50)}
+	p := &Pod{Namespace: ns, Name: name, UID: UIDOf(ns + name + pick(r, "", "-v2")), Created: r.Int64N(50)}
 	for range 1 + r.IntN(2) {
 		p.Requests = append(p.Requests, rc(pick(r, ResourceGPU, ResourceGPUShared, ResourceMIGPrefix+"1g.5gb", ResourceMIGPrefix+"3g.20gb"), 1+r.Int64N(3)))
 	}
@@ -402,7 +404,7 @@ func (w *world) randomClaim() *Claim {
 		for range r.IntN(3) {
 			// Holders named like the pods, so pods and claim holders overlap.
 			h := fmt.Sprint("p", r.IntN(12))
-			c.Holders = append(c.Holders, Holder{Name: h, UID: ns + h + pick(r, "", "-v2")})
+			c.Holders = append(c.Holders, Holder{Name: h, UID: UIDOf(ns + h + pick(r, "", "-v2"))})
 		}
 		return c
 	}

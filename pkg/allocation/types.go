@@ -20,7 +20,10 @@ limitations under the License.
 // API calls: the pod and claim caches feed it what they decoded.
 package allocation
 
-import "strings"
+import (
+	"crypto/sha256"
+	"strings"
+)
 
 // GPU resources and the DRA driver whose devices count.
 const (
@@ -61,7 +64,7 @@ type Container struct {
 // A cache keeps one per GPU pod, so it holds only what allocation reads (no resourceVersion)
 // and its fields are ordered to fit the smallest allocation.
 type Pod struct {
-	Namespace, Name, UID string
+	Namespace, Name string
 	// Node is spec.nodeName: empty while the pod waits to be scheduled.
 	Node string
 	// Model is the product the pod pins through spec.nodeSelector or a required node
@@ -74,11 +77,65 @@ type Pod struct {
 	Requests []ResourceCount
 	// Created is metadata.creationTimestamp in Unix seconds.
 	Created int64
+	UID     UID
 	// Finished: phase Succeeded or Failed; such a pod holds nothing.
 	Finished bool
 	// ViaClaim: status.extendedResourceClaimStatus is set, so the scheduler serves the
 	// extended-resource request with a DRA claim, which is counted instead.
 	ViaClaim bool
+}
+
+// UID is a pod's metadata.uid in 16 bytes: the UUID the API server assigns, as its bytes,
+// and any other string (a test's, a fake server's) as a hash of it. Allocation only compares
+// UIDs, to count a pod once whether it holds through the device plugin, a claim or both;
+// a kept pod holds 16 bytes instead of a 36-character string. The zero UID is unknown.
+type UID [16]byte
+
+// UIDOf returns the UID of the string s; "" is the zero UID.
+func UIDOf(s string) UID {
+	var u UID
+	if s == "" {
+		return u
+	}
+	if uuid, ok := parseUUID(s); ok {
+		return uuid
+	}
+	sum := sha256.Sum256([]byte(s))
+	copy(u[:], sum[:])
+	return u
+}
+
+// uuidDigits are where each byte's two hexadecimal digits start in a UUID's 36 characters.
+var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// parseUUID reads a UUID as the API server writes it (8-4-4-4-12 lowercase hexadecimal
+// digits).
+func parseUUID(s string) (UID, bool) {
+	var u UID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	for j, i := range uuidDigits {
+		hi, ok1 := lowerHex(s[i])
+		lo, ok2 := lowerHex(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u[j] = hi<<4 | lo
+	}
+	return u, true
+}
+
+// lowerHex is a lowercase hexadecimal digit's value: the API server writes UUIDs so, and an
+// uppercase spelling, a different string, is hashed instead.
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // Key is the pod's namespace/name.
@@ -108,7 +165,8 @@ type Device struct {
 
 // Holder is a pod a claim is reserved for.
 type Holder struct {
-	Name, UID string
+	Name string
+	UID  UID
 }
 
 // DeviceRequest is what one request of an unallocated claim asks for.

@@ -304,8 +304,8 @@ func TestKeptPodsAreSmall(t *testing.T) {
 	if kept := len(s.List()); kept != n {
 		t.Fatalf("the tracker keeps %d pods; want the %d GPU pods", kept, n)
 	}
-	if perPod > 384 {
-		t.Errorf("the cache and the tracker hold %.0f bytes per GPU pod; want at most 384", perPod)
+	if perPod > 320 {
+		t.Errorf("the cache and the tracker hold %.0f bytes per GPU pod; want at most 320", perPod)
 	}
 	runtime.KeepAlive(s)
 }

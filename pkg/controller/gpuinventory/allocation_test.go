@@ -64,7 +64,7 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 	}, []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b")}, all, pool)
 	drain(f.controller)
 
-	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "train", UID: "u1", Node: "gpu-a",
+	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "train", UID: allocation.UIDOf("u1"), Node: "gpu-a",
 		Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 4}}})
 	if got := drain(f.controller); !got["all"] || got["pool-b"] {
 		t.Errorf("a pod on gpu-a enqueued %v, want all only", got)
@@ -78,7 +78,7 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 		t.Errorf("model = %+v", status.Models[0])
 	}
 
-	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "wait", UID: "u2", Created: 1000, Model: "NVIDIA-B200",
+	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "wait", UID: allocation.UIDOf("u2"), Created: 1000, Model: "NVIDIA-B200",
 		Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 8}}})
 	if got := drain(f.controller); !got["all"] || !got["pool-b"] {
 		t.Errorf("a waiting pod enqueued %v, want every inventory", got)
