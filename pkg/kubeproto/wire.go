@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -241,4 +242,10 @@ func MapEntry(e []byte) (key, value []byte, err error) {
 		}
 	}
 	return key, value, nil
+}
+
+// View returns b as a string without copying it, for lookups and for values that are copied
+// when kept: b must not change while the string is in use.
+func View(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

@@ -18,7 +18,6 @@ package nodecache
 
 import (
 	"fmt"
-	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -187,7 +186,7 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 			return meta.DeletionTimestamp.Unmarshal(v)
 		case metaLabels:
 			key, _, err := kubeproto.MapEntry(v)
-			if err == nil && t.Keeps(view(key)) {
+			if err == nil && t.Keeps(kubeproto.View(key)) {
 				scratch.labels = append(scratch.labels, v)
 			}
 			return err
@@ -262,7 +261,7 @@ func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch
 			}
 		case statusConditions:
 			typ, condStatus, err := readCondition(v)
-			if err == nil && keepsCondition(corev1.NodeConditionType(view(typ))) {
+			if err == nil && keepsCondition(corev1.NodeConditionType(kubeproto.View(typ))) {
 				scratch.conditions = append(scratch.conditions, rawCondition{typ, condStatus})
 			}
 			return err
@@ -341,7 +340,7 @@ func (t *NodeTrimmer) conditionList(scratch *nodeScratch) ([]corev1.NodeConditio
 		var kept keptConditions
 		for _, c := range scratch.conditions {
 			condType := corev1.NodeReady
-			if view(c.typ) != string(corev1.NodeReady) {
+			if kubeproto.View(c.typ) != string(corev1.NodeReady) {
 				condType = corev1.NodeConditionType(t.intern(string(c.typ)))
 			}
 			kept.add(condType, c.status)
@@ -362,10 +361,4 @@ func conditionStatusOf(v []byte) corev1.ConditionStatus {
 		return corev1.ConditionUnknown
 	}
 	return corev1.ConditionStatus(v)
-}
-
-// view returns b as a string without copying it, for lookups that do not keep the string:
-// b must not change while the string is in use.
-func view(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
 }

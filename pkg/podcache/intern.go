@@ -20,7 +20,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 )
@@ -110,10 +109,4 @@ func resourceName(s string) string {
 		return allocation.ResourceGPUShared
 	}
 	return interned.intern(s)
-}
-
-// view returns b as a string without copying it, for lookups that do not keep the string:
-// b must not change while the string is in use.
-func view(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
 }

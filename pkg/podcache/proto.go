@@ -105,7 +105,7 @@ func namesGPUResource(pod []byte) (bool, error) {
 			return nil
 		}
 		key, _, err := kubeproto.MapEntry(v)
-		found = allocation.IsGPUResource(view(key))
+		found = allocation.IsGPUResource(kubeproto.View(key))
 		return err
 	}
 	inContainer := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
@@ -123,7 +123,7 @@ func namesGPUResource(pod []byte) (bool, error) {
 			return kubeproto.Fields(v, inContainer)
 		case specOverhead:
 			key, _, err := kubeproto.MapEntry(v)
-			found = allocation.IsGPUResource(view(key))
+			found = allocation.IsGPUResource(kubeproto.View(key))
 			return err
 		}
 		return nil
@@ -190,7 +190,7 @@ func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
 		case metaName:
 			meta.Name = string(v)
 		case metaNamespace:
-			meta.Namespace = interned.intern(view(v))
+			meta.Namespace = interned.intern(kubeproto.View(v))
 		case metaUID:
 			meta.UID = types.UID(v)
 		case metaResourceVersion:
@@ -215,13 +215,13 @@ func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 		case specOverhead:
 			return r.addGPUResource(&spec.Overhead, v)
 		case specNodeName:
-			spec.NodeName = interned.intern(view(v))
+			spec.NodeName = interned.intern(kubeproto.View(v))
 		case specNodeSelector:
 			key, value, err := kubeproto.MapEntry(v)
-			if err != nil || view(key) != allocation.ProductLabel {
+			if err != nil || kubeproto.View(key) != allocation.ProductLabel {
 				return err
 			}
-			spec.NodeSelector = map[string]string{allocation.ProductLabel: interned.intern(view(value))}
+			spec.NodeSelector = map[string]string{allocation.ProductLabel: interned.intern(kubeproto.View(value))}
 		case specAffinity:
 			return r.affinity(v, spec)
 		}
@@ -264,7 +264,7 @@ func (r *reader) container(b []byte, list *[]corev1.Container) error {
 	c := corev1.Container{Resources: resources}
 	if policy != nil {
 		restart := corev1.ContainerRestartPolicyAlways
-		if view(policy) != string(restart) {
+		if kubeproto.View(policy) != string(restart) {
 			restart = corev1.ContainerRestartPolicy(policy)
 		}
 		c.RestartPolicy = &restart
@@ -277,7 +277,7 @@ func (r *reader) container(b []byte, list *[]corev1.Container) error {
 // entries are skipped unread.
 func (r *reader) addGPUResource(list *corev1.ResourceList, entry []byte) error {
 	key, value, err := kubeproto.MapEntry(entry)
-	if err != nil || !allocation.IsGPUResource(view(key)) {
+	if err != nil || !allocation.IsGPUResource(kubeproto.View(key)) {
 		return err
 	}
 	if err := r.take(); err != nil {
@@ -290,7 +290,7 @@ func (r *reader) addGPUResource(list *corev1.ResourceList, entry []byte) error {
 	if *list == nil {
 		*list = corev1.ResourceList{}
 	}
-	(*list)[corev1.ResourceName(resourceName(view(key)))] = q
+	(*list)[corev1.ResourceName(resourceName(kubeproto.View(key)))] = q
 	return nil
 }
 
@@ -351,7 +351,7 @@ func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
 				key = v
 			}
 			return nil
-		}); err != nil || view(key) != allocation.ProductLabel {
+		}); err != nil || kubeproto.View(key) != allocation.ProductLabel {
 			return err
 		}
 		if err := r.take(); err != nil {
@@ -369,7 +369,7 @@ func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
 				if err := r.take(); err != nil {
 					return err
 				}
-				req.Values = append(req.Values, interned.intern(view(v)))
+				req.Values = append(req.Values, interned.intern(kubeproto.View(v)))
 			}
 			return nil
 		})
@@ -396,7 +396,7 @@ func decodeStatus(b []byte, status *corev1.PodStatus) error {
 
 // phaseOf returns the phase named by v, without allocating for those the API defines.
 func phaseOf(v []byte) corev1.PodPhase {
-	switch corev1.PodPhase(view(v)) {
+	switch corev1.PodPhase(kubeproto.View(v)) {
 	case corev1.PodPending:
 		return corev1.PodPending
 	case corev1.PodRunning:
@@ -435,7 +435,7 @@ func readMeta(pod []byte, withName bool) (podMeta, error) {
 				meta.resourceVersion = string(v)
 			case metaNamespace:
 				if withName {
-					meta.namespace = interned.intern(view(v))
+					meta.namespace = interned.intern(kubeproto.View(v))
 				}
 			case metaName:
 				if withName {
@@ -443,7 +443,7 @@ func readMeta(pod []byte, withName bool) (podMeta, error) {
 				}
 			case metaAnnotations:
 				key, value, err := kubeproto.MapEntry(v)
-				if err == nil && view(key) == metav1.InitialEventsAnnotationKey {
+				if err == nil && kubeproto.View(key) == metav1.InitialEventsAnnotationKey {
 					meta.initialEventsEnd = string(value)
 				}
 				return err

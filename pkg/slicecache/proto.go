@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -98,7 +97,7 @@ func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
 				}
 				switch num {
 				case specDriver:
-					out.driver = t.intern(view(v))
+					out.driver = t.intern(kubeproto.View(v))
 				case specNodeName:
 					nodeName, hasNode = v, true
 				case specPool:
@@ -160,7 +159,7 @@ func decodeMeta(b []byte, out *compactSlice) error {
 			out.resourceVersion = string(v)
 		case metaAnnotations:
 			key, value, err := kubeproto.MapEntry(v)
-			if err == nil && view(key) == metav1.InitialEventsAnnotationKey {
+			if err == nil && kubeproto.View(key) == metav1.InitialEventsAnnotationKey {
 				out.initialEventsEnd = string(value)
 			}
 			return err
@@ -242,7 +241,7 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 			}
 			for i := range attrs {
 				var slot *attributeValue
-				switch view(key) {
+				switch kubeproto.View(key) {
 				case string(deviceAttributeNames[i].Name):
 					slot = &attrs[i].name
 				case string(deviceAttributeNames[i].Alt):
@@ -271,7 +270,7 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 			if err != nil {
 				return err
 			}
-			switch view(key) {
+			switch kubeproto.View(key) {
 			case string(inventory.CapMemory.Name):
 				memory.present, memory.value = true, value
 			case string(inventory.CapMemory.Alt):
@@ -290,18 +289,18 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 	if err != nil {
 		return device{}, err
 	}
-	out.name = t.intern(view(name))
+	out.name = t.intern(kubeproto.View(name))
 	out.uuid = string(attrs[attrUUID].value()) // differs on every device: not interned
-	out.parentUUID = t.intern(view(attrs[attrParentUUID].value()))
-	out.pciBusID = t.intern(view(attrs[attrPCIBusID].value()))
+	out.parentUUID = t.intern(kubeproto.View(attrs[attrParentUUID].value()))
+	out.pciBusID = t.intern(kubeproto.View(attrs[attrPCIBusID].value()))
 	out.model = t.model(model{
-		kind:              view(attrs[attrType].value()),
-		productName:       view(attrs[attrProductName].value()),
-		architecture:      view(attrs[attrArchitecture].value()),
-		computeCapability: view(attrs[attrCC].value()),
-		driverVersion:     view(attrs[attrDriver].value()),
-		cudaDriverVersion: view(attrs[attrCuda].value()),
-		profile:           view(attrs[attrProfile].value()),
+		kind:              kubeproto.View(attrs[attrType].value()),
+		productName:       kubeproto.View(attrs[attrProductName].value()),
+		architecture:      kubeproto.View(attrs[attrArchitecture].value()),
+		computeCapability: kubeproto.View(attrs[attrCC].value()),
+		driverVersion:     kubeproto.View(attrs[attrDriver].value()),
+		cudaDriverVersion: kubeproto.View(attrs[attrCuda].value()),
+		profile:           kubeproto.View(attrs[attrProfile].value()),
 	})
 	capacity := memory
 	if !capacity.present {
@@ -328,7 +327,7 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 			}); err != nil {
 				return device{}, err
 			}
-			out.taints[i] = taint{key: t.intern(view(key)), effect: resourcev1.DeviceTaintEffect(t.intern(view(effect)))}
+			out.taints[i] = taint{key: t.intern(kubeproto.View(key)), effect: resourcev1.DeviceTaintEffect(t.intern(kubeproto.View(effect)))}
 		}
 	}
 	return out, nil
@@ -360,12 +359,6 @@ func capacityBytes(b []byte) (int64, error) {
 		return math.MaxInt64, nil
 	}
 	return q.Value(), nil
-}
-
-// view returns b as a string without copying it, for lookups and for values the trimmer
-// copies when it keeps them: b must not change while the string is in use.
-func view(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // compactSliceList is what the slice client decodes a ResourceSliceList into.
