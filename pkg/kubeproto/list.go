@@ -49,12 +49,21 @@ type List struct {
 // set by Stream. An error of item ends the listing and is returned as it is; the other errors
 // name the resource (apierrors.IsNotFound: the server does not serve it).
 func (l List) Stream(ctx context.Context, client rest.Interface, namespace string, opts metav1.ListOptions, item func(raw []byte) error) error {
+	_, err := l.StreamVersion(ctx, client, namespace, opts, item)
+	return err
+}
+
+// StreamVersion is Stream returning the list's resourceVersion (its first page's: the
+// pages that follow are of the same snapshot). opts.ResourceVersion and
+// ResourceVersionMatch apply to the first page; the continue token holds them after it.
+func (l List) StreamVersion(ctx context.Context, client rest.Interface, namespace string, opts metav1.ListOptions, item func(raw []byte) error) (string, error) {
 	opts.Continue = ""
+	resourceVersion := ""
 	for {
 		body, err := client.Get().Namespace(namespace).Resource(l.Resource).VersionedParams(&opts, scheme.ParameterCodec).
 			SetHeader("Accept", ContentType).Stream(ctx)
 		if err != nil {
-			return fmt.Errorf("list %s: %w", l.Resource, err)
+			return "", fmt.Errorf("list %s: %w", l.Resource, err)
 		}
 		itemFailed := false
 		meta, err := l.Read(body, func(raw []byte) error {
@@ -67,12 +76,16 @@ func (l List) Stream(ctx context.Context, client rest.Interface, namespace strin
 			err = fmt.Errorf("list %s: %w", l.Resource, err)
 		}
 		if err != nil {
-			return err
+			return "", err
+		}
+		if opts.Continue == "" {
+			resourceVersion = meta.ResourceVersion
 		}
 		if meta.Continue == "" {
-			return nil
+			return resourceVersion, nil
 		}
-		opts.Continue = meta.Continue
+		// The API server refuses a continue token beside a resourceVersion.
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = meta.Continue, "", ""
 	}
 }
 

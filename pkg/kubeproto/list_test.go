@@ -357,7 +357,7 @@ func (s *configMapServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if limit > 0 && from+limit < len(matching) {
 		to, cont = from+limit, strconv.Itoa(from+limit)
 	}
-	data, err := k8sruntime.Encode(encoder, &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}, Items: matching[from:to]})
+	data, err := k8sruntime.Encode(encoder, &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(42 + from), Continue: cont}, Items: matching[from:to]})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -430,6 +430,28 @@ func TestStreamReadsEveryPage(t *testing.T) {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// StreamVersion asks for the first page at the resourceVersion given, for the others with
+// the continue token alone (the API server refuses both), and returns the first page's
+// resourceVersion.
+func TestStreamVersion(t *testing.T) {
+	server := &configMapServer{items: configMaps(250, 10)}
+	client := coreClient(t, server)
+	n := 0
+	opts := metav1.ListOptions{Limit: 100, ResourceVersion: "0", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
+	rv, err := testList.StreamVersion(context.Background(), client, "", opts, func([]byte) error { n++; return nil })
+	if err != nil || rv != "42" || n != 250 {
+		t.Errorf("StreamVersion = %q, %v after %d items; want the first page's 42 after 250 items", rv, err, n)
+	}
+	want := []string{
+		"/api/v1/configmaps?limit=100&resourceVersion=0&resourceVersionMatch=NotOlderThan",
+		"/api/v1/configmaps?continue=100&limit=100",
+		"/api/v1/configmaps?continue=200&limit=100",
+	}
+	if diff := cmp.Diff(want, server.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
@@ -50,9 +51,9 @@ func New(config *rest.Config, tracker Tracker) (*Cache, error) {
 		return nil, err
 	}
 	s := newStore(tracker)
-	lw := &cache.ListWatch{
+	lw := listWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
+			return listPods(ctx, client, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
@@ -62,12 +63,43 @@ func New(config *rest.Config, tracker Tracker) (*Cache, error) {
 			}
 			return req.Watch(ctx)
 		},
-	}
+	}}
 	reflector := cache.NewReflectorWithOptions(lw, &Object{}, s, cache.ReflectorOptions{
 		Name:            "pod cache",
 		TypeDescription: "*v1.Pod", // in the reflector's log lines
 	})
 	return &Cache{reflector: reflector, store: s}, nil
+}
+
+// listWatch lists pods as a stream (listPods), never as a streaming list of watch events:
+// docs/design/pod-cache.md says why.
+type listWatch struct {
+	*cache.ListWatch
+}
+
+// IsWatchListSemanticsUnSupported tells the reflector to list and then watch.
+func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// listPods lists the pods as the reflector asks, with pages of at least PageSize, and
+// returns the GPU pods and the pods it could not read. The answer is read as a stream, one
+// Pod's bytes at a time, so that a list served whole (the watch cache's) is never in memory.
+func listPods(ctx context.Context, client rest.Interface, opts metav1.ListOptions) (*ObjectList, error) {
+	if opts.Limit > 0 {
+		opts.Limit = max(opts.Limit, PageSize)
+	}
+	start := time.Now()
+	list := &ObjectList{}
+	count := 0
+	resourceVersion, err := podList.StreamVersion(ctx, client, "", opts, func(raw []byte) error {
+		count++
+		return list.add(raw, count)
+	})
+	if err != nil {
+		return nil, err
+	}
+	list.ResourceVersion = resourceVersion
+	klog.FromContext(ctx).V(2).Info("Listed pods", "pods", count, "kept", len(list.Items), "resourceVersion", resourceVersion, "duration", time.Since(start))
+	return list, nil
 }
 
 // newClient is a REST client of the core group that asks for protobuf and decodes Pods into

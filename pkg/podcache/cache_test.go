@@ -166,7 +166,7 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 	for _, mode := range []struct {
 		name        string
 		noWatchList bool
-	}{{"streaming list", false}, {"paged list", true}} {
+	}{{"server with streaming lists", false}, {"server without streaming lists", true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			web := realisticPod("web", "frontend")
@@ -238,8 +238,10 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 			if diff := cmp.Diff([]string{"ml/missed", "ml/missed-pending"}, slices.Sorted(slices.Values(c.store.ListKeys()))); diff != "" {
 				t.Errorf("store keys after the relist (-want +got):\n%s", diff)
 			}
-			if lists := server.listRequests(); mode.noWatchList != (len(lists) > 0) {
-				t.Errorf("list requests %v with noWatchList %v", lists, mode.noWatchList)
+			// Lists, never streaming lists: the first from the watch cache, in pages of PageSize.
+			lists := server.listRequests()
+			if want := (request{"/api/v1/pods", "limit=5000&resourceVersion=0"}); len(lists) != 2 || lists[0] != want {
+				t.Errorf("list requests %v; want two, the first %v", lists, want)
 			}
 		})
 	}

@@ -153,14 +153,19 @@ func decodeList(raw []byte) (*ObjectList, error) {
 	count := 0
 	err := kubeproto.DecodeList(raw, &list.ListMeta, func(item []byte) error {
 		count++
-		obj, err := decodeObject(item)
-		if err != nil {
-			return fmt.Errorf("pod %d of the list: %w", count, err)
-		}
-		if obj.Pod != nil || obj.err != nil {
-			list.Items = append(list.Items, obj)
-		}
-		return nil
+		return list.add(item, count)
 	})
 	return list, err
+}
+
+// add decodes the Pod of the list's nth item and keeps it if it is a GPU pod or could not be read.
+func (l *ObjectList) add(raw []byte, n int) error {
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return fmt.Errorf("pod %d of the list: %w", n, err)
+	}
+	if obj.Pod != nil || obj.err != nil {
+		l.Items = append(l.Items, obj)
+	}
+	return nil
 }
