@@ -137,6 +137,10 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 		podTotal, res.created.Round(time.Second), res.podJSON, res.podBare, res.podProto, &res.want)
 
 	var last *allocationTotals
+	var startProfiled sync.WaitGroup
+	defer startProfiled.Wait()
+	profileStart(&startProfiled, 15*time.Second, "allocation-start-cpu.pprof")
+	profileAPIServer(&startProfiled, env.Config, 15*time.Second, "allocation-start-apiserver-cpu.pprof")
 	res.firstStatus, _, err = restartOperatorUntil(ctx, h, "allocation: restart with the pods in place", func(gi *homelabv1.GpuInventory) bool {
 		last = allocationOf(gi.Status)
 		return last.equal(&res.want)
@@ -637,7 +641,12 @@ func measureAllocationPlugins(env *testenv.Env, want *allocationTotals) error {
 		if c.args[0] == "who" && strings.Contains(help, "--all-namespaces") {
 			c.args = append(c.args[:1:1], append([]string{"--all-namespaces"}, c.args[1:]...)...)
 		}
+		var profiled sync.WaitGroup
+		if c.args[0] == "who" && len(c.args) == 2 {
+			profileAPIServer(&profiled, env.Config, 15*time.Second, "who-apiserver-cpu.pprof")
+		}
 		runs, err := measurePluginExits(env.Dir, pluginBinary, kubeconfig, pluginRuns, c.exits, c.args...)
+		profiled.Wait()
 		if err != nil {
 			return err
 		}

@@ -34,12 +34,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +93,7 @@ func main() {
 	flag.IntVar(&fleetContexts, "fleet-contexts", 10, "Clusters of the fleet phase, the first (needs --plugin): as many kube-apiservers on one etcd, each a kubeconfig context with a GpuInventory, read by `kubectl gpuinv --all-contexts` (0: skip).")
 	flag.IntVar(&fleetGPUNodes, "fleet-gpu-nodes", 1000, "GPU nodes that each fleet-phase inventory covers (it lists at most 500 of them, as the operator does).")
 	flag.BoolVar(&fleetOnly, "fleet-only", false, "Run the fleet phase alone.")
+	flag.BoolVar(&hold, "hold", false, "After the last phase, keep the API server and the operator running until interrupted, for experiments against them (its kubeconfig is printed).")
 	flag.Parse()
 	if fleetOnly && (pluginBinary == "" || fleetContexts <= 0) {
 		fmt.Fprintln(os.Stderr, "scale: --fleet-only needs --plugin and --fleet-contexts above 0")
@@ -112,6 +115,7 @@ func main() {
 }
 
 var (
+	hold         bool
 	profileDir   string
 	pluginBinary string
 	pluginRuns   int
@@ -139,6 +143,52 @@ func profilePhase(wg *sync.WaitGroup, d time.Duration, cpuFile, allocsFile strin
 	if allocsFile != "" {
 		wg.Go(func() { fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/allocs?seconds=%d", seconds), allocsFile) })
 	}
+}
+
+// profileStart saves a CPU profile of the next operator's first d, from the moment its
+// pprof endpoint answers.
+func profileStart(wg *sync.WaitGroup, d time.Duration, cpuFile string) {
+	if profileDir == "" {
+		return
+	}
+	wg.Go(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/")
+			if err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "profile of the start: %v\n", err)
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the operator has not started listening yet
+		}
+		fetchProfile(pprofAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), cpuFile)
+	})
+}
+
+// profileAPIServer saves a CPU profile of the API server's next d.
+func profileAPIServer(wg *sync.WaitGroup, config *rest.Config, d time.Duration, file string) {
+	if profileDir == "" {
+		return
+	}
+	wg.Go(func() {
+		client, err := rest.HTTPClientFor(config)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "profile of the API server: %v\n", err)
+			return
+		}
+		resp, err := client.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", config.Host, int(d.Seconds())))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "profile of the API server: %v\n", err)
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		_ = os.WriteFile(filepath.Join(profileDir, file), data, 0o644)
+	})
 }
 
 // fetchProfile saves a profile from the operator's pprof endpoint.
@@ -399,6 +449,12 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	err = lastPhases(ctx, h)
 	if podTotal > 0 {
 		err = errors.Join(err, allocationPhase(ctx, h, env, n))
+	}
+	if hold {
+		fmt.Fprintf(os.Stderr, "holding (interrupt to stop): KUBECONFIG=%s\n", env.KubeconfigPath())
+		interrupted, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-interrupted.Done()
 	}
 	return err
 }
