@@ -110,8 +110,22 @@ func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error
 			return err
 		}
 	}
+	// With -A the pod lists are long: every record is read meanwhile.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		records    sync.WaitGroup
+		shapes     map[string]*nodeShape
+		note       string
+		recordsErr error
+	)
+	if namespace == "" {
+		records.Go(func() { shapes, note, recordsErr = readShapes(ctx, c, func(string) bool { return true }, o.chunkSize) })
+	}
 	pods, claims, err := readHolders(ctx, c, namespace)
 	if err != nil {
+		cancel()
+		records.Wait()
 		return err
 	}
 	holdings := allocation.Holdings(pods, claims)
@@ -123,14 +137,18 @@ func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error
 	for i := range holdings {
 		nodes[holdings[i].Node] = nil
 	}
-	if len(nodes) > 0 {
-		note, err := readShapes(ctx, c, nodes, o.chunkSize)
-		if err != nil {
-			return err
-		}
-		if note != "" {
-			fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
-		}
+	if namespace != "" && len(nodes) > 0 {
+		shapes, note, recordsErr = readShapes(ctx, c, func(name string) bool { _, ok := nodes[name]; return ok }, o.chunkSize)
+	}
+	records.Wait()
+	if recordsErr != nil {
+		return recordsErr
+	}
+	for name := range nodes {
+		nodes[name] = shapes[name]
+	}
+	if note != "" && len(nodes) > 0 {
+		fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
 	}
 	answer := answerWho(namespace, holdings, held, demand, nodes, o.byNamespace)
 	switch o.output {
@@ -140,17 +158,32 @@ func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error
 	return answer.write(env.Out, o.output == outputWide, env.now())
 }
 
-// readHolders streams the GPU pods of namespace ("" for all) and its GPU claims, keeping
-// what allocation needs of the unfinished ones. Without the resource.k8s.io/v1 API there
-// are no claims.
+// readHolders streams the GPU pods of namespace ("" for all) and its GPU claims, at once,
+// keeping what allocation needs of the unfinished ones. Without the resource.k8s.io/v1 API
+// there are no claims.
 func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocation.Pod, []*allocation.Claim, error) {
 	core, err := c.Core()
 	if err != nil {
 		return nil, nil, err
 	}
+	resource, err := c.Resource()
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		claims    []*allocation.Claim
+		claimsErr error
+		listed    sync.WaitGroup
+	)
+	listed.Go(func() {
+		claimsErr = claimcache.StreamClaims(ctx, resource, namespace, func(cl *allocation.Claim) error {
+			claims = append(claims, cl)
+			return nil
+		})
+	})
 	var pods []*allocation.Pod
 	var mu sync.Mutex // fn runs in several lists at once with -A
-	err = streamPods(ctx, core, namespace, func(p *allocation.Pod) error {
+	podsErr := streamPods(ctx, core, namespace, func(p *allocation.Pod) error {
 		if !p.Finished {
 			mu.Lock()
 			pods = append(pods, p)
@@ -158,23 +191,15 @@ func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocati
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, nil, c.explainList(err, listPods(namespace))
+	listed.Wait()
+	if podsErr != nil {
+		return nil, nil, c.explainList(podsErr, listPods(namespace))
 	}
-	resource, err := c.Resource()
-	if err != nil {
-		return nil, nil, err
-	}
-	var claims []*allocation.Claim
-	err = claimcache.StreamClaims(ctx, resource, namespace, func(cl *allocation.Claim) error {
-		claims = append(claims, cl)
-		return nil
-	})
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(claimsErr):
 		claims = nil // DRA is not served: pods only
-	case err != nil:
-		return nil, nil, c.explainList(err, listClaims(namespace))
+	case claimsErr != nil:
+		return nil, nil, c.explainList(claimsErr, listClaims(namespace))
 	}
 	return pods, claims, nil
 }
@@ -241,33 +266,33 @@ type nodeShape struct {
 	shape allocation.Shape
 }
 
-// readShapes fills in the shape of each node of nodes from its GpuNode record, reading the
-// records chunkSize at a time and keeping only those of nodes. Without the records (CRD not
-// installed, or no permission) it returns a note instead, and nodes stay unknown.
-func readShapes(ctx context.Context, c *clients, nodes map[string]*nodeShape, chunkSize int64) (note string, err error) {
+// readShapes reads the shape of each node that keep accepts from its GpuNode record, reading
+// the records chunkSize at a time. Without the records (CRD not installed, or no permission)
+// it returns a note instead, and the nodes stay unknown.
+func readShapes(ctx context.Context, c *clients, keep func(node string) bool, chunkSize int64) (shapes map[string]*nodeShape, note string, err error) {
 	gpu, err := c.GPU()
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
+	shapes = map[string]*nodeShape{}
 	opts := metav1.ListOptions{Limit: chunkSize}
 	for {
 		page, err := gpu.HomelabV1().GpuNodes().List(ctx, opts)
 		switch {
 		case apierrors.IsNotFound(err):
-			return "the GpuNode CRD is not installed: models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
+			return nil, "the GpuNode CRD is not installed: models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
 		case apierrors.IsForbidden(err):
-			return "cannot list gpunodes.homelab.youngju.dev (forbidden): models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
+			return nil, "cannot list gpunodes.homelab.youngju.dev (forbidden): models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
 		case err != nil:
-			return "", c.explain(err, listGpuNodes)
+			return nil, "", c.explain(err, listGpuNodes)
 		}
 		for i := range page.Items {
-			r := &page.Items[i]
-			if _, wanted := nodes[r.Name]; wanted {
-				nodes[r.Name] = shapeOf(&r.Spec)
+			if r := &page.Items[i]; keep(r.Name) {
+				shapes[r.Name] = shapeOf(&r.Spec)
 			}
 		}
 		if page.Continue == "" {
-			return "", nil
+			return shapes, "", nil
 		}
 		opts.Continue = page.Continue
 	}
