@@ -70,7 +70,7 @@ func main() {
 	churnFor := flag.Duration("churn-duration", 30*time.Second, "Length of the churn phase.")
 	operator := flag.String("operator", "bin/gpu-inventory-operator", "Operator binary.")
 	probes := flag.Int("probes", 20, "Latency probes per phase.")
-	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profile (after sync), CPU profile (during churn), log (-v=4) and each probe's latency here.")
+	flag.StringVar(&profileDir, "profile-dir", "", "Write the operator's heap profiles (after sync and each phase), CPU profiles (during each churn, at the allocation start), log (-v=4) and each probe's latency here, and the API server's CPU profiles at the allocation start and during `who -A`.")
 	flag.StringVar(&pluginBinary, "plugin", "", "kubectl-gpuinv binary: after the churn, measure the plugin reading the inventory and scanning the nodes (empty: skip).")
 	flag.IntVar(&pluginRuns, "plugin-runs", 5, "Runs of each plugin command.")
 	flag.DurationVar(&quietGap, "quiet-gap", 5*time.Second, "Pause before each quiet-phase probe; keep it above four times the operator's --min-sync-interval (the ConfigMap's interval).")

@@ -141,7 +141,7 @@ func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error
 		shapes, note, recordsErr = readShapes(ctx, c, func(name string) bool { _, ok := nodes[name]; return ok }, o.chunkSize)
 	}
 	records.Wait()
-	if recordsErr != nil {
+	if recordsErr != nil && len(nodes) > 0 { // with nothing held, no model is needed
 		return recordsErr
 	}
 	for name := range nodes {

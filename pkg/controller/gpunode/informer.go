@@ -18,6 +18,7 @@ package gpunode
 
 import (
 	"time"
+	"unique"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -28,21 +29,67 @@ import (
 )
 
 // NewRecordInformer returns an informer for the GpuNode records whose cache keeps no
-// managedFields: they are as large as the rest of a record and nothing reads them. It is not
-// part of an informer factory: run it with Informer().RunWithContext.
+// managedFields (they are as large as the rest of a record and nothing reads them) and one
+// copy of each string that many records repeat. It is not part of an informer factory: run
+// it with Informer().RunWithContext.
 func NewRecordInformer(client versioned.Interface, resync time.Duration) informersv1.GpuNodeInformer {
 	informer := informersv1.NewGpuNodeInformer(client, resync, cache.Indexers{})
 	_ = informer.SetTransform(StripManagedFields) // fails only once the informer has started
 	return recordInformer{informer}
 }
 
-// StripManagedFields is the record informer's transform: it drops a record's managedFields.
+// StripManagedFields is the record informer's transform: it drops a record's managedFields
+// and makes the strings that many records repeat (type, owner's kind, model, versions,
+// device types and names, profiles, conditions) share one copy, through the unique package:
+// a copy lives as long as a record refers to it, so values nobody repeats cost nothing more.
 // Anything else passes untouched.
 func StripManagedFields(obj any) (any, error) {
-	if r, ok := obj.(*homelabv1.GpuNode); ok {
-		r.ManagedFields = nil
+	r, ok := obj.(*homelabv1.GpuNode)
+	if !ok {
+		return obj, nil
 	}
+	r.ManagedFields = nil
+	intern(&r.APIVersion, &r.Kind)
+	if hash, ok := r.Annotations[homelabv1.IdentityHashAnnotation]; ok && len(r.Annotations) == 1 {
+		r.Annotations = map[string]string{homelabv1.IdentityHashAnnotation: hash} // the constant key
+	}
+	for i := range r.OwnerReferences {
+		intern(&r.OwnerReferences[i].APIVersion, &r.OwnerReferences[i].Kind)
+	}
+	spec := &r.Spec
+	intern(&spec.Product, &spec.Family, &spec.ComputeCapability, &spec.DriverVersion, &spec.CudaVersion,
+		&spec.WorkloadConfig, &spec.Clique, &spec.Source)
+	if spec.Sharing != nil {
+		intern(&spec.Sharing.Strategy)
+	}
+	if m := spec.MIG; m != nil {
+		intern(&m.Strategy, &m.Config, &m.ConfigState)
+		for i := range m.Devices {
+			intern(&m.Devices[i].Profile)
+		}
+	}
+	for i := range spec.Devices {
+		d := &spec.Devices[i]
+		intern(&d.Name, &d.Type, &d.Profile)
+		internAll(d.Taints)
+	}
+	internAll(spec.Conditions)
+	internAll(spec.Warnings)
 	return obj, nil
+}
+
+func intern(strs ...*string) {
+	for _, s := range strs {
+		if *s != "" {
+			*s = unique.Make(*s).Value()
+		}
+	}
+}
+
+func internAll(strs []string) {
+	for i := range strs {
+		intern(&strs[i])
+	}
 }
 
 type recordInformer struct{ informer cache.SharedIndexInformer }

@@ -1,0 +1,136 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gpunode
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
+)
+
+// draRecord is a record of a DRA node with 8 GPUs as the operator writes it, with managed
+// fields, in JSON as the API server sends it.
+func draRecord(t testing.TB, name string) []byte {
+	t.Helper()
+	controller := true
+	r := &homelabv1.GpuNode{
+		TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuNode"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "6b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d", ResourceVersion: "1234567",
+			Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: "3f2a9b8c7d6e5f4a3b2c1d0e9f8a7b6c"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "0b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d", Controller: &controller}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: homelabv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
+		Spec: homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, Family: "hopper",
+			ComputeCapability: "9.0", DriverVersion: "550.54.15", CudaVersion: "12.4", Source: "dra", Conditions: []string{"GpuThermalWatch"}},
+	}
+	for i := range 8 {
+		r.Spec.Devices = append(r.Spec.Devices, homelabv1.GpuDevice{Name: fmt.Sprintf("gpu-%d", i), Type: "gpu",
+			UUID: fmt.Sprintf("GPU-%s-%d", name, i), PCIBusID: fmt.Sprintf("0000:%02x:00.0", i*16), MemoryMiB: 81559})
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func decodeRecord(t testing.TB, data []byte) *homelabv1.GpuNode {
+	t.Helper()
+	r := &homelabv1.GpuNode{}
+	if err := k8sruntime.DecodeInto(scheme.Codecs.UniversalDecoder(), data, r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The transform drops the managed fields and changes nothing else a reader sees, while two
+// records share the strings they repeat; what each has of its own stays its own.
+func TestRecordTransformSharesRepeatedStrings(t *testing.T) {
+	a, b := decodeRecord(t, draRecord(t, "dgx-a")), decodeRecord(t, draRecord(t, "dgx-b"))
+	want := a.DeepCopy()
+	want.ManagedFields = nil
+	for _, r := range []*homelabv1.GpuNode{a, b} {
+		if _, err := StripManagedFields(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(want, a); diff != "" {
+		t.Errorf("the transform changed the record (-want +got):\n%s", diff)
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	for what, pair := range map[string][2]string{
+		"apiVersion":       {a.APIVersion, b.APIVersion},
+		"owner kind":       {a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind},
+		"product":          {a.Spec.Product, b.Spec.Product},
+		"driver version":   {a.Spec.DriverVersion, b.Spec.DriverVersion},
+		"device name":      {a.Spec.Devices[3].Name, b.Spec.Devices[3].Name},
+		"device type":      {a.Spec.Devices[0].Type, b.Spec.Devices[7].Type},
+		"condition":        {a.Spec.Conditions[0], b.Spec.Conditions[0]},
+		"annotation's key": {keyOf(a.Annotations), keyOf(b.Annotations)},
+	} {
+		if !same(pair[0], pair[1]) {
+			t.Errorf("%s %q: two copies", what, pair[0])
+		}
+	}
+	if same(a.Spec.Devices[0].UUID, b.Spec.Devices[0].UUID) || a.Spec.Devices[0].UUID == b.Spec.Devices[0].UUID {
+		t.Errorf("device UUIDs %q and %q", a.Spec.Devices[0].UUID, b.Spec.Devices[0].UUID)
+	}
+	if _, err := StripManagedFields(&metav1.PartialObjectMetadata{}); err != nil {
+		t.Errorf("another object: %v", err)
+	}
+}
+
+func keyOf(m map[string]string) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
+
+// Sharing the repeated strings saves a good part of what a record costs in the cache.
+func TestRecordBytes(t *testing.T) {
+	data := draRecord(t, "dgx-0001")
+	const n = 2000
+	measure := func(keep func(r *homelabv1.GpuNode)) uint64 {
+		kept := make([]*homelabv1.GpuNode, n)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range kept {
+			kept[i] = decodeRecord(t, data)
+			keep(kept[i])
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(kept)
+		return (after.HeapAlloc - before.HeapAlloc) / n
+	}
+	stripped := measure(func(r *homelabv1.GpuNode) { r.ManagedFields = nil })
+	kept := measure(func(r *homelabv1.GpuNode) { _, _ = StripManagedFields(r) })
+	t.Logf("a DRA record of 8 GPUs without managed fields: %d bytes; with the repeated strings shared: %d", stripped, kept)
+	if kept > stripped*19/20 {
+		t.Errorf("the record cache keeps %d bytes per record, %d without sharing strings; want a twentieth less at least", kept, stripped)
+	}
+}
