@@ -17,8 +17,8 @@ limitations under the License.
 package gpunode
 
 import (
+	"sync"
 	"time"
-	"unique"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -40,9 +40,8 @@ func NewRecordInformer(client versioned.Interface, resync time.Duration) informe
 
 // StripManagedFields is the record informer's transform: it drops a record's managedFields
 // and makes the strings that many records repeat (type, owner's kind, model, versions,
-// device types and names, profiles, conditions) share one copy, through the unique package:
-// a copy lives as long as a record refers to it, so values nobody repeats cost nothing more.
-// Anything else passes untouched.
+// device types and names, profiles, conditions) share one copy (records). Anything else
+// passes untouched.
 func StripManagedFields(obj any) (any, error) {
 	r, ok := obj.(*homelabv1.GpuNode)
 	if !ok {
@@ -78,11 +77,34 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// records holds one copy of each short string records repeat. It is bounded: past
+// maxShared strings (records written with ever new values) it starts over, and longer
+// strings are not shared (a fleet repeats its short ones).
+var records = struct {
+	sync.Mutex
+	shared map[string]string
+}{shared: map[string]string{}}
+
+const (
+	maxShared      = 1024
+	maxSharedBytes = 128
+)
+
 func intern(strs ...*string) {
+	records.Lock()
+	defer records.Unlock()
 	for _, s := range strs {
-		if *s != "" {
-			*s = unique.Make(*s).Value()
+		if *s == "" || len(*s) > maxSharedBytes {
+			continue
 		}
+		if v, ok := records.shared[*s]; ok {
+			*s = v
+			continue
+		}
+		if len(records.shared) >= maxShared {
+			clear(records.shared)
+		}
+		records.shared[*s] = *s
 	}
 }
 

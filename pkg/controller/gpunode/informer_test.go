@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -132,5 +133,26 @@ func TestRecordBytes(t *testing.T) {
 	t.Logf("a DRA record of 8 GPUs without managed fields: %d bytes; with the repeated strings shared: %d", stripped, kept)
 	if kept > stripped*19/20 {
 		t.Errorf("the record cache keeps %d bytes per record, %d without sharing strings; want a twentieth less at least", kept, stripped)
+	}
+}
+
+// Records written with ever new values cannot grow the shared strings without bound, and a
+// long string is not kept there.
+func TestSharedStringsAreBounded(t *testing.T) {
+	for i := range 3 * maxShared {
+		r := &homelabv1.GpuNode{Spec: homelabv1.GpuNodeSpec{Product: fmt.Sprintf("EVER-NEW-%d", i)}}
+		if _, err := StripManagedFields(r); err != nil || r.Spec.Product != fmt.Sprintf("EVER-NEW-%d", i) {
+			t.Fatalf("product %q, %v", r.Spec.Product, err)
+		}
+	}
+	long := &homelabv1.GpuNode{Spec: homelabv1.GpuNodeSpec{Warnings: []string{strings.Repeat("w", maxSharedBytes+1)}}}
+	_, _ = StripManagedFields(long)
+	records.Lock()
+	defer records.Unlock()
+	if n := len(records.shared); n > maxShared {
+		t.Errorf("%d strings shared; want at most %d", n, maxShared)
+	}
+	if _, kept := records.shared[long.Spec.Warnings[0]]; kept {
+		t.Error("a string longer than maxSharedBytes is kept")
 	}
 }
