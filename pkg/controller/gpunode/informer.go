@@ -40,7 +40,7 @@ func NewRecordInformer(client versioned.Interface, resync time.Duration) informe
 
 // StripManagedFields is the record informer's transform: it drops a record's managedFields
 // and makes the strings that many records repeat (type, owner's kind, model, versions,
-// device types and names, profiles, conditions) share one copy (records). Anything else
+// device types and names, profiles, conditions) share one copy (sharedStrings). Anything else
 // passes untouched.
 func StripManagedFields(obj any) (any, error) {
 	r, ok := obj.(*homelabv1.GpuNode)
@@ -77,10 +77,10 @@ func StripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// records holds one copy of each short string records repeat. It is bounded: past
+// sharedStrings holds one copy of each short string records repeat. It is bounded: past
 // maxShared strings (records written with ever new values) it starts over, and longer
 // strings are not shared (a fleet repeats its short ones).
-var records = struct {
+var sharedStrings = struct {
 	sync.Mutex
 	shared map[string]string
 }{shared: map[string]string{}}
@@ -91,20 +91,20 @@ const (
 )
 
 func intern(strs ...*string) {
-	records.Lock()
-	defer records.Unlock()
+	sharedStrings.Lock()
+	defer sharedStrings.Unlock()
 	for _, s := range strs {
 		if *s == "" || len(*s) > maxSharedBytes {
 			continue
 		}
-		if v, ok := records.shared[*s]; ok {
+		if v, ok := sharedStrings.shared[*s]; ok {
 			*s = v
 			continue
 		}
-		if len(records.shared) >= maxShared {
-			clear(records.shared)
+		if len(sharedStrings.shared) >= maxShared {
+			clear(sharedStrings.shared)
 		}
-		records.shared[*s] = *s
+		sharedStrings.shared[*s] = *s
 	}
 }
 

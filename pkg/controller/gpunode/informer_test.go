@@ -147,12 +147,12 @@ func TestSharedStringsAreBounded(t *testing.T) {
 	}
 	long := &homelabv1.GpuNode{Spec: homelabv1.GpuNodeSpec{Warnings: []string{strings.Repeat("w", maxSharedBytes+1)}}}
 	_, _ = StripManagedFields(long)
-	records.Lock()
-	defer records.Unlock()
-	if n := len(records.shared); n > maxShared {
+	sharedStrings.Lock()
+	defer sharedStrings.Unlock()
+	if n := len(sharedStrings.shared); n > maxShared {
 		t.Errorf("%d strings shared; want at most %d", n, maxShared)
 	}
-	if _, kept := records.shared[long.Spec.Warnings[0]]; kept {
+	if _, kept := sharedStrings.shared[long.Spec.Warnings[0]]; kept {
 		t.Error("a string longer than maxSharedBytes is kept")
 	}
 }
