@@ -42,7 +42,7 @@ func draRecord(t testing.TB, name string) []byte {
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "6b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d", ResourceVersion: "1234567",
 			Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: "3f2a9b8c7d6e5f4a3b2c1d0e9f8a7b6c"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "0b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d", Controller: &controller}},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: homelabv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: homelabv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}},
 		Spec: homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, Family: "hopper",
 			ComputeCapability: "9.0", DriverVersion: "550.54.15", CudaVersion: "12.4", Source: "dra", Conditions: []string{"GpuThermalWatch"}},
 	}
