@@ -21,7 +21,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
@@ -45,9 +45,8 @@ import (
 // leaves every condition's status as it was leaves the cached node unchanged. Objects other
 // than Nodes pass through untouched.
 type NodeTrimmer struct {
-	selectorKeys  map[string]bool
-	interned      atomic.Pointer[sync.Map] // string -> string: label keys and values repeat across nodes
-	internedBytes atomic.Int64
+	selectorKeys map[string]bool
+	interned     intern.Strings // label keys and values repeat across nodes
 
 	// GPU nodes of one model and configuration keep identical label sets and resource
 	// lists, and most nodes have the same taints (or none) and conditions: the decoder
@@ -62,21 +61,17 @@ type NodeTrimmer struct {
 // selectors name). A selector naming any other key needs a new trimmer and a re-list.
 func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 	t := &NodeTrimmer{selectorKeys: map[string]bool{}}
-	t.interned.Store(&sync.Map{})
 	for _, k := range selectorKeys {
 		t.selectorKeys[k] = true
 	}
 	return t
 }
 
-// Bounds of the tables shared by all nodes, so that ever-changing values cannot grow them
-// forever: a full table starts over (nodes keep what they have; what no node uses is freed).
-// A fleet needs little of them (its label values and sets repeat across nodes), so what a
-// kubelet writing ever-new values leaves behind stays small.
+// Bounds of the tables of sets shared by all nodes, so that ever-changing values cannot
+// grow them forever: a full table starts over (nodes keep what they have; what no node uses
+// is freed). A fleet needs little of them (its label values and sets repeat across nodes),
+// so what a kubelet writing ever-new values leaves behind stays small.
 const (
-	maxInternedBytes  = 1 << 20 // all interned strings, with their table's overhead
-	internOverhead    = 64      // a table entry besides the string's bytes
-	maxInternedString = 256     // longer strings are not interned
 	maxShared         = 4096    // sets per table
 	maxSharedBytes    = 1 << 20 // what the sets of one table cost
 	maxSharedSetBytes = 64 << 10
@@ -114,23 +109,8 @@ func (s *sharedSets[T]) get(key []byte, build func() (T, error)) (T, error) {
 	return set, nil
 }
 
-// intern returns the one copy of s that the cached nodes share.
-func (t *NodeTrimmer) intern(s string) string {
-	if len(s) > maxInternedString {
-		return s
-	}
-	table := t.interned.Load()
-	if v, ok := table.Load(s); ok {
-		return v.(string)
-	}
-	if t.internedBytes.Add(int64(len(s)+internOverhead)) > maxInternedBytes {
-		t.internedBytes.Store(int64(len(s) + internOverhead))
-		table = &sync.Map{}
-		t.interned.Store(table)
-	}
-	v, _ := table.LoadOrStore(s, s)
-	return v.(string)
-}
+// intern returns the one copy of s that the cached nodes share (s may be a view).
+func (t *NodeTrimmer) intern(s string) string { return t.interned.Intern(s) }
 
 // Trim is the transform function.
 func (t *NodeTrimmer) Trim(obj any) (any, error) {

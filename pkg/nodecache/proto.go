@@ -210,7 +210,7 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 			if err != nil {
 				return nil, err
 			}
-			labels[t.intern(string(key))] = t.intern(string(value))
+			labels[t.intern(kubeproto.View(key))] = t.intern(kubeproto.View(value))
 		}
 		return labels, nil
 	})
@@ -297,7 +297,7 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 			if err := q.Unmarshal(value); err != nil {
 				return nil, fmt.Errorf("resource %s: %w", key, err)
 			}
-			list[corev1.ResourceName(t.intern(string(key)))] = q
+			list[corev1.ResourceName(t.intern(kubeproto.View(key)))] = q
 		}
 		return list, nil
 	})
@@ -341,7 +341,7 @@ func (t *NodeTrimmer) conditionList(scratch *nodeScratch) ([]corev1.NodeConditio
 		for _, c := range scratch.conditions {
 			condType := corev1.NodeReady
 			if kubeproto.View(c.typ) != string(corev1.NodeReady) {
-				condType = corev1.NodeConditionType(t.intern(string(c.typ)))
+				condType = corev1.NodeConditionType(t.intern(kubeproto.View(c.typ)))
 			}
 			kept.add(condType, c.status)
 		}

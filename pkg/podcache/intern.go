@@ -18,35 +18,23 @@ package podcache
 
 import (
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 )
 
-// Bounds of the table of interned strings, so that ever-new values cannot grow it forever:
-// a full table starts over (kept pods keep their strings; what none uses is freed).
-const (
-	maxInternedBytes  = 1 << 20 // the strings with their table's overhead
-	internOverhead    = 64      // a table entry besides the string's bytes
-	maxInternedString = 256     // longer strings are not interned
-)
+// maxRequests bounds the table of shared requests: a full table starts over (kept pods
+// keep theirs).
+const maxRequests = 4096
 
 // interner hands out one copy of the strings that repeat across pods (namespaces, node
 // names, resource names, models) and of the requests most pods make (one GPU resource).
 type interner struct {
-	mu       sync.Mutex
-	strings  map[string]string
-	requests map[allocation.ResourceCount][]allocation.ResourceCount
-	bytes    int
-}
+	strings intern.Strings
 
-// makeRoom starts the tables over when cost more would not fit. t.mu is held.
-func (t *interner) makeRoom(cost int) {
-	if t.strings == nil || t.bytes+cost > maxInternedBytes {
-		t.strings, t.requests, t.bytes = map[string]string{}, map[allocation.ResourceCount][]allocation.ResourceCount{}, 0
-	}
-	t.bytes += cost
+	mu       sync.Mutex
+	requests map[allocation.ResourceCount][]allocation.ResourceCount
 }
 
 // interned is the table DecodePod interns into, shared by every decoder of the process.
@@ -54,23 +42,7 @@ var interned = &interner{}
 
 // intern returns the one copy of s; s may be a view of bytes that change later (it is
 // copied when kept).
-func (t *interner) intern(s string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	if len(s) > maxInternedString {
-		return strings.Clone(s)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if kept, ok := t.strings[s]; ok {
-		return kept
-	}
-	t.makeRoom(len(s) + internOverhead)
-	s = strings.Clone(s)
-	t.strings[s] = s
-	return s
-}
+func (t *interner) intern(s string) string { return t.strings.Intern(s) }
 
 // requestsOf returns the one copy of requests of a single resource (N whole GPUs, one MIG
 // profile: most pods), else rs. Kept pods never modify their requests, so they may share
@@ -84,7 +56,9 @@ func (t *interner) requestsOf(rs []allocation.ResourceCount) []allocation.Resour
 	if kept, ok := t.requests[rs[0]]; ok {
 		return kept
 	}
-	t.makeRoom(internOverhead)
+	if t.requests == nil || len(t.requests) >= maxRequests {
+		t.requests = map[allocation.ResourceCount][]allocation.ResourceCount{}
+	}
 	rs = slices.Clip(rs)
 	t.requests[rs[0]] = rs
 	return rs

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
@@ -247,52 +248,28 @@ func (t *trimmer) device(d *resourcev1.Device) device {
 	return out
 }
 
-// Bounds of the tables shared by the cached slices, so that ever-changing values cannot
-// grow them forever: a full table starts over (cached slices keep what they have).
-const (
-	maxInternedBytes  = 1 << 20
-	internOverhead    = 64 // a table entry besides the string's bytes
-	maxInternedString = 256
-	maxModels         = 4096
-)
+// maxModels bounds the table of models shared by the cached slices, so that ever-changing
+// values cannot grow it forever: a full table starts over (cached slices keep theirs).
+const maxModels = 4096
 
 // trimmer holds what cached slices share: device names, PCI bus IDs, parent UUIDs, taint
 // keys and models, each as one copy.
 type trimmer struct {
+	strings intern.Strings
+
 	mu     sync.Mutex
-	table  map[string]string
-	bytes  int
 	models map[model]*model
 }
 
 // intern returns the one copy of s that the cached slices share. s may be a view of bytes
 // that change later: what is kept is a copy.
-func (t *trimmer) intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	if len(s) > maxInternedString {
-		return strings.Clone(s)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if v, ok := t.table[s]; ok {
-		return v
-	}
-	if t.table == nil || t.bytes+len(s)+internOverhead > maxInternedBytes {
-		t.table, t.bytes = map[string]string{}, 0
-	}
-	s = strings.Clone(s)
-	t.table[s] = s
-	t.bytes += len(s) + internOverhead
-	return s
-}
+func (t *trimmer) intern(s string) string { return t.strings.Intern(s) }
 
 // model returns the one copy of m that the cached slices share. m's strings may be views
 // of bytes that change later: what is kept is a copy.
 func (t *trimmer) model(m model) *model {
 	if len(m.kind)+len(m.productName)+len(m.architecture)+len(m.computeCapability)+
-		len(m.driverVersion)+len(m.cudaDriverVersion)+len(m.profile) > maxInternedString {
+		len(m.driverVersion)+len(m.cudaDriverVersion)+len(m.profile) > intern.MaxString {
 		return m.copy()
 	}
 	t.mu.Lock()

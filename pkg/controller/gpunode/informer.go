@@ -17,7 +17,6 @@ limitations under the License.
 package gpunode
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -26,6 +25,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 )
 
 // NewRecordInformer returns an informer for the GpuNode records whose cache keeps no
@@ -48,69 +48,47 @@ func StripManagedFields(obj any) (any, error) {
 		return obj, nil
 	}
 	r.ManagedFields = nil
-	intern(&r.APIVersion, &r.Kind)
+	share(&r.APIVersion, &r.Kind)
 	if hash, ok := r.Annotations[homelabv1.IdentityHashAnnotation]; ok && len(r.Annotations) == 1 {
 		r.Annotations = map[string]string{homelabv1.IdentityHashAnnotation: hash} // the constant key
 	}
 	for i := range r.OwnerReferences {
-		intern(&r.OwnerReferences[i].APIVersion, &r.OwnerReferences[i].Kind)
+		share(&r.OwnerReferences[i].APIVersion, &r.OwnerReferences[i].Kind)
 	}
 	spec := &r.Spec
-	intern(&spec.Product, &spec.Family, &spec.ComputeCapability, &spec.DriverVersion, &spec.CudaVersion,
+	share(&spec.Product, &spec.Family, &spec.ComputeCapability, &spec.DriverVersion, &spec.CudaVersion,
 		&spec.WorkloadConfig, &spec.Clique, &spec.Source)
 	if spec.Sharing != nil {
-		intern(&spec.Sharing.Strategy)
+		share(&spec.Sharing.Strategy)
 	}
 	if m := spec.MIG; m != nil {
-		intern(&m.Strategy, &m.Config, &m.ConfigState)
+		share(&m.Strategy, &m.Config, &m.ConfigState)
 		for i := range m.Devices {
-			intern(&m.Devices[i].Profile)
+			share(&m.Devices[i].Profile)
 		}
 	}
 	for i := range spec.Devices {
 		d := &spec.Devices[i]
-		intern(&d.Name, &d.Type, &d.Profile)
-		internAll(d.Taints)
+		share(&d.Name, &d.Type, &d.Profile)
+		shareAll(d.Taints)
 	}
-	internAll(spec.Conditions)
-	internAll(spec.Warnings)
+	shareAll(spec.Conditions)
+	shareAll(spec.Warnings)
 	return obj, nil
 }
 
-// sharedStrings holds one copy of each short string records repeat. It is bounded: past
-// maxShared strings (records written with ever new values) it starts over, and longer
-// strings are not shared (a fleet repeats its short ones).
-var sharedStrings = struct {
-	sync.Mutex
-	shared map[string]string
-}{shared: map[string]string{}}
+// sharedStrings holds one copy of each short string records repeat.
+var sharedStrings intern.Strings
 
-const (
-	maxShared      = 1024
-	maxSharedBytes = 128
-)
-
-func intern(strs ...*string) {
-	sharedStrings.Lock()
-	defer sharedStrings.Unlock()
+func share(strs ...*string) {
 	for _, s := range strs {
-		if *s == "" || len(*s) > maxSharedBytes {
-			continue
-		}
-		if v, ok := sharedStrings.shared[*s]; ok {
-			*s = v
-			continue
-		}
-		if len(sharedStrings.shared) >= maxShared {
-			clear(sharedStrings.shared)
-		}
-		sharedStrings.shared[*s] = *s
+		*s = sharedStrings.Intern(*s)
 	}
 }
 
-func internAll(strs []string) {
+func shareAll(strs []string) {
 	for i := range strs {
-		intern(&strs[i])
+		strs[i] = sharedStrings.Intern(strs[i])
 	}
 }
 

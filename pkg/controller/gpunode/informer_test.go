@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -30,6 +29,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 )
 
 // draRecord is a record of a DRA node with 8 GPUs as the operator writes it, with managed
@@ -136,23 +136,16 @@ func TestRecordBytes(t *testing.T) {
 	}
 }
 
-// Records written with ever new values cannot grow the shared strings without bound, and a
-// long string is not kept there.
-func TestSharedStringsAreBounded(t *testing.T) {
-	for i := range 3 * maxShared {
+// Records written with ever new values keep their values (the shared table's bounds are
+// the intern package's).
+func TestSharedStringsKeepEverNewValues(t *testing.T) {
+	for i := range 30_000 {
 		r := &homelabv1.GpuNode{Spec: homelabv1.GpuNodeSpec{Product: fmt.Sprintf("EVER-NEW-%d", i)}}
 		if _, err := StripManagedFields(r); err != nil || r.Spec.Product != fmt.Sprintf("EVER-NEW-%d", i) {
 			t.Fatalf("product %q, %v", r.Spec.Product, err)
 		}
 	}
-	long := &homelabv1.GpuNode{Spec: homelabv1.GpuNodeSpec{Warnings: []string{strings.Repeat("w", maxSharedBytes+1)}}}
-	_, _ = StripManagedFields(long)
-	sharedStrings.Lock()
-	defer sharedStrings.Unlock()
-	if n := len(sharedStrings.shared); n > maxShared {
-		t.Errorf("%d strings shared; want at most %d", n, maxShared)
-	}
-	if _, kept := sharedStrings.shared[long.Spec.Warnings[0]]; kept {
-		t.Error("a string longer than maxSharedBytes is kept")
+	if got := sharedStrings.Bytes(); got > intern.MaxBytes {
+		t.Errorf("the shared strings hold %d bytes; want at most %d", got, intern.MaxBytes)
 	}
 }
