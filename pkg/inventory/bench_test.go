@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,6 +80,22 @@ func BenchmarkSync(b *testing.B) {
 				// One node changed since the last sync, as under churn.
 				nodes[i%n] = nodes[i%n].DeepCopy()
 				nodes[i%n].ResourceVersion = fmt.Sprint(i + 2)
+				i++
+				syncOnce(cache, listed(i))
+			}
+		})
+		b.Run(fmt.Sprintf("rejoin/nodes=%d", n), func(b *testing.B) {
+			nodes := slices.Clone(nodes)
+			cache := NewEntryCache()
+			syncOnce(cache, nodes)
+			listed := listerOrder(nodes)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				// One node left and another joined since the last sync.
+				joined := nodes[i%n].DeepCopy()
+				joined.Name = fmt.Sprintf("%s-%d", joined.Name, i)
+				nodes[i%n] = joined
 				i++
 				syncOnce(cache, listed(i))
 			}

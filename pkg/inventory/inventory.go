@@ -117,7 +117,8 @@ type EntryCache struct {
 	mu      sync.Mutex
 	entries map[string]*cachedEntry
 	refs    []entryRef // Compute's scratch, reused from one Compute to the next
-	slots   []entryRef // orderLocked's scratch
+	slots   []entryRef // orderLocked's scratch: refs at their last places
+	fresh   []entryRef // orderLocked's scratch: refs without a place
 	devices Devices
 	// deviceList lists a node's devices for its record when its facts do not keep them.
 	deviceList func(node string) []homelabv1.GpuDevice
@@ -335,42 +336,63 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 
 // orderLocked sorts refs by node name. They come in the lister's order, which changes from
 // one sync to the next, so each cached entry keeps its place in the last sorted result: the
-// same nodes as last time are put in order without comparing names, and only what the
-// places do not settle (new nodes, another selector's places) is sorted.
+// nodes seen last time are put in order without comparing names, and only the others (new
+// nodes) are sorted, then merged in. Places that do not give name order (another
+// selector's) fall back to sorting everything.
 func (c *EntryCache) orderLocked(refs []entryRef) {
-	placed := true
-	if cap(c.slots) < len(refs) {
-		c.slots = make([]entryRef, len(refs))
+	last := 0
+	for i := range refs {
+		if r := refs[i].cached; r != nil {
+			last = max(last, r.rank)
+		}
 	}
-	slots := c.slots[:len(refs)]
+	if cap(c.slots) < last {
+		c.slots = make([]entryRef, last)
+	}
+	slots, fresh := c.slots[:last], c.fresh[:0]
 	for _, r := range refs {
-		i := 0
+		i := -1
 		if r.cached != nil {
 			i = r.cached.rank - 1
 		}
-		if i < 0 || i >= len(slots) || slots[i].entry != nil {
-			placed = false
-			break
+		if i < 0 || slots[i].entry != nil {
+			fresh = append(fresh, r)
+			continue
 		}
 		slots[i] = r
 	}
-	if placed {
-		j := 0
-		for _, r := range slots {
-			if r.entry != nil {
-				refs[j] = r
-				j++
-			}
+	placed := slots[:0]
+	for _, r := range slots {
+		if r.entry != nil {
+			placed = append(placed, r)
 		}
-		placed = j == len(refs)
 	}
-	clear(slots)
-	if !placed || !slices.IsSortedFunc(refs, byName) {
+	if slices.IsSortedFunc(placed, byName) {
+		slices.SortFunc(fresh, byName)
+		mergeByName(refs, placed, fresh)
+	} else {
 		slices.SortFunc(refs, byName)
 	}
+	clear(slots)
+	clear(fresh)
+	c.fresh = fresh[:0]
 	for i := range refs {
 		if refs[i].cached != nil {
 			refs[i].cached.rank = i + 1
+		}
+	}
+}
+
+// mergeByName merges a and b, each sorted by name, into out (len(a)+len(b) long).
+func mergeByName(out, a, b []entryRef) {
+	i, j := 0, 0
+	for k := range out {
+		if j == len(b) || (i < len(a) && byName(a[i], b[j]) <= 0) {
+			out[k] = a[i]
+			i++
+		} else {
+			out[k] = b[j]
+			j++
 		}
 	}
 }

@@ -233,7 +233,7 @@ func TestEntryCacheOrderAsNodesComeAndGo(t *testing.T) {
 		all[i].ResourceVersion = "1"
 	}
 	for trial := range 300 {
-		switch rng.IntN(3) {
+		switch rng.IntN(5) {
 		case 0: // a node changes
 			i := rng.IntN(len(all))
 			all[i] = all[i].DeepCopy()
@@ -242,6 +242,16 @@ func TestEntryCacheOrderAsNodesComeAndGo(t *testing.T) {
 			i := rng.IntN(len(all))
 			all[i] = node(fmt.Sprintf("gpu-%02d-%d", i, trial), corev1.ConditionFalse, map[string]string{LabelGPUPresent: "true", LabelCount: "4"})
 			all[i].ResourceVersion = "1"
+		case 2: // a node leaves
+			if i := rng.IntN(len(all)); len(all) > 10 {
+				all = slices.Delete(all, i, i+1)
+			}
+		case 3: // nodes join
+			for j := range 1 + rng.IntN(4) {
+				n := node(fmt.Sprintf("gpu-%02d-%d", rng.IntN(99), trial*10+j), corev1.ConditionTrue, map[string]string{LabelGPUPresent: "true", LabelCount: "2"})
+				n.ResourceVersion = "1"
+				all = append(all, n)
+			}
 		}
 		listed := slices.Clone(all)
 		if trial%2 == 1 { // the other selector: every third node
