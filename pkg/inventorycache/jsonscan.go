@@ -16,7 +16,11 @@ limitations under the License.
 
 package inventorycache
 
-import "github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+import (
+	"bytes"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+)
 
 // A structural JSON scanner: it finds where values begin and end without decoding them, so
 // that the large parts of an object can be cut out before the real decoder runs. It checks
@@ -37,15 +41,28 @@ func skipSpace(data []byte, i int) int {
 
 // skipString returns the index past the string whose opening quote is at data[i].
 func skipString(data []byte, i int) (int, bool) {
+	open := i
 	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			return 0, false
+		}
+		i += q
+		if !escaped(data, open, i) {
 			return i + 1, true
 		}
 	}
 	return 0, false
+}
+
+// escaped reports whether the quote at data[i] follows an odd number of backslashes (after
+// data[from]).
+func escaped(data []byte, from, i int) bool {
+	n := 0
+	for j := i - 1; j > from && data[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 // skipValue returns the index past the value that starts at data[i].
