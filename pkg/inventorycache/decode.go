@@ -42,11 +42,12 @@ func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
 	gv := homelabv1.SchemeGroupVersion
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
-	// JSON watch events are read in place: the event's object is the frame's own bytes, which
-	// client-go's watch decoder decodes before it reads the next frame.
-	cfg.NegotiatedSerializer = kubeproto.WithWatchEventReader(withoutNodeLists{
+	// JSON watch events are cut from the stream by a structural scan (jsonFramer) and read in
+	// place: the event's object is the frame's own bytes, which client-go's watch decoder
+	// decodes before it reads the next frame.
+	cfg.NegotiatedSerializer = kubeproto.WithWatchEventReader(withJSONFramer{withoutNodeLists{
 		NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
-	}, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
+	}}, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
 		typ, object, ok := watchEvent(frame)
 		return typ, object, ok, nil
 	})
