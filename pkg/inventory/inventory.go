@@ -116,7 +116,11 @@ func Compute(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, now time.T
 type EntryCache struct {
 	mu      sync.Mutex
 	entries map[string]*cachedEntry
-	refs    []entryRef // Compute's scratch, reused from one Compute to the next
+	// byObject finds a node's entry by the node object it was last looked up with (once
+	// Notified): a node the informer has not replaced since is found without reading its
+	// name or version.
+	byObject map[*corev1.Node]*cachedEntry
+	refs     []entryRef // Compute's scratch, reused from one Compute to the next
 	slots   []entryRef // orderLocked's scratch: refs at their last places
 	fresh   []entryRef // orderLocked's scratch: refs without a place
 	devices Devices
@@ -157,7 +161,8 @@ type cachedEntry struct {
 	entry    *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
 	digest   entryDigest
 	warnings []Warning
-	rank     int // 1 + the entry's index in the last sorted result; 0: none yet
+	rank     int          // 1 + the entry's index in the last sorted result; 0: none yet
+	node     *corev1.Node // the object byObject knows the entry by; nil: none
 }
 
 // NewEntryCache returns an empty cache.
@@ -166,7 +171,7 @@ func NewEntryCache() *EntryCache { return NewEntryCacheWithDevices(nil) }
 // NewEntryCacheWithDevices returns an empty cache whose entries include what devices says of
 // each node (nil: nothing).
 func NewEntryCacheWithDevices(devices Devices) *EntryCache {
-	return &EntryCache{entries: map[string]*cachedEntry{}, devices: devices}
+	return &EntryCache{entries: map[string]*cachedEntry{}, byObject: map[*corev1.Node]*cachedEntry{}, devices: devices}
 }
 
 // WithDeviceList makes NodeIdentity list a node's devices with list, for facts that do not
@@ -182,8 +187,31 @@ func (c *EntryCache) Forget(name string) {
 		return
 	}
 	c.mu.Lock()
-	delete(c.entries, name)
+	c.forgetLocked(name)
 	c.mu.Unlock()
+}
+
+// forgetLocked drops a node's entry. c.mu is held.
+func (c *EntryCache) forgetLocked(name string) {
+	if e, ok := c.entries[name]; ok {
+		if e.node != nil {
+			delete(c.byObject, e.node)
+		}
+		delete(c.entries, name)
+	}
+}
+
+// knowLocked makes byObject find e by node, the object it was last looked up with. c.mu is
+// held.
+func (c *EntryCache) knowLocked(e *cachedEntry, node *corev1.Node) {
+	if !c.notified || e.node == node {
+		return
+	}
+	if e.node != nil {
+		delete(c.byObject, e.node)
+	}
+	e.node = node
+	c.byObject[node] = e
 }
 
 // Notified tells c that Changed is called with every node whose devices or holdings change,
@@ -232,13 +260,17 @@ func (c *EntryCache) drainLocked() {
 // cached. c.mu is held and drainLocked ran (or c is nil: no cache).
 func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	if c != nil && c.notified && node.ResourceVersion != "" {
+		if e, ok := c.byObject[node]; ok && !e.stale {
+			return e
+		}
 		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && !e.stale {
+			c.knowLocked(e, node)
 			return e
 		}
 	}
 	if !IsGPUNode(node) {
 		if c != nil {
-			delete(c.entries, node.Name) // it may have been a GPU node
+			c.forgetLocked(node.Name) // it may have been a GPU node
 		}
 		return &notGPU // not cached: the check is cheap, and half of a fleet is such nodes
 	}
@@ -253,6 +285,7 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	if c != nil && node.ResourceVersion != "" {
 		if e, ok := c.entries[node.Name]; ok && e.resourceVersion == node.ResourceVersion && e.facts == facts && e.held == held {
 			e.stale = false
+			c.knowLocked(e, node)
 			return e
 		}
 	}
@@ -268,7 +301,9 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 	}
 	e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
 	if c != nil && node.ResourceVersion != "" {
+		c.forgetLocked(node.Name)
 		c.entries[node.Name] = e
+		c.knowLocked(e, node)
 	}
 	return e
 }

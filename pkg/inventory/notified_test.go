@@ -18,6 +18,7 @@ package inventory
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,5 +157,63 @@ func TestNotifiedCacheLosesNoRacingChange(t *testing.T) {
 		if int64(e.AllocatedGpus) != want {
 			t.Errorf("%s shows %d allocated; the last change made it %d", e.Name, e.AllocatedGpus, want)
 		}
+	}
+}
+
+// Property: a notified cache, which finds an unchanged node by its object, computes what a
+// fresh cache computes as nodes change (a new object and version), are listed again (a new
+// object, the same version), lose their GPUs, leave and come back, and as what pods hold
+// changes; it keeps no node object it no longer needs.
+func TestNotifiedCacheFollowsNodeObjects(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := &sources{facts: map[string]*DeviceFacts{}, held: map[string]*allocation.Held{}}
+	cache := NewEntryCache().WithAllocation(src.holdings).Notified()
+	nodes := make([]*corev1.Node, 30)
+	version := 1
+	fresh := func(i int) *corev1.Node {
+		version++
+		labels := map[string]string{LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: fmt.Sprint(1 + rng.IntN(8))}
+		if rng.IntN(5) == 0 {
+			labels = nil // no GPU (any more)
+		}
+		n := node(fmt.Sprintf("gpu-%02d", i), corev1.ConditionTrue, labels)
+		n.ResourceVersion = fmt.Sprint(version)
+		return n
+	}
+	for i := range nodes {
+		nodes[i] = fresh(i)
+	}
+	for trial := range 500 {
+		i := rng.IntN(len(nodes))
+		switch rng.IntN(5) {
+		case 0: // the node changes
+			nodes[i] = fresh(i)
+		case 1: // listed again: another object of the same version
+			nodes[i] = nodes[i].DeepCopy()
+		case 2: // the node leaves and a node of that name joins
+			cache.Forget(nodes[i].Name)
+			nodes[i] = fresh(i)
+		case 3: // what pods hold on it changes
+			src.mu.Lock()
+			src.held[nodes[i].Name] = held("ml", 1, int64(1+rng.IntN(8)))
+			src.mu.Unlock()
+			cache.Changed(nodes[i].Name)
+		}
+		listed := nodes
+		if trial%3 == 2 { // another inventory's selector
+			listed = nodes[:len(nodes)/2]
+		}
+		got, _ := cache.Compute(listed, nil, t0)
+		want, _ := NewEntryCache().WithAllocation(src.holdings).Compute(listed, nil, t0)
+		if got.Hash != want.Hash {
+			t.Fatalf("trial %d: the notified cache computed %+v; a fresh cache %+v", trial, got.Nodes, want.Nodes)
+		}
+		cache.mu.Lock()
+		for obj, e := range cache.byObject {
+			if e.node != obj || cache.entries[obj.Name] != e {
+				t.Fatalf("trial %d: the cache keeps node object %s (version %s) that its entry no longer uses", trial, obj.Name, obj.ResourceVersion)
+			}
+		}
+		cache.mu.Unlock()
 	}
 }
