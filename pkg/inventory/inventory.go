@@ -121,9 +121,9 @@ type EntryCache struct {
 	// name or version.
 	byObject map[*corev1.Node]*cachedEntry
 	refs     []entryRef // Compute's scratch, reused from one Compute to the next
-	slots   []entryRef // orderLocked's scratch: refs at their last places
-	fresh   []entryRef // orderLocked's scratch: refs without a place
-	devices Devices
+	slots    []entryRef // orderLocked's scratch: refs at their last places
+	fresh    []entryRef // orderLocked's scratch: refs without a place
+	devices  Devices
 	// deviceList lists a node's devices for its record when its facts do not keep them.
 	deviceList func(node string) []homelabv1.GpuDevice
 	held       Held // nil: pods are not read
