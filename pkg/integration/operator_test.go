@@ -335,6 +335,20 @@ func TestChangesPropagate(t *testing.T) {
 		}
 		c.waitTotals(t, "desktops", totals{Nodes: 3, ReadyNodes: 2, Gpus: 11, ReadyGpus: 9})
 	})
+	// Every change above after the first write updated the ConfigMap, whose answers the
+	// operator reads as metadata only.
+	t.Run("the ConfigMap follows", func(t *testing.T) {
+		eventually(t, 20*time.Second, "ConfigMap gpu-node-status without omen2 and with h100-1", func() error {
+			cm, err := c.kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, homelabv1.NodeStatusConfigMapName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if _, gone := cm.Data["omen2"]; gone || !strings.Contains(cm.Data["h100-1"], "NVIDIA-H100-80GB-HBM3") || !strings.Contains(cm.Data["omen"], "NVIDIA-GeForce-RTX-4090") {
+				return fmt.Errorf("data %v", cm.Data)
+			}
+			return nil
+		})
+	})
 }
 
 func TestAPIServerRestart(t *testing.T) {

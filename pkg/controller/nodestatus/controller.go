@@ -36,7 +36,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -48,6 +50,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 )
 
 // Name names the controller and its workqueue.
@@ -354,9 +357,36 @@ func (c *Controller) write(ctx context.Context, key cache.ObjectName, current *c
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[OmittedAnnotation] = omitted
-	updated, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{FieldManager: homelabv1.FieldManager})
+	resourceVersion, err := c.update(ctx, cm)
 	if err != nil {
 		return "", fmt.Errorf("update ConfigMap %s: %w", key, err)
 	}
-	return updated.ResourceVersion, nil
+	return resourceVersion, nil
+}
+
+// update writes cm and returns its new resourceVersion ("" when the answer does not say).
+// Against an API server it asks for an answer of metadata only: the ConfigMap holds an entry
+// per listed GPU node, and reading it back after every write would cost as much as sending it.
+func (c *Controller) update(ctx context.Context, cm *corev1.ConfigMap) (string, error) {
+	opts := metav1.UpdateOptions{FieldManager: homelabv1.FieldManager}
+	rc, ok := c.client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil { // a fake clientset has no REST client
+		updated, err := c.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, opts)
+		if err != nil {
+			return "", err
+		}
+		return updated.ResourceVersion, nil
+	}
+	result := rc.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).
+		VersionedParams(&opts, scheme.ParameterCodec).SetHeader("Accept", statuswriter.MetadataOnly).Body(cm).Do(ctx)
+	if err := result.Error(); err != nil {
+		return "", err
+	}
+	answer, _ := result.Raw()
+	var meta metav1.PartialObjectMetadata
+	if err := json.Unmarshal(answer, &meta); err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot read the resourceVersion in the answer to a ConfigMap write", "configMap", klog.KObj(cm))
+		return "", nil // written: the next sync decodes the cached ConfigMap
+	}
+	return meta.ResourceVersion, nil
 }
