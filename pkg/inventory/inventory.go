@@ -323,10 +323,7 @@ type Records func(name string) *homelabv1.GpuNodeSpec
 // from its record first, and from previous only when it has none: the records remember every
 // GPU node, previous only the ones a bounded status listed.
 func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, records Records, now time.Time) (Inventory, []Warning) {
-	prev := make(map[string]*homelabv1.GpuNodeEntry, len(previous))
-	for i := range previous {
-		prev[previous[i].Name] = &previous[i]
-	}
+	var prev map[string]*homelabv1.GpuNodeEntry // previous by name, built when a node first needs it
 	// Cached entries are never modified (a changed node gets a new one), so they are
 	// referenced here and copied once, in order, into the result.
 	var refs []entryRef
@@ -351,6 +348,12 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		}
 		warnings = append(warnings, cached.warnings...)
 		if !cached.known {
+			if prev == nil {
+				prev = make(map[string]*homelabv1.GpuNodeEntry, len(previous))
+				for i := range previous {
+					prev[previous[i].Name] = &previous[i]
+				}
+			}
 			carried := *cached.entry
 			if carryLastKnown(&carried, lastKnownOf(node.Name, records, prev), now) {
 				if c != nil && c.held != nil { // the count may have changed
