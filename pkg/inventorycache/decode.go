@@ -45,9 +45,10 @@ func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
 	// JSON watch events are cut from the stream by a structural scan (jsonFramer) and read in
 	// place: the event's object is the frame's own bytes, which client-go's watch decoder
 	// decodes before it reads the next frame.
-	cfg.NegotiatedSerializer = kubeproto.WithWatchEventReader(withJSONFramer{withoutNodeLists{
+	framed := kubeproto.WithStreamSerializer(withoutNodeLists{
 		NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
-	}}, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
+	}, runtime.ContentTypeJSON, func(stream *runtime.StreamSerializerInfo) { stream.Framer = jsonFramer{} })
+	cfg.NegotiatedSerializer = kubeproto.WithWatchEventReader(framed, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
 		typ, object, ok := watchEvent(frame)
 		return typ, object, ok, nil
 	})

@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // jsonFramer splits a JSON watch stream into its events by finding where each object ends
@@ -33,25 +31,6 @@ type jsonFramer struct{}
 
 func (jsonFramer) NewFrameReader(r io.ReadCloser) io.ReadCloser { return &frameReader{r: r} }
 func (jsonFramer) NewFrameWriter(w io.Writer) io.Writer         { return w }
-
-// withJSONFramer makes ns's JSON stream serializer frame with jsonFramer.
-type withJSONFramer struct {
-	runtime.NegotiatedSerializer
-}
-
-func (s withJSONFramer) SupportedMediaTypes() []runtime.SerializerInfo {
-	infos := s.NegotiatedSerializer.SupportedMediaTypes()
-	out := make([]runtime.SerializerInfo, len(infos))
-	for i, info := range infos {
-		out[i] = info
-		if info.MediaType == runtime.ContentTypeJSON && info.StreamSerializer != nil {
-			stream := *info.StreamSerializer
-			stream.Framer = jsonFramer{}
-			out[i].StreamSerializer = &stream
-		}
-	}
-	return out
-}
 
 // frameReader hands out one JSON object (or array) per Read, as client-go's JSON frame
 // reader does: a frame longer than the caller's buffer comes in parts, each with

@@ -54,13 +54,22 @@ type EventReader func(frame []byte) (typ string, object []byte, ok bool, err err
 // type read their events with read, in place; everything else is ns's, its own methods
 // included.
 func WithWatchEventReader(ns runtime.NegotiatedSerializer, mediaType string, read EventReader) runtime.NegotiatedSerializer {
-	return streamSerializer{ns, mediaType, read}
+	return WithStreamSerializer(ns, mediaType, func(stream *runtime.StreamSerializerInfo) {
+		stream.Serializer = eventDecoder{stream.Serializer, read}
+	})
+}
+
+// WithStreamSerializer wraps a client's serializer so that the stream serializer of one
+// media type is a copy that edit changed (its framer, its decoder); everything else is ns's,
+// its own methods included.
+func WithStreamSerializer(ns runtime.NegotiatedSerializer, mediaType string, edit func(*runtime.StreamSerializerInfo)) runtime.NegotiatedSerializer {
+	return streamSerializer{ns, mediaType, edit}
 }
 
 type streamSerializer struct {
 	runtime.NegotiatedSerializer
 	mediaType string
-	read      EventReader
+	edit      func(*runtime.StreamSerializerInfo)
 }
 
 func (s streamSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
@@ -70,7 +79,7 @@ func (s streamSerializer) SupportedMediaTypes() []runtime.SerializerInfo {
 		out[i] = info
 		if info.MediaType == s.mediaType && info.StreamSerializer != nil {
 			stream := *info.StreamSerializer
-			stream.Serializer = eventDecoder{stream.Serializer, s.read}
+			s.edit(&stream)
 			out[i].StreamSerializer = &stream
 		}
 	}
