@@ -71,8 +71,8 @@ func (t *Strings) Bytes() int {
 	return t.bytes
 }
 
-// Holds reports whether the table keeps s.
-func (t *Strings) Holds(s string) bool {
+// holds reports whether the table keeps s.
+func (t *Strings) holds(s string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, ok := t.table[s]

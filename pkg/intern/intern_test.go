@@ -38,7 +38,7 @@ func TestInternSharesOneCopy(t *testing.T) {
 		t.Error("the table keeps the caller's bytes")
 	}
 	copy(buf, "xxxxxx")
-	if first != "nvidia.com/gpu.product" || !table.Holds("nvidia.com/gpu.product") {
+	if first != "nvidia.com/gpu.product" || !table.holds("nvidia.com/gpu.product") {
 		t.Errorf("the kept string changed with the bytes it was read from: %q", first)
 	}
 	if table.Intern("") != "" {
@@ -61,7 +61,7 @@ func TestInternIsBounded(t *testing.T) {
 	buf := []byte(strings.Repeat("x", MaxString+1))
 	view := unsafe.String(&buf[0], len(buf))
 	long := table.Intern(view)
-	if table.Holds(long) {
+	if table.holds(long) {
 		t.Error("a string longer than MaxString was kept")
 	}
 	if unsafe.StringData(long) == &buf[0] {

@@ -70,36 +70,35 @@ func BenchmarkSync(b *testing.B) {
 				syncOnce(nil, nodes)
 			}
 		})
-		b.Run(fmt.Sprintf("incremental/nodes=%d", n), func(b *testing.B) {
-			cache := NewEntryCache()
-			syncOnce(cache, nodes)
-			listed := listerOrder(nodes)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				// One node changed since the last sync, as under churn.
-				nodes[i%n] = nodes[i%n].DeepCopy()
-				nodes[i%n].ResourceVersion = fmt.Sprint(i + 2)
-				i++
-				syncOnce(cache, listed(i))
-			}
-		})
-		b.Run(fmt.Sprintf("rejoin/nodes=%d", n), func(b *testing.B) {
-			nodes := slices.Clone(nodes)
-			cache := NewEntryCache()
-			syncOnce(cache, nodes)
-			listed := listerOrder(nodes)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				// One node left and another joined since the last sync.
-				joined := nodes[i%n].DeepCopy()
-				joined.Name = fmt.Sprintf("%s-%d", joined.Name, i)
-				nodes[i%n] = joined
-				i++
-				syncOnce(cache, listed(i))
-			}
-		})
+		for _, change := range []struct {
+			name string
+			next func(node *corev1.Node, i int) *corev1.Node
+		}{
+			{"incremental", func(node *corev1.Node, i int) *corev1.Node { // one node changed, as under churn
+				node = node.DeepCopy()
+				node.ResourceVersion = fmt.Sprint(i + 2)
+				return node
+			}},
+			{"rejoin", func(node *corev1.Node, i int) *corev1.Node { // one node left, another joined
+				node = node.DeepCopy()
+				node.Name = fmt.Sprintf("%s-%d", node.Name, i)
+				return node
+			}},
+		} {
+			b.Run(fmt.Sprintf("%s/nodes=%d", change.name, n), func(b *testing.B) {
+				nodes := slices.Clone(nodes)
+				cache := NewEntryCache()
+				syncOnce(cache, nodes)
+				listed := listerOrder(nodes)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					nodes[i%n] = change.next(nodes[i%n], i)
+					i++
+					syncOnce(cache, listed(i))
+				}
+			})
+		}
 	}
 	// With allocation, as under pod churn: each GPU node's pods from three namespaces, one
 	// node's pods changed since the last sync.
