@@ -294,27 +294,39 @@ func paced(ctx context.Context, nodes []fleetNode, rate float64, do func(fleetNo
 	return nodes[:sent], ctx.Err()
 }
 
-// flipResult is what the Ready-flips phase measured.
+// flipResult is what a phase of Ready flips measured.
 type flipResult struct {
-	flips  int
+	flips  int // every change, republishes included
+	counts testenv.ChurnCounts
 	took   time.Duration
 	writes writeCounts
-	cpu    float64 // the operator's share of a core while the flips were sent
+	cpu    float64 // the operator's share of a core while the changes were sent
 }
 
-// flipPhase flips Ready of GPU nodes at rate a second for d, nothing else changing, and
-// counts the record writes meanwhile (and for the 2 s after, which a write would take to show).
-func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Duration) (*flipResult, error) {
+// flipPhase flips Ready of GPU nodes at rate a second for d and counts the record writes
+// meanwhile (and for the 2 s after, which a write would take to show). With draShare, a
+// change that falls on a DRA node republishes its slice half of the time instead
+// (testenv.FlipAndRepublish); without it nothing else changes.
+func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Duration, draShare float64) (*flipResult, error) {
 	res := &flipResult{}
+	name := "flips"
+	if draShare > 0 {
+		name = "republish"
+	}
 	var err error
 	res.writes, err = countWrites(h.op, func() error {
 		flipCtx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		start, cpu0 := time.Now(), cpuTicks(h.op.pid)
 		var profiled sync.WaitGroup
-		profilePhase(&profiled, d, "flips-cpu.pprof", "flips-allocs.pprof")
+		profilePhase(&profiled, d, name+"-cpu.pprof", name+"-allocs.pprof")
 		var err error
-		res.flips, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
+		if draShare > 0 {
+			res.counts, err = testenv.FlipAndRepublish(flipCtx, h.kube, n, rate, draShare)
+		} else {
+			res.counts.Changes, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
+		}
+		res.flips = res.counts.Changes
 		res.took = time.Since(start)
 		profiled.Wait()
 		// Clock ticks are 1/100 s.
@@ -323,8 +335,8 @@ func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Dura
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("the Ready flips: %w", err)
+		return nil, fmt.Errorf("the %s phase: %w", name, err)
 	}
-	fmt.Fprintf(os.Stderr, "Ready flips: %d in %s, record writes: %s\n", res.flips, res.took.Round(time.Second), res.writes)
+	fmt.Fprintf(os.Stderr, "Ready flips (%d slice republishes): %d in %s, record writes: %s\n", res.counts.Republishes, res.flips, res.took.Round(time.Second), res.writes)
 	return res, nil
 }

@@ -213,18 +213,28 @@ type ChurnCounts struct {
 // Ready, and every fifth republish toggles a device taint, which changes the node's healthy
 // GPUs. A DRA node is never relabelled (it has no GFD label to relabel).
 func ChurnDRA(ctx context.Context, kube kubernetes.Interface, n int, rate float64, draShare float64) (ChurnCounts, error) {
-	return churn(ctx, kube, n, rate, true, draShare)
+	return churn(ctx, kube, n, rate, churnKinds{relabels: true, rejoins: true, republishes: true}, draShare)
 }
 
 // FlipReady is Churn with Ready flips only: no relabel, no node leaving.
 func FlipReady(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
-	counts, err := churn(ctx, kube, n, rate, false, 0)
+	counts, err := churn(ctx, kube, n, rate, churnKinds{}, 0)
 	return counts.Changes, err
 }
 
-// churn is ChurnDRA; mixed adds the relabels, the rejoins and the republishes to the Ready
-// flips. It is long because the kinds of change are chosen and sent in one loop.
-func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, mixed bool, draShare float64) (ChurnCounts, error) {
+// FlipAndRepublish is ChurnDRA without the relabels and the rejoins: Ready flips, and on
+// DRA nodes as many slice republishes. Like every churn it starts from untainted slices: its first
+// republish of a slice left tainted clears the taint.
+func FlipAndRepublish(ctx context.Context, kube kubernetes.Interface, n int, rate float64, draShare float64) (ChurnCounts, error) {
+	return churn(ctx, kube, n, rate, churnKinds{republishes: true}, draShare)
+}
+
+// churnKinds says which changes a churn makes beside the Ready flips.
+type churnKinds struct{ relabels, rejoins, republishes bool }
+
+// churn is ChurnDRA with the kinds of change of its own. It is long because the kinds of
+// change are chosen and sent in one loop.
+func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, kinds churnKinds, draShare float64) (ChurnCounts, error) {
 	var counts ChurnCounts
 	if rate <= 0 {
 		<-ctx.Done()
@@ -245,9 +255,9 @@ func churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64, 
 		case <-ticker.C:
 			i := (1 + rng.IntN(max(1, (n+1)/2-1))) * 2 // a GPU node, never node 0 (the probes' marker)
 			isDRA := fixtures.IsFleetDRANode(i, draShare)
-			rejoin := mixed && counts.Changes%25 == 24
-			relabel := mixed && !rejoin && !isDRA && counts.Changes%10 == 9
-			republish := mixed && !rejoin && isDRA && rng.IntN(2) == 0
+			rejoin := kinds.rejoins && counts.Changes%25 == 24
+			relabel := kinds.relabels && !rejoin && !isDRA && counts.Changes%10 == 9
+			republish := kinds.republishes && !rejoin && isDRA && rng.IntN(2) == 0
 			isReady, seen := ready[i]
 			if !seen {
 				isReady = true
