@@ -71,15 +71,25 @@ func (w *REST) ApplyStatus(ctx context.Context, name string, status homelabv1.Gp
 	}
 	result := w.client.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
 		VersionedParams(&opts, scheme.ParameterCodec).SetHeader("Accept", MetadataOnly).Body(body).Do(ctx)
+	resourceVersion, err := WrittenVersion(ctx, result, "GpuInventory", klog.KRef("", name))
+	if err != nil {
+		return "", explain(err)
+	}
+	return resourceVersion, nil
+}
+
+// WrittenVersion returns the resourceVersion in the answer to a write sent with the
+// MetadataOnly Accept header, or the write's error. A write whose answer does not say is
+// logged and gives "" (the caller reads the object back).
+func WrittenVersion(ctx context.Context, result rest.Result, kind string, object klog.ObjectRef) (string, error) {
 	// Error, not Raw: only Error reads the API server's reason out of a failure's answer.
 	if err := result.Error(); err != nil {
-		return "", explain(err)
+		return "", err
 	}
 	answer, _ := result.Raw()
 	var meta metav1.PartialObjectMetadata
 	if err := json.Unmarshal(answer, &meta); err != nil || meta.ResourceVersion == "" {
-		// The write succeeded; without its version the caller reads the object back.
-		klog.FromContext(ctx).Error(err, "Cannot read the resourceVersion in the answer to a status write", "inventory", name)
+		klog.FromContext(ctx).Error(err, "Cannot read the resourceVersion in the answer to a write", "kind", kind, "object", object)
 		return "", nil
 	}
 	return meta.ResourceVersion, nil

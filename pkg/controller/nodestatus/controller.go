@@ -379,14 +379,6 @@ func (c *Controller) update(ctx context.Context, cm *corev1.ConfigMap) (string, 
 	}
 	result := rc.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).
 		VersionedParams(&opts, scheme.ParameterCodec).SetHeader("Accept", statuswriter.MetadataOnly).Body(cm).Do(ctx)
-	if err := result.Error(); err != nil {
-		return "", err
-	}
-	answer, _ := result.Raw()
-	var meta metav1.PartialObjectMetadata
-	if err := json.Unmarshal(answer, &meta); err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot read the resourceVersion in the answer to a ConfigMap write", "configMap", klog.KObj(cm))
-		return "", nil // written: the next sync decodes the cached ConfigMap
-	}
-	return meta.ResourceVersion, nil
+	// Without the version in the answer, the next sync decodes the cached ConfigMap.
+	return statuswriter.WrittenVersion(ctx, result, "ConfigMap", klog.KObj(cm))
 }
