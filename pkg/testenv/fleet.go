@@ -190,17 +190,6 @@ func patchConditions(ctx context.Context, kube kubernetes.Interface, name string
 	return nil
 }
 
-// Churn flips the Ready condition of random GPU nodes among the first n fleet nodes at rate
-// changes per second until ctx is done, and returns how many changes it made. Most changes
-// flip Ready; every tenth relabels a node instead (GFD's timestamp), as a GFD restart does;
-// every 25th makes a node leave the cluster and join it again (deleted and created anew).
-// Changes are sent concurrently, so that the rate holds whatever the API server's latency;
-// a node that is rejoining when ctx ends joins before Churn returns.
-func Churn(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
-	counts, err := ChurnDRA(ctx, kube, n, rate, 0)
-	return counts.Changes, err
-}
-
 // ChurnCounts says what a churn changed.
 type ChurnCounts struct {
 	Changes     int // all of them
@@ -208,23 +197,28 @@ type ChurnCounts struct {
 	Taints      int // of those, the ones that added or removed a device taint
 }
 
-// ChurnDRA is Churn over a fleet created with CreateDRAFleet(draShare): a change that falls
-// on a DRA node republishes its slice (RepublishSlice) half of the time instead of flipping
-// Ready, and every fifth republish toggles a device taint, which changes the node's healthy
-// GPUs. A DRA node is never relabelled (it has no GFD label to relabel).
+// ChurnDRA changes random GPU nodes among the first n fleet nodes (created with
+// CreateDRAFleet(draShare)) at rate changes per second until ctx is done, and says what it
+// changed. Most changes flip Ready; every tenth relabels a GFD node instead (GFD's
+// timestamp), as a GFD restart does; every 25th makes a node leave the cluster and join it
+// again (deleted and created anew); a change that falls on a DRA node republishes its slice
+// (RepublishSlice) half of the time, and every fifth republish toggles a device taint, which
+// changes the node's healthy GPUs. Changes are sent concurrently, so that the rate holds
+// whatever the API server's latency; a node that is rejoining when ctx ends joins before
+// ChurnDRA returns.
 func ChurnDRA(ctx context.Context, kube kubernetes.Interface, n int, rate float64, draShare float64) (ChurnCounts, error) {
 	return churn(ctx, kube, n, rate, churnKinds{relabels: true, rejoins: true, republishes: true}, draShare)
 }
 
-// FlipReady is Churn with Ready flips only: no relabel, no node leaving.
+// FlipReady is ChurnDRA with Ready flips only: no relabel, no node leaving, no republish.
 func FlipReady(ctx context.Context, kube kubernetes.Interface, n int, rate float64) (int, error) {
 	counts, err := churn(ctx, kube, n, rate, churnKinds{}, 0)
 	return counts.Changes, err
 }
 
 // FlipAndRepublish is ChurnDRA without the relabels and the rejoins: Ready flips, and on
-// DRA nodes as many slice republishes. Like every churn it starts from untainted slices: its first
-// republish of a slice left tainted clears the taint.
+// DRA nodes as many slice republishes. Like every churn it takes the slices to be untainted
+// at its start: its first republish of a slice an earlier churn left tainted clears the taint.
 func FlipAndRepublish(ctx context.Context, kube kubernetes.Interface, n int, rate float64, draShare float64) (ChurnCounts, error) {
 	return churn(ctx, kube, n, rate, churnKinds{republishes: true}, draShare)
 }
