@@ -105,7 +105,8 @@ type Controller struct {
 	// since this controller started and whose record does not say so yet.
 	lastSeen map[string]time.Time
 	// deleted: the last state of records someone deleted while their node remains, so that a
-	// node without labels gets its memory back.
+	// node without labels gets its memory back (without its devices when the cache had
+	// dropped them: the node had its slices then, and lost them as the record went).
 	deleted map[string]*homelabv1.GpuNode
 	// pruned: the identity hash of records the server could not hold whole (an older CRD).
 	pruned map[string]string
@@ -336,6 +337,9 @@ func (c *Controller) consistent(r *homelabv1.GpuNode) bool {
 // holds reports whether a record holds the identity with hash, as well as the server lets it:
 // a GpuNode CRD older than this operator prunes the fields it lacks.
 func (c *Controller) holds(r *homelabv1.GpuNode, hash string) bool {
+	if DevicesElided(r) {
+		return r.Annotations[homelabv1.IdentityHashAnnotation] == hash // checked when cached
+	}
 	if inventory.IdentityHash(r.Spec) == hash {
 		return true
 	}
@@ -445,6 +449,16 @@ func (c *Controller) syncUnlabelled(ctx context.Context, node *corev1.Node, reco
 			return nil
 		}
 		record, recreate = deleted, true
+	}
+	if DevicesElided(record) && !recreate {
+		full, err := c.client.HomelabV1().GpuNodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: its delete event queues the node again
+		}
+		if err != nil {
+			return fmt.Errorf("get GpuNode %s to mark it missing: %w", node.Name, err)
+		}
+		record = full
 	}
 	spec := *record.Spec.DeepCopy()
 	if spec.MissingSince != nil {

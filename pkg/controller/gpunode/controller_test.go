@@ -120,7 +120,7 @@ func (f *fixture) refreshRecords() {
 	}
 	var objs []any
 	for i := range list.Items {
-		r, _ := StripManagedFields(list.Items[i].DeepCopy())
+		r, _ := TrimRecord(list.Items[i].DeepCopy())
 		objs = append(objs, r)
 	}
 	if err := f.records.informer.GetIndexer().Replace(objs, list.ResourceVersion); err != nil {
@@ -363,6 +363,37 @@ func TestVanishedLabelsMarkTheRecordMissingOnce(t *testing.T) {
 	if r := f.record("dgx-1"); r.Spec.MissingSince != nil || !r.Spec.LastSeen.Time.Equal(vanishedAt.Add(3*time.Hour)) {
 		t.Errorf("record after the labels came back = %+v, want no missingSince, last seen now", r.Spec)
 	}
+}
+
+// The cache drops the devices of a DRA node's record while the node's slices list them; when
+// the slices vanish, the record is marked missing with its devices, read from the API server,
+// and the cache keeps that memory whole.
+func TestRecordMarkedMissingKeepsTheDevicesTheCacheDropped(t *testing.T) {
+	node := withoutGFDLabels(gpuNode("dgx-1", "NVIDIA-H100-80GB-HBM3", 2))
+	spec := homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 2, GpuMemoryMiB: 81559, Source: homelabv1.SourceDRA,
+		Devices: []homelabv1.GpuDevice{{Name: "gpu-0", Type: "gpu", UUID: "GPU-a"}, {Name: "gpu-1", Type: "gpu", UUID: "GPU-b"}}}
+	isController := true
+	record := &homelabv1.GpuNode{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1",
+		Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: inventory.IdentityHash(spec)},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "dgx-1", UID: node.UID, Controller: &isController}}},
+		Spec: spec}
+	f := newFixture(t, []*corev1.Node{node}, record)
+	if cached := f.c.Record("dgx-1"); cached == nil || !DevicesElided(cached) || cached.Spec.Devices != nil {
+		t.Fatalf("cached record = %+v, want it without its devices", cached)
+	}
+
+	wantWrites(t, "slices vanished", f.sync("dgx-1"), "get", "patch")
+	r := f.record("dgx-1")
+	if r.Spec.MissingSince == nil || r.Spec.Source != homelabv1.SourceDRA {
+		t.Errorf("record = %+v, want the last-known facts marked missing", r.Spec)
+	}
+	if diff := cmp.Diff(spec.Devices, r.Spec.Devices); diff != "" {
+		t.Errorf("devices of the record marked missing (-want +got):\n%s", diff)
+	}
+	if cached := f.c.Record("dgx-1"); DevicesElided(cached) || len(cached.Spec.Devices) != 2 {
+		t.Errorf("the cache keeps %d devices of the missing record (elided: %v), want 2", len(cached.Spec.Devices), DevicesElided(cached))
+	}
+	wantWrites(t, "still missing", f.sync("dgx-1"))
 }
 
 // At the upgrade, a node without labels gets a record from the memory the older version kept.

@@ -30,6 +30,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // draRecord is a record of a DRA node with 8 GPUs as the operator writes it, with managed
@@ -57,6 +58,19 @@ func draRecord(t testing.TB, name string) []byte {
 	return data
 }
 
+// consistentDRARecord is draRecord as the controller writes it: its annotation is its spec's
+// hash.
+func consistentDRARecord(t testing.TB, name string) []byte {
+	t.Helper()
+	r := decodeRecord(t, draRecord(t, name))
+	r.Annotations[homelabv1.IdentityHashAnnotation] = inventory.IdentityHash(r.Spec)
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func decodeRecord(t testing.TB, data []byte) *homelabv1.GpuNode {
 	t.Helper()
 	r := &homelabv1.GpuNode{}
@@ -73,7 +87,7 @@ func TestRecordTransformSharesRepeatedStrings(t *testing.T) {
 	want := a.DeepCopy()
 	want.ManagedFields = nil
 	for _, r := range []*homelabv1.GpuNode{a, b} {
-		if _, err := StripManagedFields(r); err != nil {
+		if _, err := TrimRecord(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,7 +112,7 @@ func TestRecordTransformSharesRepeatedStrings(t *testing.T) {
 	if same(a.Spec.Devices[0].UUID, b.Spec.Devices[0].UUID) || a.Spec.Devices[0].UUID == b.Spec.Devices[0].UUID {
 		t.Errorf("device UUIDs %q and %q", a.Spec.Devices[0].UUID, b.Spec.Devices[0].UUID)
 	}
-	if _, err := StripManagedFields(&metav1.PartialObjectMetadata{}); err != nil {
+	if _, err := TrimRecord(&metav1.PartialObjectMetadata{}); err != nil {
 		t.Errorf("another object: %v", err)
 	}
 }
@@ -110,7 +124,38 @@ func keyOf(m map[string]string) string {
 	return ""
 }
 
-// Sharing the repeated strings saves a good part of what a record costs in the cache.
+// The cache drops the devices of a record as the controller writes it, and only of such a
+// record whose node is not missing: a record someone edited, or the memory of a node whose
+// slices are gone, keeps them.
+func TestRecordTransformDropsDevicesOnlyOfConsistentRecords(t *testing.T) {
+	consistent := decodeRecord(t, consistentDRARecord(t, "dgx-a"))
+	spec := consistent.Spec.DeepCopy()
+	missing := decodeRecord(t, consistentDRARecord(t, "dgx-b"))
+	missing.Spec.MissingSince = &metav1.Time{}
+	missing.Annotations[homelabv1.IdentityHashAnnotation] = inventory.IdentityHash(missing.Spec)
+	edited := decodeRecord(t, consistentDRARecord(t, "dgx-c"))
+	edited.Spec.Devices[0].UUID = "GPU-edited"
+	for _, r := range []*homelabv1.GpuNode{consistent, missing, edited} {
+		if _, err := TrimRecord(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !DevicesElided(consistent) || consistent.Spec.Devices != nil {
+		t.Errorf("a consistent record keeps %d devices (elided: %v), want none", len(consistent.Spec.Devices), DevicesElided(consistent))
+	}
+	spec.Devices = nil
+	if diff := cmp.Diff(spec, &consistent.Spec); diff != "" {
+		t.Errorf("the transform changed more than the devices (-want +got):\n%s", diff)
+	}
+	for what, r := range map[string]*homelabv1.GpuNode{"missing": missing, "edited": edited} {
+		if DevicesElided(r) || len(r.Spec.Devices) != 8 {
+			t.Errorf("a record %s keeps %d devices (elided: %v), want 8", what, len(r.Spec.Devices), DevicesElided(r))
+		}
+	}
+}
+
+// Sharing the repeated strings saves a good part of what a record costs in the cache, and
+// dropping the devices that the slices list saves most of what is left.
 func TestRecordBytes(t *testing.T) {
 	data := draRecord(t, "dgx-0001")
 	const n = 2000
@@ -129,10 +174,16 @@ func TestRecordBytes(t *testing.T) {
 		return (after.HeapAlloc - before.HeapAlloc) / n
 	}
 	stripped := measure(func(r *homelabv1.GpuNode) { r.ManagedFields = nil })
-	kept := measure(func(r *homelabv1.GpuNode) { _, _ = StripManagedFields(r) })
+	kept := measure(func(r *homelabv1.GpuNode) { _, _ = TrimRecord(r) })
 	t.Logf("a DRA record of 8 GPUs without managed fields: %d bytes; with the repeated strings shared: %d", stripped, kept)
 	if kept > stripped*19/20 {
 		t.Errorf("the record cache keeps %d bytes per record, %d without sharing strings; want a twentieth less at least", kept, stripped)
+	}
+	data = consistentDRARecord(t, "dgx-0001")
+	elided := measure(func(r *homelabv1.GpuNode) { _, _ = TrimRecord(r) })
+	t.Logf("the same record as the controller writes it, its devices dropped: %d bytes", elided)
+	if elided > kept/2 {
+		t.Errorf("the record cache keeps %d bytes of a record whose devices it drops, %d of one it keeps whole; want half at most", elided, kept)
 	}
 }
 
@@ -141,7 +192,7 @@ func TestRecordBytes(t *testing.T) {
 func TestSharedStringsKeepEverNewValues(t *testing.T) {
 	for i := range 30_000 {
 		r := &homelabv1.GpuNode{Spec: homelabv1.GpuNodeSpec{Product: fmt.Sprintf("EVER-NEW-%d", i)}}
-		if _, err := StripManagedFields(r); err != nil || r.Spec.Product != fmt.Sprintf("EVER-NEW-%d", i) {
+		if _, err := TrimRecord(r); err != nil || r.Spec.Product != fmt.Sprintf("EVER-NEW-%d", i) {
 			t.Fatalf("product %q, %v", r.Spec.Product, err)
 		}
 	}
