@@ -56,6 +56,7 @@ type Operator struct {
 	protobufConfig *rest.Config         // makes the Node informer's client (see nodeClient)
 	client         versioned.Interface
 	recordClient   versioned.Interface // GpuNode records, at --gpunode-qps
+	recordReader   versioned.Interface // whole GpuNode records the cache summarizes, at --gpunode-qps
 	apiext         apiextensionsclient.Interface
 
 	leaderHealth *leaderelection.HealthzAdaptor

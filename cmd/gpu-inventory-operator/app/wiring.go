@@ -94,6 +94,9 @@ func (o *Operator) newClients(config *rest.Config) error {
 	if o.recordClient, err = versioned.NewForConfig(records); err != nil {
 		return fmt.Errorf("create GpuNode client: %w", err)
 	}
+	if o.recordReader, err = versioned.NewForConfig(records); err != nil { // a rate limit of its own
+		return fmt.Errorf("create GpuNode client: %w", err)
+	}
 	if o.apiext, err = apiextensionsclient.NewForConfig(config); err != nil {
 		return fmt.Errorf("create apiextensions client: %w", err)
 	}
@@ -462,6 +465,7 @@ func (o *Operator) newControllers(ctx context.Context, c *caches, recorder recor
 		seed := &seeder{client: o.client, kube: o.kube, namespace: o.namespace, ctx: ctx}
 		records, err := gpunode.NewController(ctx, gpunode.Config{
 			Client:         o.recordClient,
+			Reader:         o.recordReader,
 			NodeInformer:   c.nodes,
 			NodeEvents:     nodeEvents,
 			RecordInformer: c.records,

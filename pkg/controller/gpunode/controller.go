@@ -65,6 +65,9 @@ const (
 type Config struct {
 	// Client writes the records (server-side apply with homelabv1.FieldManager).
 	Client versioned.Interface
+	// Reader reads a whole record where the cache keeps its summary, before marking it
+	// missing; nil: Client. A client of its own keeps those reads from halving the write rate.
+	Reader versioned.Interface
 	// NodeInformer is the node cache, from nodecache.NewNodeInformer.
 	NodeInformer cache.SharedIndexInformer
 	// NodeEvents is where the node event handler goes; nil: NodeInformer.
@@ -87,6 +90,7 @@ type Config struct {
 // Controller keeps the GpuNode records equal to the GPU identity of the nodes.
 type Controller struct {
 	client        versioned.Interface
+	reader        versioned.Interface
 	nodeIndex     cache.Indexer // every node: a *corev1.Node for GPU nodes, metadata for the rest
 	nodes         nodecache.NodeLister
 	nodesSynced   cache.InformerSynced
@@ -105,8 +109,8 @@ type Controller struct {
 	// since this controller started and whose record does not say so yet.
 	lastSeen map[string]time.Time
 	// deleted: the last state of records someone deleted while their node remains, so that a
-	// node without labels gets its memory back (without its devices when the cache had
-	// dropped them: the node had its slices then, and lost them as the record went).
+	// node without labels gets its memory back (its summary's part only when the cache kept
+	// a summary: the node's sources were there then, and vanished as the record went).
 	deleted map[string]*homelabv1.GpuNode
 	// pruned: the identity hash of records the server could not hold whole (an older CRD).
 	pruned map[string]string
@@ -127,8 +131,12 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.NodeEvents == nil {
 		cfg.NodeEvents = cfg.NodeInformer
 	}
+	if cfg.Reader == nil {
+		cfg.Reader = cfg.Client
+	}
 	c := &Controller{
 		client:        cfg.Client,
+		reader:        cfg.Reader,
 		nodeIndex:     cfg.NodeInformer.GetIndexer(),
 		nodes:         nodecache.NewNodeLister(cfg.NodeInformer),
 		nodesSynced:   cfg.NodeInformer.HasSynced,
@@ -203,8 +211,9 @@ func (c *Controller) Synced() bool {
 	return c.nodesSynced() && c.recordsSynced() && c.devicesSynced() && c.initialDone.Load()
 }
 
-// Record returns the cached record of a node, nil when there is none. The record is shared
-// with the cache: read it, never modify it.
+// Record returns the cached record of a node, nil when there is none. The record may be
+// shared with the cache: read it, never modify it. Of a record the cache keeps as a summary
+// (Summarized), the spec holds product, count, memory, family, compute capability and source.
 func (c *Controller) Record(name string) *homelabv1.GpuNode {
 	r, err := c.records.Get(name)
 	if err != nil {
@@ -308,7 +317,7 @@ func (c *Controller) enqueueRecord(obj any) {
 // (a record as this controller writes it: its annotation names its own spec's hash, and the
 // node owns it) is dropped.
 func (c *Controller) recordUpdated(_, cur any) {
-	if r, ok := cur.(*homelabv1.GpuNode); ok && c.consistent(r) {
+	if r := recordOf(cur); r != nil && c.consistent(r) {
 		return
 	}
 	c.enqueueRecord(cur)
@@ -320,7 +329,7 @@ func (c *Controller) recordDeleted(obj any) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	if r, ok := obj.(*homelabv1.GpuNode); ok && inventory.KnowsGPUs(&r.Spec) {
+	if r := recordOf(obj); r != nil && inventory.KnowsGPUs(&r.Spec) {
 		c.mu.Lock()
 		c.deleted[r.Name] = r
 		c.mu.Unlock()
@@ -337,7 +346,7 @@ func (c *Controller) consistent(r *homelabv1.GpuNode) bool {
 // holds reports whether a record holds the identity with hash, as well as the server lets it:
 // a GpuNode CRD older than this operator prunes the fields it lacks.
 func (c *Controller) holds(r *homelabv1.GpuNode, hash string) bool {
-	if DevicesElided(r) {
+	if Summarized(r) {
 		return r.Annotations[homelabv1.IdentityHashAnnotation] == hash // checked when cached
 	}
 	if inventory.IdentityHash(r.Spec) == hash {
@@ -450,8 +459,8 @@ func (c *Controller) syncUnlabelled(ctx context.Context, node *corev1.Node, reco
 		}
 		record, recreate = deleted, true
 	}
-	if DevicesElided(record) && !recreate {
-		full, err := c.client.HomelabV1().GpuNodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if Summarized(record) && !recreate {
+		full, err := c.reader.HomelabV1().GpuNodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile: its delete event queues the node again
 		}

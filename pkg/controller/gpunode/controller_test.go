@@ -328,7 +328,8 @@ func TestVanishedLabelsMarkTheRecordMissingOnce(t *testing.T) {
 	unlabelled := withoutGFDLabels(node)
 	f.updateNode(node, unlabelled)
 	f.clock.SetTime(vanishedAt.Add(5 * time.Second)) // the sync runs a little later
-	wantWrites(t, "labels vanished", f.syncQueued(), "patch")
+	// The cache keeps the record's summary: the whole record is read, then written.
+	wantWrites(t, "labels vanished", f.syncQueued(), "get", "patch")
 	r := f.record("dgx-1")
 	if r.Spec.Product != "NVIDIA-H100-80GB-HBM3" || r.Spec.GpuCount != 8 || r.Spec.GpuMemoryMiB != 81559 {
 		t.Errorf("record = %+v, want the last-known facts", r.Spec)
@@ -365,21 +366,20 @@ func TestVanishedLabelsMarkTheRecordMissingOnce(t *testing.T) {
 	}
 }
 
-// The cache drops the devices of a DRA node's record while the node's slices list them; when
-// the slices vanish, the record is marked missing with its devices, read from the API server,
-// and the cache keeps that memory whole.
+// The cache keeps a summary of a DRA node's record while the node's slices list its devices;
+// when the slices vanish, the record is marked missing with its devices, read from the API
+// server, and the cache keeps that memory whole.
 func TestRecordMarkedMissingKeepsTheDevicesTheCacheDropped(t *testing.T) {
 	node := withoutGFDLabels(gpuNode("dgx-1", "NVIDIA-H100-80GB-HBM3", 2))
 	spec := homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 2, GpuMemoryMiB: 81559, Source: homelabv1.SourceDRA,
 		Devices: []homelabv1.GpuDevice{{Name: "gpu-0", Type: "gpu", UUID: "GPU-a"}, {Name: "gpu-1", Type: "gpu", UUID: "GPU-b"}}}
-	isController := true
 	record := &homelabv1.GpuNode{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1",
 		Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: inventory.IdentityHash(spec)},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "dgx-1", UID: node.UID, Controller: &isController}}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "dgx-1", UID: node.UID}}},
 		Spec: spec}
 	f := newFixture(t, []*corev1.Node{node}, record)
-	if cached := f.c.Record("dgx-1"); cached == nil || !DevicesElided(cached) || cached.Spec.Devices != nil {
-		t.Fatalf("cached record = %+v, want it without its devices", cached)
+	if cached := f.c.Record("dgx-1"); cached == nil || !Summarized(cached) || cached.Spec.Devices != nil {
+		t.Fatalf("cached record = %+v, want its summary", cached)
 	}
 
 	wantWrites(t, "slices vanished", f.sync("dgx-1"), "get", "patch")
@@ -390,8 +390,8 @@ func TestRecordMarkedMissingKeepsTheDevicesTheCacheDropped(t *testing.T) {
 	if diff := cmp.Diff(spec.Devices, r.Spec.Devices); diff != "" {
 		t.Errorf("devices of the record marked missing (-want +got):\n%s", diff)
 	}
-	if cached := f.c.Record("dgx-1"); DevicesElided(cached) || len(cached.Spec.Devices) != 2 {
-		t.Errorf("the cache keeps %d devices of the missing record (elided: %v), want 2", len(cached.Spec.Devices), DevicesElided(cached))
+	if cached := f.c.Record("dgx-1"); Summarized(cached) || len(cached.Spec.Devices) != 2 {
+		t.Errorf("the cache keeps %d devices of the missing record (summarized: %v), want 2", len(cached.Spec.Devices), Summarized(cached))
 	}
 	wantWrites(t, "still missing", f.sync("dgx-1"))
 }

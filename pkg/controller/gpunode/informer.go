@@ -19,6 +19,12 @@ package gpunode
 import (
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -29,39 +35,39 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
-// NewRecordInformer returns an informer for the GpuNode records whose cache keeps no
-// managedFields (they are as large as the rest of a record and nothing reads them), no
-// devices where the node's slices list them (DevicesElided), and one copy of each string that
-// many records repeat. It is not part of an informer factory: run it with
-// Informer().RunWithContext.
+// NewRecordInformer returns an informer for the GpuNode records whose cache keeps of a record
+// as this controller writes it, while its node is not missing, only its summary (Summarized),
+// and of any other record all but its managedFields, with one copy of each string that many
+// records repeat. Its Lister expands the summaries. It is not part of an informer factory:
+// run it with Informer().RunWithContext.
 func NewRecordInformer(client versioned.Interface, resync time.Duration) informersv1.GpuNodeInformer {
 	informer := informersv1.NewGpuNodeInformer(client, resync, cache.Indexers{})
 	_ = informer.SetTransform(TrimRecord) // fails only once the informer has started
 	return recordInformer{informer}
 }
 
-// devicesElided marks, in the cache only, a record whose spec.devices TrimRecord dropped.
-const devicesElided = homelabv1.GroupName + "/cache-devices-elided"
+// summarized marks, in an expanded summary only, a record of which the cache kept the summary.
+const summarized = homelabv1.GroupName + "/cache-summarized"
 
-// TrimRecord is the record informer's transform: it drops a record's managedFields, drops
-// the devices of a record as this controller writes it whose node is not missing (its DRA
-// slices list the same devices, and nothing reads them from the cache; DevicesElided), and
-// makes the strings that many records repeat (type, owner's kind, model, versions, device
-// types and names, profiles, conditions) share one copy (sharedStrings). Anything else passes
-// untouched.
+// TrimRecord is the record informer's transform. A record as this controller writes it (the
+// hash annotation alone, naming its spec's hash; its node as its only owner) whose node is
+// not missing becomes its summary: what the controllers read of it while the node's sources
+// still say the rest (a recordSummary). Any other record (the memory of a node whose sources
+// vanished, one that someone edited) is kept without managedFields, with the strings that
+// many records repeat (type, owner's kind, model, versions, device types and names, profiles,
+// conditions) sharing one copy (sharedStrings). Anything else passes untouched.
 func TrimRecord(obj any) (any, error) {
 	r, ok := obj.(*homelabv1.GpuNode)
 	if !ok {
 		return obj, nil
 	}
+	if summary := summaryOf(r); summary != nil {
+		return summary, nil
+	}
 	r.ManagedFields = nil
 	share(&r.APIVersion, &r.Kind)
 	if hash, ok := r.Annotations[homelabv1.IdentityHashAnnotation]; ok && len(r.Annotations) == 1 {
 		r.Annotations = map[string]string{homelabv1.IdentityHashAnnotation: hash} // the constant key
-		if len(r.Spec.Devices) > 0 && r.Spec.MissingSince == nil && inventory.IdentityHash(r.Spec) == hash {
-			r.Spec.Devices = nil
-			r.Annotations[devicesElided] = ""
-		}
 	}
 	for i := range r.OwnerReferences {
 		share(&r.OwnerReferences[i].APIVersion, &r.OwnerReferences[i].Kind)
@@ -88,12 +94,83 @@ func TrimRecord(obj any) (any, error) {
 	return obj, nil
 }
 
-// DevicesElided reports whether the cache dropped a record's devices: the record held, when
-// decoded, exactly the identity its hash annotation names, devices included. A reader that
-// needs the devices gets the record from the API server.
-func DevicesElided(r *homelabv1.GpuNode) bool {
-	_, ok := r.Annotations[devicesElided]
+// Summarized reports whether a record the Lister returned is the expansion of a summary: it
+// held, when cached, exactly the identity its hash annotation names, and its spec holds only
+// what the summary keeps. A reader that needs the rest gets the record from the API server.
+func Summarized(r *homelabv1.GpuNode) bool {
+	_, ok := r.Annotations[summarized]
 	return ok
+}
+
+// recordSummary is what the cache keeps of a record as this controller writes it whose node
+// is not missing: its identity (metadata.name, uid, resourceVersion), its hash, its owner's
+// UID, and what inventory.ComputeWithRecords and the controller read of a node whose
+// sources just vanished. The rest (devices, versions, conditions) its node's sources say.
+type recordSummary struct {
+	name, uid, resourceVersion, hash, ownerUID string
+	product, family, computeCapability, source string
+	gpuCount                                   int32
+	gpuMemoryMiB                               int64
+}
+
+// summaryOf returns the summary of a record as this controller writes it whose node is not
+// missing, or nil.
+func summaryOf(r *homelabv1.GpuNode) *recordSummary {
+	hash, ok := r.Annotations[homelabv1.IdentityHashAnnotation]
+	if !ok || len(r.Annotations) != 1 || len(r.Labels) != 0 || len(r.Finalizers) != 0 || r.DeletionTimestamp != nil ||
+		len(r.OwnerReferences) != 1 || r.Spec.MissingSince != nil {
+		return nil
+	}
+	owner := r.OwnerReferences[0]
+	if owner != (metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: r.Name, UID: owner.UID}) ||
+		inventory.IdentityHash(r.Spec) != hash {
+		return nil
+	}
+	spec := &r.Spec
+	return &recordSummary{name: r.Name, uid: string(r.UID), resourceVersion: r.ResourceVersion, hash: hash,
+		ownerUID: string(owner.UID), product: sharedStrings.Intern(spec.Product), family: sharedStrings.Intern(spec.Family),
+		computeCapability: sharedStrings.Intern(spec.ComputeCapability), source: sharedStrings.Intern(spec.Source),
+		gpuCount: spec.GpuCount, gpuMemoryMiB: spec.GpuMemoryMiB}
+}
+
+// expand returns the record a summary stands for, holding what the summary keeps and marked
+// Summarized.
+func (s *recordSummary) expand() *homelabv1.GpuNode {
+	return &homelabv1.GpuNode{
+		TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuNode"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, UID: types.UID(s.uid), ResourceVersion: s.resourceVersion,
+			Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: s.hash, summarized: ""},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: s.name, UID: types.UID(s.ownerUID)}}},
+		Spec: homelabv1.GpuNodeSpec{Product: s.product, GpuCount: s.gpuCount, GpuMemoryMiB: s.gpuMemoryMiB,
+			Family: s.family, ComputeCapability: s.computeCapability, Source: s.source},
+	}
+}
+
+// GetObjectKind implements runtime.Object; the cache's summaries have no kind.
+func (s *recordSummary) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject implements runtime.Object.
+func (s *recordSummary) DeepCopyObject() runtime.Object {
+	out := *s
+	return &out
+}
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor, through which the informer's store
+// reads the name and resourceVersion.
+func (s *recordSummary) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: s.name, UID: types.UID(s.uid), ResourceVersion: s.resourceVersion}
+}
+
+// recordOf returns the record a cached object stands for: the record itself, or the
+// expansion of its summary; nil for anything else.
+func recordOf(obj any) *homelabv1.GpuNode {
+	switch o := obj.(type) {
+	case *homelabv1.GpuNode:
+		return o
+	case *recordSummary:
+		return o.expand()
+	}
+	return nil
 }
 
 // sharedStrings holds one copy of each short string records repeat.
@@ -115,5 +192,31 @@ type recordInformer struct{ informer cache.SharedIndexInformer }
 
 func (r recordInformer) Informer() cache.SharedIndexInformer { return r.informer }
 func (r recordInformer) Lister() listersv1.GpuNodeLister {
-	return listersv1.NewGpuNodeLister(r.informer.GetIndexer())
+	return recordLister{r.informer.GetIndexer()}
+}
+
+// recordLister is the generated lister for a cache of records and summaries: it returns
+// summaries expanded.
+type recordLister struct{ indexer cache.Indexer }
+
+func (l recordLister) List(selector labels.Selector) ([]*homelabv1.GpuNode, error) {
+	var out []*homelabv1.GpuNode
+	for _, obj := range l.indexer.List() {
+		if r := recordOf(obj); r != nil && selector.Matches(labels.Set(r.Labels)) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (l recordLister) Get(name string) (*homelabv1.GpuNode, error) {
+	obj, exists, err := l.indexer.GetByKey(name)
+	if err != nil {
+		return nil, err
+	}
+	r := recordOf(obj)
+	if !exists || r == nil {
+		return nil, apierrors.NewNotFound(homelabv1.Resource("gpunodes"), name)
+	}
+	return r, nil
 }

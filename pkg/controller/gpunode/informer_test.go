@@ -24,8 +24,11 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
@@ -37,12 +40,11 @@ import (
 // fields, in JSON as the API server sends it.
 func draRecord(t testing.TB, name string) []byte {
 	t.Helper()
-	controller := true
 	r := &homelabv1.GpuNode{
 		TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuNode"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "6b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d", ResourceVersion: "1234567",
 			Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: "3f2a9b8c7d6e5f4a3b2c1d0e9f8a7b6c"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "0b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d", Controller: &controller}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: "0b1f0c8e-3a5d-4e8f-9c1d-2b7a9e4f6c3d"}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: homelabv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}},
 		Spec: homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, Family: "hopper",
 			ComputeCapability: "9.0", DriverVersion: "550.54.15", CudaVersion: "12.4", Source: "dra", Conditions: []string{"GpuThermalWatch"}},
@@ -124,66 +126,84 @@ func keyOf(m map[string]string) string {
 	return ""
 }
 
-// The cache drops the devices of a record as the controller writes it, and only of such a
+// The cache keeps a summary of a record as the controller writes it, and only of such a
 // record whose node is not missing: a record someone edited, or the memory of a node whose
-// slices are gone, keeps them.
-func TestRecordTransformDropsDevicesOnlyOfConsistentRecords(t *testing.T) {
+// sources are gone, is kept whole. The lister expands the summary into what it keeps.
+func TestRecordTransformSummarizesOnlyRecordsAsWritten(t *testing.T) {
 	consistent := decodeRecord(t, consistentDRARecord(t, "dgx-a"))
-	spec := consistent.Spec.DeepCopy()
+	want := consistent.DeepCopy()
 	missing := decodeRecord(t, consistentDRARecord(t, "dgx-b"))
 	missing.Spec.MissingSince = &metav1.Time{}
 	missing.Annotations[homelabv1.IdentityHashAnnotation] = inventory.IdentityHash(missing.Spec)
 	edited := decodeRecord(t, consistentDRARecord(t, "dgx-c"))
 	edited.Spec.Devices[0].UUID = "GPU-edited"
-	for _, r := range []*homelabv1.GpuNode{consistent, missing, edited} {
-		if _, err := TrimRecord(r); err != nil {
+	labelled := decodeRecord(t, consistentDRARecord(t, "dgx-d"))
+	labelled.Labels = map[string]string{"team": "a"}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, r := range []*homelabv1.GpuNode{consistent, missing, edited, labelled} {
+		obj, err := TrimRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := indexer.Add(obj); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !DevicesElided(consistent) || consistent.Spec.Devices != nil {
-		t.Errorf("a consistent record keeps %d devices (elided: %v), want none", len(consistent.Spec.Devices), DevicesElided(consistent))
+	lister := recordLister{indexer}
+	got, err := lister.Get("dgx-a")
+	if err != nil || !Summarized(got) {
+		t.Fatalf("the record as written: %+v, %v; want its summary", got, err)
 	}
-	spec.Devices = nil
-	if diff := cmp.Diff(spec, &consistent.Spec); diff != "" {
-		t.Errorf("the transform changed more than the devices (-want +got):\n%s", diff)
+	want.ManagedFields = nil
+	want.Annotations[summarized] = ""
+	want.Spec = homelabv1.GpuNodeSpec{Product: want.Spec.Product, GpuCount: want.Spec.GpuCount, GpuMemoryMiB: want.Spec.GpuMemoryMiB,
+		Family: want.Spec.Family, ComputeCapability: want.Spec.ComputeCapability, Source: want.Spec.Source}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the expanded summary (-want +got):\n%s", diff)
 	}
-	for what, r := range map[string]*homelabv1.GpuNode{"missing": missing, "edited": edited} {
-		if DevicesElided(r) || len(r.Spec.Devices) != 8 {
-			t.Errorf("a record %s keeps %d devices (elided: %v), want 8", what, len(r.Spec.Devices), DevicesElided(r))
+	for _, name := range []string{"dgx-b", "dgx-c", "dgx-d"} {
+		if r, err := lister.Get(name); err != nil || Summarized(r) || len(r.Spec.Devices) != 8 {
+			t.Errorf("record %s: %+v, %v; want it whole, with its 8 devices", name, r, err)
 		}
+	}
+	if all, _ := lister.List(labels.Everything()); len(all) != 4 {
+		t.Errorf("List returned %d records, want 4", len(all))
+	}
+	if _, err := lister.Get("dgx-z"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of no record: %v, want NotFound", err)
 	}
 }
 
-// Sharing the repeated strings saves a good part of what a record costs in the cache, and
-// dropping the devices that the slices list saves most of what is left.
+// Sharing the repeated strings saves a good part of what a record costs in the cache, and a
+// summary most of what is left.
 func TestRecordBytes(t *testing.T) {
 	data := draRecord(t, "dgx-0001")
 	const n = 2000
-	measure := func(keep func(r *homelabv1.GpuNode)) uint64 {
-		kept := make([]*homelabv1.GpuNode, n)
+	measure := func(keep func(r *homelabv1.GpuNode) any) uint64 {
+		kept := make([]any, n)
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		for i := range kept {
-			kept[i] = decodeRecord(t, data)
-			keep(kept[i])
+			kept[i] = keep(decodeRecord(t, data))
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		runtime.KeepAlive(kept)
 		return (after.HeapAlloc - before.HeapAlloc) / n
 	}
-	stripped := measure(func(r *homelabv1.GpuNode) { r.ManagedFields = nil })
-	kept := measure(func(r *homelabv1.GpuNode) { _, _ = TrimRecord(r) })
+	stripped := measure(func(r *homelabv1.GpuNode) any { r.ManagedFields = nil; return r })
+	trim := func(r *homelabv1.GpuNode) any { obj, _ := TrimRecord(r); return obj }
+	kept := measure(trim)
 	t.Logf("a DRA record of 8 GPUs without managed fields: %d bytes; with the repeated strings shared: %d", stripped, kept)
 	if kept > stripped*19/20 {
 		t.Errorf("the record cache keeps %d bytes per record, %d without sharing strings; want a twentieth less at least", kept, stripped)
 	}
 	data = consistentDRARecord(t, "dgx-0001")
-	elided := measure(func(r *homelabv1.GpuNode) { _, _ = TrimRecord(r) })
-	t.Logf("the same record as the controller writes it, its devices dropped: %d bytes", elided)
-	if elided > kept/2 {
-		t.Errorf("the record cache keeps %d bytes of a record whose devices it drops, %d of one it keeps whole; want half at most", elided, kept)
+	summary := measure(trim)
+	t.Logf("the same record as the controller writes it, kept as a summary: %d bytes", summary)
+	if summary > kept/5 {
+		t.Errorf("the record cache keeps %d bytes of a record it summarizes, %d of one it keeps whole; want a fifth at most", summary, kept)
 	}
 }
 
