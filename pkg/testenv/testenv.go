@@ -235,8 +235,8 @@ func (e *Env) startEtcd(ctx context.Context) error {
 		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peerPort),
 		"--initial-cluster", "default=http://127.0.0.1:"+strconv.Itoa(peerPort),
 		"--unsafe-no-fsync", // test data: durability across power loss is not needed
-		// The scale run writes several GiB of revisions between the API server's compactions
-		// (hostile 64 KiB Ready messages, then 100,000 pods): etcd's default 2 GiB runs out.
+		// The scale run writes more between the API server's compactions than etcd's default
+		// 2 GiB holds (64 KiB Ready messages of hostile nodes, then 100,000 pods).
 		"--quota-backend-bytes", strconv.Itoa(8<<30),
 		"--log-level", "warn",
 	)
