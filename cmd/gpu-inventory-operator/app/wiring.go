@@ -328,11 +328,20 @@ func (o *Operator) watchSliceServing(ctx context.Context, serving bool, relist f
 // sliceDiscoveryInterval is how often the operator asks whether ResourceSlices are served.
 const sliceDiscoveryInterval = 5 * time.Minute
 
-// start starts the informers: the Node and ConfigMap ones at once, those of the custom
-// resources once crds are served.
+// start starts the informers: those of built-in kinds at once (pods first: theirs is the
+// longest list), those of the custom resources once crds are served.
 func (c *caches) start(ctx context.Context, crds crdsServed) error {
+	if c.pods != nil {
+		go c.pods.Run(ctx)
+	}
 	c.nodeFactory.Start(ctx.Done())
 	c.configMapFactory.Start(ctx.Done())
+	if c.slices != nil {
+		go c.slices.Informer().RunWithContext(ctx)
+	}
+	if c.claims != nil {
+		go c.claims.Run(ctx)
+	}
 	if err := crds(ctx); err != nil {
 		return err
 	}
@@ -340,15 +349,6 @@ func (c *caches) start(ctx context.Context, crds crdsServed) error {
 		go c.records.Informer().RunWithContext(ctx)
 	}
 	c.inventoryFactory.Start(ctx.Done())
-	if c.slices != nil {
-		go c.slices.Informer().RunWithContext(ctx)
-	}
-	if c.pods != nil {
-		go c.pods.Run(ctx)
-	}
-	if c.claims != nil {
-		go c.claims.Run(ctx)
-	}
 	return nil
 }
 
