@@ -36,8 +36,9 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
-// draRecord is a record of a DRA node with 8 GPUs as the operator writes it, with managed
-// fields, in JSON as the API server sends it.
+// draRecord is a record of a DRA node with 8 GPUs in the operator's shape, with managed
+// fields, in JSON as the API server sends it; its hash annotation names some other spec (as
+// after an edit), so the cache keeps it whole.
 func draRecord(t testing.TB, name string) []byte {
 	t.Helper()
 	r := &homelabv1.GpuNode{
