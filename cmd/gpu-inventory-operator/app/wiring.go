@@ -95,7 +95,7 @@ func (o *Operator) newClients(config *rest.Config) error {
 		return fmt.Errorf("create GpuNode client: %w", err)
 	}
 	if o.recordReader, err = versioned.NewForConfig(records); err != nil { // a rate limit of its own
-		return fmt.Errorf("create GpuNode client: %w", err)
+		return fmt.Errorf("create GpuNode reading client: %w", err)
 	}
 	if o.apiext, err = apiextensionsclient.NewForConfig(config); err != nil {
 		return fmt.Errorf("create apiextensions client: %w", err)

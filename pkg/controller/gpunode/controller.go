@@ -95,6 +95,7 @@ type Controller struct {
 	nodes         nodecache.NodeLister
 	nodesSynced   cache.InformerSynced
 	records       listersv1.GpuNodeLister
+	recordKeys    func() []string // the cached records' names, without expanding summaries
 	recordsSynced cache.InformerSynced
 	devicesSynced cache.InformerSynced
 	queue         workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -141,6 +142,7 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		nodes:         nodecache.NewNodeLister(cfg.NodeInformer),
 		nodesSynced:   cfg.NodeInformer.HasSynced,
 		records:       cfg.RecordInformer.Lister(),
+		recordKeys:    cfg.RecordInformer.Informer().GetIndexer().ListKeys,
 		recordsSynced: cfg.RecordInformer.Informer().HasSynced,
 		devicesSynced: controller.DevicesSynced(cfg.Devices),
 		queue:         controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
@@ -192,9 +194,8 @@ func (c *Controller) startInitialPass() {
 	for _, n := range nodes {
 		pending[n.Name] = true
 	}
-	records, _ := c.records.List(labels.Everything())
-	for _, r := range records {
-		pending[r.Name] = true
+	for _, name := range c.recordKeys() { // cluster-scoped: the key is the name
+		pending[name] = true
 	}
 	c.mu.Lock()
 	c.pending = pending
