@@ -14,7 +14,13 @@ cd "$root"
 module=$(go list -m)
 boilerplate="$root/hack/boilerplate.go.txt"
 
+# .Dir is empty until the module is in the module cache (a fresh machine): download it first.
+go mod download k8s.io/code-generator
 codegen_dir=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+if [[ ! -f "$codegen_dir/kube_codegen.sh" ]]; then
+  echo "k8s.io/code-generator's kube_codegen.sh not found (module dir: '$codegen_dir')" >&2
+  exit 1
+fi
 # shellcheck source=/dev/null
 source "$codegen_dir/kube_codegen.sh"
 
