@@ -96,6 +96,15 @@ func InventoryWith(ctx context.Context, client versioned.Interface, name string,
 		},
 	}}
 
+	// A list of its own first: a request that fails at once (the CRD not installed, no
+	// permission) is returned without client-go's reflector logging it as an error.
+	if _, err := inventories.List(inner, metav1.ListOptions{FieldSelector: selector}); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &Error{Verb: "list", Err: err}
+	}
+
 	s := &states{name: name, onEvent: onEvent}
 	initial := func(cache.Store) (bool, error) {
 		if r.foundFirst() {

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -247,7 +249,8 @@ func TestReturnsRequestErrors(t *testing.T) {
 		{"forbidden watch", "watch", forbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
+			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+			ctx := klog.NewContext(context.Background(), logger)
 			client := fake.NewClientset(inventory("cluster", "1", 0))
 			if tc.verb == "list" {
 				client.PrependReactor("list", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -265,6 +268,10 @@ func TestReturnsRequestErrors(t *testing.T) {
 			var fe *Error
 			if !errors.As(err, &fe) || fe.Verb != tc.verb || !errors.Is(err, tc.err) {
 				t.Errorf("Inventory returned %v, want an *Error of %s wrapping %v", err, tc.verb, tc.err)
+			}
+			// The caller reports a failed first list; client-go does not log it too.
+			if logged := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); tc.verb == "list" && strings.Contains(logged, "Failed to watch") {
+				t.Errorf("a failed first list was logged:\n%s", logged)
 			}
 		})
 	}
