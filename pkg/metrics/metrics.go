@@ -23,7 +23,6 @@ package metrics
 import (
 	"context"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,19 +132,18 @@ func (m *Metrics) ForgetInventory(name string) {
 // QueueMetrics is the workqueue metrics provider to name in a queue's config.
 func (m *Metrics) QueueMetrics() workqueue.MetricsProvider { return m.queues }
 
-// client-go's request metrics are process-wide and can be registered once only; they are
-// forwarded to the Metrics that called ServeClientMetrics last.
-var (
-	clientMetricsOnce sync.Once
-	clientMetricsTo   atomic.Pointer[Metrics]
-)
+// client-go's request metrics are process-wide, registered once and before any request (a
+// later registration races with the requests in flight): the adapters are registered at
+// init and forward to the Metrics that called ServeClientMetrics last.
+var clientMetricsTo atomic.Pointer[Metrics]
+
+func init() {
+	clientmetrics.Register(clientmetrics.RegisterOpts{RequestLatency: latencyAdapter{}, RequestResult: resultAdapter{}})
+}
 
 // ServeClientMetrics makes m receive client-go's request latency and results.
 func (m *Metrics) ServeClientMetrics() {
 	clientMetricsTo.Store(m)
-	clientMetricsOnce.Do(func() {
-		clientmetrics.Register(clientmetrics.RegisterOpts{RequestLatency: latencyAdapter{}, RequestResult: resultAdapter{}})
-	})
 }
 
 type latencyAdapter struct{}
