@@ -55,6 +55,11 @@ test-unit: ## Unit tests (fake clientset, pure packages); no external process.
 test-integration: testbin ## Integration tests against a local etcd + kube-apiserver (builds them once).
 	TESTBIN_DIR="$(TESTBIN)" $(GO) test -tags integration -count=1 -timeout 20m ./pkg/integration/...
 
+.PHONY: test-race
+test-race: testbin ## Unit and integration tests with Go's race detector (needs cgo and a C compiler).
+	$(GO) test -race ./...
+	TESTBIN_DIR="$(TESTBIN)" $(GO) test -race -tags integration -count=1 -timeout 40m ./pkg/integration/...
+
 N         ?= 5000
 CHURN     ?= 50
 INVENTORIES ?= 1000
