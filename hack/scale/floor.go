@@ -1,0 +1,130 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
+)
+
+// listFloor is how long the API server takes to hand every pod to a client that only
+// decodes them as the operator does: the part of the operator's first complete status that
+// no operator code can shorten.
+type listFloor struct {
+	pods         int64
+	one          []time.Duration // one list of all pods, as the operator's first list
+	perNamespace []time.Duration // one list per namespace, floorListers at a time
+	namespaces   int
+}
+
+// floorListers is how many namespaces' lists are in flight at once, as `kubectl gpuinv who -A` does.
+const floorListers = 3
+
+// measureListFloor times runs lists of all pods each way, alternating, through a client made
+// as the operator's pod client is (protobuf over HTTP/1.1, no client-side rate limit).
+func measureListFloor(ctx context.Context, config *rest.Config, runs int) (*listFloor, error) {
+	cfg := kubeproto.StreamConfig(config)
+	cfg.QPS = -1
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	core := kube.CoreV1().RESTClient()
+	namespaces, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	f := &listFloor{namespaces: len(namespaces.Items)}
+	var names []string
+	for i := range namespaces.Items {
+		names = append(names, namespaces.Items[i].Name)
+	}
+	for range runs {
+		start := time.Now()
+		n, err := listAllPods(ctx, core, []string{""}, 1)
+		if err != nil {
+			return nil, err
+		}
+		f.one, f.pods = append(f.one, time.Since(start)), n
+		start = time.Now()
+		if n, err = listAllPods(ctx, core, names, floorListers); err != nil {
+			return nil, err
+		}
+		if n != f.pods {
+			return nil, fmt.Errorf("the lists by namespace read %d pods, the list of all pods %d", n, f.pods)
+		}
+		f.perNamespace = append(f.perNamespace, time.Since(start))
+	}
+	return f, nil
+}
+
+// listAllPods lists the pods of namespaces ("" for all), listers at a time, at
+// resourceVersion 0 (the watch cache's answer, whole) and decodes each as the pod cache
+// does; it returns how many pods it read.
+func listAllPods(ctx context.Context, core rest.Interface, namespaces []string, listers int) (int64, error) {
+	list := kubeproto.List{Resource: "pods", MaxItemBytes: podcache.MaxPodBytes}
+	var pods atomic.Int64
+	todo := make(chan string, len(namespaces))
+	for _, ns := range namespaces {
+		todo <- ns
+	}
+	close(todo)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for range listers {
+		wg.Go(func() {
+			for ns := range todo {
+				_, err := list.StreamVersion(ctx, core, ns, metav1.ListOptions{ResourceVersion: "0", Limit: podcache.PageSize}, func(raw []byte) error {
+					pods.Add(1)
+					_, err := podcache.DecodePod(raw)
+					return err
+				})
+				if err != nil {
+					cancel(fmt.Errorf("list the pods of namespace %q: %w", ns, err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return pods.Load(), context.Cause(ctx)
+}
+
+// printListFloor prints the floor's rows of the allocation table.
+func printListFloor(f *listFloor) {
+	spread := func(d []time.Duration) string {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return fmt.Sprintf("%.2f s (%.2f–%.2f)", s[len(s)/2].Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
+	}
+	fmt.Printf("| floor: one list of the %d pods (resourceVersion 0, as the operator's first list) by a client that only decodes them, %d runs | %s | |\n",
+		f.pods, len(f.one), spread(f.one))
+	fmt.Printf("| the same pods listed namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s | |\n",
+		f.namespaces, floorListers, spread(f.perNamespace))
+}
