@@ -21,6 +21,7 @@ package crd
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,7 +45,25 @@ const (
 	Created Result = "created"
 	Updated Result = "updated"
 	Current Result = "already current"
+	// Newer: the installed CRD has a higher schema revision (a newer operator installed it,
+	// and this one is a rollback); it is left as it is.
+	Newer Result = "newer than this operator's, left as it is"
 )
+
+// SchemaRevisionAnnotation holds a CRD's schema revision, raised with every change of its
+// schema. Ensure never replaces a CRD of a higher revision: the older schema's pruning would
+// drop, from every stored object, the fields only the newer one knows, users' included.
+const SchemaRevisionAnnotation = "homelab.youngju.dev/schema-revision"
+
+// SchemaRevision is crd's schema revision; 0 when it has none (a release before revisions,
+// or a CRD applied by hand) or the annotation is not a positive number.
+func SchemaRevision(crd *apiextensionsv1.CustomResourceDefinition) int {
+	n, err := strconv.Atoi(crd.Annotations[SchemaRevisionAnnotation])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 // GpuInventory returns the embedded GpuInventory CRD, decoded and with the API server's
 // defaults applied (so that it compares equal to what the server stores).
@@ -73,10 +92,14 @@ func decode(kind string, data []byte) (*apiextensionsv1.CustomResourceDefinition
 type Outcome struct {
 	Name   string
 	Result Result
+	// Installed is the schema revision of the CRD found in the cluster (0: none, or not found);
+	// Embedded that of the operator's.
+	Installed, Embedded int
 }
 
 // Ensure creates each CRD, or updates an existing one whose spec differs (an older version
-// of the operator installed it), and leaves a current one alone.
+// of the operator installed it, or it was edited), and leaves alone a current one and one of
+// a higher schema revision.
 func Ensure(ctx context.Context, client apiextensionsclient.Interface) ([]Outcome, error) {
 	var outcomes []Outcome
 	for _, get := range []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode} {
@@ -84,18 +107,18 @@ func Ensure(ctx context.Context, client apiextensionsclient.Interface) ([]Outcom
 		if err != nil {
 			return nil, err
 		}
-		result, err := ensure(ctx, client, want)
+		outcome, err := ensure(ctx, client, want)
 		if err != nil {
 			return nil, err
 		}
-		outcomes = append(outcomes, Outcome{Name: want.Name, Result: result})
+		outcomes = append(outcomes, outcome)
 	}
 	return outcomes, nil
 }
 
-func ensure(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) (Result, error) {
+func ensure(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
-	var result Result
+	outcome := Outcome{Name: want.Name, Embedded: SchemaRevision(want)}
 	// The API server updates a new CRD's status right after it is created, so an update can
 	// meet a conflict: read again and retry.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -105,13 +128,18 @@ func ensure(ctx context.Context, client apiextensionsclient.Interface, want *api
 			if _, err := crds.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 				return explain("create", want.Name, err)
 			}
-			result = Created
+			outcome.Result = Created
 			return nil
 		case err != nil:
 			return explain("get", want.Name, err)
 		}
-		if equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
-			result = Current
+		outcome.Installed = SchemaRevision(existing)
+		switch {
+		case outcome.Installed > outcome.Embedded:
+			outcome.Result = Newer
+			return nil
+		case equality.Semantic.DeepEqual(existing.Spec, want.Spec):
+			outcome.Result = Current
 			return nil
 		}
 		updated := existing.DeepCopy()
@@ -128,13 +156,13 @@ func ensure(ctx context.Context, client apiextensionsclient.Interface, want *api
 			}
 			return explain("update", want.Name, err)
 		}
-		result = Updated
+		outcome.Result = Updated
 		return nil
 	})
 	if err != nil {
-		return "", err
+		return Outcome{}, err
 	}
-	return result, nil
+	return outcome, nil
 }
 
 const fieldManager = "gpu-inventory-operator"

@@ -18,7 +18,12 @@ package crd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -62,24 +67,57 @@ func TestEmbeddedCRDDescribesGpuInventory(t *testing.T) {
 }
 
 func TestEnsure(t *testing.T) {
-	older := embedded(t)
-	older.Spec.Versions[0].AdditionalPrinterColumns = nil // as an earlier release shipped it
-	older.ResourceVersion = "7"
+	revised := func(revision string, edit func(*apiextensionsv1.CustomResourceDefinition)) *apiextensionsv1.CustomResourceDefinition {
+		crd := embedded(t)
+		if revision == "" {
+			delete(crd.Annotations, SchemaRevisionAnnotation)
+		} else {
+			crd.Annotations[SchemaRevisionAnnotation] = revision
+		}
+		if edit != nil {
+			edit(crd)
+		}
+		crd.ResourceVersion = "7"
+		return crd
+	}
+	columns := func(n int) func(*apiextensionsv1.CustomResourceDefinition) {
+		return func(crd *apiextensionsv1.CustomResourceDefinition) {
+			v := &crd.Spec.Versions[0]
+			for len(v.AdditionalPrinterColumns) < n {
+				v.AdditionalPrinterColumns = append(v.AdditionalPrinterColumns, apiextensionsv1.CustomResourceColumnDefinition{
+					Name: fmt.Sprintf("NEW-%d", len(v.AdditionalPrinterColumns)), Type: "string", JSONPath: ".status.new"})
+			}
+			v.AdditionalPrinterColumns = v.AdditionalPrinterColumns[:n]
+		}
+	}
+	own := SchemaRevision(embedded(t))
+	if own < 1 {
+		t.Fatalf("the embedded CRD's schema revision is %d, want at least 1", own)
+	}
+	next := strconv.Itoa(own + 1)
 
 	cases := []struct {
-		name     string
-		existing []runtime.Object
-		want     Result
-		verbs    []string
+		name        string
+		existing    []runtime.Object
+		want        Result
+		installed   int
+		verbs       []string
+		wantColumns int // in the stored CRD
 	}{
-		{"absent: created", nil, Created, []string{"get", "create"}},
-		{"older: updated", []runtime.Object{older}, Updated, []string{"get", "update"}},
-		{"current: left alone", []runtime.Object{embedded(t)}, Current, []string{"get"}},
+		{"absent: created", nil, Created, 0, []string{"get", "create"}, 7},
+		{"older, before revisions: updated", []runtime.Object{revised("", columns(5))}, Updated, 0, []string{"get", "update"}, 7},
+		{"older revision: updated", []runtime.Object{revised(strconv.Itoa(own-1), columns(5))}, Updated, own - 1, []string{"get", "update"}, 7},
+		{"same revision, edited by hand: updated", []runtime.Object{revised(strconv.Itoa(own), columns(6))}, Updated, own, []string{"get", "update"}, 7},
+		{"malformed revision: updated", []runtime.Object{revised("two", columns(5))}, Updated, 0, []string{"get", "update"}, 7},
+		{"current: left alone", []runtime.Object{embedded(t)}, Current, own, []string{"get"}, 7},
+		{"newer revision (a rollback): left alone", []runtime.Object{revised(next, columns(9))}, Newer, own + 1, []string{"get"}, 9},
+		{"newer revision, same spec: left alone", []runtime.Object{revised(next, nil)}, Newer, own + 1, []string{"get"}, 7},
 	}
 	gpuNode, err := GpuNode()
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodeRevision := SchemaRevision(gpuNode)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(append(tc.existing, gpuNode.DeepCopy())...) // the GpuNode CRD is current
@@ -87,9 +125,12 @@ func TestEnsure(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Ensure: %v", err)
 			}
-			want := []Outcome{{homelabv1.CustomResourceDefinitionName, tc.want}, {homelabv1.GpuNodeCRDName, Current}}
+			want := []Outcome{
+				{Name: homelabv1.CustomResourceDefinitionName, Result: tc.want, Installed: tc.installed, Embedded: own},
+				{Name: homelabv1.GpuNodeCRDName, Result: Current, Installed: nodeRevision, Embedded: nodeRevision},
+			}
 			if !slices.Equal(got, want) {
-				t.Errorf("Ensure = %v, want %v", got, want)
+				t.Errorf("Ensure = %+v, want %+v", got, want)
 			}
 			var verbs []string
 			for _, a := range client.Actions() {
@@ -102,10 +143,47 @@ func TestEnsure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := len(stored.Spec.Versions[0].AdditionalPrinterColumns); n != 7 {
-				t.Errorf("stored CRD has %d printer columns, want the current 7", n)
+			if n := len(stored.Spec.Versions[0].AdditionalPrinterColumns); n != tc.wantColumns {
+				t.Errorf("stored CRD has %d printer columns, want %d", n, tc.wantColumns)
+			}
+			if tc.want == Updated || tc.want == Created {
+				if got := SchemaRevision(stored); got != own {
+					t.Errorf("stored CRD's schema revision = %d, want the operator's %d", got, own)
+				}
 			}
 		})
+	}
+}
+
+// A CRD's schema revision must change with its schema, or a rollback would replace a newer
+// schema that carries the same number. testdata/schema-revisions.txt records, per CRD, the
+// revision and a digest of the spec it names.
+func TestSchemaRevisionFollowsTheSchema(t *testing.T) {
+	data, err := os.ReadFile("testdata/schema-revisions.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) == 3 && !strings.HasPrefix(line, "#") {
+			recorded[f[0]] = f[1] + " " + f[2]
+		}
+	}
+	for _, get := range []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode} {
+		crd, err := get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := json.Marshal(crd.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprintf("%d %x", SchemaRevision(crd), sha256.Sum256(spec))
+		if recorded[crd.Name] != got {
+			t.Errorf("CRD %s: revision and spec digest %q, recorded %q. When its schema changes, raise its "+
+				"schema-revision marker in pkg/apis/homelab/v1, run make generate and record the new line "+
+				"in pkg/crd/testdata/schema-revisions.txt:\n%s %s", crd.Name, got, recorded[crd.Name], crd.Name, got)
+		}
 	}
 }
 
@@ -149,7 +227,10 @@ func TestEnsureInstallsTheGpuNodeCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Outcome{{homelabv1.CustomResourceDefinitionName, Created}, {homelabv1.GpuNodeCRDName, Created}}
+	want := []Outcome{
+		{Name: homelabv1.CustomResourceDefinitionName, Result: Created, Embedded: 1},
+		{Name: homelabv1.GpuNodeCRDName, Result: Created, Embedded: 1},
+	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Ensure = %v, want %v", got, want)
 	}

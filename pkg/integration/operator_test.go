@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,6 +107,51 @@ func TestCRDSelfInstallUpdatesAnOlderCRD(t *testing.T) {
 		return nil
 	})
 	c.waitTotals(t, "cluster", totals{})
+}
+
+// A rollback: the operator finds its CRD installed by a newer release, with a field its own
+// schema lacks, and leaves it, so that the field users set survives.
+func TestCRDSelfInstallKeepsANewerCRD(t *testing.T) {
+	c := startCluster(t)
+	newer, err := crd.GpuInventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := crd.SchemaRevision(newer)
+	newer.Annotations[crd.SchemaRevisionAnnotation] = strconv.Itoa(own + 1)
+	spec := newer.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	spec.Properties["futureField"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	newer.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	apiext := apiextensionsclient.NewForConfigOrDie(c.env.Config)
+	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), newer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := crd.WaitEstablished(context.Background(), apiext, newer.Name, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mine := []byte(`{"apiVersion":"homelab.youngju.dev/v1","kind":"GpuInventory","metadata":{"name":"mine"},"spec":{"futureField":"kept"}}`)
+	if err := c.gpu.HomelabV1().RESTClient().Post().Resource("gpuinventories").Body(mine).Do(context.Background()).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, c.env.Config, testOptions())
+	c.waitTotals(t, "mine", totals{}) // the operator is past its CRD install
+
+	got, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), newer.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, known := got.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["futureField"]
+	if rev := crd.SchemaRevision(got); rev != own+1 || !known {
+		t.Errorf("installed CRD: schema revision %d, spec.futureField in its schema %t; want the newer one left as it was (revision %d, true)", rev, known, own+1)
+	}
+	raw, err := c.gpu.HomelabV1().RESTClient().Get().Resource("gpuinventories").Name("mine").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"futureField":"kept"`) {
+		t.Errorf("inventory mine lost the field only the newer CRD knows: %s", raw)
+	}
 }
 
 func TestHomeLabStatusEqualsFirstVersionReport(t *testing.T) {

@@ -140,7 +140,8 @@ func (o *Operator) runControllers(ctx context.Context) error {
 			return err
 		}
 		for _, outcome := range outcomes {
-			klog.FromContext(ctx).Info("CRD "+string(outcome.Result), "crd", outcome.Name)
+			klog.FromContext(ctx).Info("CRD "+string(outcome.Result), "crd", outcome.Name,
+				"schemaRevision", outcome.Installed, "operatorSchemaRevision", outcome.Embedded)
 			fresh = fresh || outcome.Name == homelabv1.CustomResourceDefinitionName && outcome.Result == crd.Created
 		}
 	}

@@ -38,6 +38,7 @@ const (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpun,singular=gpunode
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=1"
 // +kubebuilder:printcolumn:name="PRODUCT",type=string,JSONPath=`.spec.product`
 // +kubebuilder:printcolumn:name="GPUS",type=integer,JSONPath=`.spec.gpuCount`
 // +kubebuilder:printcolumn:name="MEMORY-MIB",type=integer,JSONPath=`.spec.gpuMemoryMiB`
