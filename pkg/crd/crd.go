@@ -55,8 +55,8 @@ const (
 // drop, from every stored object, the fields only the newer one knows, users' included.
 const SchemaRevisionAnnotation = "homelab.youngju.dev/schema-revision"
 
-// SchemaRevision is crd's schema revision; 0 when it has none (a release before revisions,
-// or a CRD applied by hand) or the annotation is not a positive number.
+// SchemaRevision is crd's schema revision; 0 when it has none (applied from a build before
+// revisions) or the annotation is not a number.
 func SchemaRevision(crd *apiextensionsv1.CustomResourceDefinition) int {
 	n, err := strconv.Atoi(crd.Annotations[SchemaRevisionAnnotation])
 	if err != nil || n < 0 {
