@@ -116,15 +116,18 @@ func listAllPods(ctx context.Context, core rest.Interface, namespaces []string, 
 	return pods.Load(), context.Cause(ctx)
 }
 
-// printListFloor prints the floor's rows of the allocation table.
+// printListFloor prints the floor's table.
 func printListFloor(f *listFloor) {
 	spread := func(d []time.Duration) string {
 		s := slices.Clone(d)
 		slices.Sort(s)
 		return fmt.Sprintf("%.2f s (%.2f–%.2f)", s[len(s)/2].Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
 	}
-	fmt.Printf("| floor: one list of the %d pods (resourceVersion 0, as the operator's first list) by a client that only decodes them, %d runs | %s | |\n",
-		f.pods, len(f.one), spread(f.one))
-	fmt.Printf("| the same pods listed namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s | |\n",
+	fmt.Printf("\nThe floor of the first complete status: the %d pods listed by a client that only decodes them, as the operator's pod cache does (protobuf over HTTP/1.1; %d runs each way, alternating; median)\n\n",
+		f.pods, len(f.one))
+	fmt.Println("| list | wall time |")
+	fmt.Println("|---|---|")
+	fmt.Printf("| one list of all pods (resourceVersion 0, the operator's first list) | %s |\n", spread(f.one))
+	fmt.Printf("| namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s |\n",
 		f.namespaces, floorListers, spread(f.perNamespace))
 }
