@@ -174,9 +174,10 @@ func chooseHostile(fleet []fleetNode, count int) []fleetNode {
 
 // attack sends status writes to the nodes in turn at rate writes per second for d, from a
 // pool of workers: when the API server cannot keep up, the writes wait for a free worker and
-// the achieved rate is what it took. A write that fails is counted, not retried.
+// the achieved rate is what it took. A write that fails is counted, not retried; the writes
+// in flight at the end complete (cancelling them would only make client-go log each).
 func attack(ctx context.Context, kube kubernetes.Interface, nodes []string, rate float64, d time.Duration) (writes, failed int64, took time.Duration, firstFailure error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	sending, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var ok, bad atomic.Int64
 	var mu sync.Mutex
@@ -216,14 +217,14 @@ func attack(ctx context.Context, kube kubernetes.Interface, nodes []string, rate
 pacing:
 	for {
 		select {
-		case <-ctx.Done():
+		case <-sending.Done():
 			break pacing
 		case <-pace.C:
 		}
 		for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
 			select {
 			case jobs <- sent % len(nodes):
-			case <-ctx.Done():
+			case <-sending.Done():
 				break pacing
 			}
 		}
