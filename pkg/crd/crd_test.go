@@ -227,9 +227,13 @@ func TestEnsureInstallsTheGpuNodeCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gpuNode, err := GpuNode()
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []Outcome{
-		{Name: homelabv1.CustomResourceDefinitionName, Result: Created, Embedded: 1},
-		{Name: homelabv1.GpuNodeCRDName, Result: Created, Embedded: 1},
+		{Name: homelabv1.CustomResourceDefinitionName, Result: Created, Embedded: SchemaRevision(embedded(t))},
+		{Name: homelabv1.GpuNodeCRDName, Result: Created, Embedded: SchemaRevision(gpuNode)},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Ensure = %v, want %v", got, want)
