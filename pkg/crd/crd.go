@@ -76,6 +76,9 @@ func GpuNode() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return decode("GpuNode", manifests.GpuNodeCRD)
 }
 
+// embeddedCRDs are the CRDs Ensure installs, in order.
+var embeddedCRDs = []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode}
+
 // Names are the names of the CRDs Ensure installs.
 var Names = []string{homelabv1.CustomResourceDefinitionName, homelabv1.GpuNodeCRDName}
 
@@ -102,7 +105,7 @@ type Outcome struct {
 // a higher schema revision.
 func Ensure(ctx context.Context, client apiextensionsclient.Interface) ([]Outcome, error) {
 	var outcomes []Outcome
-	for _, get := range []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode} {
+	for _, get := range embeddedCRDs {
 		want, err := get()
 		if err != nil {
 			return nil, err

@@ -169,7 +169,7 @@ func TestSchemaRevisionFollowsTheSchema(t *testing.T) {
 			recorded[f[0]] = f[1] + " " + f[2]
 		}
 	}
-	for _, get := range []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode} {
+	for _, get := range embeddedCRDs {
 		crd, err := get()
 		if err != nil {
 			t.Fatal(err)
