@@ -51,9 +51,10 @@ func TestChartEqualsKustomize(t *testing.T) {
 			values:     "monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}}",
 			components: []string{"monitoring"}},
 		{name: "DCGM rules", values: "monitoring: {dcgmRules: {enabled: true}}", components: []string{"monitoring/dcgm"}},
+		{name: "listPodsByNamespace", values: "listPodsByNamespace: true", components: []string{"list-pods-by-namespace"}},
 		{name: "every option",
-			values:     "installCRD: false\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}",
-			components: []string{"without-crd-install", "monitoring", "monitoring/dcgm"}},
+			values:     "installCRD: false\nlistPodsByNamespace: true\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}",
+			components: []string{"without-crd-install", "list-pods-by-namespace", "monitoring", "monitoring/dcgm"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kustomized := kustomize(t, tc.components...)
@@ -130,7 +131,7 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	for _, values := range []string{
 		"",
-		"installCRD: false\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, labels: {release: prometheus}}",
+		"installCRD: false\nlistPodsByNamespace: true\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, labels: {release: prometheus}}",
 		"replicas: 1\nleaderElection: {enabled: false}\nserviceAccount: {create: false, name: existing}",
 		"image: {repository: registry.example.com/gpu-inventory-operator, tag: v0.1.0, pullSecrets: [regcred]}\n" +
 			"extraArgs: [--max-status-nodes=200]\npodAnnotations: {a: b}\nnodeSelector: {kubernetes.io/os: linux}\n" +

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,12 +37,9 @@ import (
 type listFloor struct {
 	pods         int64
 	one          []time.Duration // one list of all pods, as the operator's first list
-	perNamespace []time.Duration // one list per namespace, floorListers at a time
+	perNamespace []time.Duration // one list per namespace, podcache.Listers at a time
 	namespaces   int
 }
-
-// floorListers is how many namespaces' lists are in flight at once, as `kubectl gpuinv who -A` does.
-const floorListers = 3
 
 // measureListFloor times runs lists of all pods each way, alternating, through a client made
 // as the operator's pod client is (protobuf over HTTP/1.1, no client-side rate limit).
@@ -72,7 +68,7 @@ func measureListFloor(ctx context.Context, config *rest.Config, runs int) (*list
 		}
 		f.one, f.pods = append(f.one, time.Since(start)), n
 		start = time.Now()
-		if n, err = listAllPods(ctx, core, names, floorListers); err != nil {
+		if n, err = listAllPods(ctx, core, names, podcache.Listers); err != nil {
 			return nil, err
 		}
 		if n != f.pods {
@@ -89,31 +85,14 @@ func measureListFloor(ctx context.Context, config *rest.Config, runs int) (*list
 func listAllPods(ctx context.Context, core rest.Interface, namespaces []string, listers int) (int64, error) {
 	list := kubeproto.List{Resource: "pods", MaxItemBytes: podcache.MaxPodBytes}
 	var pods atomic.Int64
-	todo := make(chan string, len(namespaces))
-	for _, ns := range namespaces {
-		todo <- ns
-	}
-	close(todo)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	for range listers {
-		wg.Go(func() {
-			for ns := range todo {
-				_, err := list.StreamVersion(ctx, core, ns, metav1.ListOptions{ResourceVersion: "0", Limit: podcache.PageSize}, func(raw []byte) error {
-					pods.Add(1)
-					_, err := podcache.DecodePod(raw)
-					return err
-				})
-				if err != nil {
-					cancel(fmt.Errorf("list the pods of namespace %q: %w", ns, err))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return pods.Load(), context.Cause(ctx)
+	_, err := list.StreamEach(ctx, core, namespaces, listers, metav1.ListOptions{ResourceVersion: "0", Limit: podcache.PageSize}, func(string) func(raw []byte) error {
+		return func(raw []byte) error {
+			pods.Add(1)
+			_, err := podcache.DecodePod(raw)
+			return err
+		}
+	})
+	return pods.Load(), err
 }
 
 // printListFloor prints the floor's table.
@@ -129,5 +108,5 @@ func printListFloor(f *listFloor) {
 	fmt.Println("|---|---|")
 	fmt.Printf("| one list of all pods (resourceVersion 0, the operator's first list) | %s |\n", spread(f.one))
 	fmt.Printf("| namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s |\n",
-		f.namespaces, floorListers, spread(f.perNamespace))
+		f.namespaces, podcache.Listers, spread(f.perNamespace))
 }

@@ -25,6 +25,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
@@ -501,4 +504,116 @@ func TestGPUPodChurnEndsExactWithFewWrites(t *testing.T) {
 		t.Errorf("%d status writes in %s with --min-sync-interval=%s; want between 1 and %d (burst %d, then one per interval)",
 			writes, elapsed.Round(time.Millisecond), opts.MinSyncInterval, most, gpuinventory.WriteBurst)
 	}
+}
+
+// With --list-pods-by-namespace the first list of pods is one list per namespace. GPU pods
+// are created and deleted in four namespaces throughout the operator's start, and the lists
+// of two of them are held back until more have been, so that the namespaces' lists see the
+// cluster at different moments: the watch must start at the oldest list (or miss deletions
+// the other lists predate) and skip what the newer lists already hold. The status ends exact.
+func TestPodsListedByNamespaceDuringChurn(t *testing.T) {
+	c := startCluster(t)
+	ctx := testContext(t)
+	h100 := map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": h100Product, "nvidia.com/gpu.count": "8"}
+	nodes := []string{"h100-a", "h100-b"}
+	if err := testenv.CreateNodes(ctx, c.kube, []*corev1.Node{readyNode(nodes[0], h100, 8), readyNode(nodes[1], h100, 8)}); err != nil {
+		t.Fatal(err)
+	}
+	namespaces := []string{"team-a", "team-b", "team-c", "team-d"}
+	for i, ns := range namespaces {
+		c.createPod(t, gpuPod(ns, "steady", nodes[i%2], "nvidia.com/gpu", 1))
+	}
+
+	// In each namespace, pod k is created, then pod k-1 deleted, until stop.
+	stop := make(chan struct{})
+	var (
+		ops     atomic.Int64
+		churned sync.WaitGroup
+		errs    = make(chan error, len(namespaces))
+	)
+	for _, ns := range namespaces {
+		churned.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pod := gpuPod(ns, fmt.Sprintf("brief-%d", k), nodes[k%2], "nvidia.com/gpu", 2)
+				if _, err := c.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+				if k > 0 {
+					if err := c.kube.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("brief-%d", k-1), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				ops.Add(1)
+			}
+		})
+	}
+
+	opts := testOptions()
+	opts.ListPodsByNamespace = true
+	cfg := rest.CopyConfig(c.env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			held := req.URL.Path == "/api/v1/namespaces/team-c/pods" || req.URL.Path == "/api/v1/namespaces/team-d/pods"
+			if held && req.URL.Query().Get("watch") != "true" {
+				until := ops.Load() + 2*int64(len(namespaces))
+				for ops.Load() < until && req.Context().Err() == nil {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	op := startOperator(t, cfg, opts)
+	eventually(t, 20*time.Second, "the operator's first list of pods", func() error {
+		if !strings.Contains(op.logs(), "Listed pods") {
+			return fmt.Errorf("no \"Listed pods\" in its log")
+		}
+		return nil
+	})
+	after := ops.Load()
+	eventually(t, 20*time.Second, "more churn after the first list", func() error {
+		if n := ops.Load() - after; n < 20 {
+			return fmt.Errorf("%d pods created since", n)
+		}
+		return nil
+	})
+	close(stop)
+	churned.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("churn: %v", err)
+	}
+	// The last brief pods are deleted now.
+	list, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		if strings.HasPrefix(p.Name, "brief-") {
+			c.deletePod(t, p.Namespace, p.Name)
+		}
+	}
+
+	if listed := grepLines(op.logs(), "Listed pods"); !strings.Contains(listed, "namespaces=") {
+		t.Errorf("the first list was not by namespace: %s", listed)
+	}
+	c.waitInventory(t, "the steady pods only", func(gi *homelabv1.GpuInventory) error {
+		a := gi.Status.Allocation
+		if a == nil || a.AllocatedGpus != 4 || a.GpuPods != 4 || a.PendingPods != 0 || len(a.Namespaces) != len(namespaces) {
+			return fmt.Errorf("allocation %+v; want 4 GPUs held by 4 pods in %d namespaces", a, len(namespaces))
+		}
+		for _, n := range gi.Status.Nodes {
+			if n.AllocatedGpus != 2 || n.GpuPods != 2 {
+				return fmt.Errorf("node %s: %d GPUs allocated to %d pods; want 2 and 2", n.Name, n.AllocatedGpus, n.GpuPods)
+			}
+		}
+		return nil
+	})
 }

@@ -49,9 +49,10 @@ import (
 // The Helm chart, rendered with Helm's library and applied as `helm install` creates its
 // objects, runs the operator binary (with its Deployment's args) with nothing but the rights
 // the chart gives its ServiceAccount: with the CRD self-install the operator creates the CRDs
-// itself, without it the operator uses the chart's CRDs and holds no CRD rights. Either way it
-// takes the Lease, writes the inventory's status, the GpuNode records, the ConfigMap and an
-// Event, and no request of it is refused.
+// itself, without it the operator uses the chart's CRDs and holds no CRD rights (and, with
+// listPodsByNamespace, lists the namespaces to list pods by). Either way it takes the Lease,
+// writes the inventory's status, the GpuNode records, the ConfigMap and an Event, and no
+// request of it is refused.
 func TestHelmChartRunsTheOperatorWithItsOwnRBAC(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -62,7 +63,7 @@ func TestHelmChartRunsTheOperatorWithItsOwnRBAC(t *testing.T) {
 		skipCRDs bool
 	}{
 		{name: "CRD self-install", installCRD: true, skipCRDs: true},
-		{name: "installCRD=false", values: "installCRD: false\n" +
+		{name: "installCRD=false", values: "installCRD: false\nlistPodsByNamespace: true\n" +
 			"monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

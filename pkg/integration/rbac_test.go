@@ -175,9 +175,11 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 }
 
 // The optional components, used the way the README says (an overlay of one's own), render and
-// apply: the ServiceMonitor and PrometheusRule against the Prometheus Operator's real CRDs, and
-// without-crd-install leaves out the CRD rights; an operator with only the remaining rights and
-// --install-crd=false does its whole job without a single Forbidden.
+// apply: the ServiceMonitor and PrometheusRule against the Prometheus Operator's real CRDs,
+// without-crd-install leaves out the CRD rights, and list-pods-by-namespace adds the right to
+// list namespaces; an operator with only the resulting rights, --install-crd=false and
+// --list-pods-by-namespace does its whole job, pods listed by namespace, without a single
+// Forbidden.
 func TestOptionalComponentsApply(t *testing.T) {
 	c := startCluster(t)
 	c.loadHomeLab(t)
@@ -191,8 +193,8 @@ func TestOptionalComponentsApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kustomization := fmt.Sprintf("resources: [%s]\ncomponents: [%s, %s]\n", rel,
-		filepath.Join(rel, "monitoring"), filepath.Join(rel, "without-crd-install"))
+	kustomization := fmt.Sprintf("resources: [%s]\ncomponents: [%s, %s, %s]\n", rel,
+		filepath.Join(rel, "monitoring"), filepath.Join(rel, "without-crd-install"), filepath.Join(rel, "list-pods-by-namespace"))
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +211,13 @@ func TestOptionalComponentsApply(t *testing.T) {
 			if !slices.Contains(args, "--install-crd=false") {
 				t.Errorf("without-crd-install: Deployment args %v lack --install-crd=false", args)
 			}
+			if !slices.Contains(args, "--list-pods-by-namespace") {
+				t.Errorf("list-pods-by-namespace: Deployment args %v lack --list-pods-by-namespace", args)
+			}
 		}
 	}
-	for _, want := range []string{"ServiceMonitor/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator", "ClusterRole/gpu-inventory-operator"} {
+	for _, want := range []string{"ServiceMonitor/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator", "ClusterRole/gpu-inventory-operator",
+		"ClusterRole/gpu-inventory-operator-list-namespaces", "ClusterRoleBinding/gpu-inventory-operator-list-namespaces"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("overlay renders %v, lacking %s", names, want)
 		}
@@ -235,9 +241,12 @@ func TestOptionalComponentsApply(t *testing.T) {
 	}
 	recorder := &forbiddenRecorder{}
 	opts := testOptions()
-	opts.InstallCRD = false
+	opts.InstallCRD, opts.ListPodsByNamespace = false, true
 	op := startOperator(t, recorder.wrap(saConfig), opts)
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
+	if listed := grepLines(op.logs(), "Listed pods"); !strings.Contains(listed, "namespaces=") {
+		t.Errorf("the operator did not list pods by namespace: %q", listed)
+	}
 	if err := op.stop(t); err != nil {
 		t.Errorf("operator stopped with %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +88,45 @@ func (l List) StreamVersion(ctx context.Context, client rest.Interface, namespac
 		// The API server refuses a continue token beside a resourceVersion.
 		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = meta.Continue, "", ""
 	}
+}
+
+// StreamEach is StreamVersion over several namespaces, workers lists at a time: the API
+// server encodes each list on a core of its own. items gives each namespace's list its item
+// function; the item functions of different namespaces run at once. It returns each
+// namespace's resourceVersion. The first error stops every list and is returned, naming
+// its namespace.
+func (l List) StreamEach(ctx context.Context, client rest.Interface, namespaces []string, workers int, opts metav1.ListOptions, items func(namespace string) func(raw []byte) error) (map[string]string, error) {
+	todo := make(chan string, len(namespaces))
+	for _, ns := range namespaces {
+		todo <- ns
+	}
+	close(todo)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu       sync.Mutex
+		versions = make(map[string]string, len(namespaces))
+		wg       sync.WaitGroup
+	)
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for ns := range todo {
+				rv, err := l.StreamVersion(ctx, client, ns, opts, items(ns))
+				if err != nil {
+					cancel(fmt.Errorf("namespace %s: %w", ns, err))
+					return
+				}
+				mu.Lock()
+				versions[ns] = rv
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return versions, nil
 }
 
 // Decoded is an item function for Read and Stream that hands each item's message to decode

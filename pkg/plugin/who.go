@@ -30,7 +30,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -204,45 +203,18 @@ func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocati
 	return pods, claims, nil
 }
 
-// With -A, the pods of each namespace are listed apart, podListers at a time: the API server
-// serves each list on a core of its own and the lists' round trips overlap, where one list of
-// all pods waits for every page in turn. Beyond maxSplitNamespaces namespaces, or without
-// the right to list namespaces, all pods are listed at once.
-const (
-	podListers         = 3
-	maxSplitNamespaces = 256
-)
-
 // streamPods streams the GPU pods of namespace ("" for all) to fn, which must be safe to
-// call from several goroutines.
+// call from several goroutines. With -A, where namespaces may be listed, each namespace's
+// pods are listed apart, podcache.Listers at a time (podcache.SplitNamespaces says when).
 func streamPods(ctx context.Context, core rest.Interface, namespace string, fn func(*allocation.Pod) error) error {
 	if namespace != "" {
 		return podcache.StreamPods(ctx, core, namespace, fn)
 	}
-	list, err := corev1client.New(core).Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil || len(list.Items) < 2 || len(list.Items) > maxSplitNamespaces || list.Continue != "" {
+	names, _, err := podcache.SplitNamespaces(ctx, core, "")
+	if err != nil || names == nil {
 		return podcache.StreamPods(ctx, core, "", fn)
 	}
-	names := make(chan string, len(list.Items))
-	for i := range list.Items {
-		names <- list.Items[i].Name
-	}
-	close(names)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	for range podListers {
-		wg.Go(func() {
-			for ns := range names {
-				if err := podcache.StreamPods(ctx, core, ns, fn); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
+	return podcache.StreamPodsEach(ctx, core, names, fn)
 }
 
 // explainList explains an API error of a list, found inside err; other errors (a malformed

@@ -24,6 +24,7 @@ package podcache
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -42,33 +44,55 @@ import (
 type Cache struct {
 	reflector *cache.Reflector
 	store     *store
+
+	client     rest.Interface // the pod client
+	namespaces rest.Interface // nil: the first list is one list of all pods
+	// listed is set by a list by namespace for the watch that follows it (nil after any
+	// other list).
+	listed atomic.Pointer[listedVersions]
+}
+
+// Options change how the cache lists.
+type Options struct {
+	// ByNamespace makes the first list one list per namespace, Listers at a time
+	// (listByNamespace), where the operator may list namespaces.
+	ByNamespace bool
 }
 
 // New returns a cache of the pods of the cluster config reaches, reading them as protobuf.
-func New(config *rest.Config, tracker Tracker) (*Cache, error) {
+func New(config *rest.Config, tracker Tracker, opts Options) (*Cache, error) {
 	client, err := newClient(config)
 	if err != nil {
 		return nil, err
 	}
-	s := newStore(tracker)
+	c := &Cache{store: newStore(tracker), client: client}
+	if opts.ByNamespace {
+		core, err := corev1client.NewForConfig(kubeproto.StreamConfig(config))
+		if err != nil {
+			return nil, fmt.Errorf("create Namespace client: %w", err)
+		}
+		c.namespaces = core.RESTClient()
+	}
 	lw := listWatch{&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return listPods(ctx, client, opts)
-		},
+		ListWithContextFunc: c.list,
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
 			req := client.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec)
 			if opts.TimeoutSeconds != nil {
 				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 			}
-			return req.Watch(ctx)
+			w, err := req.Watch(ctx)
+			if listed := c.listed.Load(); listed != nil && err == nil {
+				w = watch.Filter(w, listed.filter)
+			}
+			return w, err
 		},
 	}}
-	reflector := cache.NewReflectorWithOptions(lw, &Object{}, s, cache.ReflectorOptions{
+	c.reflector = cache.NewReflectorWithOptions(lw, &Object{}, c.store, cache.ReflectorOptions{
 		Name:            "pod cache",
 		TypeDescription: "*v1.Pod", // in the reflector's log lines
 	})
-	return &Cache{reflector: reflector, store: s}, nil
+	return c, nil
 }
 
 // listWatch lists pods as a stream (listPods), never as a streaming list of watch events:
@@ -79,6 +103,23 @@ type listWatch struct {
 
 // IsWatchListSemanticsUnSupported tells the reflector to list and then watch.
 func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// list is the reflector's list: by namespace the first time (resourceVersion 0) where the
+// cache may, else listPods.
+func (c *Cache) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	c.listed.Store(nil)
+	if c.namespaces != nil && opts.ResourceVersion == "0" && opts.Continue == "" {
+		list, versions, err := c.listByNamespace(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if list != nil {
+			c.listed.Store(&versions)
+			return list, nil
+		}
+	}
+	return listPods(ctx, c.client, opts)
+}
 
 // listPods lists the pods as the reflector asks, with pages of at least PageSize, and
 // returns the GPU pods and the pods it could not read. The answer is read as a stream, one

@@ -134,7 +134,12 @@ func has(want map[string]string) func(map[string]*allocation.Pod) bool {
 // start runs a cache of server's pods feeding tracker until the test ends.
 func start(ctx context.Context, t *testing.T, server *podServer, tracker Tracker) *Cache {
 	t.Helper()
-	c, err := New(server.config(t), tracker)
+	return startWith(ctx, t, server, tracker, Options{})
+}
+
+func startWith(ctx context.Context, t *testing.T, server *podServer, tracker Tracker, opts Options) *Cache {
+	t.Helper()
+	c, err := New(server.config(t), tracker, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

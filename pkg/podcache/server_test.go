@@ -19,6 +19,7 @@ package podcache
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -43,6 +44,11 @@ import (
 // reflector asks for a streaming list (unless noWatchList, like a server without it).
 type podServer struct {
 	noWatchList bool
+	// namespaces are listed by /api/v1/namespaces (forbidden with forbidNamespaces);
+	// beforeList and afterList, if set, are called around each pod list, with its namespace.
+	namespaces            []string
+	forbidNamespaces      bool
+	beforeList, afterList func(namespace string)
 
 	mu       sync.Mutex
 	rv       int
@@ -50,6 +56,7 @@ type podServer struct {
 	watchers []chan []byte          // frames for each open watch
 	events   []event                // every event sent, for watches that start at an older resourceVersion
 	lists    []request
+	watches  []string // the resourceVersion each watch started at
 }
 
 // event is a watch event's frame and its resourceVersion.
@@ -183,6 +190,9 @@ func (s *podServer) sorted(namespace string) []*corev1.Pod {
 func (s *podServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	namespace := ""
 	switch {
+	case r.URL.Path == "/api/v1/namespaces":
+		s.listNamespaces(w)
+		return
 	case r.URL.Path == "/api/v1/pods":
 	case strings.HasPrefix(r.URL.Path, "/api/v1/namespaces/") && strings.HasSuffix(r.URL.Path, "/pods"):
 		namespace = strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/"), "/pods")
@@ -199,7 +209,39 @@ func (s *podServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.watch(w, r)
 		return
 	}
+	if s.beforeList != nil {
+		s.beforeList(namespace)
+	}
 	s.list(w, namespace, q.Get("limit"), q.Get("continue"), request{r.URL.Path, r.URL.RawQuery})
+	if s.afterList != nil {
+		s.afterList(namespace)
+	}
+}
+
+func (s *podServer) listNamespaces(w http.ResponseWriter) {
+	if s.forbidNamespaces {
+		writeStatus(w, apierrors.NewForbidden(corev1.Resource("namespaces"), "", errors.New("the test forbids it")))
+		return
+	}
+	s.mu.Lock()
+	list := &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(s.rv)}}
+	s.mu.Unlock()
+	for _, ns := range s.namespaces {
+		list.Items = append(list.Items, corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	data, err := runtime.Encode(podEncoder, list)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+	_, _ = w.Write(data)
+}
+
+func (s *podServer) watchRequests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.watches)
 }
 
 func (s *podServer) list(w http.ResponseWriter, namespace, limit, cont string, req request) {
@@ -253,6 +295,7 @@ func (s *podServer) watch(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	s.mu.Lock()
+	s.watches = append(s.watches, r.URL.Query().Get("resourceVersion"))
 	frames := make(chan []byte, len(s.pods)+len(s.events)+100)
 	if from, err := strconv.Atoi(r.URL.Query().Get("resourceVersion")); err == nil && !initial {
 		for _, e := range s.events {

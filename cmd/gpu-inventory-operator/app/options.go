@@ -35,25 +35,27 @@ import (
 
 // Options are the operator's command-line settings.
 type Options struct {
-	Kubeconfig       string
-	Namespace        string
-	InstallCRD       bool
-	Allocation       bool
-	DefaultInventory string
-	ResyncPeriod     time.Duration
-	Workers          int
-	MaxStatusNodes   int
-	MinSyncInterval  time.Duration
-	PprofAddress     string
-	MetricsAddress   string
-	HealthAddress    string
-	PerNodeMetrics   bool
-	QPS              float64
-	Burst            int
-	RecordQPS        float64
-	RecordBurst      int
-	Compression      bool
-	SteadyProcs      int
+	Kubeconfig string
+	Namespace  string
+	InstallCRD bool
+	Allocation bool
+	// ListPodsByNamespace: the pod cache's first list is one list per namespace.
+	ListPodsByNamespace bool
+	DefaultInventory    string
+	ResyncPeriod        time.Duration
+	Workers             int
+	MaxStatusNodes      int
+	MinSyncInterval     time.Duration
+	PprofAddress        string
+	MetricsAddress      string
+	HealthAddress       string
+	PerNodeMetrics      bool
+	QPS                 float64
+	Burst               int
+	RecordQPS           float64
+	RecordBurst         int
+	Compression         bool
+	SteadyProcs         int
 
 	LeaderElect      bool
 	LeaderElectionID string
@@ -110,6 +112,7 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the gpu-node-status ConfigMap and the leader-election Lease. Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else \"default\".")
 	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuInventory CRD at startup. Set to false when the CRD is installed with 'kubectl apply -f manifests/crd/' and the operator may not write CRDs.")
 	fs.BoolVar(&o.Allocation, "allocation", o.Allocation, "Read pods (and DRA ResourceClaims) to report which GPUs are allocated, free and waited for. Set to false where the operator may not read pods.")
+	fs.BoolVar(&o.ListPodsByNamespace, "list-pods-by-namespace", o.ListPodsByNamespace, "At start, list the pods namespace by namespace, three at a time, rather than all at once: the API server encodes them on several cores, and the first complete status comes sooner on a cluster with many pods. Needs \"list\" on namespaces (manifests/rbac/list-namespaces.yaml); without it, or beyond 256 namespaces, the pods are listed at once.")
 	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")

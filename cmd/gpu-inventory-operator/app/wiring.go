@@ -259,7 +259,7 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 func (o *Operator) newAllocationCaches(ctx context.Context, c *caches) error {
 	c.tracker = allocation.NewTracker()
 	var err error
-	if c.pods, err = podcache.New(o.config, c.tracker); err != nil {
+	if c.pods, err = podcache.New(o.config, c.tracker, podcache.Options{ByNamespace: o.opts.ListPodsByNamespace}); err != nil {
 		return fmt.Errorf("create pod cache: %w", err)
 	}
 	served, err := claimcache.Served(o.kube.Discovery())

@@ -1,0 +1,130 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package podcache
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// With ByNamespace, the first list is one list per namespace. Namespace b is listed after
+// changes that namespace a's list predates, so the watch starts at a's resourceVersion and
+// replays them: the tracker must not see b's pods as they were before b's list (q on
+// worker-2, a pod created and deleted in between). A namespace created after the namespace
+// list (c) is seen through the watch.
+func TestCacheListsByNamespace(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	server := newPodServer(gpuPod("a", "p", gpus("1")), gpuPod("b", "q", gpus("2")), pending("b", "r", "1"), realisticPod("b", "web"))
+	server.namespaces = []string{"a", "b"}
+	aListed := make(chan struct{})
+	server.afterList = func(ns string) {
+		if ns == "a" {
+			close(aListed)
+		}
+	}
+	server.beforeList = func(ns string) {
+		if ns != "b" {
+			return
+		}
+		select {
+		case <-aListed:
+		case <-time.After(30 * time.Second):
+			t.Error("namespace a was never listed")
+		}
+		q := gpuPod("b", "q", gpus("2"))
+		q.Spec.NodeName = "worker-2"
+		server.apply(t, watch.Modified, q)
+		q.Spec.NodeName = "worker-3"
+		server.apply(t, watch.Modified, q)
+		server.apply(t, watch.Deleted, pending("b", "r", "1"))
+		server.apply(t, watch.Added, pending("b", "brief", "1"))
+		server.apply(t, watch.Deleted, pending("b", "brief", "1"))
+		server.apply(t, watch.Added, gpuPod("c", "s", gpus("4")))
+	}
+	tracker := newFakeTracker()
+	startWith(ctx, t, server, tracker, Options{ByNamespace: true})
+
+	calls := tracker.waitFor(t, "a's and b's pods as listed, and c's from the watch",
+		has(map[string]string{"a/p": "worker-17", "b/q": "worker-3", "c/s": "worker-17"}))
+	if want := []string{"replace 2", "set c/s"}; !slices.Equal(calls, want) {
+		t.Errorf("calls %v; want %v: the events b's list already holds must not reach the tracker", calls, want)
+	}
+	var paths []string
+	for _, r := range server.listRequests() {
+		paths = append(paths, r.path)
+	}
+	slices.Sort(paths)
+	if want := []string{"/api/v1/namespaces/a/pods", "/api/v1/namespaces/b/pods"}; !slices.Equal(paths, want) {
+		t.Errorf("pod lists %v; want %v", paths, want)
+	}
+	// Pods created at resourceVersions 1–4; a listed at 4, b at 10 after six changes.
+	if watches := server.watchRequests(); len(watches) == 0 || watches[0] != "4" {
+		t.Errorf("watches started at %v; want the first at 4, namespace a's list", watches)
+	}
+
+	// Once past every namespace's list, the watch's events all reach the tracker.
+	q := gpuPod("b", "q", gpus("2"))
+	q.Spec.NodeName = "worker-9"
+	server.apply(t, watch.Modified, q)
+	tracker.waitFor(t, "b/q on worker-9", has(map[string]string{"a/p": "worker-17", "b/q": "worker-9", "c/s": "worker-17"}))
+}
+
+// Where namespaces cannot be listed, ByNamespace lists all pods at once.
+func TestCacheListsAtOnceWithoutNamespaces(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	server := newPodServer(gpuPod("a", "p", gpus("1")), gpuPod("b", "q", gpus("2")))
+	server.namespaces, server.forbidNamespaces = []string{"a", "b"}, true
+	tracker := newFakeTracker()
+	startWith(ctx, t, server, tracker, Options{ByNamespace: true})
+	tracker.waitFor(t, "both pods", has(map[string]string{"a/p": "worker-17", "b/q": "worker-17"}))
+	if lists := server.listRequests(); len(lists) != 1 || lists[0].path != "/api/v1/pods" {
+		t.Errorf("list requests %v; want one of /api/v1/pods", lists)
+	}
+}
+
+func TestListedVersionsFilter(t *testing.T) {
+	listed := listedVersions{"b": "20"}
+	gpu := func(ns, rv string) *Object {
+		return &Object{Pod: &allocation.Pod{Namespace: ns, Name: "x"}, resourceVersion: rv}
+	}
+	for _, tc := range []struct {
+		name string
+		e    watch.Event
+		pass bool
+	}{
+		{"older than the namespace's list", watch.Event{Type: watch.Modified, Object: gpu("b", "19")}, false},
+		{"the list's own version", watch.Event{Type: watch.Deleted, Object: gpu("b", "20")}, false},
+		{"newer", watch.Event{Type: watch.Added, Object: gpu("b", "21")}, true},
+		{"newer by digits", watch.Event{Type: watch.Modified, Object: gpu("b", "100")}, true},
+		{"a namespace not listed", watch.Event{Type: watch.Added, Object: gpu("c", "5")}, true},
+		{"a pod without GPUs", watch.Event{Type: watch.Modified, Object: &Object{resourceVersion: "3"}}, true},
+		{"a bookmark", watch.Event{Type: watch.Bookmark, Object: gpu("b", "10")}, true},
+		{"a resourceVersion that cannot be compared", watch.Event{Type: watch.Modified, Object: gpu("b", "x1")}, true},
+		{"an error", watch.Event{Type: watch.Error, Object: &corev1.Pod{}}, true},
+	} {
+		if _, pass := listed.filter(tc.e); pass != tc.pass {
+			t.Errorf("%s: passes %v, want %v", tc.name, pass, tc.pass)
+		}
+	}
+}
