@@ -24,7 +24,6 @@ package podcache
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,9 +46,6 @@ type Cache struct {
 
 	client     rest.Interface // the pod client
 	namespaces rest.Interface // nil: the first list is one list of all pods
-	// listed is set by a list by namespace for the watch that follows it (nil after any
-	// other list).
-	listed atomic.Pointer[listedVersions]
 }
 
 // Options change how the cache lists.
@@ -81,11 +77,7 @@ func New(config *rest.Config, tracker Tracker, opts Options) (*Cache, error) {
 			if opts.TimeoutSeconds != nil {
 				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 			}
-			w, err := req.Watch(ctx)
-			if listed := c.listed.Load(); listed != nil && err == nil {
-				w = watch.Filter(w, listed.filter)
-			}
-			return w, err
+			return req.Watch(ctx)
 		},
 	}}
 	c.reflector = cache.NewReflectorWithOptions(lw, &Object{}, c.store, cache.ReflectorOptions{
@@ -107,17 +99,17 @@ func (listWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // list is the reflector's list: by namespace the first time (resourceVersion 0) where the
 // cache may, else listPods.
 func (c *Cache) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	c.listed.Store(nil)
 	if c.namespaces != nil && opts.ResourceVersion == "0" && opts.Continue == "" {
 		list, versions, err := c.listByNamespace(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if list != nil {
-			c.listed.Store(&versions)
+			c.store.setListed(versions)
 			return list, nil
 		}
 	}
+	c.store.setListed(nil)
 	return listPods(ctx, c.client, opts)
 }
 

@@ -24,7 +24,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -70,25 +69,25 @@ func StreamPodsEach(ctx context.Context, client rest.Interface, namespaces []str
 	return err
 }
 
-// listedVersions holds, for the watch that follows a list by namespace, each namespace's
-// list resourceVersion: the watch starts at the oldest of them, so it replays events that
-// the newer lists already hold.
+// listedVersions are, after a list by namespace, each namespace's list resourceVersion. The
+// watch starts at the oldest of them, so it replays events that the newer lists already hold.
 type listedVersions map[string]string
 
-// filter drops an event of a GPU pod that is no newer than its namespace's list: applied
-// after that list, it would show the pod as it was before. Every other event passes (pods
-// without GPUs reach no tracker; namespaces created after the namespace list have no entry).
-func (v listedVersions) filter(e watch.Event) (watch.Event, bool) {
-	o, ok := e.Object.(*Object)
-	if !ok || o.Pod == nil || (e.Type != watch.Added && e.Type != watch.Modified && e.Type != watch.Deleted) {
-		return e, true
+// holds reports whether o, a GPU pod (or one that could not be read) from the watch, is no
+// newer than its namespace's list: applied after that list, it would show the pod as it was
+// before. Pods of namespaces created after the namespace list have no entry, and a
+// resourceVersion that cannot be compared is taken as newer.
+func (v listedVersions) holds(o *Object) bool {
+	namespace := o.namespace
+	if o.Pod != nil {
+		namespace = o.Pod.Namespace
 	}
-	listed, ok := v[o.Pod.Namespace]
-	if !ok {
-		return e, true
+	listed, ok := v[namespace]
+	if !ok || namespace == "" {
+		return false
 	}
 	cmp, err := resourceversion.CompareResourceVersion(o.resourceVersion, listed)
-	return e, err != nil || cmp > 0
+	return err == nil && cmp <= 0
 }
 
 // listByNamespace is the first list (resourceVersion 0) namespace by namespace, when the

@@ -17,11 +17,11 @@ limitations under the License.
 package podcache
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2/ktesting"
 
@@ -103,28 +103,30 @@ func TestCacheListsAtOnceWithoutNamespaces(t *testing.T) {
 	}
 }
 
-func TestListedVersionsFilter(t *testing.T) {
+func TestListedVersionsHolds(t *testing.T) {
 	listed := listedVersions{"b": "20"}
 	gpu := func(ns, rv string) *Object {
 		return &Object{Pod: &allocation.Pod{Namespace: ns, Name: "x"}, resourceVersion: rv}
 	}
 	for _, tc := range []struct {
-		name string
-		e    watch.Event
-		pass bool
+		name  string
+		o     *Object
+		holds bool
 	}{
-		{"older than the namespace's list", watch.Event{Type: watch.Modified, Object: gpu("b", "19")}, false},
-		{"the list's own version", watch.Event{Type: watch.Deleted, Object: gpu("b", "20")}, false},
-		{"newer", watch.Event{Type: watch.Added, Object: gpu("b", "21")}, true},
-		{"newer by digits", watch.Event{Type: watch.Modified, Object: gpu("b", "100")}, true},
-		{"a namespace not listed", watch.Event{Type: watch.Added, Object: gpu("c", "5")}, true},
-		{"a pod without GPUs", watch.Event{Type: watch.Modified, Object: &Object{resourceVersion: "3"}}, true},
-		{"a bookmark", watch.Event{Type: watch.Bookmark, Object: gpu("b", "10")}, true},
-		{"a resourceVersion that cannot be compared", watch.Event{Type: watch.Modified, Object: gpu("b", "x1")}, true},
-		{"an error", watch.Event{Type: watch.Error, Object: &corev1.Pod{}}, true},
+		{"older than the namespace's list", gpu("b", "19"), true},
+		{"the list's own version", gpu("b", "20"), true},
+		{"newer", gpu("b", "21"), false},
+		{"newer by digits", gpu("b", "100"), false},
+		{"a namespace not listed", gpu("c", "5"), false},
+		{"a pod that could not be read", &Object{namespace: "b", name: "y", resourceVersion: "7", err: errors.New("bad quantity")}, true},
+		{"a pod without GPUs", &Object{resourceVersion: "3"}, false},
+		{"a resourceVersion that cannot be compared", gpu("b", "x1"), false},
 	} {
-		if _, pass := listed.filter(tc.e); pass != tc.pass {
-			t.Errorf("%s: passes %v, want %v", tc.name, pass, tc.pass)
+		if got := listed.holds(tc.o); got != tc.holds {
+			t.Errorf("%s: holds %v, want %v", tc.name, got, tc.holds)
 		}
+	}
+	if (listedVersions(nil)).holds(gpu("b", "1")) {
+		t.Error("no list by namespace holds a pod")
 	}
 }

@@ -55,8 +55,9 @@ type store struct {
 	synced  atomic.Bool
 	skipped atomic.Int64 // pods that could not be read
 
-	mu     sync.RWMutex // orders the calls to the tracker, as the events came
-	lastRV string       // of the last event or list, kept or not
+	mu     sync.RWMutex   // orders the calls to the tracker, as the events came
+	lastRV string         // of the last event or list, kept or not
+	listed listedVersions // after a list by namespace: events these lists hold are ignored
 }
 
 var _ cache.Store = (*store)(nil)
@@ -78,19 +79,30 @@ func object(obj any) (*Object, error) {
 }
 
 // seen records the resourceVersion of an event's object and returns its pod: nil for an
-// object the store ignores. A pod that could not be read is counted and forgotten. s.mu is
-// held.
+// object the store ignores, among them a pod its namespace's list already holds (after a list
+// by namespace). A pod that could not be read is counted and forgotten. s.mu is held.
 func (s *store) seen(obj any) (*allocation.Pod, error) {
 	o, err := object(obj)
 	if err != nil {
 		return nil, err
 	}
 	s.lastRV = o.ResourceVersion()
+	if s.listed.holds(o) {
+		return nil, nil
+	}
 	if o.err != nil {
 		s.skipped.Add(1)
 		s.forget(o.namespace, o.name)
 	}
 	return o.Pod, nil
+}
+
+// setListed sets the versions of the list by namespace that the next Replace gets; nil
+// after any other list.
+func (s *store) setListed(v listedVersions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listed = v
 }
 
 // forget tells the tracker to drop a pod it has. s.mu is held.
