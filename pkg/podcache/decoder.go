@@ -160,12 +160,22 @@ func decodeList(raw []byte) (*ObjectList, error) {
 
 // add decodes the Pod of the list's nth item and keeps it if it is a GPU pod or could not be read.
 func (l *ObjectList) add(raw []byte, n int) error {
-	obj, err := decodeObject(raw)
-	if err != nil {
-		return fmt.Errorf("pod %d of the list: %w", n, err)
-	}
-	if obj.Pod != nil || obj.err != nil {
+	obj, err := listItem(raw, n)
+	if obj != nil {
 		l.Items = append(l.Items, obj)
 	}
-	return nil
+	return err
+}
+
+// listItem decodes the Pod of a list's nth item: nil unless it is a GPU pod or could not be
+// read.
+func listItem(raw []byte, n int) (*Object, error) {
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("pod %d of the list: %w", n, err)
+	}
+	if obj.Pod == nil && obj.err == nil {
+		return nil, nil
+	}
+	return obj, nil
 }

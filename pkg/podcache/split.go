@@ -114,17 +114,14 @@ func (c *Cache) listByNamespace(ctx context.Context) (*ObjectList, listedVersion
 		n := 0
 		return func(raw []byte) error {
 			n++
-			obj, err := decodeObject(raw)
-			if err != nil {
-				return fmt.Errorf("pod %d of the list: %w", n, err)
-			}
+			obj, err := listItem(raw, n)
 			mu.Lock()
 			defer mu.Unlock()
 			count++
-			if obj.Pod != nil || obj.err != nil {
+			if obj != nil {
 				list.Items = append(list.Items, obj)
 			}
-			return nil
+			return err
 		}
 	})
 	if err != nil {
