@@ -229,13 +229,7 @@ func (s *podServer) listNamespaces(w http.ResponseWriter) {
 	for _, ns := range s.namespaces {
 		list.Items = append(list.Items, corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	data, err := runtime.Encode(podEncoder, list)
-	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-	_, _ = w.Write(data)
+	writeProtobuf(w, list)
 }
 
 func (s *podServer) watchRequests() []string {
@@ -267,13 +261,7 @@ func (s *podServer) list(w http.ResponseWriter, namespace, limit, cont string, r
 	for _, p := range pods[start:end] {
 		list.Items = append(list.Items, *p)
 	}
-	data, err := runtime.Encode(podEncoder, list)
-	if err != nil {
-		writeStatus(w, apierrors.NewInternalError(err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-	_, _ = w.Write(data)
+	writeProtobuf(w, list)
 }
 
 func (s *podServer) watch(w http.ResponseWriter, r *http.Request) {
@@ -333,6 +321,17 @@ func mustFrame(typ watch.EventType, obj runtime.Object) []byte {
 		panic(err)
 	}
 	return frame
+}
+
+// writeProtobuf answers with obj in protobuf.
+func writeProtobuf(w http.ResponseWriter, obj runtime.Object) {
+	data, err := runtime.Encode(podEncoder, obj)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+	_, _ = w.Write(data)
 }
 
 // writeStatus answers with err's Status, as the API server does for a failed request.
