@@ -102,6 +102,7 @@ func (c *Cache) listByNamespace(ctx context.Context) (*ObjectList, listedVersion
 		return nil, nil, nil
 	}
 	if names == nil {
+		logger.Info("Listing pods at once", "reason", fmt.Sprintf("fewer than two or more than %d namespaces", MaxSplitNamespaces))
 		return nil, nil, nil
 	}
 	start := time.Now()
