@@ -95,13 +95,15 @@ func listAllPods(ctx context.Context, core rest.Interface, namespaces []string, 
 	return pods.Load(), err
 }
 
+// spread is the median of d and its range, in seconds.
+func spread(d []time.Duration) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return fmt.Sprintf("%.2f s (%.2f–%.2f)", s[len(s)/2].Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
+}
+
 // printListFloor prints the floor's table.
 func printListFloor(f *listFloor) {
-	spread := func(d []time.Duration) string {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return fmt.Sprintf("%.2f s (%.2f–%.2f)", s[len(s)/2].Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
-	}
 	fmt.Printf("\nThe floor of the first complete status: the %d pods listed by a client that only decodes them, as the operator's pod cache does (protobuf over HTTP/1.1; %d runs each way, alternating; median)\n\n",
 		f.pods, len(f.one))
 	fmt.Println("| list | wall time |")
