@@ -94,7 +94,7 @@ func (l List) StreamVersion(ctx context.Context, client rest.Interface, namespac
 // server encodes each list on a core of its own. items gives each namespace's list its item
 // function; the item functions of different namespaces run at once. It returns each
 // namespace's resourceVersion. The first error stops every list and is returned, naming
-// its namespace.
+// its namespace ("" lists all namespaces at once).
 func (l List) StreamEach(ctx context.Context, client rest.Interface, namespaces []string, workers int, opts metav1.ListOptions, items func(namespace string) func(raw []byte) error) (map[string]string, error) {
 	todo := make(chan string, len(namespaces))
 	for _, ns := range namespaces {
@@ -112,8 +112,11 @@ func (l List) StreamEach(ctx context.Context, client rest.Interface, namespaces 
 		wg.Go(func() {
 			for ns := range todo {
 				rv, err := l.StreamVersion(ctx, client, ns, opts, items(ns))
+				if err != nil && ns != "" {
+					err = fmt.Errorf("namespace %s: %w", ns, err)
+				}
 				if err != nil {
-					cancel(fmt.Errorf("namespace %s: %w", ns, err))
+					cancel(err)
 					return
 				}
 				mu.Lock()
