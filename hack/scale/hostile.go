@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
@@ -53,7 +54,11 @@ var malformedValues = []string{"abc", "1.5", "0x1F", "8188MiB", "1e400", "999999
 const (
 	hostileMessageBytes = 64 << 10
 	untouchedInventory  = "scale-untouched"
-	hostileWorkers      = 32
+	// hostileMarker marks the hostile nodes for the untouched inventory's selector. A selector
+	// on kubernetes.io/hostname would make the node cache keep every node's hostname, so that
+	// no two nodes share a label set: memory of the inventory's, not of the attack's.
+	hostileMarker  = "scale.gpuinv.example/hostile"
+	hostileWorkers = 32
 )
 
 // hostileResult is what the hostile phase measured.
@@ -96,9 +101,12 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 	}
 	sel = sel.Add(*req)
 	res.untouched = expectTotals(h.fleet, sel)
+	if err := markHostile(ctx, h.kube, names, ptr.To("true")); err != nil {
+		return nil, err
+	}
 	inv := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: untouchedInventory},
 		Spec: homelabv1.GpuInventorySpec{Note: "every node but the hostile ones", NodeSelector: &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: metav1.LabelSelectorOpNotIn, Values: names}}}}}
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: hostileMarker, Operator: metav1.LabelSelectorOpDoesNotExist}}}}}
 	if _, err := h.gpu.HomelabV1().GpuInventories().Create(ctx, inv, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create inventory %s: %w", untouchedInventory, err)
 	}
@@ -157,7 +165,24 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 	if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, untouchedInventory, metav1.DeleteOptions{}); err != nil {
 		return nil, fmt.Errorf("delete inventory %s: %w", untouchedInventory, err)
 	}
+	if err := markHostile(ctx, h.kube, names, nil); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// markHostile sets the hostile marker on the nodes to value, or removes it (nil).
+func markHostile(ctx context.Context, kube kubernetes.Interface, nodes []string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{hostileMarker: value}}})
+	if err != nil {
+		return err
+	}
+	for _, name := range nodes {
+		if _, err := kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("mark hostile node %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // chooseHostile picks count GPU nodes spread over the fleet (so over every model), never the

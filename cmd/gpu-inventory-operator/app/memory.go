@@ -23,13 +23,14 @@ import (
 	"time"
 )
 
-// After a burst of work (a churn, an attack, many inventories at once) the heap holds free
-// pages the Go scavenger hands back only slowly; the operator's resident set would stay at
-// the burst's height. Every few seconds, when more than freeMemoryThreshold is free but still
-// held and the burst is over (the operator allocated less than half of it since the last
-// look, so it will not need it soon), it is handed back: one forced GC of a heap of a few
-// tens of MiB. Under a steady churn that would reuse the memory, it is handed back only once
-// a minute.
+// After a burst of work (a churn, an attack, many inventories at once) the heap holds
+// garbage until the next GC, which a quiet operator may not run for minutes, and free pages
+// the Go scavenger hands back only slowly; the operator's resident set would stay at the
+// burst's height. Every few seconds, when more than freeMemoryThreshold is reclaimable (free
+// but held, or garbage: what a forced GC and a scavenge hand back) and the burst is over
+// (the operator allocated less than half of it since the last look, so it will not need it
+// soon), it is handed back: one forced GC of a heap of a few tens of MiB. Under a steady
+// churn that would reuse the memory, it is handed back only once a minute.
 const (
 	freeMemoryEvery     = 5 * time.Second
 	freeMemoryAnyway    = 12 // looks: once a minute
@@ -38,34 +39,48 @@ const (
 
 // returnFreeMemory looks every period until ctx is done.
 func returnFreeMemory(ctx context.Context, every time.Duration, threshold uint64) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	sample := []metrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, // live objects and garbage not yet swept
+		{Name: "/gc/heap/live:bytes"},                // marked live by the last GC
+	}
+	read := func() (free, allocs, garbage uint64, ok bool) {
+		metrics.Read(sample)
+		for _, s := range sample {
+			if s.Value.Kind() != metrics.KindUint64 {
+				return 0, 0, 0, false
+			}
+		}
+		objects, live := sample[2].Value.Uint64(), sample[3].Value.Uint64()
+		if objects > live {
+			garbage = objects - live // at most: some of it may be live by now
+		}
+		return sample[0].Value.Uint64(), sample[1].Value.Uint64(), garbage, true
+	}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
-	metrics.Read(sample)
-	lastAllocs := uint64(0)
-	if sample[1].Value.Kind() == metrics.KindUint64 {
-		lastAllocs = sample[1].Value.Uint64()
-	}
+	_, lastAllocs, _, _ := read()
 	for look := 1; ; look++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 || sample[1].Value.Kind() != metrics.KindUint64 {
+		free, allocs, garbage, ok := read()
+		if !ok {
 			continue
 		}
-		free, allocs := sample[0].Value.Uint64(), sample[1].Value.Uint64()
-		if shouldReturn(free, allocs-lastAllocs, threshold, look%freeMemoryAnyway == 0) {
+		if shouldReturn(free+garbage, allocs-lastAllocs, threshold, look%freeMemoryAnyway == 0) {
 			debug.FreeOSMemory()
 		}
 		lastAllocs = allocs
 	}
 }
 
-// shouldReturn decides whether free heap is handed back: more than threshold, and either
-// more than twice what was allocated since the last look (the burst is over) or anyway.
-func shouldReturn(free, allocated, threshold uint64, anyway bool) bool {
-	return free > threshold && (anyway || free > 2*allocated)
+// shouldReturn decides whether reclaimable heap is handed back: more than threshold, and
+// either more than twice what was allocated since the last look (the burst is over) or
+// anyway.
+func shouldReturn(reclaimable, allocated, threshold uint64, anyway bool) bool {
+	return reclaimable > threshold && (anyway || reclaimable > 2*allocated)
 }

@@ -19,6 +19,7 @@ package app
 import (
 	"context"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -54,25 +55,56 @@ func TestFreeMemoryIsHandedBack(t *testing.T) {
 	}
 }
 
+// The garbage of a burst goes back too, when no GC would collect it soon: a quiet operator
+// may not reach its next GC for minutes.
+func TestGarbageIsHandedBack(t *testing.T) {
+	held := func() uint64 { // what the heap holds of the OS: objects, garbage included, and free pages
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64() + s[1].Value.Uint64()
+	}
+	runtime.GC()
+	before := held()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no GC but the hand-back's
+	for range 64 {
+		sink = append(sink, make([]byte, 1<<20)) // a burst of 64 MiB, garbage once dropped
+	}
+	sink = nil
+	if held() < before+32<<20 {
+		t.Fatalf("setup: the burst is not held (%d bytes before, %d after)", before, held())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go returnFreeMemory(ctx, 10*time.Millisecond, 8<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for held() > before+8<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes held after 10 s, %d before the burst", held(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Free memory goes back once the burst is over, not while a churn would reuse it; once a
 // minute it goes back whatever the pace.
 func TestShouldReturn(t *testing.T) {
 	const mib = 1 << 20
 	for _, tt := range []struct {
-		name            string
-		free, allocated uint64
-		anyway, want    bool
+		name         string
+		reclaimable  uint64
+		allocated    uint64
+		anyway, want bool
 	}{
 		{"quiet after a burst", 40 * mib, 1 * mib, false, true},
 		{"under a churn", 40 * mib, 300 * mib, false, false},
 		{"under a churn, the minute's look", 40 * mib, 300 * mib, true, true},
-		{"little free", 6 * mib, 0, true, false},
+		{"little reclaimable", 6 * mib, 0, true, false},
 		{"at the threshold", 8 * mib, 0, true, false},
 		{"half of it allocated again", 20 * mib, 10 * mib, false, false},
 	} {
-		if got := shouldReturn(tt.free, tt.allocated, 8*mib, tt.anyway); got != tt.want {
-			t.Errorf("%s: shouldReturn(%d MiB free, %d MiB allocated, anyway %v) = %v; want %v",
-				tt.name, tt.free/mib, tt.allocated/mib, tt.anyway, got, tt.want)
+		if got := shouldReturn(tt.reclaimable, tt.allocated, 8*mib, tt.anyway); got != tt.want {
+			t.Errorf("%s: shouldReturn(%d MiB reclaimable, %d MiB allocated, anyway %v) = %v; want %v",
+				tt.name, tt.reclaimable/mib, tt.allocated/mib, tt.anyway, got, tt.want)
 		}
 	}
 }
