@@ -449,17 +449,26 @@ func grepLines(text, s string) string {
 	return strings.Join(out, "\n")
 }
 
+// createH100Nodes creates Ready GPU nodes of the names, each with eight H100s.
+func (c *cluster) createH100Nodes(t *testing.T, names ...string) []string {
+	t.Helper()
+	h100 := map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": h100Product, "nvidia.com/gpu.count": "8"}
+	var nodes []*corev1.Node
+	for _, name := range names {
+		nodes = append(nodes, readyNode(name, h100, 8))
+	}
+	if err := testenv.CreateNodes(testContext(t), c.kube, nodes); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
 // Churn of GPU pods, created and deleted as fast as the API server takes them, ends in an
 // exact status, and the status is written about once per --min-sync-interval meanwhile.
 func TestGPUPodChurnEndsExactWithFewWrites(t *testing.T) {
 	const pods, live = 50, 10
 	c := startCluster(t)
-	ctx := testContext(t)
-	h100 := map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": h100Product, "nvidia.com/gpu.count": "8"}
-	nodes := []string{"h100-a", "h100-b"}
-	if err := testenv.CreateNodes(ctx, c.kube, []*corev1.Node{readyNode(nodes[0], h100, 8), readyNode(nodes[1], h100, 8)}); err != nil {
-		t.Fatal(err)
-	}
+	nodes := c.createH100Nodes(t, "h100-a", "h100-b")
 	opts := testOptions()
 	op := startOperator(t, c.env.Config, opts)
 	c.waitAllocation(t, "an idle fleet", allocationView{
@@ -514,11 +523,7 @@ func TestGPUPodChurnEndsExactWithFewWrites(t *testing.T) {
 func TestPodsListedByNamespaceDuringChurn(t *testing.T) {
 	c := startCluster(t)
 	ctx := testContext(t)
-	h100 := map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": h100Product, "nvidia.com/gpu.count": "8"}
-	nodes := []string{"h100-a", "h100-b"}
-	if err := testenv.CreateNodes(ctx, c.kube, []*corev1.Node{readyNode(nodes[0], h100, 8), readyNode(nodes[1], h100, 8)}); err != nil {
-		t.Fatal(err)
-	}
+	nodes := c.createH100Nodes(t, "h100-a", "h100-b")
 	namespaces := []string{"team-a", "team-b", "team-c", "team-d"}
 	for i, ns := range namespaces {
 		c.createPod(t, gpuPod(ns, "steady", nodes[i%2], "nvidia.com/gpu", 1))

@@ -45,6 +45,15 @@ type Object struct {
 // ResourceVersion is the pod's resourceVersion.
 func (o *Object) ResourceVersion() string { return o.resourceVersion }
 
+// key is the pod's namespace and name: a GPU pod's, or those of a pod that could not be
+// read; empty for any other pod.
+func (o *Object) key() (namespace, name string) {
+	if o.Pod != nil {
+		return o.Pod.Namespace, o.Pod.Name
+	}
+	return o.namespace, o.name
+}
+
 // GetObjectKind implements runtime.Object; Objects have no kind.
 func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
@@ -61,12 +70,10 @@ func (o *Object) DeepCopyObject() runtime.Object {
 
 // GetObjectMeta implements metav1.ObjectMetaAccessor, through which the reflector reads the
 // resourceVersion and the bookmark's marker: a new ObjectMeta on each call, as one held by
-// each Object would cost more than the rest of it. An Object without Pod has no name.
+// each Object would cost more than the rest of it. A pod that is no GPU pod has no name.
 func (o *Object) GetObjectMeta() metav1.Object {
-	meta := &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, ResourceVersion: o.ResourceVersion()}
-	if o.Pod != nil {
-		meta.Namespace, meta.Name = o.Pod.Namespace, o.Pod.Name
-	}
+	namespace, name := o.key()
+	meta := &metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: o.ResourceVersion()}
 	if o.initialEventsEnd != "" {
 		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: o.initialEventsEnd}
 	}

@@ -78,10 +78,7 @@ type listedVersions map[string]string
 // before. Pods of namespaces created after the namespace list have no entry, and a
 // resourceVersion that cannot be compared is taken as newer.
 func (v listedVersions) holds(o *Object) bool {
-	namespace := o.namespace
-	if o.Pod != nil {
-		namespace = o.Pod.Namespace
-	}
+	namespace, _ := o.key()
 	listed, ok := v[namespace]
 	if !ok || namespace == "" {
 		return false
