@@ -1,0 +1,254 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package slicecache
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+)
+
+// The hand decoder (decodeSlice) against what client-go's protobuf serializer does (the
+// generated Unmarshal) followed by the trim the cache then needs: per-decode CPU and garbage,
+// and what the cache holds per slice afterwards.
+
+// decodeBenchSliceCount is how many slices each input set has: one per DRA node of a fleet.
+const decodeBenchSliceCount = 1000
+
+// decodeBenchSet is one set of protobuf ResourceSlices (Marshal of the generated type, the
+// message inside the API server's envelope) and the slices they encode.
+type decodeBenchSet struct {
+	name   string
+	slices []*resourcev1.ResourceSlice
+	data   [][]byte
+}
+
+// decodeBenchSets are the fleet generator's 8-GPU slices and the NVIDIA driver's slices of
+// testdata (a real EKS H100 dump, static MIG and DynamicMIG), one set of each per node, with
+// the metadata the API server adds.
+func decodeBenchSets(tb testing.TB) []decodeBenchSet {
+	realSlices := decodeBenchRealSlices(tb)
+	fleet := decodeBenchSet{name: "fleet"}
+	realSet := decodeBenchSet{name: "real"}
+	for i := range decodeBenchSliceCount {
+		fleet.slices = append(fleet.slices, decodeBenchServerMeta(fixtures.FleetSlice(2*i, types.UID(fmt.Sprintf("node-uid-%d", i))), i))
+		realSet.slices = append(realSet.slices, decodeBenchServerMeta(decodeBenchRealSlice(realSlices[i%len(realSlices)], i), i))
+	}
+	sets := []decodeBenchSet{fleet, realSet}
+	for s := range sets {
+		for _, sl := range sets[s].slices {
+			data, err := sl.Marshal()
+			if err != nil {
+				tb.Fatal(err)
+			}
+			sets[s].data = append(sets[s].data, data)
+		}
+	}
+	return sets
+}
+
+// decodeBenchRealSlice is a real slice moved to a node of its own (the i-th), its device
+// UUIDs made that node's.
+func decodeBenchRealSlice(src *resourcev1.ResourceSlice, i int) *resourcev1.ResourceSlice {
+	s := src.DeepCopy()
+	node := fmt.Sprintf("%s-%04d", *s.Spec.NodeName, i)
+	s.Name = strings.Replace(s.Name, *s.Spec.NodeName, node, 1)
+	s.Spec.NodeName = &node
+	s.Spec.Pool.Name = strings.Clone(node)
+	for j := range s.Spec.Devices {
+		if uuid := s.Spec.Devices[j].Attributes["uuid"].StringValue; uuid != nil {
+			unique := fmt.Sprintf("%s%04x", (*uuid)[:len(*uuid)-4], i)
+			s.Spec.Devices[j].Attributes["uuid"] = resourcev1.DeviceAttribute{StringValue: &unique}
+		}
+	}
+	return s
+}
+
+// decodeBenchServerMeta adds what the API server holds of a slice besides the driver's
+// spec: uid, resourceVersion, creation time, generation, owner, managed fields.
+func decodeBenchServerMeta(s *resourcev1.ResourceSlice, i int) *resourcev1.ResourceSlice {
+	at := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	s.UID = types.UID(fmt.Sprintf("9b0e5d1a-2c4f-4a6b-8d3e-%012d", i))
+	s.ResourceVersion = fmt.Sprint(7000000 + i)
+	s.Generation = 1
+	s.CreationTimestamp = at
+	s.GenerateName = *s.Spec.NodeName + "-gpu.nvidia.com-"
+	if len(s.OwnerReferences) == 0 {
+		controller := true
+		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: *s.Spec.NodeName,
+			UID: types.UID(fmt.Sprintf("node-uid-%d", i)), Controller: &controller}}
+	}
+	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "gpu-kubelet-plugin", Operation: metav1.ManagedFieldsOperationUpdate,
+		APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			`{"f:metadata":{"f:generateName":{},"f:ownerReferences":{".":{},"k:{\"uid\":\"` + string(s.OwnerReferences[0].UID) +
+				`\"}":{}}},"f:spec":{"f:devices":{},"f:driver":{},"f:nodeName":{},"f:pool":{".":{},"f:generation":{},"f:name":{},"f:resourceSliceCount":{}},"f:sharedCounters":{}}}`)}}}
+	return s
+}
+
+// decodeBenchRealSlices reads the gpu.nvidia.com ResourceSlices of testdata (copied from what
+// NVIDIA's DRA driver publishes); the list's field selector leaves out other drivers'.
+func decodeBenchRealSlices(tb testing.TB) []*resourcev1.ResourceSlice {
+	var slices []*resourcev1.ResourceSlice
+	files, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("testdata: %v (%d files)", err, len(files))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				tb.Fatalf("%s: %v", f, err)
+			}
+			var kind metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &kind); err != nil || kind.Kind != "ResourceSlice" {
+				continue
+			}
+			s := &resourcev1.ResourceSlice{}
+			if err := yaml.UnmarshalStrict(doc, s); err != nil {
+				tb.Fatalf("%s: %v", f, err)
+			}
+			if s.Spec.Driver == inventory.DRADriver {
+				slices = append(slices, s)
+			}
+		}
+	}
+	return slices
+}
+
+// decodeBenchDecoders are the two ways to a cached slice: each call of a maker returns a
+// decoder with a fresh trimmer, as a cache starts with.
+var decodeBenchDecoders = []struct {
+	name string
+	make func() func([]byte) (any, error)
+}{
+	{"hand", func() func([]byte) (any, error) {
+		t := &trimmer{}
+		return func(b []byte) (any, error) { return t.decodeSlice(b) }
+	}},
+	{"generated+trim", func() func([]byte) (any, error) {
+		t := &trimmer{}
+		return func(b []byte) (any, error) {
+			s := &resourcev1.ResourceSlice{}
+			if err := s.Unmarshal(b); err != nil {
+				return nil, err
+			}
+			return t.trim(s), nil
+		}
+	}},
+}
+
+// The two decoders of the benchmark give the same cached slice for every input, so that the
+// benchmark compares equal work.
+func TestDecodeBenchDecodersAgree(t *testing.T) {
+	for _, set := range decodeBenchSets(t) {
+		hand, generated := decodeBenchDecoders[0].make(), decodeBenchDecoders[1].make()
+		for i, data := range set.data {
+			want, err := generated(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := hand(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %s: the hand decoder gives\n%+v\nthe generated one and trim\n%+v", set.name, set.slices[i].Name, got, want)
+			}
+		}
+		if len(set.slices[0].ManagedFields) == 0 || len(set.slices[0].Spec.Devices) == 0 {
+			t.Errorf("%s: the inputs lack managed fields or devices", set.name)
+		}
+	}
+}
+
+// BenchmarkDecodeBenchSlice decodes one slice per op, cycling through a set of a thousand;
+// held-B/obj is the heap the cache holds per slice after decoding the whole set with a fresh
+// trimmer (its shared tables included), once the garbage is collected.
+func BenchmarkDecodeBenchSlice(b *testing.B) {
+	for _, set := range decodeBenchSets(b) {
+		for _, d := range decodeBenchDecoders {
+			b.Run(set.name+"/"+d.name, func(b *testing.B) {
+				held := decodeBenchHeld(b, set.data, d.make())
+				decode := d.make()
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if _, err := decode(set.data[i%len(set.data)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(held, "held-B/obj") // after the loop, which clears metrics
+				b.ReportMetric(decodeBenchWireBytes(set.data), "wire-B/obj")
+			})
+		}
+	}
+}
+
+// decodeBenchHeld decodes every input, keeps the results and returns the heap they hold per
+// input once the garbage is collected.
+func decodeBenchHeld(tb testing.TB, data [][]byte, decode func([]byte) (any, error)) float64 {
+	kept := make([]any, len(data))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i, d := range data {
+		s, err := decode(d)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		kept[i] = s
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(kept)
+	runtime.KeepAlive(decode) // and its trimmer's shared tables
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(data))
+}
+
+// decodeBenchWireBytes is the inputs' mean size.
+func decodeBenchWireBytes(data [][]byte) float64 {
+	total := 0
+	for _, d := range data {
+		total += len(d)
+	}
+	return float64(total) / float64(len(data))
+}
