@@ -68,6 +68,7 @@ OUTAGE    ?= 2m
 .PHONY: bench
 bench: build testbin ## Benchmarks of the pure package, then the scale run: kubectl gpuinv over 10 clusters, a real control plane, operator and kubectl plugin, GpuNode records, hostile nodes, many inventories, a GFD outage and allocation with 100,000 pods (N=5000 CHURN=50 INVENTORIES=1000 OUTAGE=2m; needs about 16 GiB free).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/inventory/
+	$(GO) test -run '^$$' -bench DecodeBench -benchmem ./pkg/nodecache/ ./pkg/slicecache/ ./pkg/claimcache/ ./pkg/podcache/
 	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --plugin $(BIN)/kubectl-gpuinv --nodes $(N) --churn $(CHURN) --flip-duration 30s --republish-duration 30s --hostile-duration 1m --inventories $(INVENTORIES) --outage-duration $(OUTAGE) --pods 100000 --gpu-pods 20000 --pod-churn 100 --pod-churn-duration 30s
 
 .PHONY: testbin
