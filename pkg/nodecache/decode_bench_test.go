@@ -107,12 +107,12 @@ func decodeBenchRealNode(real *corev1.Node, i int) *corev1.Node {
 	for _, list := range []struct{ from, to corev1.ResourceList }{
 		{real.Status.Capacity, n.Status.Capacity}, {real.Status.Allocatable, n.Status.Allocatable}} {
 		for name := range list.to {
-			if keepsResource(string(name)) {
+			if strings.HasPrefix(string(name), "nvidia.com/") {
 				delete(list.to, name)
 			}
 		}
 		for name, q := range list.from {
-			if keepsResource(string(name)) {
+			if strings.HasPrefix(string(name), "nvidia.com/") {
 				list.to[name] = q
 			}
 		}
