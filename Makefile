@@ -75,6 +75,14 @@ bench: build testbin ## Benchmarks of the pure package, then the scale run: kube
 testbin: ## Build kube-apiserver, etcd and kwok from the Go module proxy into a cache (once, ~6 min).
 	@bash hack/testbin.sh >/dev/null
 
+REF         ?=
+BENCH_COUNT ?= 6
+
+.PHONY: bench-compare
+bench-compare: ## This build's Go benchmarks against REF's (a git ref, checked out in a temporary worktree), compared by benchstat (BENCH_COUNT=6, BENCH_PKGS; SCALE=1 also runs make bench's scale run at both and keeps both outputs).
+	@test -n "$(REF)" || { echo "usage: make bench-compare REF=<git ref> [BENCH_COUNT=6] [BENCH_PKGS=./pkg/x/] [SCALE=1]"; exit 2; }
+	bash hack/bench-compare --count $(BENCH_COUNT) $(if $(SCALE),--scale) $(REF)
+
 .PHONY: generate
 generate: ## Regenerate deepcopy, clientset, listers, informers, apply configurations and the CRD.
 	bash hack/update-codegen.sh
