@@ -14,6 +14,5 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package repocheck holds tests of the repository's own rules.
 package repocheck
