@@ -17,11 +17,13 @@ limitations under the License.
 package repocheck
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,27 +32,27 @@ import (
 // length is its closing brace's line less its func keyword's line.
 const maxFuncLines = 80
 
-// repoRoot is the repository's root as seen from this package's directory.
-const repoRoot = "../.."
+// funcLenRoot is the repository's root as seen from this package's directory.
+const funcLenRoot = "../.."
 
-// checkedDirs are the trees whose hand-written code the rule covers.
-var checkedDirs = []string{"cmd", "pkg", "hack"}
+// funcLenTrees are the trees whose hand-written code the rule covers.
+var funcLenTrees = []string{"cmd", "pkg", "hack"}
 
 func TestNoLongFunctions(t *testing.T) {
 	fset := token.NewFileSet()
 	checked := 0
-	for _, dir := range checkedDirs {
-		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d fs.DirEntry, err error) error {
+	for _, dir := range funcLenTrees {
+		err := filepath.WalkDir(filepath.Join(funcLenRoot, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if d.IsDir() {
-				if skippedDir(path) {
+				if generatedTree(path) {
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			if !handWrittenName(path) {
+			if !handWrittenGoFile(path) {
 				return nil
 			}
 			file, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
@@ -61,8 +63,8 @@ func TestNoLongFunctions(t *testing.T) {
 				return nil
 			}
 			checked++
-			for _, f := range longFunctions(fset, file) {
-				if rel, err := filepath.Rel(repoRoot, f.pos.Filename); err == nil {
+			for _, f := range longFuncs(fset, file) {
+				if rel, err := filepath.Rel(funcLenRoot, f.pos.Filename); err == nil {
 					f.pos.Filename = filepath.ToSlash(rel)
 				}
 				t.Errorf("%s: %s is %d lines long; the limit is %d", f.pos, f.name, f.lines, maxFuncLines)
@@ -74,35 +76,61 @@ func TestNoLongFunctions(t *testing.T) {
 		}
 	}
 	if checked == 0 {
-		t.Fatalf("no Go file found under %v of %s", checkedDirs, repoRoot)
+		t.Fatalf("no Go file found under %v of %s", funcLenTrees, funcLenRoot)
 	}
 }
 
-// skippedDir reports whether a directory holds only generated code.
-func skippedDir(path string) bool {
-	rel, err := filepath.Rel(repoRoot, path)
+// A function may span maxFuncLines lines after its func line, no more; a method is named
+// with its receiver's type, generic or not.
+func TestLongFuncsCountsFromFuncToClosingBrace(t *testing.T) {
+	body := func(name string, lines int) string {
+		return name + " {\n" + strings.Repeat("\t_ = 0\n", lines-1) + "}\n"
+	}
+	src := "package p\n\ntype T[K any] struct{}\n\n" +
+		body("func fits()", maxFuncLines) +
+		body("func tooLong()", maxFuncLines+1) +
+		body("func (t *T[K]) method()", maxFuncLines+1) +
+		"func declared()\n"
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "p.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range longFuncs(fset, file) {
+		got = append(got, fmt.Sprintf("%s %d", f.name, f.lines))
+	}
+	want := []string{fmt.Sprintf("tooLong %d", maxFuncLines+1), fmt.Sprintf("T.method %d", maxFuncLines+1)}
+	if !slices.Equal(got, want) {
+		t.Errorf("longFuncs = %q, want %q", got, want)
+	}
+}
+
+// generatedTree reports whether a directory holds only generated code.
+func generatedTree(path string) bool {
+	rel, err := filepath.Rel(funcLenRoot, path)
 	return err == nil && filepath.ToSlash(rel) == "pkg/generated"
 }
 
-// handWrittenName reports whether a file's name says it is hand-written,
+// handWrittenGoFile reports whether a file's name says it is hand-written,
 // non-test Go code.
-func handWrittenName(path string) bool {
+func handWrittenGoFile(path string) bool {
 	name := filepath.Base(path)
 	return strings.HasSuffix(name, ".go") &&
 		!strings.HasSuffix(name, "_test.go") &&
 		!strings.HasPrefix(name, "zz_generated")
 }
 
-type longFunction struct {
+type longFunc struct {
 	pos   token.Position
 	name  string
 	lines int
 }
 
-// longFunctions lists the functions and methods of a file longer than
+// longFuncs lists the functions and methods of a file longer than
 // maxFuncLines, function literals counted as part of their enclosing function.
-func longFunctions(fset *token.FileSet, file *ast.File) []longFunction {
-	var long []longFunction
+func longFuncs(fset *token.FileSet, file *ast.File) []longFunc {
+	var long []longFunc
 	for _, decl := range file.Decls {
 		fn, ok := decl.(*ast.FuncDecl)
 		if !ok || fn.Body == nil {
@@ -111,14 +139,14 @@ func longFunctions(fset *token.FileSet, file *ast.File) []longFunction {
 		start := fset.Position(fn.Pos())
 		lines := fset.Position(fn.End()).Line - start.Line
 		if lines > maxFuncLines {
-			long = append(long, longFunction{pos: start, name: funcName(fn), lines: lines})
+			long = append(long, longFunc{pos: start, name: funcDeclName(fn), lines: lines})
 		}
 	}
 	return long
 }
 
-// funcName names a function as a reader looks it up: Recv.Method or Func.
-func funcName(fn *ast.FuncDecl) string {
+// funcDeclName names a function as a reader looks it up: Recv.Method or Func.
+func funcDeclName(fn *ast.FuncDecl) string {
 	if fn.Recv == nil || len(fn.Recv.List) == 0 {
 		return fn.Name.Name
 	}
