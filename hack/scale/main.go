@@ -21,7 +21,7 @@ limitations under the License.
 // start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
 // free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
 // several kube-apiservers (fleet.go). It prints the table of the README's "Performance"
-// section. `make bench` runs it.
+// section. `make bench` runs it; `make bench-large`, its first phases on 20,000 nodes.
 package main
 
 import (
