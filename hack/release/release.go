@@ -163,55 +163,86 @@ func Run(ctx context.Context, c Config) error {
 	for _, p := range c.Platforms {
 		dir := filepath.Join(work, p.OS+"_"+p.Arch)
 		binaries[p] = dir
-		for _, cmd := range c.Commands {
-			logf("build %s for %s", cmd.Name, p)
-			if err := Build(ctx, c.Go, cmd.Package, p, c.LDFlags, filepath.Join(dir, BinaryName(cmd.Name, p))); err != nil {
-				return err
-			}
-		}
-		for _, cmd := range c.Commands {
-			archive := ArchiveName(cmd.Name, c.Version, p)
-			files := []ArchiveFile{{Name: BinaryName(cmd.Name, p), Source: filepath.Join(dir, BinaryName(cmd.Name, p)), Mode: 0o755}}
-			for _, f := range c.Files {
-				files = append(files, ArchiveFile{Name: filepath.Base(f), Source: f, Mode: 0o644})
-			}
-			if err := WriteArchive(filepath.Join(c.Output, archive), files, c.Date); err != nil {
-				return fmt.Errorf("archive %s: %w", archive, err)
-			}
-			assets = append(assets, archive)
-		}
-	}
-
-	if len(c.ImageArches) > 0 {
-		logf("image index for linux/%s", strings.Join(c.ImageArches, ", linux/"))
-		var specs []operatorimage.Spec
-		for _, arch := range c.ImageArches {
-			specs = append(specs, operatorimage.Spec{
-				Binary:  filepath.Join(binaries[Platform{"linux", arch}], c.ImageCommand),
-				Arch:    arch,
-				Version: c.Version,
-				Created: c.Date,
-			})
-		}
-		idx, err := operatorimage.Index(specs)
+		archives, err := buildPlatform(ctx, c, p, dir)
 		if err != nil {
 			return err
 		}
-		ref, _ := name.NewTag(c.ImageRef) // checked by Check
-		layoutDir := c.OCILayout
-		if layoutDir == "" {
-			layoutDir = filepath.Join(work, "oci-layout")
-		}
-		if err := operatorimage.WriteLayout(layoutDir, idx, ref); err != nil {
-			return err
-		}
-		archive := ImageArchiveName(c.ImageCommand, c.Version)
-		if err := operatorimage.ArchiveLayout(layoutDir, filepath.Join(c.Output, archive), c.Date); err != nil {
+		assets = append(assets, archives...)
+	}
+	if len(c.ImageArches) > 0 {
+		archive, err := writeImage(c, binaries, work)
+		if err != nil {
 			return err
 		}
 		assets = append(assets, archive)
 	}
+	if err := writeKrewAndSums(c, assets); err != nil {
+		return err
+	}
+	logf("verify %s", c.Output)
+	return Verify(c)
+}
 
+// buildPlatform builds every command for p into dir and writes their archives into
+// c.Output; it returns the archives' names.
+func buildPlatform(ctx context.Context, c Config, p Platform, dir string) ([]string, error) {
+	for _, cmd := range c.Commands {
+		logf("build %s for %s", cmd.Name, p)
+		if err := Build(ctx, c.Go, cmd.Package, p, c.LDFlags, filepath.Join(dir, BinaryName(cmd.Name, p))); err != nil {
+			return nil, err
+		}
+	}
+	var archives []string
+	for _, cmd := range c.Commands {
+		archive := ArchiveName(cmd.Name, c.Version, p)
+		files := []ArchiveFile{{Name: BinaryName(cmd.Name, p), Source: filepath.Join(dir, BinaryName(cmd.Name, p)), Mode: 0o755}}
+		for _, f := range c.Files {
+			files = append(files, ArchiveFile{Name: filepath.Base(f), Source: f, Mode: 0o644})
+		}
+		if err := WriteArchive(filepath.Join(c.Output, archive), files, c.Date); err != nil {
+			return nil, fmt.Errorf("archive %s: %w", archive, err)
+		}
+		archives = append(archives, archive)
+	}
+	return archives, nil
+}
+
+// writeImage writes the image index of c.ImageCommand built for c.ImageArches (binaries
+// says where each platform's binaries are) as an OCI layout (c.OCILayout, or one in work)
+// and as an oci-archive in c.Output; it returns the archive's name.
+func writeImage(c Config, binaries map[Platform]string, work string) (string, error) {
+	logf("image index for linux/%s", strings.Join(c.ImageArches, ", linux/"))
+	var specs []operatorimage.Spec
+	for _, arch := range c.ImageArches {
+		specs = append(specs, operatorimage.Spec{
+			Binary:  filepath.Join(binaries[Platform{"linux", arch}], c.ImageCommand),
+			Arch:    arch,
+			Version: c.Version,
+			Created: c.Date,
+		})
+	}
+	idx, err := operatorimage.Index(specs)
+	if err != nil {
+		return "", err
+	}
+	ref, _ := name.NewTag(c.ImageRef) // checked by Check
+	layoutDir := c.OCILayout
+	if layoutDir == "" {
+		layoutDir = filepath.Join(work, "oci-layout")
+	}
+	if err := operatorimage.WriteLayout(layoutDir, idx, ref); err != nil {
+		return "", err
+	}
+	archive := ImageArchiveName(c.ImageCommand, c.Version)
+	if err := operatorimage.ArchiveLayout(layoutDir, filepath.Join(c.Output, archive), c.Date); err != nil {
+		return "", err
+	}
+	return archive, nil
+}
+
+// writeKrewAndSums renders the krew manifest with the sums of the assets and writes it and
+// the sums file, which lists the assets and the manifest, into c.Output.
+func writeKrewAndSums(c Config, assets []string) error {
 	sums, err := SumFiles(c.Output, assets)
 	if err != nil {
 		return err
@@ -230,12 +261,7 @@ func Run(ctx context.Context, c Config) error {
 	if sums[c.KrewManifestName()], err = SumFile(filepath.Join(c.Output, c.KrewManifestName())); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.Output, SumsFile), FormatSums(sums), 0o644); err != nil {
-		return err
-	}
-
-	logf("verify %s", c.Output)
-	return Verify(c)
+	return os.WriteFile(filepath.Join(c.Output, SumsFile), FormatSums(sums), 0o644)
 }
 
 // Build compiles pkg for p as a static binary (CGO_ENABLED=0, -trimpath) at out.

@@ -110,6 +110,8 @@ func allocationPhase(ctx context.Context, h *harness, env *testenv.Env, n int) e
 	return nil
 }
 
+// measureAllocation runs the allocation phase's steps in order and returns what they
+// measured (once the pods exist, what it has so far when a later step fails).
 func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int) (*allocationResult, error) {
 	reset, err := resetFleet(ctx, h.kube, h.fleet)
 	if err != nil {
@@ -124,7 +126,43 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 	if err != nil {
 		return nil, err
 	}
-	res := &allocationResult{pods: podTotal, gpuPods: gpuPodTotal, want: expectAllocation(h.fleet, plans)}
+	res := newAllocationResult(h.fleet, plans)
+
+	// The pods are created with no operator running: creating them is not what is measured.
+	h.op.stop()
+	if err := createAllocationPods(ctx, h.kube, plans, res); err != nil {
+		return nil, err
+	}
+	var startProfiled sync.WaitGroup
+	defer startProfiled.Wait()
+	if err := allocationStart(ctx, h, env, &startProfiled, res); err != nil {
+		return nil, err
+	}
+
+	// Churn: creations and deletions, GPU pods in their share of all pods; the status writes
+	// are counted from its start until the phase ends.
+	writesCtx, stopWrites := context.WithCancel(ctx)
+	defer stopWrites()
+	writes, err := countStatusWrites(writesCtx, h)
+	if err != nil {
+		return nil, err
+	}
+	state := newChurnState(h.fleet, n, plans, free, names, rng)
+	churnEnd := allocationChurn(ctx, h, state, writes, res)
+	if err := allocationAfterChurn(ctx, h, state, churnEnd, res); err != nil {
+		return res, err
+	}
+	res.informer, res.informerErr = measureInformer(env.Dir, env.KubeconfigPath())
+	if err := alternateRestarts(ctx, h, res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// newAllocationResult is the result of an allocation phase with the pods of plans: what
+// their status must show, and how many of their GPU pods are bound, wait or have finished.
+func newAllocationResult(fleet []fleetNode, plans []*podPlan) *allocationResult {
+	res := &allocationResult{pods: podTotal, gpuPods: gpuPodTotal, want: expectAllocation(fleet, plans)}
 	for _, p := range plans {
 		switch {
 		case p.gpu == "":
@@ -136,34 +174,38 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 			res.bound++
 		}
 	}
+	return res
+}
 
-	// The pods are created with no operator running: creating them is not what is measured.
-	h.op.stop()
-	if err := createNamespaces(ctx, h.kube); err != nil {
-		return nil, err
+// createAllocationPods creates the phase's namespaces and pods and measures the pods'
+// creation and stored size.
+func createAllocationPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan, res *allocationResult) error {
+	if err := createNamespaces(ctx, kube); err != nil {
+		return err
 	}
 	start := time.Now()
-	if err := createPods(ctx, h.kube, plans, podWorkers); err != nil {
-		return nil, err
+	if err := createPods(ctx, kube, plans, podWorkers); err != nil {
+		return err
 	}
 	res.created = time.Since(start)
-	if res.podJSON, res.podProto, res.podBare, err = podSizes(ctx, h.kube, plans); err != nil {
-		return nil, err
+	var err error
+	if res.podJSON, res.podProto, res.podBare, err = podSizes(ctx, kube, plans); err != nil {
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "allocation: created %d pods in %s; a GPU pod is %d bytes of JSON (%d without managedFields), %d of protobuf; expecting %s\n",
 		podTotal, res.created.Round(time.Second), res.podJSON, res.podBare, res.podProto, &res.want)
+	return nil
+}
 
-	var last *allocationTotals
-	var startProfiled sync.WaitGroup
-	defer startProfiled.Wait()
-	profileStart(&startProfiled, 15*time.Second, "allocation-start-cpu.pprof")
-	profileAPIServer(&startProfiled, env.Config, 15*time.Second, "allocation-start-apiserver-cpu.pprof")
-	res.firstStatus, _, err = restartOperatorUntil(ctx, h, "allocation: restart with the pods in place", func(gi *homelabv1.GpuInventory) bool {
-		last = allocationOf(gi.Status)
-		return last.equal(&res.want)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("want %s, last seen %s: %w", &res.want, last, err)
+// allocationStart starts the operator with the pods in place, measures its start until the
+// allocation is exact, and its memory once nothing has changed for 10 s; with --profile-dir,
+// profiles of the start are fetched on profiled.
+func allocationStart(ctx context.Context, h *harness, env *testenv.Env, profiled *sync.WaitGroup, res *allocationResult) error {
+	profileStart(profiled, 15*time.Second, "allocation-start-cpu.pprof")
+	profileAPIServer(profiled, env.Config, 15*time.Second, "allocation-start-apiserver-cpu.pprof")
+	var err error
+	if res.firstStatus, err = restartUntilAllocation(ctx, h, "allocation: restart with the pods in place", &res.want); err != nil {
+		return err
 	}
 	pid := h.op.pid
 	res.firstStatusCPU = float64(cpuTicks(pid)) / 100 // clock ticks are 1/100 s
@@ -173,19 +215,29 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 	res.steadyRSS, res.steadyAnon = readStatus(pid, "VmRSS"), readStatus(pid, "RssAnon")
 	res.steadyHeap = h.op.metric("go_memstats_heap_inuse_bytes") / 1024
 	fetchProfile(pprofAddr, "/debug/pprof/heap", "allocation-heap.pprof")
+	return nil
+}
 
-	// Churn: creations and deletions, GPU pods in their share of all pods.
-	current, err := h.gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
+// restartUntilAllocation restarts the operator (why) and returns the time from its start
+// until its status shows want.
+func restartUntilAllocation(ctx context.Context, h *harness, why string, want *allocationTotals) (time.Duration, error) {
+	var last *allocationTotals
+	took, _, err := restartOperatorUntil(ctx, h, why, func(gi *homelabv1.GpuInventory) bool {
+		last = allocationOf(gi.Status)
+		return last.equal(want)
+	})
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("want %s, last seen %s: %w", want, last, err)
 	}
-	writesCtx, stopWrites := context.WithCancel(ctx)
-	defer stopWrites()
-	writes := &writeCounter{}
-	go writes.run(writesCtx, h.watcher, current.ResourceVersion)
-	state := newChurnState(h.fleet, n, plans, free, names, rng)
+	return took, nil
+}
+
+// allocationChurn creates and deletes pods for --pod-churn-duration and measures the
+// operator's CPU and status writes meanwhile; it returns when the churn ended.
+func allocationChurn(ctx context.Context, h *harness, state *churnState, writes *writeCounter, res *allocationResult) time.Time {
 	churnCtx, stop := context.WithTimeout(ctx, podChurnFor)
 	defer stop()
+	pid := h.op.pid
 	var profiled sync.WaitGroup
 	profilePhase(&profiled, podChurnFor, "allocation-cpu.pprof", "")
 	resetPeak(pid)
@@ -199,26 +251,34 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 	if res.churn.firstErr != nil {
 		fmt.Fprintf(os.Stderr, "allocation churn: %d operations failed, the first: %v\n", res.churn.failed.Load(), res.churn.firstErr)
 	}
+	return churnEnd
+}
 
-	// After the churn the status is exact again.
+// allocationAfterChurn waits until the status is exact for the pods the churn left, then
+// measures the operator's memory once quiet again.
+func allocationAfterChurn(ctx context.Context, h *harness, state *churnState, churnEnd time.Time, res *allocationResult) error {
 	res.wantAfter = expectAllocation(h.fleet, state.all())
-	err = watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
+	var last *allocationTotals
+	err := watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
 		last = allocationOf(gi.Status)
 		return last.equal(&res.wantAfter)
 	})
 	if err != nil {
-		return res, fmt.Errorf("after the pod churn: want %s, last seen %s: %w", &res.wantAfter, last, err)
+		return fmt.Errorf("after the pod churn: want %s, last seen %s: %w", &res.wantAfter, last, err)
 	}
 	res.exactAfter = time.Since(churnEnd)
 	time.Sleep(10 * time.Second) // quiet again
+	pid := h.op.pid
 	res.afterRSS, res.peakRSS = readStatus(pid, "VmRSS"), readStatus(pid, "VmHWM")
 	res.afterHeap = h.op.metric("go_memstats_heap_inuse_bytes") / 1024
+	return nil
+}
 
-	res.informer, res.informerErr = measureInformer(env.Dir, env.KubeconfigPath())
-
-	// Restarts in turn without and with --list-pods-by-namespace, each after a pause: every
-	// start's list leaves garbage in the API server's heap that slows the lists after it, so
-	// starts measured after different work would compare the heap, not the listing.
+// alternateRestarts restarts the operator in turn without and with --list-pods-by-namespace,
+// each after a pause: every start's list leaves garbage in the API server's heap that slows
+// the lists after it, so starts measured after different work would compare the heap, not
+// the listing.
+func alternateRestarts(ctx context.Context, h *harness, res *allocationResult) error {
 	args := h.launcher.args
 	defer func() { h.launcher.args = args }()
 	for range alternations {
@@ -228,12 +288,9 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 			if split {
 				h.launcher.args = append(slices.Clone(args), "--list-pods-by-namespace")
 			}
-			took, _, err := restartOperatorUntil(ctx, h, fmt.Sprintf("allocation: restart, pods listed by namespace: %t", split), func(gi *homelabv1.GpuInventory) bool {
-				last = allocationOf(gi.Status)
-				return last.equal(&res.wantAfter)
-			})
+			took, err := restartUntilAllocation(ctx, h, fmt.Sprintf("allocation: restart, pods listed by namespace: %t", split), &res.wantAfter)
 			if err != nil {
-				return res, fmt.Errorf("restart (pods listed by namespace: %t): want %s, last seen %s: %w", split, &res.wantAfter, last, err)
+				return fmt.Errorf("restart (pods listed by namespace: %t): %w", split, err)
 			}
 			if split {
 				res.byNamespace = append(res.byNamespace, took)
@@ -242,7 +299,7 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 			}
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func printAllocation(r *allocationResult, n int) {

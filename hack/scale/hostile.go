@@ -94,47 +94,15 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 	for i, n := range hostile {
 		names[i] = n.name
 	}
-	sel := labels.NewSelector()
-	req, err := labels.NewRequirement("kubernetes.io/hostname", selection.NotIn, names)
-	if err != nil {
-		return nil, err
-	}
-	sel = sel.Add(*req)
-	res.untouched = expectTotals(h.fleet, sel)
-	if err := markHostile(ctx, h.kube, names, ptr.To("true")); err != nil {
-		return nil, err
-	}
-	inv := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: untouchedInventory},
-		Spec: homelabv1.GpuInventorySpec{Note: "every node but the hostile ones", NodeSelector: &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: hostileMarker, Operator: metav1.LabelSelectorOpDoesNotExist}}}}}
-	if _, err := h.gpu.HomelabV1().GpuInventories().Create(ctx, inv, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create inventory %s: %w", untouchedInventory, err)
-	}
-	if err := waitTotals(ctx, h.watcher, untouchedInventory, res.untouched, 2*time.Minute); err != nil {
-		return nil, err
-	}
-	if err := settle(ctx, h.watcher, "cluster", 2*time.Second, 30*time.Second); err != nil {
+	var err error
+	if res.untouched, err = createUntouchedInventory(ctx, h, names); err != nil {
 		return nil, err
 	}
 
 	// Follow the untouched inventory from before the attack until the restored fleet is seen.
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	var following sync.WaitGroup
-	following.Go(func() {
-		_ = follow.Inventory(followCtx, h.watcher, untouchedInventory, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
-			res.statesSeen++
-			if deleted || !synced(gi, res.untouched) {
-				res.wrongStates++
-				if res.firstWrong == "" {
-					res.firstWrong = "deleted"
-					if !deleted {
-						res.firstWrong = statusTotals(gi.Status).String()
-					}
-				}
-			}
-			return false, nil
-		})
-	})
+	following.Go(func() { followUntouched(followCtx, h, res) })
 
 	res.beforeRSS = readStatus(h.op.pid, "VmRSS")
 	resetPeak(h.op.pid)
@@ -169,6 +137,52 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 		return nil, err
 	}
 	return res, nil
+}
+
+// createUntouchedInventory marks the hostile nodes (names), creates the inventory of every
+// other node and returns its totals once its status and the cluster's have settled.
+func createUntouchedInventory(ctx context.Context, h *harness, names []string) (totals, error) {
+	sel := labels.NewSelector()
+	req, err := labels.NewRequirement("kubernetes.io/hostname", selection.NotIn, names)
+	if err != nil {
+		return totals{}, err
+	}
+	sel = sel.Add(*req)
+	untouched := expectTotals(h.fleet, sel)
+	if err := markHostile(ctx, h.kube, names, ptr.To("true")); err != nil {
+		return totals{}, err
+	}
+	inv := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: untouchedInventory},
+		Spec: homelabv1.GpuInventorySpec{Note: "every node but the hostile ones", NodeSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: hostileMarker, Operator: metav1.LabelSelectorOpDoesNotExist}}}}}
+	if _, err := h.gpu.HomelabV1().GpuInventories().Create(ctx, inv, metav1.CreateOptions{}); err != nil {
+		return totals{}, fmt.Errorf("create inventory %s: %w", untouchedInventory, err)
+	}
+	if err := waitTotals(ctx, h.watcher, untouchedInventory, untouched, 2*time.Minute); err != nil {
+		return totals{}, err
+	}
+	if err := settle(ctx, h.watcher, "cluster", 2*time.Second, 30*time.Second); err != nil {
+		return totals{}, err
+	}
+	return untouched, nil
+}
+
+// followUntouched counts, until ctx ends, the states of the untouched inventory and those
+// that do not show res.untouched, keeping the first of them.
+func followUntouched(ctx context.Context, h *harness, res *hostileResult) {
+	_ = follow.Inventory(ctx, h.watcher, untouchedInventory, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		res.statesSeen++
+		if deleted || !synced(gi, res.untouched) {
+			res.wrongStates++
+			if res.firstWrong == "" {
+				res.firstWrong = "deleted"
+				if !deleted {
+					res.firstWrong = statusTotals(gi.Status).String()
+				}
+			}
+		}
+		return false, nil
+	})
 }
 
 // markHostile sets the hostile marker on the nodes to value, or removes it (nil).

@@ -21,7 +21,7 @@ limitations under the License.
 // start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
 // free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
 // several kube-apiservers (fleet.go). It prints the table of the README's "Performance"
-// section. `make bench` runs it.
+// section. `make bench` runs it; `make bench-large`, its first phases on 20,000 nodes.
 package main
 
 import (
@@ -35,31 +35,24 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
@@ -206,273 +199,6 @@ func fetchProfile(addr, path, file string) {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	_ = os.WriteFile(filepath.Join(profileDir, file), data, 0o644)
-}
-
-func run(n int, rate float64, churnFor time.Duration, operator string, probes int) error {
-	ctx := context.Background()
-	env, err := testenv.Start(ctx, testenv.Options{})
-	if err != nil {
-		return err
-	}
-	defer env.Stop()
-	bulk := rest.CopyConfig(env.Config)
-	bulk.QPS = -1
-	kube := kubernetes.NewForConfigOrDie(bulk)
-	gpu := versioned.NewForConfigOrDie(bulk)
-	// The harness's own watches read inventories without their node list, as the operator's
-	// informer does, so that decoding them takes little of the 2 cores being measured.
-	watcher, err := inventorycache.NewInformerClient(bulk)
-	if err != nil {
-		return err
-	}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gpu-inventory-system"}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := testenv.CreateDRAFleet(ctx, kube, 0, n, 16, draShare); err != nil {
-		return err
-	}
-	fleet := gpuFleet(n, draShare)
-	sample, _ := kube.CoreV1().Nodes().Get(ctx, fixtures.FleetNodeName(0), metav1.GetOptions{})
-	raw, _ := sample.Marshal()
-	fmt.Fprintf(os.Stderr, "created %d nodes in %s (a GPU node is %d bytes of protobuf, %d labels); %d of the %d GPU nodes are DRA nodes, each with a ResourceSlice\n",
-		n, time.Since(start).Round(time.Second), len(raw), len(sample.Labels), draNodes(fleet), len(fleet))
-	gpuNodes := int32((n + 1) / 2)
-	wantGpus := expectTotals(fleet, labels.Everything()).Gpus
-
-	// The operator, as a separate process, so that its RSS and CPU are its own.
-	logPath := filepath.Join(env.Dir, "logs", "operator.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	args := []string{"--kubeconfig=" + env.KubeconfigPath(), "--namespace=gpu-inventory-system", "--health-probe-bind-address=127.0.0.1:0"}
-	args = append(args, strings.Fields(operatorArgs)...)
-	if profileDir != "" {
-		args = append(args, "--pprof-bind-address="+pprofAddr, "-v=4") // -v=4 logs every sync with its duration
-		if probeLog, err = os.Create(filepath.Join(profileDir, "probes.log")); err != nil {
-			return err
-		}
-		defer probeLog.Close()
-		defer func() {
-			data, _ := os.ReadFile(logPath)
-			_ = os.WriteFile(filepath.Join(profileDir, "operator.log"), data, 0o644)
-		}()
-	}
-	apiext := apiextensionsclient.NewForConfigOrDie(bulk)
-	protobuf := rest.CopyConfig(bulk)
-	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
-	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	h := &harness{kube: kubernetes.NewForConfigOrDie(protobuf), gpu: gpu, watcher: watcher, fleet: fleet,
-		launcher: &launcher{binary: operator, args: args, env: strings.Fields(operatorEnv), log: logFile}}
-
-	// The first start is on an empty cluster: the operator installs both CRDs and creates the
-	// default inventory, and creates every record at its default client rate.
-	if h.op, err = h.launcher.start(); err != nil {
-		return err
-	}
-	defer func() { h.op.stop() }()
-	recordsDone := make(chan recordsCreated, 1)
-	go func() { recordsDone <- waitAllRecords(ctx, apiext, gpu, h.op.started, int(gpuNodes)) }()
-	if err := waitCRDEstablished(ctx, apiext, homelabv1.CustomResourceDefinitionName, 2*time.Minute); err != nil {
-		return fmt.Errorf("operator log %s: %w", logPath, err)
-	}
-	err = watchInventory(ctx, watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
-		return gi.Status.TotalGpuNodes == gpuNodes && gi.Status.TotalGpus == wantGpus // the DRA nodes' GPUs included
-	})
-	if err != nil {
-		return fmt.Errorf("first complete status on an empty cluster (operator log %s): %w", logPath, err)
-	}
-	firstStatusEmpty := time.Since(h.op.started)
-	records := <-recordsDone
-	if records.err != nil {
-		return fmt.Errorf("operator log %s: %w", logPath, records.err)
-	}
-	firstWrites, err := recordsCounted(h.op, int64(gpuNodes))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "empty cluster: first complete status after %s, GpuNode CRD established after %s, all %d records after %s (record writes: %s)\n",
-		firstStatusEmpty.Round(time.Millisecond), records.crdServed.Round(time.Millisecond), gpuNodes, records.all.Round(time.Millisecond), firstWrites)
-
-	// What is measured from here on is an operator restart, as on every upgrade, reschedule
-	// or leader change: the CRDs, the inventory and every record exist.
-	firstStatus, _, err := restartOperator(ctx, h, "restart with the records in place")
-	if err != nil {
-		return fmt.Errorf("operator log %s: %w", logPath, err)
-	}
-	pid := h.op.pid
-	current, err := gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	rv := current.ResourceVersion
-
-	// Quiet: no writes, steady memory, latency of single changes.
-	writes := &writeCounter{}
-	go writes.run(ctx, watcher, rv)
-	restartWrites, err := h.op.recordWrites()
-	if err != nil {
-		return err
-	}
-	// The restart's own work (its first syncs, the start's heap handed back) goes on for a
-	// few seconds after its first status; the quiet figures are the settled operator's.
-	settleCPU(pid, 15*time.Second)
-	quietStart, quietTicks, quietWall := writes.count(), cpuTicks(pid), time.Now()
-	quietRecords, err := countWrites(h.op, func() error {
-		time.Sleep(10 * time.Second) // measure a quiet period: no change is expected to watch for
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	quietWrites := writes.count() - quietStart
-	// Clock ticks are 1/100 s. The two scrapes of the metrics that count the record writes are included.
-	quietCPU := float64(cpuTicks(pid)-quietTicks) / 100 / time.Since(quietWall).Seconds()
-	steadyRSS := readStatus(pid, "VmRSS")
-	steadyAnon, steadyFile := readStatus(pid, "RssAnon"), readStatus(pid, "RssFile")
-	if profileDir != "" {
-		smaps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
-		_ = os.WriteFile(filepath.Join(profileDir, "smaps"), smaps, 0o644)
-	}
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "heap.pprof")
-	quietLatency, err := probe(ctx, kube, watcher, probes, "quiet")
-	if err != nil {
-		return err
-	}
-	serverApply, err := dryRunApplies(ctx, gpu, probes)
-	if err != nil {
-		return err
-	}
-
-	// Churn.
-	churnCtx, stop := context.WithTimeout(ctx, churnFor)
-	defer stop()
-	cpu0, wall0, writes0 := cpuTicks(pid), time.Now(), writes.count()
-	churnRecords0, err := h.op.recordWrites()
-	if err != nil {
-		return err
-	}
-	var churned testenv.ChurnCounts
-	var churnErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { churned, churnErr = testenv.ChurnDRA(churnCtx, kube, n, rate, draShare) })
-	// The whole churn, for enough samples to read shares from.
-	profilePhase(&wg, churnFor, "cpu.pprof", "churn-allocs.pprof")
-	churnLatency, err := probe(churnCtx, kube, watcher, probes, "churn")
-	if err != nil {
-		return err
-	}
-	wg.Wait()
-	if churnErr != nil {
-		return churnErr
-	}
-	wall := time.Since(wall0)
-	cpu := float64(cpuTicks(pid)-cpu0) / 100 / wall.Seconds() // clock ticks are 1/100 s
-	writesPerSec := float64(writes.count()-writes0) / wall.Seconds()
-	peakRSS := readStatus(pid, "VmHWM")
-	churnRecords, err := h.op.recordWrites()
-	if err != nil {
-		return err
-	}
-	churnRecords = churnRecords.since(churnRecords0)
-
-	// Ready flips only, then relabels: once the churn's rejoins have settled (the inventory
-	// quiet, every GPU node's record there).
-	if err := settle(ctx, watcher, homelabv1.DefaultInventoryName, 2*time.Second, 30*time.Second); err != nil {
-		return err
-	}
-	if err := watchRecords(ctx, gpu, time.Minute, func(all map[string]*homelabv1.GpuNode) bool { return len(all) == int(gpuNodes) }); err != nil {
-		return fmt.Errorf("records after the churn: %w", err)
-	}
-	var onlyFlips *flipResult
-	if flipFor > 0 {
-		if onlyFlips, err = flipPhase(ctx, h, n, rate, flipFor, 0); err != nil {
-			return err
-		}
-	}
-	var republished *flipResult
-	if republishFor > 0 && draShare > 0 {
-		if republished, err = flipPhase(ctx, h, n, rate, republishFor, draShare); err != nil {
-			return err
-		}
-	}
-	var relabel *relabelResult
-	if relabelFor > 0 {
-		if relabel, err = relabelPhase(ctx, h, relabelRate, relabelFor); err != nil {
-			return fmt.Errorf("relabel phase: %w", err)
-		}
-	}
-	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	objBytes, err := gpu.HomelabV1().RESTClient().Get().Resource("gpuinventories").Name("cluster").DoRaw(ctx)
-	if err != nil {
-		return err
-	}
-
-	flips := churned.Changes
-	fmt.Printf("\nN=%d nodes (%d GPU nodes), churn %.0f flips/s for %s (%d flips), %d probes per phase\n", n, gi.Status.TotalGpuNodes, rate, churnFor, flips, probes)
-	fmt.Printf("DRA: %d of the GPU nodes (--dra-share %g) have no GFD label and one ResourceSlice of 8 devices; the churn's %d changes include %d slice republishes (%d of them adding or removing a device taint)\n\n",
-		draNodes(h.fleet), draShare, churned.Changes, churned.Republishes, churned.Taints)
-	fmt.Println("| figure | measured | target |")
-	fmt.Println("|---|---|---|")
-	fmt.Printf("| steady RSS after sync (with %d records) | %.1f MiB | ≤ 48 MiB |\n", gpuNodes, steadyRSS/1024)
-	fmt.Printf("| peak RSS | %.0f MiB | ≤ 96 MiB |\n", peakRSS/1024)
-	fmt.Printf("| start to first complete status on an empty cluster (the operator installs both CRDs) | %.2f s | ≤ 2.5 s: %s |\n", firstStatusEmpty.Seconds(), verdict(firstStatusEmpty <= 2500*time.Millisecond))
-	fmt.Printf("| start on an empty cluster to all %d GpuNode records (default `--gpunode-qps`) | %.1f s (CRD established at %.1f s; %s) | ≤ 60 s: %s |\n",
-		gpuNodes, records.all.Seconds(), records.crdServed.Seconds(), firstWrites, verdict(records.all <= time.Minute))
-	fmt.Printf("| start to first complete status (CRDs, inventory and %d records exist) | %.2f s | ≤ 2 s: %s |\n", gpuNodes, firstStatus.Seconds(), verdict(firstStatus <= 2*time.Second))
-	fmt.Printf("| record writes from that start until the quiet phase | %d (%s) | 0: %s |\n", restartWrites.writes(), restartWrites, verdict(restartWrites.writes() == 0))
-	fmt.Printf("| CPU under the churn (%.0f changes/s: Ready flips, every tenth a relabel, every 25th a node leaving and joining, slice republishes) | %.1f %% of a core | (the target is for flips and republishes, below) |\n", rate, cpu*100)
-	fmt.Printf("| slice republishes under churn (generation+1, same devices; device taint toggles) | %d (%d) | |\n", churned.Republishes, churned.Taints)
-	fmt.Printf("| status writes while quiet (10 s) | %d | 0 |\n", quietWrites)
-	fmt.Printf("| CPU while quiet (10 s, once settled: the fixed part of the figures under churn) | %.1f %% of a core | |\n", quietCPU*100)
-	fmt.Printf("| record writes while quiet (10 s) | %d (%s) | 0: %s |\n", quietRecords.writes(), quietRecords, verdict(quietRecords.writes() == 0))
-	if f := onlyFlips; f != nil {
-		fmt.Printf("| record writes while %.0f GPU nodes/s flip Ready (flips only, %d in %s, and 2 s after) | %d (%s) | 0: %s |\n",
-			rate, f.flips, f.took.Round(time.Second), f.writes.writes(), f.writes, verdict(f.writes.writes() == 0))
-		fmt.Printf("| CPU while %.0f GPU nodes/s flip Ready, nothing else changing (%d flips in %s) | %.1f %% of a core | ≤ 5 %% of a core: %s |\n",
-			rate, f.flips, f.took.Round(time.Second), f.cpu*100, verdict(f.cpu <= 0.05))
-	}
-	if f := republished; f != nil {
-		fmt.Printf("| CPU under %.0f changes/s spread over Ready flips and slice republishes, nothing else changing (%d changes in %s, %d of them republishes, %d taint toggles) | %.1f %% of a core | ≤ 5 %% of a core: %s |\n",
-			rate, f.flips, f.took.Round(time.Second), f.counts.Republishes, f.counts.Taints, f.cpu*100, verdict(f.cpu <= 0.05))
-		fmt.Printf("| record writes under those flips and republishes (a taint toggle changes a node's health, as does the first republish of a node the churn left tainted) | %d (%s) | |\n", f.writes.writes(), f.writes)
-	}
-	fmt.Printf("| record writes under churn (its relabels are GFD's timestamp, its republishes the slice's generation; its rejoins and the probes change identities, its taint toggles health) | %d (%s) | |\n", churnRecords.writes(), churnRecords)
-	if r := relabel; r != nil {
-		// The writes happen between the first relabel and the last record showing it.
-		perSec := float64(r.writes.writes()) / r.synced.Seconds()
-		fmt.Printf("| relabel (driver version of distinct GPU nodes): %d nodes in %s, %.1f nodes/s; record writes until every record shows it (%s) | %d (%s), %.1f/s over those %s, %.2f per relabelled node | ≤ 50/s, ≤ 1 per node: %s |\n",
-			r.nodes, r.took.Round(100*time.Millisecond), float64(r.nodes)/r.took.Seconds(), r.synced.Round(100*time.Millisecond),
-			r.writes.writes(), r.writes, perSec, r.synced.Round(100*time.Millisecond), float64(r.writes.writes())/float64(max(1, r.nodes)), verdict(perSec <= 50 && r.writes.writes() <= int64(r.nodes)))
-	}
-	fmt.Printf("| status writes/s under churn | %.1f | ≤ 2 per inventory |\n", writesPerSec)
-	fmt.Printf("| change -> status, p99 | %s quiet, %s under churn | ≤ 200 ms quiet, ≤ 1.5 s under churn |\n", p99(quietLatency), p99(churnLatency))
-	fmt.Printf("| status size | %.0f KiB at %d GPU nodes | ≤ 256 KiB at any size |\n", float64(len(objBytes))/1024, gi.Status.TotalGpuNodes)
-	fmt.Printf("\nsteady RSS: %.0f MiB anonymous (heap, stacks, runtime), %.0f MiB of mapped files (the binary)\n", steadyAnon/1024, steadyFile/1024)
-	fmt.Printf("change -> status: median %s quiet, %s under churn\n", median(quietLatency), median(churnLatency))
-	fmt.Printf("the API server's share: a dry-run apply of the same status takes median %s, p99 %s\n", median(serverApply), p99(serverApply))
-	if pluginBinary != "" && pluginRuns > 0 {
-		if err := measurePlugins(ctx, env, gpu, watcher, n); err != nil {
-			return err
-		}
-	}
-	h.quietRSS = steadyRSS
-	err = lastPhases(ctx, h)
-	if podTotal > 0 {
-		err = errors.Join(err, allocationPhase(ctx, h, env, n))
-	}
-	if hold {
-		fmt.Fprintf(os.Stderr, "holding (interrupt to stop): KUBECONFIG=%s\n", env.KubeconfigPath())
-		interrupted, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		<-interrupted.Done()
-	}
-	return err
 }
 
 // pprofAddr is where the operator serves pprof with --profile-dir.

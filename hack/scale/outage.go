@@ -123,7 +123,6 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 	gfd := gfdNodes(h.fleet)
 	res := &outageResult{nodes: len(gfd), all: len(h.fleet)}
 	want := expectTotals(h.fleet, labels.Everything())
-	all, missing := int32(len(h.fleet)), int32(len(gfd))
 	if err := waitTotals(ctx, h.watcher, homelabv1.DefaultInventoryName, want, 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("before the outage: %w", err)
 	}
@@ -131,34 +130,72 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 	var mu sync.Mutex // res's state counts, written by the follower
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	var following sync.WaitGroup
-	following.Go(func() {
-		_ = follow.Inventory(followCtx, h.watcher, homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			res.statesSeen++
-			if deleted {
-				res.wrong++
-				res.firstWrong = firstOf(res.firstWrong, "the inventory was deleted")
-				return false, nil
-			}
-			st := gi.Status
-			if st.TotalGpuNodes != all {
-				return false, nil
-			}
-			res.complete++
-			res.maxMissing, res.lastMissing = max(res.maxMissing, st.LabelsMissingNodes), st.LabelsMissingNodes
-			if why := outageWrong(st, want); why != "" {
-				res.wrong++
-				res.firstWrong = firstOf(res.firstWrong, fmt.Sprintf("resourceVersion %s: %s", gi.ResourceVersion, why))
-			}
-			return false, nil
-		})
-	})
+	following.Go(func() { followOutage(followCtx, h, res, &mu, want) })
 	defer func() { stopFollowing(); following.Wait() }()
 
+	start, err := takeGFDAway(ctx, h, gfd, res)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Until(start.Add(d / 2))) // the outage's length is the scenario: nothing to watch for
+	res.restartAt = time.Since(start)
+	took, first, err := restartOperator(ctx, h, "restart during the GFD outage")
+	if err != nil {
+		return nil, err
+	}
+	res.restartFirst, res.missingAfterRestart = took, first.LabelsMissingNodes == int32(len(gfd))
+	fmt.Fprintf(os.Stderr, "GFD outage: operator restarted at %s, first complete status %s later\n", res.restartAt.Round(time.Second), res.restartFirst.Round(time.Millisecond))
+
+	time.Sleep(time.Until(start.Add(d))) // as above
+	res.backAt = time.Since(start)
+	if err := putGFDBack(ctx, h, gfd, want, res); err != nil {
+		return nil, err
+	}
+	// The last state seen is the one waitTotals accepted: the follower has it too once it
+	// has caught up, which ending it now could cut short.
+	if err := settle(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Second, 30*time.Second); err != nil {
+		return nil, err
+	}
+	stopFollowing()
+	following.Wait()
+	return res, nil
+}
+
+// followOutage counts, until ctx ends, the states of the default inventory in res (under
+// mu): those that count every GPU node, the labelsMissingNodes they show, and the wrong ones
+// (outageWrong against want).
+func followOutage(ctx context.Context, h *harness, res *outageResult, mu *sync.Mutex, want totals) {
+	all := int32(res.all)
+	_ = follow.Inventory(ctx, h.watcher, homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.statesSeen++
+		if deleted {
+			res.wrong++
+			res.firstWrong = firstOf(res.firstWrong, "the inventory was deleted")
+			return false, nil
+		}
+		st := gi.Status
+		if st.TotalGpuNodes != all {
+			return false, nil
+		}
+		res.complete++
+		res.maxMissing, res.lastMissing = max(res.maxMissing, st.LabelsMissingNodes), st.LabelsMissingNodes
+		if why := outageWrong(st, want); why != "" {
+			res.wrong++
+			res.firstWrong = firstOf(res.firstWrong, fmt.Sprintf("resourceVersion %s: %s", gi.ResourceVersion, why))
+		}
+		return false, nil
+	})
+}
+
+// takeGFDAway takes GFD's labels from the gfd nodes and waits until labelsMissingNodes counts
+// every one of them; it returns when the removal started.
+func takeGFDAway(ctx context.Context, h *harness, gfd []fleetNode, res *outageResult) (time.Time, error) {
+	missing := int32(len(gfd))
 	start := time.Now()
 	if err := setGFD(ctx, h, gfd, false); err != nil {
-		return nil, err
+		return start, err
 	}
 	res.removeTook = time.Since(start)
 	fmt.Fprintf(os.Stderr, "GFD outage: labels taken from %d GPU nodes in %s\n", len(gfd), res.removeTook.Round(time.Millisecond))
@@ -166,32 +203,26 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 		return gi.Status.LabelsMissingNodes == missing
 	})
 	if err != nil {
-		return nil, fmt.Errorf("labelsMissingNodes did not reach %d: %w", missing, err)
+		return start, fmt.Errorf("labelsMissingNodes did not reach %d: %w", missing, err)
 	}
 	res.allMissing = time.Since(start)
+	return start, nil
+}
 
-	time.Sleep(time.Until(start.Add(d / 2))) // the outage's length is the scenario: nothing to watch for
-	res.restartAt = time.Since(start)
-	took, first, err := restartOperator(ctx, h, "restart during the GFD outage")
-	if err != nil {
-		return nil, err
-	}
-	res.restartFirst, res.missingAfterRestart = took, first.LabelsMissingNodes == missing
-	fmt.Fprintf(os.Stderr, "GFD outage: operator restarted at %s, first complete status %s later\n", res.restartAt.Round(time.Second), res.restartFirst.Round(time.Millisecond))
-
-	time.Sleep(time.Until(start.Add(d))) // as above
-	res.backAt = time.Since(start)
+// putGFDBack puts GFD's labels back on the gfd nodes and measures until the status shows want
+// and until every record is there, none marked missing.
+func putGFDBack(ctx context.Context, h *harness, gfd []fleetNode, want totals, res *outageResult) error {
 	back := time.Now()
 	if err := setGFD(ctx, h, gfd, true); err != nil {
-		return nil, err
+		return err
 	}
 	res.restoreTook = time.Since(back)
 	if err := waitTotals(ctx, h.watcher, homelabv1.DefaultInventoryName, want, 2*time.Minute); err != nil {
-		return nil, fmt.Errorf("after the labels came back: %w", err)
+		return fmt.Errorf("after the labels came back: %w", err)
 	}
 	res.exactBack = time.Since(back)
 	marked := 0
-	err = watchRecords(ctx, h.gpu, 2*time.Minute, func(records map[string]*homelabv1.GpuNode) bool {
+	err := watchRecords(ctx, h.gpu, 2*time.Minute, func(records map[string]*homelabv1.GpuNode) bool {
 		res.records, marked = len(records), 0
 		for _, r := range records {
 			if r.Spec.MissingSince != nil {
@@ -201,17 +232,10 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 		return res.records == res.all && marked == 0
 	})
 	if err != nil {
-		return nil, fmt.Errorf("after the labels came back, %d records, %d of them marked missing: %w", res.records, marked, err)
+		return fmt.Errorf("after the labels came back, %d records, %d of them marked missing: %w", res.records, marked, err)
 	}
 	res.recordsBack = time.Since(back)
-	// The last state seen is the one waitTotals accepted: the follower has it too once it
-	// has caught up, which ending it now could cut short.
-	if err := settle(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Second, 30*time.Second); err != nil {
-		return nil, err
-	}
-	stopFollowing()
-	following.Wait()
-	return res, nil
+	return nil
 }
 
 // outageWrong says what is wrong with a status that counts every GPU node during or after

@@ -206,45 +206,7 @@ func digest(s string, n int) string {
 // config, secret, scratch and service account token volumes, labels and annotations of a
 // Helm-installed app.
 func buildPod(p *podPlan) *corev1.Pod {
-	labels := map[string]string{
-		"app": p.app, "app.kubernetes.io/name": p.app, "app.kubernetes.io/instance": p.app + "-prod",
-		"app.kubernetes.io/version": "1.14.2", "app.kubernetes.io/managed-by": "Helm", "pod-template-hash": p.hash,
-	}
-	image := fmt.Sprintf("registry.example.com/%s/%s:1.14.2@sha256:%s", p.namespace, p.app, digest(p.app, 64))
-	env := []corev1.EnvVar{
-		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
-		{Name: "DATABASE_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: p.app + "-db"}, Key: "password"}}},
-		{Name: "LOG_LEVEL", Value: "info"}, {Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://otel-collector.observability.svc:4317"},
-	}
-	probe := func(path string, delay int32) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
-			InitialDelaySeconds: delay, PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3}
-	}
-	app := corev1.Container{
-		Name: "app", Image: image, Args: []string{"--config=/etc/app/config.yaml", "--listen=:8080", "--metrics-listen=:9090"},
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
-		Env:   env,
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
-		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app", ReadOnly: true}, {Name: "tls", MountPath: "/etc/tls", ReadOnly: true},
-			{Name: "scratch", MountPath: "/tmp"}, {Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
-		LivenessProbe: probe("/healthz", 10), ReadinessProbe: probe("/readyz", 5),
-		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), ReadOnlyRootFilesystem: ptr.To(true),
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-	}
-	volumes := []corev1.Volume{
-		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.app + "-config"}}}},
-		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.app + "-tls"}}},
-		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
-		{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To(int64(3607)), Path: "token"}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
-		}}}},
-	}
+	app, volumes := appContainer(p), appVolumes(p)
 	var tolerations []corev1.Toleration
 	if p.gpu != "" {
 		count := *resource.NewQuantity(p.count, resource.DecimalSI)
@@ -256,7 +218,7 @@ func buildPod(p *podPlan) *corev1.Pod {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: p.name, Namespace: p.namespace, GenerateName: p.app + "-" + p.hash + "-", Labels: labels,
+			Name: p.name, Namespace: p.namespace, GenerateName: p.app + "-" + p.hash + "-", Labels: appLabels(p),
 			Annotations: map[string]string{
 				"kubectl.kubernetes.io/restartedAt": "2026-11-28T09:14:03Z", "prometheus.io/scrape": "true", "prometheus.io/port": "9090",
 			},
@@ -287,6 +249,57 @@ func buildPod(p *podPlan) *corev1.Pod {
 		pod.Spec.NodeSelector = map[string]string{productLabel: p.pinned}
 	}
 	return pod
+}
+
+// appLabels are the labels of a Helm-installed app's pod.
+func appLabels(p *podPlan) map[string]string {
+	return map[string]string{
+		"app": p.app, "app.kubernetes.io/name": p.app, "app.kubernetes.io/instance": p.app + "-prod",
+		"app.kubernetes.io/version": "1.14.2", "app.kubernetes.io/managed-by": "Helm", "pod-template-hash": p.hash,
+	}
+}
+
+// appContainer is the pod's one container, without GPUs.
+func appContainer(p *podPlan) corev1.Container {
+	image := fmt.Sprintf("registry.example.com/%s/%s:1.14.2@sha256:%s", p.namespace, p.app, digest(p.app, 64))
+	env := []corev1.EnvVar{
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+		{Name: "DATABASE_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: p.app + "-db"}, Key: "password"}}},
+		{Name: "LOG_LEVEL", Value: "info"}, {Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://otel-collector.observability.svc:4317"},
+	}
+	probe := func(path string, delay int32) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
+			InitialDelaySeconds: delay, PeriodSeconds: 10, TimeoutSeconds: 2, FailureThreshold: 3}
+	}
+	return corev1.Container{
+		Name: "app", Image: image, Args: []string{"--config=/etc/app/config.yaml", "--listen=:8080", "--metrics-listen=:9090"},
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}},
+		Env:   env,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app", ReadOnly: true}, {Name: "tls", MountPath: "/etc/tls", ReadOnly: true},
+			{Name: "scratch", MountPath: "/tmp"}, {Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+		LivenessProbe: probe("/healthz", 10), ReadinessProbe: probe("/readyz", 5),
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), ReadOnlyRootFilesystem: ptr.To(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+	}
+}
+
+// appVolumes are the pod's volumes, without the GPU pod's /dev/shm.
+func appVolumes(p *podPlan) []corev1.Volume {
+	return []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: p.app + "-config"}}}},
+		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.app + "-tls"}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
+		{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To(int64(3607)), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+		}}}},
+	}
 }
 
 // uuidOf is a UUID-shaped string derived from s.
