@@ -101,16 +101,30 @@ func listAllPods(ctx context.Context, core rest.Interface, namespaces []string, 
 func spread(d []time.Duration) string {
 	s := slices.Clone(d)
 	slices.Sort(s)
-	return fmt.Sprintf("%.2f s (%.2f–%.2f)", s[len(s)/2].Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
+	return fmt.Sprintf("%.2f s (%.2f–%.2f)", middle(s).Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
 }
 
-// printListFloor prints the floor's table.
-func printListFloor(f *listFloor) {
+// maxFloorRatio bounds the first complete status at 100,000 pods: a multiple of the floor of
+// one list measured in the same run.
+const maxFloorRatio = 1.25
+
+// middle is the median of d.
+func middle(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// printListFloor prints the floor's table and the first complete status against it.
+func printListFloor(f *listFloor, firstStatus time.Duration) {
 	fmt.Printf("\nThe floor of the first complete status: the %d pods listed by a client that only decodes them, as the operator's pod cache does (protobuf over HTTP/1.1, no gzip; %d runs each way, alternating; median)\n\n",
 		f.pods, len(f.one))
-	fmt.Println("| list | wall time |")
-	fmt.Println("|---|---|")
-	fmt.Printf("| one list of all pods (resourceVersion 0, the operator's first list) | %s |\n", spread(f.one))
-	fmt.Printf("| namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s |\n",
+	fmt.Println("| list | wall time | target |")
+	fmt.Println("|---|---|---|")
+	fmt.Printf("| one list of all pods (resourceVersion 0, the operator's first list) | %s | |\n", spread(f.one))
+	fmt.Printf("| namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s | |\n",
 		f.namespaces, podcache.Listers, spread(f.perNamespace))
+	ratio := firstStatus.Seconds() / middle(f.one).Seconds()
+	fmt.Printf("| the operator's first complete status (allocation table) against one list | %.2f s = %.2f× | ≤ %.2f×: %s |\n",
+		firstStatus.Seconds(), ratio, maxFloorRatio, verdict(ratio <= maxFloorRatio))
 }
