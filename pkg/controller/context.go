@@ -96,7 +96,6 @@ func (c *Context) Defaulted() Context {
 // Runner is what a controller's constructor hands the start-up: what it runs, and the caches
 // that waits for.
 type Runner struct {
-	Name string
 	// Run waits for WaitsFor, then runs the workers until ctx is cancelled.
 	Run      func(ctx context.Context) error
 	WaitsFor []cache.InformerSynced

@@ -134,7 +134,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		return nil, controller.Runner{}, err
 	}
 	workers := max(opts.Workers, 1)
-	return c, controller.Runner{Name: Name, Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
+	return c, controller.Runner{Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
 		WaitsFor: c.waitsFor(), Started: c.Synced}, nil
 }
 

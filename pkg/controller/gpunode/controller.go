@@ -155,7 +155,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 	}
 	klog.FromContext(ctx).V(4).Info("Records controller wired", "controller", Name)
 	workers := max(opts.Workers, 1)
-	return c, controller.Runner{Name: Name, Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
+	return c, controller.Runner{Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
 		WaitsFor: []cache.InformerSynced{c.nodesSynced, c.recordsSynced, c.facts.HasSynced}, Started: c.Synced}, nil
 }
 

@@ -190,7 +190,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 	}
 	c.facts.OnChange(func(string) { enqueue(nil) })
 	klog.FromContext(ctx).V(4).Info("ConfigMap controller wired", "controller", Name)
-	return c, controller.Runner{Name: Name, Run: c.Run, WaitsFor: c.waitsFor(), Started: c.Synced}, nil
+	return c, controller.Runner{Run: c.Run, WaitsFor: c.waitsFor(), Started: c.Synced}, nil
 }
 
 func (c *Controller) waitsFor() []cache.InformerSynced {
