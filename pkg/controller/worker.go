@@ -14,8 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controller holds what every controller of the operator shares: the worker loop
-// around a named rate-limited workqueue, and the limiter that spaces each key's writes.
+// Package controller holds what every controller of the operator shares: the Context each
+// is made with, the NodeFacts sources of a node's GPU facts, the worker loop around a named
+// rate-limited workqueue, and the limiter that spaces each key's writes.
 package controller
 
 import (

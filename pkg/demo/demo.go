@@ -63,7 +63,6 @@ const namespace = "gpu-inventory-system"
 
 // Run starts everything, prints the inventory, and follows it until ctx is cancelled (or,
 // with Once, until it has printed it). Every process it started is stopped before it returns.
-// It is long because it is the demo's script, one step after the other.
 func Run(ctx context.Context, opts Options) (err error) {
 	out := opts.Out
 	if _, err := os.Stat(opts.Operator); err != nil {
@@ -75,43 +74,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	defer env.Stop()
-	if err := env.StartKwok(ctx); err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(env.Config)
+	c, err := load(ctx, out, env)
 	if err != nil {
 		return err
 	}
-	gpu, err := versioned.NewForConfig(env.Config)
-	if err != nil {
-		return err
-	}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace: %w", err)
-	}
-	healthy := append(fixtures.HealthyNodes(), sourceNodes()...)
-	if err := testenv.CreateNodes(ctx, kube, append(fixtures.HomeLab(), healthy...)); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Loaded the home lab (8 nodes, 4 GPU nodes, all NotReady) and %d healthy GPU nodes kept Ready by kwok.\n", len(healthy))
-	draGPUs, published, err := publishDRASlices(ctx, kube)
-	if err != nil {
-		return err
-	}
-	if published {
-		fmt.Fprintf(out, "%s has no GPU Feature Discovery labels: its %d GPUs are in a gpu.nvidia.com ResourceSlice, as NVIDIA's DRA driver publishes them; %s has GKE's labels and %d nvidia.com/gpu.\n",
-			DRANode, draGPUs, GKENode, GKENodeGPUs)
-	} else {
-		fmt.Fprintf(out, "The API server does not serve resource.k8s.io/v1: %s gets no ResourceSlice (0 GPUs known); %s has GKE's labels and %d nvidia.com/gpu.\n",
-			DRANode, GKENode, GKENodeGPUs)
-	}
-
-	heldPods, err := runWorkloads(ctx, kube, published)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Started %d pods holding GPUs in namespaces %s and %s, and one 8-GPU pod waiting for an H100 node with 8 free GPUs.\n",
-		heldPods, trainingNamespace, inferenceNamespace)
 
 	logPath := filepath.Join(env.Dir, "logs", "operator.log")
 	stopOperator, err := startOperator(opts.Operator, env.KubeconfigPath(), logPath)
@@ -125,13 +91,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}()
 	fmt.Fprintf(out, "Operator running; its log: %s\n", logPath)
 
-	// Wait until kwok has made the healthy nodes Ready and the operator has reported them,
-	// the DRA node with its slice's GPUs.
-	gi, err := waitForInventory(ctx, gpu, func(gi *homelabv1.GpuInventory) bool {
-		return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(len(healthy)) &&
-			entryGPUs(gi, DRANode) == int32(draGPUs) &&
-			gi.Status.Allocation != nil && gi.Status.Allocation.GpuPods == int32(heldPods) && gi.Status.Allocation.PendingPods == 1
-	})
+	gi, err := waitForInventory(ctx, c.gpu, c.converged)
 	if err != nil {
 		return fmt.Errorf("waiting for the inventory (operator log: %s): %w", logPath, err)
 	}
@@ -142,6 +102,70 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if opts.Once {
 		return nil
 	}
+	printTryThis(out, env.KubeconfigPath())
+	return followChanges(ctx, c.gpu, gi, opts)
+}
+
+// cluster is the loaded control plane: its clients and what it holds.
+type cluster struct {
+	gpu      versioned.Interface
+	healthy  int // GPU nodes kwok keeps Ready
+	draGPUs  int // in DRANode's ResourceSlice
+	heldPods int // pods holding GPUs
+}
+
+// load starts kwok and loads the control plane: the home lab, the healthy GPU nodes, the
+// DRA node's slice (where resource.k8s.io/v1 is served) and the workloads.
+func load(ctx context.Context, out io.Writer, env *testenv.Env) (*cluster, error) {
+	if err := env.StartKwok(ctx); err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	gpu, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	healthy := append(fixtures.HealthyNodes(), sourceNodes()...)
+	if err := testenv.CreateNodes(ctx, kube, append(fixtures.HomeLab(), healthy...)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Loaded the home lab (8 nodes, 4 GPU nodes, all NotReady) and %d healthy GPU nodes kept Ready by kwok.\n", len(healthy))
+	draGPUs, published, err := publishDRASlices(ctx, kube)
+	if err != nil {
+		return nil, err
+	}
+	if published {
+		fmt.Fprintf(out, "%s has no GPU Feature Discovery labels: its %d GPUs are in a gpu.nvidia.com ResourceSlice, as NVIDIA's DRA driver publishes them; %s has GKE's labels and %d nvidia.com/gpu.\n",
+			DRANode, draGPUs, GKENode, GKENodeGPUs)
+	} else {
+		fmt.Fprintf(out, "The API server does not serve resource.k8s.io/v1: %s gets no ResourceSlice (0 GPUs known); %s has GKE's labels and %d nvidia.com/gpu.\n",
+			DRANode, GKENode, GKENodeGPUs)
+	}
+	heldPods, err := runWorkloads(ctx, kube, published)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Started %d pods holding GPUs in namespaces %s and %s, and one 8-GPU pod waiting for an H100 node with 8 free GPUs.\n",
+		heldPods, trainingNamespace, inferenceNamespace)
+	return &cluster{gpu: gpu, healthy: len(healthy), draGPUs: draGPUs, heldPods: heldPods}, nil
+}
+
+// converged reports whether the operator has reported the cluster: kwok has made the healthy
+// nodes Ready, the DRA node has its slice's GPUs, and the pods are counted.
+func (c *cluster) converged(gi *homelabv1.GpuInventory) bool {
+	return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(c.healthy) &&
+		entryGPUs(gi, DRANode) == int32(c.draGPUs) &&
+		gi.Status.Allocation != nil && gi.Status.Allocation.GpuPods == int32(c.heldPods) && gi.Status.Allocation.PendingPods == 1
+}
+
+// printTryThis says what to try while the demo follows the inventory.
+func printTryThis(out io.Writer, kubeconfig string) {
 	fmt.Fprintf(out, `
 The cluster is yours until Ctrl-C. In another terminal:
   export KUBECONFIG=%s
@@ -159,8 +183,7 @@ The cluster is yours until Ctrl-C. In another terminal:
   kubectl patch node nuc1 --subresource=status --type=json \
     -p '[{"op":"replace","path":"/status/conditions/0/status","value":"True"}]'
 
-`, env.KubeconfigPath(), DRANode, GKENode, DRANode, namespace)
-	return followChanges(ctx, gpu, gi, opts)
+`, kubeconfig, DRANode, GKENode, DRANode, namespace)
 }
 
 // entryGPUs is the GPU count of the node's entry in the inventory's status (-1 when not listed).

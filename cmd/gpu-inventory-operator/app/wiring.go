@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -196,17 +198,16 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// caches are the informers one run of the controllers reads.
+// caches are what one run of the controllers reads.
 type caches struct {
-	nodeFactory      informers.SharedInformerFactory
-	configMapFactory informers.SharedInformerFactory
-	inventoryFactory externalversions.SharedInformerFactory
-	nodes            cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
-	records          informersv1.GpuNodeInformer
-	slices           *slicecache.Cache // nil: the API server serves no resource.k8s.io/v1
-	tracker          *allocation.Tracker
-	pods             *podcache.Cache   // nil: --allocation=false
-	claims           *claimcache.Cache // nil: no pods read, or no resource.k8s.io/v1
+	nodes       cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
+	configMaps  coreinformers.ConfigMapInformer
+	inventories informersv1.GpuInventoryInformer
+	records     informersv1.GpuNodeInformer // nil: no GpuNode records
+	slices      *slicecache.Cache           // nil: the API server serves no resource.k8s.io/v1
+	tracker     *allocation.Tracker
+	pods        *podcache.Cache   // nil: --allocation=false
+	claims      *claimcache.Cache // nil: no pods read, or no resource.k8s.io/v1
 }
 
 func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer) (*caches, error) {
@@ -221,18 +222,18 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 	if err != nil {
 		return nil, err
 	}
+	configMaps := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
+		informers.WithNamespace(o.namespace),
+		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
+		}))
 	c := &caches{
-		nodeFactory: informers.NewSharedInformerFactory(nodes, 0),
-		configMapFactory: informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
-			informers.WithNamespace(o.namespace),
-			informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
-				opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
-			})),
+		nodes:      nodecache.NewNodeInformer(nodes, 0),
+		configMaps: configMaps.Core().V1().ConfigMaps(),
 		// The factory needs the resync period too: an informer made without one ignores
 		// the per-handler period the inventory controller asks for.
-		inventoryFactory: externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod),
+		inventories: externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod).Homelab().V1().GpuInventories(),
 	}
-	c.nodes = c.nodeFactory.InformerFor(&corev1.Node{}, nodecache.NewNodeInformer)
 	o.mu.Lock()
 	withRecords := o.withRecords
 	o.mu.Unlock()
@@ -240,11 +241,9 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 		c.records = gpunode.NewRecordInformer(inventories, 0)
 	}
 	if o.servesSlices(ctx) {
-		slices, err := slicecache.NewForConfig(o.config)
-		if err != nil {
+		if c.slices, err = slicecache.NewForConfig(o.config); err != nil {
 			return nil, err
 		}
-		c.slices = slices
 	}
 	if o.opts.Allocation {
 		if err := o.newAllocationCaches(ctx, c); err != nil {
@@ -274,31 +273,37 @@ func (o *Operator) newAllocationCaches(ctx context.Context, c *caches) error {
 	return nil
 }
 
-// allocationSource is the tracker with the caches that feed it.
-type allocationSource struct {
-	*allocation.Tracker
-	synced []cache.InformerSynced
-}
+// runningCache is a cache as the start-up runs it: until ctx is cancelled.
+type runningCache interface{ Run(ctx context.Context) }
 
-func (a allocationSource) HasSynced() bool {
-	for _, synced := range a.synced {
-		if !synced() {
-			return false
-		}
-	}
-	return true
-}
+// informerCache runs an informer as a runningCache.
+type informerCache struct{ informer cache.SharedIndexInformer }
 
-// allocation is the source of what pods hold, nil without a pod cache.
-func (c *caches) allocation() controller.AllocationSource {
-	if c.pods == nil {
-		return nil
+func (i informerCache) Run(ctx context.Context) { i.informer.RunWithContext(ctx) }
+
+// builtIn are the caches of built-in kinds, pods first: theirs is the longest list.
+func (c *caches) builtIn() []runningCache {
+	var running []runningCache
+	if c.pods != nil {
+		running = append(running, c.pods)
 	}
-	src := allocationSource{Tracker: c.tracker, synced: []cache.InformerSynced{c.pods.HasSynced}}
+	running = append(running, informerCache{c.nodes}, informerCache{c.configMaps.Informer()})
+	if c.slices != nil {
+		running = append(running, informerCache{c.slices.Informer()})
+	}
 	if c.claims != nil {
-		src.synced = append(src.synced, c.claims.HasSynced)
+		running = append(running, c.claims)
 	}
-	return src
+	return running
+}
+
+// custom are the caches of the custom resources, which start once their CRDs are served.
+func (c *caches) custom() []runningCache {
+	var running []runningCache
+	if c.records != nil {
+		running = append(running, informerCache{c.records.Informer()})
+	}
+	return append(running, informerCache{c.inventories.Informer()})
 }
 
 // servesSlices reports whether the API server serves DRA's ResourceSlices; a cluster before
@@ -328,39 +333,15 @@ func (o *Operator) watchSliceServing(ctx context.Context, serving bool, relist f
 // sliceDiscoveryInterval is how often the operator asks whether ResourceSlices are served.
 const sliceDiscoveryInterval = 5 * time.Minute
 
-// start starts the informers: those of built-in kinds at once (pods first: theirs is the
-// longest list), those of the custom resources once crds are served.
-func (c *caches) start(ctx context.Context, crds crdsServed) error {
-	if c.pods != nil {
-		go c.pods.Run(ctx)
-	}
-	c.nodeFactory.Start(ctx.Done())
-	c.configMapFactory.Start(ctx.Done())
-	if c.slices != nil {
-		go c.slices.Informer().RunWithContext(ctx)
-	}
-	if c.claims != nil {
-		go c.claims.Run(ctx)
-	}
-	if err := crds(ctx); err != nil {
-		return err
-	}
-	if c.records != nil {
-		go c.records.Informer().RunWithContext(ctx)
-	}
-	c.inventoryFactory.Start(ctx.Done())
-	return nil
-}
-
-func (c *caches) shutdown() {
-	c.nodeFactory.Shutdown()
-	c.configMapFactory.Shutdown()
-	c.inventoryFactory.Shutdown()
-}
-
-// runInformers runs the informers and the controllers until ctx is cancelled.
-// relist restarts them with new caches, saying why.
+// runInformers is one run of the caches and the controllers, until ctx is cancelled; relist
+// ends it for a run on new caches, saying why. The caches are made, the controllers on
+// them, the caches started; each controller runs once the caches it waits for have synced.
 func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *nodecache.NodeTrimmer, relist func(reason string)) error {
+	var running sync.WaitGroup
+	defer running.Wait() // the old caches are gone before a re-list makes new ones
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
 	c, err := o.newCaches(ctx, trimmer)
 	if err != nil {
 		return err
@@ -370,49 +351,85 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: homelabv1.FieldManager})
-
-	cs, err := o.newControllers(ctx, c, recorder, trimmer.Keeps, func(key string) {
+	nodeEvents := &nodecache.Events{}
+	cc, err := o.newContext(c, nodeEvents, broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: homelabv1.FieldManager}))
+	if err != nil {
+		return err
+	}
+	cs, runners, err := o.newControllers(ctx, cc, c, trimmer.Keeps, func(key string) {
 		relist(fmt.Sprintf("a node selector names label %q, which the node cache drops", key))
 	})
 	if err != nil {
 		return err
 	}
+	// Every controller has its node handler in nodeEvents, one listener of the informer.
+	if _, err := c.nodes.AddEventHandler(nodeEvents); err != nil {
+		return fmt.Errorf("add Node event handler: %w", err)
+	}
 	o.mu.Lock()
 	o.inventory, o.nodeStatus, o.records = cs.inventory, cs.nodeStatus, cs.records
 	o.mu.Unlock()
 
-	defer c.shutdown()
-	if err := c.start(ctx, crds); err != nil {
+	for _, r := range c.builtIn() {
+		running.Go(func() { r.Run(ctx) })
+	}
+	if err := crds(ctx); err != nil {
 		return err
 	}
-	synced := []cache.InformerSynced{c.nodes.HasSynced}
-	if c.records != nil {
-		synced = append(synced, c.records.Informer().HasSynced)
-	}
-	if c.slices != nil {
-		synced = append(synced, c.slices.HasSynced)
-	}
-	if src := c.allocation(); src != nil {
-		synced = append(synced, src.HasSynced)
+	for _, r := range c.custom() {
+		running.Go(func() { r.Run(ctx) })
 	}
 	go o.watchSliceServing(ctx, c.slices != nil, relist)
-	started := []cache.InformerSynced{cs.inventory.Synced, cs.nodeStatus.Synced}
-	if cs.records != nil {
-		started = append(started, cs.records.Synced)
+
+	var synced, started []cache.InformerSynced
+	for _, r := range runners {
+		synced, started = append(synced, r.WaitsFor...), append(started, r.Started)
 	}
 	if o.setProcs != nil {
 		o.setProcs(false)
 	}
 	go o.settle(ctx, synced, started)
-	errs := make(chan error, 3)
-	go func() { errs <- cs.inventory.Run(ctx, o.opts.Workers) }()
-	go func() { errs <- cs.nodeStatus.Run(ctx) }()
-	if cs.records == nil {
-		return errors.Join(<-errs, <-errs)
+
+	errs := make(chan error, len(runners))
+	for _, r := range runners {
+		go func() { errs <- r.Run(ctx) }()
 	}
-	go func() { errs <- cs.records.Run(ctx, recordWorkers) }()
-	return errors.Join(<-errs, <-errs, <-errs)
+	var all []error
+	for range runners {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// newContext makes what the controllers of a run share. The entry cache hears of changed
+// devices and holdings before any controller does.
+func (o *Operator) newContext(c *caches, nodeEvents *nodecache.Events, recorder record.EventRecorder) (*controller.Context, error) {
+	entries := inventory.NewEntryCache()
+	var facts controller.Facts
+	if c.slices != nil {
+		entries = inventory.NewEntryCacheWithDevices(c.slices.Facts).WithDeviceList(c.slices.Devices)
+		facts.Devices = c.slices
+	}
+	if c.pods != nil {
+		entries = entries.WithAllocation(c.tracker.Held)
+		synced := []cache.InformerSynced{c.pods.HasSynced}
+		if c.claims != nil {
+			synced = append(synced, c.claims.HasSynced)
+		}
+		facts.Holdings, facts.Pending = controller.FactsOf(c.tracker.OnChange, synced...), c.tracker.Pending
+	}
+	controller.Merge(facts.Devices, facts.Holdings).OnChange(entries.Changed)
+	entries.Notified()
+	if c.records != nil {
+		records, err := controller.ObjectFacts(c.records.Informer(), c.records.Informer().HasSynced)
+		if err != nil {
+			return nil, fmt.Errorf("GpuNode records: %w", err)
+		}
+		facts.Records, facts.Record = records, gpunode.RecordsOf(c.records)
+	}
+	return &controller.Context{Kube: o.kube, Client: o.client, Nodes: c.nodes, NodeEvents: nodeEvents,
+		Entries: entries, Facts: facts, Metrics: o.metrics, Recorder: recorder,
+		MinSyncInterval: o.opts.MinSyncInterval, MaxStatusNodes: o.opts.MaxStatusNodes}, nil
 }
 
 // recordWorkers write GpuNode records in parallel: the first start on a large cluster
@@ -434,107 +451,42 @@ var eventScheme = func() *k8sruntime.Scheme {
 	return s
 }()
 
-// newControllers makes the controllers on caches c; they share the parsed node entries and
-// one listener of the node informer.
-func (o *Operator) newControllers(ctx context.Context, c *caches, recorder record.EventRecorder,
-	keepsLabel func(string) bool, onUnknownKey func(string)) (*controllers, error) {
-	entries := inventory.NewEntryCache()
-	var devices controller.DeviceSource
-	if c.slices != nil {
-		entries = inventory.NewEntryCacheWithDevices(c.slices.Facts).WithDeviceList(c.slices.Devices)
-		devices = c.slices
-	}
-	allocations := c.allocation()
-	if allocations != nil {
-		entries = entries.WithAllocation(c.tracker.Held)
-	}
-	// The entry cache hears of changed devices and holdings before any controller does.
-	if c.slices != nil {
-		c.slices.OnChange(entries.Changed)
-	}
-	if allocations != nil {
-		c.tracker.OnChange(entries.Changed)
-	}
-	entries.Notified()
-	nodeEvents := &nodecache.Events{}
+// newControllers makes the controllers on cc, records first: they hear of node events in
+// that order.
+func (o *Operator) newControllers(ctx context.Context, cc *controller.Context, c *caches,
+	keepsLabel func(string) bool, onUnknownKey func(string)) (*controllers, []controller.Runner, error) {
 	cs := &controllers{}
-	var recordOf inventory.Records
-	var recordEvents nodecache.EventSource
-	var recordsSynced cache.InformerSynced
+	var runners []controller.Runner
 	if c.records != nil {
 		seed := &seeder{client: o.client, kube: o.kube, namespace: o.namespace, ctx: ctx}
-		records, err := gpunode.NewController(ctx, gpunode.Config{
-			Client:         o.recordClient,
-			Reader:         o.recordReader,
-			NodeInformer:   c.nodes,
-			NodeEvents:     nodeEvents,
-			RecordInformer: c.records,
-			Metrics:        o.metrics,
-			Entries:        entries,
-			Devices:        devices,
-			Seed:           seed.lookup,
-		})
+		records, run, err := gpunode.NewController(ctx, cc, gpunode.Options{Client: o.recordClient, Reader: o.recordReader,
+			Records: c.records, Seed: seed.lookup, Workers: recordWorkers})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		cs.records = records
-		recordOf = func(name string) *homelabv1.GpuNodeSpec {
-			if r := records.Record(name); r != nil {
-				return &r.Spec
-			}
-			return nil
-		}
-		recordEvents, recordsSynced = c.records.Informer(), c.records.Informer().HasSynced
+		cs.records, runners = records, append(runners, run)
 	}
-	invController, err := gpuinventory.NewController(ctx, gpuinventory.Config{
-		Client:               o.client,
+	inv, run, err := gpuinventory.NewController(ctx, cc, gpuinventory.Options{
 		Writer:               statuswriter.New(o.client.HomelabV1().RESTClient()),
-		NodeInformer:         c.nodes,
-		NodeEvents:           nodeEvents,
-		InventoryInformer:    c.inventoryFactory.Homelab().V1().GpuInventories(),
-		Metrics:              o.metrics,
-		Recorder:             recorder,
-		Entries:              entries,
+		Inventories:          c.inventories,
 		ResyncPeriod:         o.opts.ResyncPeriod,
-		MinSyncInterval:      o.opts.MinSyncInterval,
-		MaxStatusNodes:       o.opts.MaxStatusNodes,
 		PerNodeMetrics:       o.opts.PerNodeMetrics,
 		KeepsLabel:           keepsLabel,
 		OnUnknownSelectorKey: onUnknownKey,
+		Workers:              o.opts.Workers,
 		BeforeSync:           o.opts.BeforeInventorySync,
-		Records:              recordOf,
-		RecordEvents:         recordEvents,
-		RecordsSynced:        recordsSynced,
-		Devices:              devices,
-		Allocation:           allocations,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	statusController, err := nodestatus.NewController(nodestatus.Config{
-		Client:            o.kube,
-		Namespace:         o.namespace,
-		NodeInformer:      c.nodes,
-		NodeEvents:        nodeEvents,
-		ConfigMapInformer: c.configMapFactory.Core().V1().ConfigMaps(),
-		Metrics:           o.metrics,
-		Entries:           entries,
-		Recorder:          recorder,
-		MaxNodes:          o.opts.MaxStatusNodes,
-		MinInterval:       configMapSyncFactor * o.opts.MinSyncInterval,
-		Delay:             o.opts.MinSyncInterval,
-		Records:           recordOf,
-		RecordEvents:      recordEvents,
-		Devices:           devices,
-	})
+	cs.inventory, runners = inv, append(runners, run)
+	status, run, err := nodestatus.NewController(ctx, cc, nodestatus.Options{Namespace: o.namespace, ConfigMaps: c.configMaps,
+		MinInterval: configMapSyncFactor * o.opts.MinSyncInterval, Delay: o.opts.MinSyncInterval})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := c.nodes.AddEventHandler(nodeEvents); err != nil {
-		return nil, fmt.Errorf("add Node event handler: %w", err)
-	}
-	cs.inventory, cs.nodeStatus = invController, statusController
-	return cs, nil
+	cs.nodeStatus, runners = status, append(runners, run)
+	return cs, runners, nil
 }
 
 // settle hands the initial lists' buffers back to the OS once the caches have synced and

@@ -24,13 +24,9 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
-
-// trackerSource is the operator's allocation source: a tracker whose caches have synced.
-type trackerSource struct{ *allocation.Tracker }
-
-func (trackerSource) HasSynced() bool { return true }
 
 func h100(name, pool string) *corev1.Node {
 	return &corev1.Node{
@@ -58,9 +54,9 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 	all := gpuInventory("all", 1, homelabv1.GpuInventoryStatus{})
 	pool := gpuInventory("pool-b", 1, homelabv1.GpuInventoryStatus{})
 	pool.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}
-	f := newFixtureWith(t, func(cfg *Config) {
-		cfg.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
-		cfg.Allocation = trackerSource{tracker}
+	f := newFixtureWith(t, func(cc *controller.Context) {
+		cc.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
+		cc.Facts.Holdings, cc.Facts.Pending = controller.FactsOf(tracker.OnChange), tracker.Pending
 	}, []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b")}, all, pool)
 	drain(f.controller)
 

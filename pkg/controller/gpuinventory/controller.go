@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
@@ -50,28 +51,13 @@ const Name = "gpuinventory"
 // under churn it writes once per MinSyncInterval.
 const WriteBurst = 2
 
-// Config holds the controller's dependencies and settings.
-type Config struct {
-	// Client reads a whole inventory when the cached one lacks its node list.
-	Client versioned.Interface
+// Options are what the inventory controller has of its own beside the controller.Context.
+type Options struct {
 	// Writer writes the status.
-	Writer       statuswriter.Writer
-	NodeInformer cache.SharedIndexInformer // from nodecache.NewNodeInformer
-	// NodeEvents is where the node event handler goes; nil: NodeInformer.
-	NodeEvents        nodecache.EventSource
-	InventoryInformer informersv1.GpuInventoryInformer
-	Metrics           *metrics.Metrics
-	// Recorder receives the events about GPU nodes (joined, left, NotReady, ...); nil discards.
-	Recorder record.EventRecorder
-	// Entries caches parsed node entries, shared with other controllers that read the same
-	// node cache; nil: the controller makes its own.
-	Entries *inventory.EntryCache
+	Writer      statuswriter.Writer
+	Inventories informersv1.GpuInventoryInformer
 	// ResyncPeriod: every inventory is re-examined this often, at no API cost when nothing changed.
 	ResyncPeriod time.Duration
-	// MinSyncInterval spaces an inventory's writes under churn (see controller.WriteLimiter); 0: no limit.
-	MinSyncInterval time.Duration
-	// MaxStatusNodes bounds status.nodes (0: inventory.DefaultMaxStatusNodes).
-	MaxStatusNodes int
 	// PerNodeMetrics adds a gpu_inventory_node_not_ready series per not-ready node.
 	PerNodeMetrics bool
 	// KeepsLabel reports whether the node cache holds a label key; OnUnknownSelectorKey is
@@ -79,22 +65,8 @@ type Config struct {
 	// re-lists nodes with that key kept). Both nil: every label is kept.
 	KeepsLabel           func(key string) bool
 	OnUnknownSelectorKey func(key string)
-	// Records returns a node's GpuNode record, the memory of a GPU identity whose labels
-	// vanished; nil: the stored node list is the only memory.
-	Records inventory.Records
-	// RecordEvents delivers changes of GpuNode records: the inventories that select the
-	// record's node are synced again. Nil: none.
-	RecordEvents nodecache.EventSource
-	// RecordsSynced reports whether the records' cache has synced; nil: no records.
-	RecordsSynced cache.InformerSynced
-	// Devices tells of nodes whose DRA slices changed (the Entries cache reads the slices
-	// themselves); nil: no DRA.
-	Devices controller.DeviceSource
-	// Allocation tells what pods hold and wait for (the Entries cache reads what they hold
-	// itself); nil: pods are not read.
-	Allocation controller.AllocationSource
-	// Clock is the time source; nil: the real clock.
-	Clock clock.PassiveClock
+	// Workers sync inventories in parallel (0: 1).
+	Workers int
 	// BeforeSync, for tests, runs at the start of every sync (inside the worker's recovery).
 	BeforeSync func(name string)
 }
@@ -118,10 +90,8 @@ type Controller struct {
 	keeps             func(string) bool
 	unknown           func(string)
 	records           inventory.Records
-	recordsSynced     cache.InformerSynced
-	devicesSynced     cache.InformerSynced
-	allocation        controller.AllocationSource
-	allocationSynced  cache.InformerSynced
+	facts             controller.NodeFacts       // devices, holdings and records
+	pending           func() []allocation.Demand // nil: pods are not read
 
 	beforeSync func(string)
 
@@ -130,59 +100,51 @@ type Controller struct {
 	selectors *selectors // parsed node selectors
 }
 
-// NewController wires the controller to its informers.
-func NewController(ctx context.Context, cfg Config) (*Controller, error) {
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{} // discards
-	}
-	if cfg.Entries == nil {
-		cfg.Entries = inventory.NewEntryCache()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.NodeEvents == nil {
-		cfg.NodeEvents = cfg.NodeInformer
-	}
-	if cfg.MaxStatusNodes == 0 {
-		cfg.MaxStatusNodes = inventory.DefaultMaxStatusNodes
-	}
+// NewController wires the controller to its informers. It follows every GPU fact of the
+// context: devices, what pods hold and wait for, and the records of nodes without labels.
+func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
+	d := cc.Defaulted()
 	c := &Controller{
-		client:            cfg.Client,
-		writer:            cfg.Writer,
-		nodes:             nodecache.NewNodeLister(cfg.NodeInformer),
-		nodesSynced:       cfg.NodeInformer.HasSynced,
-		inventories:       cfg.InventoryInformer.Lister(),
-		inventoriesSynced: cfg.InventoryInformer.Informer().HasSynced,
-		queue:             controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
-		limiter:           controller.NewWriteLimiter[cache.ObjectName](cfg.MinSyncInterval, WriteBurst, cfg.Clock),
-		metrics:           cfg.Metrics,
-		recorder:          cfg.Recorder,
-		clock:             cfg.Clock,
-		entries:           cfg.Entries,
-		maxStatusNodes:    cfg.MaxStatusNodes,
-		perNodeMetrics:    cfg.PerNodeMetrics,
-		keeps:             cfg.KeepsLabel,
-		unknown:           cfg.OnUnknownSelectorKey,
+		client:            d.Client,
+		writer:            opts.Writer,
+		nodes:             nodecache.NewNodeLister(d.Nodes),
+		nodesSynced:       d.Nodes.HasSynced,
+		inventories:       opts.Inventories.Lister(),
+		inventoriesSynced: opts.Inventories.Informer().HasSynced,
+		queue:             controller.NewQueue[cache.ObjectName](Name, d.Metrics),
+		limiter:           controller.NewWriteLimiter[cache.ObjectName](d.MinSyncInterval, WriteBurst, d.Clock),
+		metrics:           d.Metrics,
+		recorder:          d.Recorder,
+		clock:             d.Clock,
+		entries:           d.Entries,
+		maxStatusNodes:    d.MaxStatusNodes,
+		perNodeMetrics:    opts.PerNodeMetrics,
+		keeps:             opts.KeepsLabel,
+		unknown:           opts.OnUnknownSelectorKey,
 		memory:            newMemory(),
 		warnings:          newWarnings(),
 		selectors:         newSelectors(),
-		beforeSync:        cfg.BeforeSync,
-		records:           cfg.Records,
-		recordsSynced:     cfg.RecordsSynced,
-		devicesSynced:     controller.DevicesSynced(cfg.Devices),
-		allocation:        cfg.Allocation,
-		allocationSynced:  controller.AllocationSynced(cfg.Allocation),
+		beforeSync:        opts.BeforeSync,
+		records:           d.Facts.Record,
+		pending:           d.Facts.Pending,
 	}
-	if c.recordsSynced == nil {
-		c.recordsSynced = func() bool { return true }
+	// A record is the memory of a node whose labels vanished: of a labelled one it changes nothing.
+	c.facts = controller.Merge(d.Facts.Devices, d.Facts.Holdings, controller.Only(d.Facts.Records, c.unlabelled))
+	if err := c.addHandlers(ctx, d.NodeEvents, opts); err != nil {
+		return nil, controller.Runner{}, err
 	}
-	if _, err := cfg.InventoryInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
+	workers := max(opts.Workers, 1)
+	return c, controller.Runner{Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
+		WaitsFor: c.waitsFor(), Started: c.Synced}, nil
+}
+
+func (c *Controller) addHandlers(ctx context.Context, nodeEvents nodecache.EventSource, opts Options) error {
+	if _, err := opts.Inventories.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueInventory,
 		UpdateFunc: c.inventoryUpdated,
 		DeleteFunc: c.inventoryDeleted,
-	}, cfg.ResyncPeriod); err != nil {
-		return nil, fmt.Errorf("add GpuInventory event handler: %w", err)
+	}, opts.ResyncPeriod); err != nil {
+		return fmt.Errorf("add GpuInventory event handler: %w", err)
 	}
 	logger := klog.FromContext(ctx)
 	forget := func(name string) {
@@ -190,40 +152,30 @@ func NewController(ctx context.Context, cfg Config) (*Controller, error) {
 		c.warnings.forgetNode(name)
 		c.memory.forgetNode(name)
 	}
-	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(forget, func(old, cur any) {
+	if _, err := nodeEvents.AddEventHandler(nodecache.NodeHandler(forget, func(old, cur any) {
 		c.handleNode(logger, old, cur)
 	})); err != nil {
-		return nil, fmt.Errorf("add Node event handler: %w", err)
+		return fmt.Errorf("add Node event handler: %w", err)
 	}
-	if cfg.Devices != nil {
-		cfg.Devices.OnChange(c.devicesChanged)
-	}
-	if cfg.Allocation != nil {
-		cfg.Allocation.OnChange(c.allocationChanged)
-	}
-	if cfg.RecordEvents != nil {
-		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.recordChanged,
-			UpdateFunc: func(_, cur any) { c.recordChanged(cur) },
-			DeleteFunc: c.recordChanged,
-		}); err != nil {
-			return nil, fmt.Errorf("add GpuNode event handler: %w", err)
-		}
-	}
-	return c, nil
+	c.facts.OnChange(c.factsChanged)
+	return nil
 }
 
 // Run processes inventories with the given number of workers until ctx is cancelled.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
-	return loop.Run(ctx, workers, c.nodesSynced, c.inventoriesSynced, c.recordsSynced, c.devicesSynced, c.allocationSynced)
+	return loop.Run(ctx, workers, c.waitsFor()...)
+}
+
+func (c *Controller) waitsFor() []cache.InformerSynced {
+	return []cache.InformerSynced{c.nodesSynced, c.inventoriesSynced, c.facts.HasSynced}
 }
 
 // Synced reports whether the caches have synced and the controller has made progress: an
 // inventory had a successful sync, or there is none. One inventory that cannot be written
 // shows in its own metrics, not here.
 func (c *Controller) Synced() bool {
-	if !c.nodesSynced() || !c.inventoriesSynced() || !c.recordsSynced() || !c.devicesSynced() || !c.allocationSynced() {
+	if !c.nodesSynced() || !c.inventoriesSynced() || !c.facts.HasSynced() {
 		return false
 	}
 	inventories, err := c.inventories.List(labels.Everything())
@@ -318,46 +270,32 @@ func (c *Controller) handleNode(logger klog.Logger, old, cur any) {
 	}
 }
 
-// recordChanged enqueues the inventories that select a GpuNode record's node: what is
-// remembered of a node without labels changed.
-func (c *Controller) recordChanged(obj any) {
-	key, err := cache.DeletionHandlingObjectToName(obj)
-	if err != nil {
-		return
-	}
-	node, ok := c.nodes.Get(key.Name)
-	if !ok || inventory.HasGFDLabels(node) {
-		return // no GPU node of that name, or one whose labels say it all: the record changes nothing
-	}
-	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
-		c.limiter.Enqueue(c.queue, inv)
-	}
+// unlabelled reports whether a GPU node of that name exists without GFD's labels: only then
+// does its record say something the labels do not.
+func (c *Controller) unlabelled(name string) bool {
+	node, ok := c.nodes.Get(name)
+	return ok && !inventory.HasGFDLabels(node)
 }
 
-// devicesChanged enqueues the inventories that select a node whose DRA slices (or what pods
-// hold there) changed.
-func (c *Controller) devicesChanged(name string) {
+// factsChanged enqueues the inventories that select a node whose GPU facts (DRA slices, what
+// pods hold there, its record) changed, and every inventory when what waiting pods ask for
+// changed (name "").
+func (c *Controller) factsChanged(name string) {
+	if name == "" {
+		inventories, err := c.inventories.List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, gi := range inventories {
+			c.limiter.Enqueue(c.queue, cache.MetaObjectToName(gi))
+		}
+		return
+	}
 	node, ok := c.nodes.Get(name)
 	if !ok {
-		return // no GPU node of that name: its slices count when it becomes one
+		return // no GPU node of that name: its facts count when it becomes one
 	}
 	for _, inv := range c.selectors.matching([]labels.Set{node.Labels}) {
 		c.limiter.Enqueue(c.queue, inv)
-	}
-}
-
-// allocationChanged enqueues the inventories that select a node where what pods hold changed,
-// and every inventory when what waiting pods ask for changed (name "").
-func (c *Controller) allocationChanged(name string) {
-	if name != "" {
-		c.devicesChanged(name)
-		return
-	}
-	inventories, err := c.inventories.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, gi := range inventories {
-		c.limiter.Enqueue(c.queue, cache.MetaObjectToName(gi))
 	}
 }

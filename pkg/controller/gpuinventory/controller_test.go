@@ -44,6 +44,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	informers "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
@@ -75,8 +76,8 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 	return newFixtureWith(t, nil, nodes, inventories...)
 }
 
-// newFixtureWith is newFixture with a config that configure completes (nil: none).
-func newFixtureWith(t *testing.T, configure func(*Config), nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
+// newFixtureWith is newFixture with a context that configure completes (nil: none).
+func newFixtureWith(t *testing.T, configure func(*controller.Context), nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	for _, gi := range inventories {
@@ -88,13 +89,13 @@ func newFixtureWith(t *testing.T, configure func(*Config), nodes []*corev1.Node,
 	recorder := record.NewFakeRecorder(100)
 	writer := &recordingWriter{client: client}
 	m := metrics.New()
-	cfg := Config{Client: client, Writer: writer, Metrics: m,
-		NodeInformer: kubeFactory.Core().V1().Nodes().Informer(), InventoryInformer: invFactory.Homelab().V1().GpuInventories(),
-		ResyncPeriod: time.Minute, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)}
+	cc := &controller.Context{Client: client, Nodes: kubeFactory.Core().V1().Nodes().Informer(), Metrics: m,
+		Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)}
 	if configure != nil {
-		configure(&cfg)
+		configure(cc)
 	}
-	c, err := NewController(ctx, cfg)
+	c, _, err := NewController(ctx, cc, Options{Writer: writer, Inventories: invFactory.Homelab().V1().GpuInventories(),
+		ResyncPeriod: time.Minute})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

@@ -99,8 +99,8 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 		return computed{}, err
 	}
 	content, warnings := c.entries.ComputeWithRecords(nodes, stored, c.records, c.clock.Now())
-	if c.allocation != nil {
-		content.AddDemand(c.allocation.Pending(), gi.Spec.NodeSelector == nil)
+	if c.pending != nil {
+		content.AddDemand(c.pending(), gi.Spec.NodeSelector == nil)
 	}
 	c.warnings.log(klog.FromContext(ctx), warnings)
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)

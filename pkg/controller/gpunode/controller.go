@@ -61,30 +61,21 @@ const (
 	RelabelBurst    = 2
 )
 
-// Config holds the controller's dependencies.
-type Config struct {
-	// Client writes the records (server-side apply with homelabv1.FieldManager).
+// Options are what the records controller has of its own beside the controller.Context.
+type Options struct {
+	// Client writes the records (server-side apply with homelabv1.FieldManager): a client of
+	// the records' own rate limit; nil: the context's Client.
 	Client versioned.Interface
 	// Reader reads a whole record where the cache keeps its summary, before marking it
 	// missing; nil: Client. A client of its own keeps those reads from halving the write rate.
 	Reader versioned.Interface
-	// NodeInformer is the node cache, from nodecache.NewNodeInformer.
-	NodeInformer cache.SharedIndexInformer
-	// NodeEvents is where the node event handler goes; nil: NodeInformer.
-	NodeEvents nodecache.EventSource
-	// RecordInformer watches the records; NewRecordInformer keeps them without managedFields.
-	RecordInformer informersv1.GpuNodeInformer
-	Metrics        *metrics.Metrics
-	// Entries may be shared with the other controllers; nil: a cache of its own.
-	Entries *inventory.EntryCache
-	// Clock is the time source; nil: the real clock.
-	Clock clock.PassiveClock
-	// Devices tells of nodes whose DRA slices changed (the Entries cache reads the slices
-	// themselves); nil: no DRA.
-	Devices controller.DeviceSource
+	// Records watches the records; NewRecordInformer keeps them without managedFields.
+	Records informersv1.GpuNodeInformer
 	// Seed returns the last-known entry of a node from before records existed (an inventory's
 	// stored status.nodes or the ConfigMap); nil: none.
 	Seed func(name string) (homelabv1.GpuNodeEntry, bool)
+	// Workers write records in parallel (0: 1).
+	Workers int
 }
 
 // Controller keeps the GpuNode records equal to the GPU identity of the nodes.
@@ -97,7 +88,7 @@ type Controller struct {
 	records       listersv1.GpuNodeLister
 	recordKeys    func() []string // the cached records' names, without expanding summaries
 	recordsSynced cache.InformerSynced
-	devicesSynced cache.InformerSynced
+	facts         controller.NodeFacts // DRA devices
 	queue         workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	limiter       *controller.WriteLimiter[cache.ObjectName] // spaces a relabelled node's writes
 	metrics       *metrics.Metrics
@@ -121,55 +112,51 @@ type Controller struct {
 	initialDone atomic.Bool
 }
 
-// NewController wires the controller to its informers.
-func NewController(ctx context.Context, cfg Config) (*Controller, error) {
-	if cfg.Entries == nil {
-		cfg.Entries = inventory.NewEntryCache()
+// NewController wires the controller to its informers. It follows the context's device
+// facts: the records are its own.
+func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
+	d := cc.Defaulted()
+	if opts.Client == nil {
+		opts.Client = d.Client
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.NodeEvents == nil {
-		cfg.NodeEvents = cfg.NodeInformer
-	}
-	if cfg.Reader == nil {
-		cfg.Reader = cfg.Client
+	if opts.Reader == nil {
+		opts.Reader = opts.Client
 	}
 	c := &Controller{
-		client:        cfg.Client,
-		reader:        cfg.Reader,
-		nodeIndex:     cfg.NodeInformer.GetIndexer(),
-		nodes:         nodecache.NewNodeLister(cfg.NodeInformer),
-		nodesSynced:   cfg.NodeInformer.HasSynced,
-		records:       cfg.RecordInformer.Lister(),
-		recordKeys:    cfg.RecordInformer.Informer().GetIndexer().ListKeys,
-		recordsSynced: cfg.RecordInformer.Informer().HasSynced,
-		devicesSynced: controller.DevicesSynced(cfg.Devices),
-		queue:         controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
-		limiter:       controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, cfg.Clock),
-		metrics:       cfg.Metrics,
-		entries:       cfg.Entries,
-		clock:         cfg.Clock,
-		seed:          cfg.Seed,
+		client:        opts.Client,
+		reader:        opts.Reader,
+		nodeIndex:     d.Nodes.GetIndexer(),
+		nodes:         nodecache.NewNodeLister(d.Nodes),
+		nodesSynced:   d.Nodes.HasSynced,
+		records:       opts.Records.Lister(),
+		recordKeys:    opts.Records.Informer().GetIndexer().ListKeys,
+		recordsSynced: opts.Records.Informer().HasSynced,
+		facts:         controller.Merge(d.Facts.Devices),
+		queue:         controller.NewQueue[cache.ObjectName](Name, d.Metrics),
+		limiter:       controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, d.Clock),
+		metrics:       d.Metrics,
+		entries:       d.Entries,
+		clock:         d.Clock,
+		seed:          opts.Seed,
 		lastSeen:      map[string]time.Time{},
 		deleted:       map[string]*homelabv1.GpuNode{},
 		pruned:        map[string]string{},
 	}
-	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
-		return nil, fmt.Errorf("add Node event handler: %w", err)
+	if _, err := d.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
+		return nil, controller.Runner{}, fmt.Errorf("add Node event handler: %w", err)
 	}
-	if cfg.Devices != nil {
-		cfg.Devices.OnChange(func(name string) { c.limiter.Enqueue(c.queue, cache.ObjectName{Name: name}) })
-	}
-	if _, err := cfg.RecordInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.facts.OnChange(func(name string) { c.limiter.Enqueue(c.queue, cache.ObjectName{Name: name}) })
+	if _, err := opts.Records.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRecord,
 		UpdateFunc: c.recordUpdated,
 		DeleteFunc: c.recordDeleted,
 	}); err != nil {
-		return nil, fmt.Errorf("add GpuNode event handler: %w", err)
+		return nil, controller.Runner{}, fmt.Errorf("add GpuNode event handler: %w", err)
 	}
 	klog.FromContext(ctx).V(4).Info("Records controller wired", "controller", Name)
-	return c, nil
+	workers := max(opts.Workers, 1)
+	return c, controller.Runner{Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
+		WaitsFor: []cache.InformerSynced{c.nodesSynced, c.recordsSynced, c.facts.HasSynced}, Started: c.Synced}, nil
 }
 
 // Run syncs records with the given number of workers until ctx is cancelled.
@@ -181,7 +168,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 // cachesSynced reports whether both caches have synced; the first time they have, before any
 // worker starts, it queues every GPU node and every record for the initial pass.
 func (c *Controller) cachesSynced() bool {
-	if !c.nodesSynced() || !c.recordsSynced() || !c.devicesSynced() {
+	if !c.nodesSynced() || !c.recordsSynced() || !c.facts.HasSynced() {
 		return false
 	}
 	c.started.Do(c.startInitialPass)
@@ -209,7 +196,7 @@ func (c *Controller) startInitialPass() {
 // Synced reports whether the caches have synced and every GPU node and record seen at start
 // has been synced once: the records are then as complete as this controller can make them.
 func (c *Controller) Synced() bool {
-	return c.nodesSynced() && c.recordsSynced() && c.devicesSynced() && c.initialDone.Load()
+	return c.nodesSynced() && c.recordsSynced() && c.facts.HasSynced() && c.initialDone.Load()
 }
 
 // Record returns the cached record of a node, nil when there is none. The record may be
@@ -221,6 +208,18 @@ func (c *Controller) Record(name string) *homelabv1.GpuNode {
 		return nil
 	}
 	return r
+}
+
+// RecordsOf returns the spec of a node's record from the records' cache (Record's), for
+// the controllers that read the records.
+func RecordsOf(records informersv1.GpuNodeInformer) inventory.Records {
+	lister := records.Lister()
+	return func(name string) *homelabv1.GpuNodeSpec {
+		if r, err := lister.Get(name); err == nil {
+			return &r.Spec
+		}
+		return nil
+	}
 }
 
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {

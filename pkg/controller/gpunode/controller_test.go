@@ -40,6 +40,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -76,8 +77,8 @@ func newFixture(t *testing.T, nodes []*corev1.Node, records ...*homelabv1.GpuNod
 		seed: map[string]homelabv1.GpuNodeEntry{}}
 	f.nodes = nodecache.NewNodeInformer(k8sfake.NewClientset(), 0)
 	f.records = NewRecordInformer(f.client, 0).(recordInformer)
-	c, err := NewController(ctx, Config{Client: f.client, NodeInformer: f.nodes, NodeEvents: f.events,
-		RecordInformer: f.records, Metrics: f.metrics, Clock: f.clock,
+	cc := &controller.Context{Client: f.client, Nodes: f.nodes, NodeEvents: f.events, Metrics: f.metrics, Clock: f.clock}
+	c, _, err := NewController(ctx, cc, Options{Records: f.records,
 		Seed: func(name string) (homelabv1.GpuNodeEntry, bool) { e, ok := f.seed[name]; return e, ok }})
 	if err != nil {
 		t.Fatal(err)

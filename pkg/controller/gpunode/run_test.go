@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
@@ -70,7 +71,7 @@ func TestRunKeepsRecordsFollowingTheNodes(t *testing.T) {
 
 	nodes := nodecache.NewNodeInformer(kube, 0)
 	records := NewRecordInformer(client, 0)
-	c, err := NewController(ctx, Config{Client: client, NodeInformer: nodes, RecordInformer: records, Metrics: metrics.New()})
+	c, run, err := NewController(ctx, &controller.Context{Client: client, Nodes: nodes, Metrics: metrics.New()}, Options{Records: records, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestRunKeepsRecordsFollowingTheNodes(t *testing.T) {
 	go nodes.RunWithContext(ctx)
 	go records.Informer().RunWithContext(ctx)
 	done := make(chan error)
-	go func() { done <- c.Run(ctx, 2) }()
+	go func() { done <- run.Run(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

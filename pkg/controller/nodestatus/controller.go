@@ -119,10 +119,10 @@ type Controller struct {
 	queue            workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	metrics          *metrics.Metrics
 
-	recorder      record.EventRecorder
-	records       inventory.Records
-	devicesSynced cache.InformerSynced
-	progressed    atomic.Bool // a sync succeeded
+	recorder   record.EventRecorder
+	records    inventory.Records
+	facts      controller.NodeFacts // DRA devices and GpuNode records
+	progressed atomic.Bool          // a sync succeeded
 
 	// last is what this controller wrote last: while the ConfigMap is at that
 	// resourceVersion, its entries need not be decoded again.
@@ -134,75 +134,42 @@ type written struct {
 	entries         []homelabv1.GpuNodeEntry
 }
 
-// Config holds the controller's dependencies and settings.
-type Config struct {
-	Client       kubernetes.Interface
-	Namespace    string                    // of the ConfigMap
-	NodeInformer cache.SharedIndexInformer // from nodecache.NewNodeInformer
-	// NodeEvents is where the node event handler goes; nil: NodeInformer.
-	NodeEvents nodecache.EventSource
-	// ConfigMapInformer watches the namespace (it may be limited to the one ConfigMap by a
-	// field selector).
-	ConfigMapInformer coreinformers.ConfigMapInformer
-	Metrics           *metrics.Metrics
-	// Entries may be shared with the inventory controller; nil: a cache of its own.
-	Entries *inventory.EntryCache
-	// MaxNodes bounds the number of entries (0: inventory.DefaultMaxStatusNodes).
-	MaxNodes int
+// Options are what the ConfigMap controller has of its own beside the controller.Context.
+type Options struct {
+	Namespace string // of the ConfigMap
+	// ConfigMaps watches the namespace (it may be limited to the one ConfigMap by a field
+	// selector).
+	ConfigMaps coreinformers.ConfigMapInformer
 	// MinInterval allows at most one write per interval under churn (0: no limit).
 	MinInterval time.Duration
 	// Delay is how long every change waits, so that the ConfigMap follows the GpuInventory
 	// status instead of reaching the API server with it.
 	Delay time.Duration
-	// Recorder receives an event when content the operator did not write is dropped; nil discards.
-	Recorder record.EventRecorder
-	// Records returns a node's GpuNode record, the memory of a GPU identity whose labels
-	// vanished; nil: the ConfigMap's entries are the only memory.
-	Records inventory.Records
-	// RecordEvents delivers changes of GpuNode records; nil: none.
-	RecordEvents nodecache.EventSource
-	// Devices tells of nodes whose DRA slices changed; nil: no DRA.
-	Devices controller.DeviceSource
-	// Clock is the time source; nil: the real clock.
-	Clock clock.PassiveClock
 }
 
-// NewController wires the controller.
-func NewController(cfg Config) (*Controller, error) {
-	if cfg.Entries == nil {
-		cfg.Entries = inventory.NewEntryCache()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.NodeEvents == nil {
-		cfg.NodeEvents = cfg.NodeInformer
-	}
-	if cfg.MaxNodes == 0 {
-		cfg.MaxNodes = inventory.DefaultMaxStatusNodes
-	}
-	if cfg.Recorder == nil {
-		cfg.Recorder = &record.FakeRecorder{} // discards
-	}
+// NewController wires the controller. It follows the context's device facts and records.
+func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
+	d := cc.Defaulted()
 	c := &Controller{
-		recorder:         cfg.Recorder,
-		client:           cfg.Client,
-		nodes:            nodecache.NewNodeLister(cfg.NodeInformer),
-		nodesSynced:      cfg.NodeInformer.HasSynced,
-		configMaps:       cfg.ConfigMapInformer.Lister(),
-		configMapsSynced: cfg.ConfigMapInformer.Informer().HasSynced,
-		key:              cache.ObjectName{Namespace: cfg.Namespace, Name: homelabv1.NodeStatusConfigMapName},
-		queue:            controller.NewQueue[cache.ObjectName](Name, cfg.Metrics),
-		maxNodes:         cfg.MaxNodes,
-		clock:            cfg.Clock,
-		entries:          cfg.Entries,
-		metrics:          cfg.Metrics,
-		records:          cfg.Records,
+		recorder:         d.Recorder,
+		client:           d.Kube,
+		nodes:            nodecache.NewNodeLister(d.Nodes),
+		nodesSynced:      d.Nodes.HasSynced,
+		configMaps:       opts.ConfigMaps.Lister(),
+		configMapsSynced: opts.ConfigMaps.Informer().HasSynced,
+		key:              cache.ObjectName{Namespace: opts.Namespace, Name: homelabv1.NodeStatusConfigMapName},
+		queue:            controller.NewQueue[cache.ObjectName](Name, d.Metrics),
+		maxNodes:         d.MaxStatusNodes,
+		clock:            d.Clock,
+		entries:          d.Entries,
+		metrics:          d.Metrics,
+		records:          d.Facts.Record,
+		facts:            controller.Merge(d.Facts.Devices, d.Facts.Records),
 	}
-	c.limiter = controller.NewWriteLimiter[cache.ObjectName](cfg.MinInterval, 1, c.clock).WithDelay(cfg.Delay)
+	c.limiter = controller.NewWriteLimiter[cache.ObjectName](opts.MinInterval, 1, c.clock).WithDelay(opts.Delay)
 	enqueue := func(any) { c.limiter.Enqueue(c.queue, c.key) }
-	if _, err := cfg.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, func(_, cur any) { enqueue(cur) })); err != nil {
-		return nil, fmt.Errorf("add Node event handler: %w", err)
+	if _, err := d.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, func(_, cur any) { enqueue(cur) })); err != nil {
+		return nil, controller.Runner{}, fmt.Errorf("add Node event handler: %w", err)
 	}
 	isOurs := func(obj any) bool {
 		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -211,7 +178,7 @@ func NewController(cfg Config) (*Controller, error) {
 		name, err := cache.ObjectToName(obj)
 		return err == nil && name == c.key
 	}
-	if _, err := cfg.ConfigMapInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+	if _, err := opts.ConfigMaps.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: isOurs,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    enqueue,
@@ -219,20 +186,15 @@ func NewController(cfg Config) (*Controller, error) {
 			DeleteFunc: enqueue, // recreate it
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("add ConfigMap event handler: %w", err)
+		return nil, controller.Runner{}, fmt.Errorf("add ConfigMap event handler: %w", err)
 	}
-	if cfg.Devices != nil {
-		cfg.Devices.OnChange(func(string) { enqueue(nil) })
-	}
-	c.devicesSynced = controller.DevicesSynced(cfg.Devices)
-	if cfg.RecordEvents != nil {
-		if _, err := cfg.RecordEvents.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
-		}); err != nil {
-			return nil, fmt.Errorf("add GpuNode event handler: %w", err)
-		}
-	}
-	return c, nil
+	c.facts.OnChange(func(string) { enqueue(nil) })
+	klog.FromContext(ctx).V(4).Info("ConfigMap controller wired", "controller", Name)
+	return c, controller.Runner{Run: c.Run, WaitsFor: c.waitsFor(), Started: c.Synced}, nil
+}
+
+func (c *Controller) waitsFor() []cache.InformerSynced {
+	return []cache.InformerSynced{c.nodesSynced, c.configMapsSynced, c.facts.HasSynced}
 }
 
 // Run keeps the ConfigMap up to date until ctx is cancelled. One worker is enough: there is
@@ -240,7 +202,7 @@ func NewController(cfg Config) (*Controller, error) {
 func (c *Controller) Run(ctx context.Context) error {
 	c.queue.Add(c.key) // nodes may be none at all, and the ConfigMap should exist anyway
 	loop := controller.Loop[cache.ObjectName]{Name: Name, Queue: c.queue, Sync: c.syncHandler, Metrics: c.metrics}
-	return loop.Run(ctx, 1, c.nodesSynced, c.configMapsSynced, c.devicesSynced)
+	return loop.Run(ctx, 1, c.waitsFor()...)
 }
 
 // Data returns the ConfigMap data for the given entries: each GPU node's entry as compact JSON,

@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
@@ -62,8 +63,9 @@ func syncRecorded(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap
 	}
 	client := k8sfake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(client, 0)
-	c, err := NewController(Config{Client: client, Namespace: namespace, MaxNodes: 500, Metrics: metrics.New(), Recorder: recorder,
-		NodeInformer: factory.Core().V1().Nodes().Informer(), ConfigMapInformer: factory.Core().V1().ConfigMaps()})
+	cc := &controller.Context{Kube: client, Nodes: factory.Core().V1().Nodes().Informer(), MaxStatusNodes: 500,
+		Metrics: metrics.New(), Recorder: recorder}
+	c, _, err := NewController(ctx, cc, Options{Namespace: namespace, ConfigMaps: factory.Core().V1().ConfigMaps()})
 	if err != nil {
 		t.Fatal(err)
 	}
