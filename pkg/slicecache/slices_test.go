@@ -229,18 +229,31 @@ func TestListWatchSelectsTheDriver(t *testing.T) {
 	}
 }
 
+// Each step starts a cache of its own on the slices it begins with (the state the step
+// before it left), so that any one runs alone.
 func TestFactsFollowSlices(t *testing.T) {
-	initial := slice("dra-1-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0", "gpu-1")
-	f := newFixture(t, initial)
-	if got := f.wantFacts(t, "dra-1", initial); got == nil || got.GpuCount != 2 {
-		t.Fatalf("facts from the initial list: %+v, want 2 GPUs", got)
+	gen1 := func() *resourcev1.ResourceSlice {
+		return slice("dra-1-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0", "gpu-1")
 	}
-	if f.cache.Facts("dra-2") != nil {
-		t.Error("a node without slices has facts")
+	gen2 := func() *resourcev1.ResourceSlice {
+		return slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
 	}
+	dra2 := func() *resourcev1.ResourceSlice { return slice("dra-2-gpu", "dra-2", 1, 1, "580.126.9", "gpu-0") }
+
+	t.Run("initial list", func(t *testing.T) {
+		initial := gen1()
+		f := newFixture(t, initial)
+		if got := f.wantFacts(t, "dra-1", initial); got == nil || got.GpuCount != 2 {
+			t.Fatalf("facts from the initial list: %+v, want 2 GPUs", got)
+		}
+		if f.cache.Facts("dra-2") != nil {
+			t.Error("a node without slices has facts")
+		}
+	})
 
 	t.Run("added", func(t *testing.T) {
-		s := slice("dra-2-gpu", "dra-2", 1, 1, "580.126.9", "gpu-0")
+		f := newFixture(t, gen1())
+		s := dra2()
 		f.create(t, s)
 		if node := f.next(t); node != "dra-2" {
 			t.Fatalf("OnChange(%q), want dra-2", node)
@@ -249,8 +262,9 @@ func TestFactsFollowSlices(t *testing.T) {
 	})
 
 	t.Run("new generation", func(t *testing.T) {
+		f := newFixture(t, gen1())
 		before := f.cache.Facts("dra-1")
-		s := slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		s := gen2()
 		f.update(t, s)
 		if node := f.next(t); node != "dra-1" {
 			t.Fatalf("OnChange(%q), want dra-1", node)
@@ -265,8 +279,9 @@ func TestFactsFollowSlices(t *testing.T) {
 	})
 
 	t.Run("republished with equal content", func(t *testing.T) {
+		f := newFixture(t, gen2())
 		before := f.cache.Facts("dra-1")
-		s := slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		s := gen2()
 		s.Labels["republished"] = "true" // a new resourceVersion, nothing read changed
 		f.update(t, s)
 		f.create(t, slice("sentinel-gpu", "sentinel", 1, 1, "580.126.9", "gpu-0"))
@@ -277,6 +292,7 @@ func TestFactsFollowSlices(t *testing.T) {
 	})
 
 	t.Run("a GPU swapped for another of the same kind", func(t *testing.T) {
+		f := newFixture(t, gen2())
 		s := slice("dra-1-gpu", "dra-1", 3, 1, "590.48.1", "gpu-0", "gpu-1")
 		for i := range s.Spec.Devices {
 			if s.Spec.Devices[i].Name == "gpu-1" {
@@ -291,6 +307,10 @@ func TestFactsFollowSlices(t *testing.T) {
 	})
 
 	t.Run("deleted", func(t *testing.T) {
+		f := newFixture(t, gen2(), dra2())
+		if f.cache.Facts("dra-2") == nil {
+			t.Fatal("no facts of dra-2 from the initial list")
+		}
 		f.delete(t, "dra-2-gpu")
 		if node := f.next(t); node != "dra-2" {
 			t.Fatalf("OnChange(%q), want dra-2", node)
@@ -301,6 +321,7 @@ func TestFactsFollowSlices(t *testing.T) {
 	})
 
 	t.Run("moved to another node", func(t *testing.T) {
+		f := newFixture(t, gen2())
 		s := slice("dra-1-gpu", "dra-3", 2, 1, "590.48.1", "gpu-0", "gpu-1")
 		s.Spec.Pool.Name = "dra-1" // the pool's name is not the node's: the node is
 		f.update(t, s)
