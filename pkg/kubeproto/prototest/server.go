@@ -361,12 +361,10 @@ func (s *Server) route(path string) (Resource, string, bool) {
 		if path == r.Path("") {
 			return r, "", true
 		}
-		if !r.Namespaced {
-			continue
-		}
-		prefix, suffix, _ := strings.Cut(r.Path("\x00"), "\x00")
-		if ns, ok := strings.CutSuffix(strings.TrimPrefix(path, prefix), suffix); ok && strings.HasPrefix(path, prefix) && ns != "" && !strings.Contains(ns, "/") {
-			return r, ns, true
+		inNamespace, ok := strings.CutPrefix(path, strings.TrimSuffix(r.Path(""), r.Name)+"namespaces/")
+		namespace, ok2 := strings.CutSuffix(inNamespace, "/"+r.Name)
+		if r.Namespaced && ok && ok2 && namespace != "" && !strings.Contains(namespace, "/") {
+			return r, namespace, true
 		}
 	}
 	return Resource{}, "", false
