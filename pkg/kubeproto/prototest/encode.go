@@ -16,6 +16,17 @@ limitations under the License.
 
 // Package prototest is the cache tests' fake API server and encoder: protobuf lists and
 // watches of the k8s.io/api types, as kube-apiserver sends them. Only tests import it.
+//
+// A test serves the resources it reads, stores what the server starts with, points the code
+// under test at Config and changes what is stored:
+//
+//	server := prototest.NewServer(t, prototest.Options{}, prototest.Pods)
+//	server.Set(pod)                          // stored, no event
+//	c, err := podcache.New(server.Config(), tracker, podcache.Options{})
+//	server.Apply(watch.Modified, changedPod) // an event to every open watch
+//	server.Expire()                          // 410 Gone to every open watch
+//
+// EncodeList encodes a list as one page of the API server's answer, for decoder tests.
 package prototest
 
 import (
