@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 func TestServed(t *testing.T) {
@@ -67,20 +68,30 @@ func TestServed(t *testing.T) {
 	})
 }
 
+// newServer is a fake API server of ResourceClaims holding claims.
+func newServer(t *testing.T, opts prototest.Options, claims ...*resourcev1.ResourceClaim) *prototest.Server {
+	t.Helper()
+	server := prototest.NewServer(t, opts, prototest.ResourceClaims)
+	for _, c := range claims {
+		server.Set(c)
+	}
+	return server
+}
+
 // fixture is a running Cache on a fake API server, with every Tracker change.
 type fixture struct {
-	server  *apiServer
+	server  *prototest.Server
 	tracker *allocation.Tracker
 	cache   *Cache
 	changes chan string
 }
 
-func start(t *testing.T, server *apiServer) *fixture {
+func start(t *testing.T, server *prototest.Server) *fixture {
 	t.Helper()
 	f := &fixture{server: server, tracker: allocation.NewTracker(), changes: make(chan string, 1000)}
 	f.tracker.OnChange(func(node string) { f.changes <- node })
 	var err error
-	if f.cache, err = New(server.config(), f.tracker); err != nil {
+	if f.cache, err = New(server.Config(), f.tracker); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -146,13 +157,13 @@ func TestCacheFollowsClaims(t *testing.T) {
 			training := allocated(requesting(claim("ml", "a"), oneGPU), [][3]string{gpu("node-a", "gpu-0")}, "p-0", "p-1")
 			nic := allocated(requesting(claim("net", "nic"), nicRequest), [][3]string{{"nic.example.com", "node-a", "eth0"}}, "n-0")
 			waiting := requesting(claim("ml", "w"), exact("gpu", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 2, productExpr))
-			server := newAPIServer(t, tc.json, tc.noWatchList, training, nic, waiting)
+			server := newServer(t, prototest.Options{JSON: tc.json, NoWatchList: tc.noWatchList}, training, nic, waiting)
 			f := start(t, server)
 
-			requests, _ := server.requestsSeen()
+			requests := server.Requests()
 			listed := false
 			for _, r := range requests {
-				listed = listed || r.query["watch"] != "true"
+				listed = listed || !r.IsWatch()
 			}
 			if listed != tc.noWatchList {
 				t.Errorf("listed = %v with noWatchList = %v; requests %v", listed, tc.noWatchList, requests)
@@ -168,25 +179,25 @@ func TestCacheFollowsClaims(t *testing.T) {
 
 			// The scheduler allocates the waiting claim.
 			running := allocated(waiting.DeepCopy(), [][3]string{gpu("node-b", "gpu-2"), gpu("node-b", "gpu-1")}, "w-0")
-			server.write(watch.Modified, running)
+			server.Apply(watch.Modified, running)
 			f.wantHeld(t, "node-b", held("ml", 1, "gpu-1", "gpu-2"))
 			f.waitFor(t, "no pending demand", func() bool { return len(f.tracker.Pending()) == 0 })
 
 			// The first claim's pods finish and the claim is deallocated; then the second is deleted.
 			deallocated := training.DeepCopy()
 			deallocated.Status = resourcev1.ResourceClaimStatus{}
-			server.write(watch.Modified, deallocated)
+			server.Apply(watch.Modified, deallocated)
 			f.wantHeld(t, "node-a", nil)
-			server.write(watch.Deleted, running)
+			server.Apply(watch.Deleted, running)
 			f.wantHeld(t, "node-b", nil)
 
 			// Other drivers' claims come and go; none is kept or reaches the Tracker.
 			nic2 := requesting(claim("net", "nic-2"), nicRequest)
-			server.write(watch.Added, nic2)
-			server.write(watch.Modified, allocated(nic2.DeepCopy(), [][3]string{{"nic.example.com", "node-s", "eth1"}}, "n-1"))
-			server.write(watch.Deleted, nic2)
-			server.write(watch.Modified, nic)
-			server.write(watch.Added, allocated(requesting(claim("ml", "sentinel"), oneGPU), [][3]string{gpu("node-s", "gpu-0")}, "s-0"))
+			server.Apply(watch.Added, nic2)
+			server.Apply(watch.Modified, allocated(nic2.DeepCopy(), [][3]string{{"nic.example.com", "node-s", "eth1"}}, "n-1"))
+			server.Apply(watch.Deleted, nic2)
+			server.Apply(watch.Modified, nic)
+			server.Apply(watch.Added, allocated(requesting(claim("ml", "sentinel"), oneGPU), [][3]string{gpu("node-s", "gpu-0")}, "s-0"))
 			f.wantHeld(t, "node-s", held("ml", 1, "gpu-0"))
 			if diff := cmp.Diff([]string{"ml/a", "ml/sentinel"}, f.keys(), cmpSorted); diff != "" {
 				t.Errorf("kept claims (-want +got):\n%s", diff)
@@ -194,18 +205,14 @@ func TestCacheFollowsClaims(t *testing.T) {
 
 			// The watch ends after an ignored event: the next one starts at that event's
 			// version, without listing again.
-			requests, next := server.requestsSeen()
-			rv := server.writeEnding(watch.Deleted, nic, true)
-			select {
-			case <-next:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no request after the watch ended")
-			}
-			after, _ := server.requestsSeen()
-			if again := after[len(requests)].query; again["watch"] != "true" || again["resourceVersion"] != rv || again["sendInitialEvents"] != "" {
+			requests = server.Requests()
+			rv := server.Apply(watch.Deleted, nic)
+			server.EndWatches()
+			after := server.AwaitRequests(len(requests) + 1)
+			if again := after[len(requests)].Query(); again.Get("watch") != "true" || again.Get("resourceVersion") != rv || again.Has("sendInitialEvents") {
 				t.Errorf("after the watch ended at %s, the cache asked for %v; want a watch from %s", rv, again, rv)
 			}
-			server.write(watch.Added, allocated(requesting(claim("ml", "late"), oneGPU), [][3]string{gpu("node-c", "gpu-3")}, "l-0"))
+			server.Apply(watch.Added, allocated(requesting(claim("ml", "late"), oneGPU), [][3]string{gpu("node-c", "gpu-3")}, "l-0"))
 			f.wantHeld(t, "node-c", held("ml", 1, "gpu-3"))
 		})
 	}

@@ -30,13 +30,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // manyClaims are n claims over four namespaces: allocated GPU claims, other drivers' claims
@@ -59,9 +57,9 @@ func manyClaims(n int) []*resourcev1.ResourceClaim {
 	return out
 }
 
-func streamClient(t *testing.T, server *apiServer) *kubernetes.Clientset {
+func streamClient(t *testing.T, server *prototest.Server) *kubernetes.Clientset {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(server.config())
+	client, err := kubernetes.NewForConfig(server.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +69,10 @@ func streamClient(t *testing.T, server *apiServer) *kubernetes.Clientset {
 // StreamClaims reads the claims in pages of StreamPageSize and hands over exactly what
 // FromClaim keeps of each, for all namespaces or one.
 func TestStreamClaimsOverPages(t *testing.T) {
-	claims := manyClaims(2*StreamPageSize + 203)
-	server := newAPIServer(t, false, false, claims...)
-	client := streamClient(t, server)
 	for _, namespace := range []string{"", "team-1"} {
 		t.Run("namespace "+namespace, func(t *testing.T) {
-			before, _ := server.requestsSeen()
+			server := newServer(t, prototest.Options{}, manyClaims(2*StreamPageSize+203)...)
+			client := streamClient(t, server)
 			var got []*allocation.Claim
 			err := StreamClaims(context.Background(), client.ResourceV1().RESTClient(), namespace, func(c *allocation.Claim) error {
 				got = append(got, c)
@@ -85,9 +81,7 @@ func TestStreamClaimsOverPages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			server.mu.Lock()
-			stored := server.current(namespace)
-			server.mu.Unlock()
+			stored := prototest.Stored[resourcev1.ResourceClaim](server, namespace)
 			var want []*allocation.Claim
 			for _, c := range stored {
 				if kept := allocation.FromClaim(c); kept != nil {
@@ -100,8 +94,7 @@ func TestStreamClaimsOverPages(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("streamed claims (-FromClaim +StreamClaims):\n%s", diff)
 			}
-			after, _ := server.requestsSeen()
-			pages := after[len(before):]
+			pages := server.Requests()
 			wantPages := (len(stored) + StreamPageSize - 1) / StreamPageSize
 			if len(pages) != wantPages {
 				t.Fatalf("%d requests for %d claims; want %d pages", len(pages), len(stored), wantPages)
@@ -115,8 +108,8 @@ func TestStreamClaimsOverPages(t *testing.T) {
 				if namespace != "" {
 					wantPath = "/apis/resource.k8s.io/v1/namespaces/" + namespace + "/resourceclaims"
 				}
-				if p.path != wantPath || p.query["limit"] != fmt.Sprint(StreamPageSize) || p.query["continue"] != wantContinue {
-					t.Errorf("page %d: %s %v; want %s with limit %d and continue %q", i, p.path, p.query, wantPath, StreamPageSize, wantContinue)
+				if q := p.Query(); p.Path != wantPath || q.Get("limit") != fmt.Sprint(StreamPageSize) || q.Get("continue") != wantContinue {
+					t.Errorf("page %d: %s; want %s with limit %d and continue %q", i, p, wantPath, StreamPageSize, wantContinue)
 				}
 			}
 		})
@@ -126,7 +119,7 @@ func TestStreamClaimsOverPages(t *testing.T) {
 // An error of fn ends the stream and is returned as it is; the API server's errors are
 // returned so that the caller can tell a server without the API.
 func TestStreamClaimsErrors(t *testing.T) {
-	server := newAPIServer(t, false, false, manyClaims(30)...)
+	server := newServer(t, prototest.Options{}, manyClaims(30)...)
 	client := streamClient(t, server)
 	stop := errors.New("enough")
 	calls := 0
@@ -141,7 +134,7 @@ func TestStreamClaimsErrors(t *testing.T) {
 		t.Errorf("StreamClaims = %v after %d calls; want the function's error after 3", err, calls)
 	}
 
-	nothing := newAPIServer(t, false, false)
+	nothing := newServer(t, prototest.Options{})
 	core := streamClient(t, nothing).CoreV1().RESTClient() // a path the fake server does not serve
 	err = StreamClaims(context.Background(), core, "", func(*allocation.Claim) error { return nil })
 	if !apierrors.IsNotFound(err) {
@@ -151,16 +144,7 @@ func TestStreamClaimsErrors(t *testing.T) {
 
 func protobufClaimList(t testing.TB, claims []*resourcev1.ResourceClaim, cont string) []byte {
 	t.Helper()
-	list := &resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
-	for _, c := range claims {
-		list.Items = append(list.Items, *c)
-	}
-	encoder := scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), resourcev1.SchemeGroupVersion)
-	data, err := runtime.Encode(encoder, list)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return prototest.EncodeList(t, metav1.ListMeta{ResourceVersion: "42", Continue: cont}, claims...)
 }
 
 // A claim's message may be as large as MaxClaimBytes: a size claimed beyond it is refused

@@ -22,12 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,10 +36,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // configMaps are n ConfigMaps with data of size bytes each, in namespaces a, b and c.
@@ -54,21 +55,14 @@ func configMaps(n, size int) []corev1.ConfigMap {
 	return out
 }
 
-var encoder = scheme.Codecs.EncoderForVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion)
-
-// encode encodes obj as the API server answers a protobuf request.
-func encode(t testing.TB, obj k8sruntime.Object) []byte {
-	t.Helper()
-	data, err := k8sruntime.Encode(encoder, obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
+// protobufList encodes items as the API server answers a protobuf list request.
 func protobufList(t testing.TB, items []corev1.ConfigMap, cont string) []byte {
 	t.Helper()
-	return encode(t, &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}, Items: items})
+	ptrs := make([]*corev1.ConfigMap, len(items))
+	for i := range items {
+		ptrs[i] = &items[i]
+	}
+	return prototest.EncodeList(t, metav1.ListMeta{ResourceVersion: "42", Continue: cont}, ptrs...)
 }
 
 var testList = List{Resource: "configmaps", MaxItemBytes: 1 << 20}
@@ -318,88 +312,55 @@ func TestDecodeList(t *testing.T) {
 	}
 }
 
-// configMapServer serves ConfigMap lists in protobuf, a page of the request's limit at a
-// time with the offset as the continue token, and records the requests.
-type configMapServer struct {
-	items []corev1.ConfigMap
-	mu    sync.Mutex
-	seen  []string // path?query
-}
-
-func (s *configMapServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.seen = append(s.seen, r.URL.Path+"?"+r.URL.RawQuery)
-	s.mu.Unlock()
-	namespace := ""
-	if r.URL.Path != "/api/v1/configmaps" {
-		tail, inNamespace := strings.CutPrefix(r.URL.Path, "/api/v1/namespaces/")
-		ns, configMaps := strings.CutSuffix(tail, "/configmaps")
-		if !inNamespace || !configMaps || ns == "" || strings.Contains(ns, "/") {
-			http.NotFound(w, r)
-			return
-		}
-		namespace = ns
-	}
-	if r.Header.Get("Accept") != ContentType {
-		http.Error(w, "protobuf only", http.StatusNotAcceptable)
-		return
-	}
-	var matching []corev1.ConfigMap
-	for _, cm := range s.items {
-		if namespace == "" || cm.Namespace == namespace {
-			matching = append(matching, cm)
-		}
-	}
-	q := r.URL.Query()
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	from, _ := strconv.Atoi(q.Get("continue"))
-	to, cont := len(matching), ""
-	if limit > 0 && from+limit < len(matching) {
-		to, cont = from+limit, strconv.Itoa(from+limit)
-	}
-	data, err := k8sruntime.Encode(encoder, &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(42 + from), Continue: cont}, Items: matching[from:to]})
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", ContentType)
-	if q.Get("labelSelector") == "broken" {
-		data = data[:len(data)-5]
-	}
-	_, _ = w.Write(data)
-}
-
-func (s *configMapServer) requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.seen...)
-}
-
-func coreClient(t *testing.T, s *configMapServer) rest.Interface {
+// newServer is a fake API server holding n ConfigMaps labelled team=ml, in namespaces a, b
+// and c; it serves pods too, whose changes move the resourceVersion.
+func newServer(t *testing.T, n int, opts prototest.Options) *prototest.Server {
 	t.Helper()
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1}) // no client-side throttling
+	server := prototest.NewServer(t, opts, prototest.ConfigMaps, prototest.Pods)
+	for _, cm := range configMaps(n, 10) {
+		cm.Labels = map[string]string{"team": "ml"}
+		server.Set(&cm)
+	}
+	return server
+}
+
+// coreClient is the core group's client of server, without client-side throttling.
+func coreClient(t *testing.T, server *prototest.Server) rest.Interface {
+	t.Helper()
+	cfg := server.Config()
+	cfg.QPS = -1
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client.CoreV1().RESTClient()
 }
 
+// requested is each request's path?query; it fails t for a request that does not ask for
+// protobuf alone.
+func requested(t *testing.T, server *prototest.Server) []string {
+	t.Helper()
+	var out []string
+	for _, r := range server.Requests() {
+		if r.Accept != ContentType {
+			t.Errorf("%s accepts %q; want %s only", r, r.Accept, ContentType)
+		}
+		out = append(out, r.String())
+	}
+	return out
+}
+
 // Stream asks for every page of the list in protobuf, opts.Limit at a time with the
 // continue tokens, and hands over every item in order, of all namespaces or one.
 func TestStreamReadsEveryPage(t *testing.T) {
-	server := &configMapServer{items: configMaps(1234, 10)}
-	client := coreClient(t, server)
 	for _, namespace := range []string{"", "b"} {
 		t.Run("namespace "+namespace, func(t *testing.T) {
+			server := newServer(t, 1234, prototest.Options{})
+			client := coreClient(t, server)
 			var want, got []string
-			for _, cm := range server.items {
-				if namespace == "" || cm.Namespace == namespace {
-					want = append(want, cm.Name)
-				}
+			for _, cm := range prototest.Stored[corev1.ConfigMap](server, namespace) {
+				want = append(want, cm.Name)
 			}
-			before := len(server.requests())
 			err := testList.Stream(context.Background(), client, namespace, metav1.ListOptions{Limit: 100, LabelSelector: "team=ml", Continue: "ignored"}, func(raw []byte) error {
 				var cm corev1.ConfigMap
 				if err := cm.Unmarshal(raw); err != nil {
@@ -426,7 +387,7 @@ func TestStreamReadsEveryPage(t *testing.T) {
 				}
 				wantRequests = append(wantRequests, path+"?"+cont+"labelSelector=team%3Dml&limit=100")
 			}
-			if diff := cmp.Diff(wantRequests, server.requests()[before:]); diff != "" {
+			if diff := cmp.Diff(wantRequests, requested(t, server)); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
@@ -435,22 +396,35 @@ func TestStreamReadsEveryPage(t *testing.T) {
 
 // StreamVersion asks for the first page at the resourceVersion given, for the others with
 // the continue token alone (the API server refuses both), and returns the first page's
-// resourceVersion.
+// resourceVersion (a pod changes after each page, so that every page's differs).
 func TestStreamVersion(t *testing.T) {
-	server := &configMapServer{items: configMaps(250, 10)}
+	var server *prototest.Server
+	pods := 0
+	changeAfterEachPage := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			pods++
+			server.Apply(watch.Added, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprint("pod-", pods)}})
+		})
+	}
+	server = newServer(t, 250, prototest.Options{Wrap: changeAfterEachPage})
 	client := coreClient(t, server)
+	first := server.ResourceVersion()
 	n := 0
 	opts := metav1.ListOptions{Limit: 100, ResourceVersion: "0", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
 	rv, err := testList.StreamVersion(context.Background(), client, "", opts, func([]byte) error { n++; return nil })
-	if err != nil || rv != "42" || n != 250 {
-		t.Errorf("StreamVersion = %q, %v after %d items; want the first page's 42 after 250 items", rv, err, n)
+	if err != nil || rv != first || n != 250 {
+		t.Errorf("StreamVersion = %q, %v after %d items; want the first page's %s after 250 items", rv, err, n, first)
+	}
+	if last := server.ResourceVersion(); last == first {
+		t.Errorf("the pages' resourceVersion never changed from %s", first)
 	}
 	want := []string{
 		"/api/v1/configmaps?limit=100&resourceVersion=0&resourceVersionMatch=NotOlderThan",
 		"/api/v1/configmaps?continue=100&limit=100",
 		"/api/v1/configmaps?continue=200&limit=100",
 	}
-	if diff := cmp.Diff(want, server.requests()); diff != "" {
+	if diff := cmp.Diff(want, requested(t, server)); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
@@ -458,7 +432,7 @@ func TestStreamVersion(t *testing.T) {
 // An error of item ends the listing at once and is returned as it is; the server's errors and
 // unreadable pages are errors that name the resource.
 func TestStreamErrors(t *testing.T) {
-	server := &configMapServer{items: configMaps(300, 10)}
+	server := newServer(t, 300, prototest.Options{})
 	client := coreClient(t, server)
 	stop := errors.New("enough")
 	calls := 0
@@ -469,8 +443,8 @@ func TestStreamErrors(t *testing.T) {
 		}
 		return nil
 	})
-	if err != stop || calls != 150 || len(server.requests()) != 2 {
-		t.Errorf("Stream = %v after %d items and %d requests; want the item's error after 150 items, 2 requests", err, calls, len(server.requests()))
+	if err != stop || calls != 150 || len(server.Requests()) != 2 {
+		t.Errorf("Stream = %v after %d items and %d requests; want the item's error after 150 items, 2 requests", err, calls, len(server.Requests()))
 	}
 
 	missing := List{Resource: "widgets", MaxItemBytes: 1 << 20}
@@ -479,10 +453,22 @@ func TestStreamErrors(t *testing.T) {
 		t.Errorf("Stream of a resource the server does not serve = %v; want NotFound naming widgets", err)
 	}
 
-	err = testList.Stream(context.Background(), client, "", metav1.ListOptions{Limit: 100, LabelSelector: "broken"}, func([]byte) error { return nil })
+	truncated := coreClient(t, newServer(t, 300, prototest.Options{Wrap: truncate}))
+	err = testList.Stream(context.Background(), truncated, "", metav1.ListOptions{Limit: 100}, func([]byte) error { return nil })
 	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "configmaps") {
 		t.Errorf("Stream of a truncated page = %v; want io.ErrUnexpectedEOF naming configmaps", err)
 	}
+}
+
+// truncate cuts the last 5 bytes of every answer.
+func truncate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answer := httptest.NewRecorder()
+		next.ServeHTTP(answer, r)
+		maps.Copy(w.Header(), answer.Header())
+		w.WriteHeader(answer.Code)
+		_, _ = w.Write(answer.Body.Bytes()[:max(0, answer.Body.Len()-5)])
+	})
 }
 
 // Whatever bytes arrive, Read returns or fails and never panics; and whenever the generated

@@ -29,6 +29,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // field is what Fields hands over of one field.
@@ -259,7 +261,7 @@ func FuzzFieldsReadLikeGenerated(f *testing.F) {
 // Envelope reads what the API server wraps an object in, and only that.
 func TestEnvelope(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"a": "b"}}
-	data := encode(t, cm)
+	data := prototest.Encode(t, cm)
 	apiVersion, kind, raw, err := Envelope(data)
 	if err != nil || string(apiVersion) != "v1" || string(kind) != "ConfigMap" {
 		t.Fatalf("Envelope = %q, %q, %v; want v1 ConfigMap", apiVersion, kind, err)
@@ -288,7 +290,7 @@ func TestEnvelope(t *testing.T) {
 // Whatever the bytes, Envelope returns or fails and never panics; whenever the generated
 // decoder accepts them as a runtime.Unknown with content, Envelope reads the same.
 func FuzzEnvelope(f *testing.F) {
-	f.Add(encode(f, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}))
+	f.Add(prototest.Encode(f, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}))
 	f.Add(append(bytes.Clone(ProtobufMagic), 0x0a, 0x04, 0x0a, 0x02, 'v', '1', 0x12, 0x00, 0x0a, 0x02, 0x12, 0x00))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		apiVersion, kind, raw, err := Envelope(data)

@@ -31,12 +31,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // The trimmed node the cache holds gives exactly the entry the whole node gives, and keeps
@@ -89,6 +96,77 @@ func TestTrimmedNodesGiveTheSameInventory(t *testing.T) {
 // is no GPU node before and after an update, and hear once of a GPU node that stops being
 // one.
 func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
+	t.Run("fake clientset", func(t *testing.T) { testNodeCacheKeepsOtherNodesAsMetadata(t, fakeNodeSource) })
+	t.Run("API server", func(t *testing.T) { testNodeCacheKeepsOtherNodesAsMetadata(t, serverNodeSource) })
+}
+
+// nodeSource is where a node cache reads nodes from.
+type nodeSource struct {
+	client kubernetes.Interface
+	// update writes n, its status only with status.
+	update func(t *testing.T, n *corev1.Node, status bool)
+	// resourceVersion is the stored node's.
+	resourceVersion func(name string) string
+}
+
+// fakeNodeSource is a fake clientset holding nodes.
+func fakeNodeSource(t *testing.T, nodes ...*corev1.Node) nodeSource {
+	var objs []k8sruntime.Object
+	for _, n := range nodes {
+		objs = append(objs, n.DeepCopy())
+	}
+	client := k8sfake.NewClientset(objs...)
+	return nodeSource{client: client,
+		update: func(t *testing.T, n *corev1.Node, status bool) {
+			t.Helper()
+			write := client.CoreV1().Nodes().Update
+			if status {
+				write = client.CoreV1().Nodes().UpdateStatus
+			}
+			if _, err := write(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		resourceVersion: func(name string) string {
+			n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n.ResourceVersion
+		},
+	}
+}
+
+// serverNodeSource is a fake API server holding nodes, read by a client that trims nodes as
+// it decodes them, as the operator's node client does.
+func serverNodeSource(t *testing.T, nodes ...*corev1.Node) nodeSource {
+	server := prototest.NewServer(t, prototest.Options{}, prototest.Nodes)
+	for _, n := range nodes {
+		server.Set(n)
+	}
+	cfg := kubeproto.StreamConfig(server.Config())
+	cfg.GroupVersion, cfg.APIPath = &corev1.SchemeGroupVersion, "/api"
+	cfg.NegotiatedSerializer = NewTrimmingSerializer(
+		kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()), NewNodeTrimmer(nil))
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeSource{client: kubernetes.New(rc),
+		update: func(t *testing.T, n *corev1.Node, _ bool) { server.Apply(watch.Modified, n) },
+		resourceVersion: func(name string) string {
+			for _, n := range prototest.Stored[corev1.Node](server, "") {
+				if n.Name == name {
+					return n.ResourceVersion
+				}
+			}
+			t.Fatalf("node %s not stored", name)
+			return ""
+		},
+	}
+}
+
+func testNodeCacheKeepsOtherNodesAsMetadata(t *testing.T, source func(*testing.T, ...*corev1.Node) nodeSource) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	gpuNode, gpuLabels := fixtures.FleetNode(0)
@@ -96,8 +174,8 @@ func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 		gpuNode.Labels[k] = v
 	}
 	cpuNode, _ := fixtures.FleetNode(1)
-	client := k8sfake.NewClientset(gpuNode, cpuNode)
-	informer := NewNodeInformer(client, 0)
+	nodes := source(t, gpuNode, cpuNode)
+	informer := NewNodeInformer(nodes.client, 0)
 	calls := make(chan [2]any, 10)
 	if _, err := informer.AddEventHandler(NodeHandler(inventory.NewEntryCache().Forget, func(old, cur any) {
 		if old != nil { // adds are not what this test is about
@@ -112,7 +190,8 @@ func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 	}
 
 	cached, _, _ := informer.GetIndexer().GetByKey(cpuNode.Name)
-	if diff := cmp.Diff(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpuNode.Name}}, cached); diff != "" {
+	wantCached := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpuNode.Name, ResourceVersion: nodes.resourceVersion(cpuNode.Name)}}
+	if diff := cmp.Diff(wantCached, cached); diff != "" {
 		t.Errorf("CPU node cached as (-want +got):\n%s", diff)
 	}
 	if cached, _, _ := informer.GetIndexer().GetByKey(gpuNode.Name); reflect.TypeOf(cached) != reflect.TypeOf(&corev1.Node{}) {
@@ -126,16 +205,12 @@ func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 	// A heartbeat of the CPU node, then the GPU node loses every GPU sign: the handlers hear
 	// of the second only (one informer delivers its events in order).
 	cpuNode.Status.Conditions[0].Message = "heartbeat"
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, cpuNode, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	nodes.update(t, cpuNode, true)
 	for k := range gpuLabels {
 		delete(gpuNode.Labels, k)
 	}
 	delete(gpuNode.Status.Capacity, inventory.ResourceGPU)
-	if _, err := client.CoreV1().Nodes().Update(ctx, gpuNode, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	nodes.update(t, gpuNode, false)
 	select {
 	case call := <-calls:
 		old, isNode := call[0].(*corev1.Node)
@@ -172,7 +247,7 @@ func TestOnlyReadinessChangesOfTheReadyConditionReachHandlers(t *testing.T) {
 				c.Status, c.Reason, c.Message = status, reason, message
 			}
 		}
-		return decodeProtobuf(t, trimmer, node)
+		return decodeTrimmed(t, trimmer, node)
 	}
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	cni := "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
@@ -307,7 +382,7 @@ func TestHealthConditionChangesReachHandlersHeartbeatsDoNot(t *testing.T) {
 			c.LastHeartbeatTime, c.LastTransitionTime = metav1.NewTime(at), metav1.NewTime(at.Truncate(time.Hour))
 			node.Status.Conditions = append(node.Status.Conditions, c)
 		}
-		return decodeProtobuf(t, trimmer, node)
+		return decodeTrimmed(t, trimmer, node)
 	}
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	steps := []struct {
@@ -363,7 +438,7 @@ func TestKeptHealthConditionsAreBounded(t *testing.T) {
 	}
 	node.Status.Conditions = append(flood, node.Status.Conditions...) // Ready comes last
 	trimmer := NewNodeTrimmer(nil)
-	got := decodeProtobuf(t, trimmer, node)
+	got := decodeTrimmed(t, trimmer, node)
 	want, _ := trimmer.Trim(node)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decoder differs from Trim (-Trim +decoder):\n%s", diff)
@@ -374,4 +449,18 @@ func TestKeptHealthConditionsAreBounded(t *testing.T) {
 	if !inventory.IsReady(got) {
 		t.Error("Ready was pushed out by the health conditions")
 	}
+}
+
+// decodeTrimmed is n as trimmer decodes its message.
+func decodeTrimmed(t *testing.T, trimmer *NodeTrimmer, n *corev1.Node) *corev1.Node {
+	t.Helper()
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := trimmer.DecodeNode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", n.Name, err)
+	}
+	return got
 }

@@ -34,17 +34,13 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // protobufNodeList encodes nodes as the API server answers a protobuf list request.
 func protobufNodeList(t testing.TB, nodes []*corev1.Node, cont string) []byte {
 	t.Helper()
-	data, err := testenv.ProtobufNodeList(nodes, cont)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return prototest.EncodeList(t, metav1.ListMeta{ResourceVersion: "42", Continue: cont}, nodes...)
 }
 
 // oddNodes exercise what fleets rarely have: managed fields, foreign taints, a node being

@@ -38,7 +38,29 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
+
+// newServer is a fake API server of pods and namespaces holding pods.
+func newServer(t *testing.T, opts prototest.Options, pods ...*corev1.Pod) *prototest.Server {
+	t.Helper()
+	server := prototest.NewServer(t, opts, prototest.Pods, prototest.Namespaces)
+	for _, p := range pods {
+		server.Set(p)
+	}
+	return server
+}
+
+// podLists are the server's pod list requests, in order.
+func podLists(server *prototest.Server) []prototest.Request {
+	var lists []prototest.Request
+	for _, r := range server.Requests() {
+		if !r.IsWatch() && strings.HasSuffix(r.Path, "/pods") {
+			lists = append(lists, r)
+		}
+	}
+	return lists
+}
 
 // fakeTracker records what the cache tells it.
 type fakeTracker struct {
@@ -132,14 +154,14 @@ func has(want map[string]string) func(map[string]*allocation.Pod) bool {
 }
 
 // start runs a cache of server's pods feeding tracker until the test ends.
-func start(ctx context.Context, t *testing.T, server *podServer, tracker Tracker) *Cache {
+func start(ctx context.Context, t *testing.T, server *prototest.Server, tracker Tracker) *Cache {
 	t.Helper()
 	return startWith(ctx, t, server, tracker, Options{})
 }
 
-func startWith(ctx context.Context, t *testing.T, server *podServer, tracker Tracker, opts Options) *Cache {
+func startWith(ctx context.Context, t *testing.T, server *prototest.Server, tracker Tracker, opts Options) *Cache {
 	t.Helper()
-	c, err := New(server.config(t), tracker, opts)
+	c, err := New(server.Config(), tracker, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,8 +201,7 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 			bound := gpuPod("ml", "bound", gpus("1"))
 			done := gpuPod("ml", "done", gpus("4"))
 			done.Status.Phase = corev1.PodSucceeded
-			server := newPodServer(web, trainer, bound, done)
-			server.noWatchList = mode.noWatchList
+			server := newServer(t, prototest.Options{NoWatchList: mode.noWatchList}, web, trainer, bound, done)
 			tracker := newFakeTracker()
 			c := start(ctx, t, server, tracker)
 
@@ -201,10 +222,10 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 			// The web pod changes and goes; then the trainer is bound: the tracker hears only of
 			// the trainer (one watch delivers in order).
 			web.Status.Message = "restarted"
-			server.apply(t, watch.Modified, web)
-			server.apply(t, watch.Deleted, web)
+			server.Apply(watch.Modified, web)
+			server.Apply(watch.Deleted, web)
 			trainer.Spec.NodeName, trainer.Status.Phase = "worker-3", corev1.PodRunning
-			server.apply(t, watch.Modified, trainer)
+			server.Apply(watch.Modified, trainer)
 			calls = tracker.waitFor(t, "the trainer on worker-3", has(map[string]string{"ml/trainer": "worker-3", "ml/bound": "worker-17"}))
 			if want := []string{"replace 2", "set ml/trainer"}; !slices.Equal(calls, want) {
 				t.Errorf("calls %v; want %v", calls, want)
@@ -213,29 +234,26 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 			// A status update of the trainer that allocation does not read, then the bound pod
 			// finishes and the trainer is deleted.
 			trainer.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-			server.apply(t, watch.Modified, trainer)
+			server.Apply(watch.Modified, trainer)
 			bound.Status.Phase = corev1.PodFailed
-			server.apply(t, watch.Modified, bound)
-			server.apply(t, watch.Modified, bound) // a finished pod's later updates change nothing
-			server.apply(t, watch.Deleted, trainer)
+			server.Apply(watch.Modified, bound)
+			server.Apply(watch.Modified, bound) // a finished pod's later updates change nothing
+			server.Apply(watch.Deleted, trainer)
 			calls = tracker.waitFor(t, "no pod", has(map[string]string{}))
 			if want := []string{"replace 2", "set ml/trainer", "delete ml/bound", "delete ml/trainer"}; !slices.Equal(calls, want) {
 				t.Errorf("calls %v; want %v", calls, want)
 			}
-			server.apply(t, watch.Deleted, bound) // deleting a finished pod: nothing to tell
+			server.Apply(watch.Deleted, bound) // deleting a finished pod: nothing to tell
 
 			// A new pod arrives by the watch; two more are created and one deleted while no
 			// watch sees it; the watch expires and the relist replaces everything.
-			server.apply(t, watch.Added, pending("ml", "next", "1"))
+			server.Apply(watch.Added, pending("ml", "next", "1"))
 			tracker.waitFor(t, "the next pod", has(map[string]string{"ml/next": ""}))
-			server.silently(func(pods map[string]*corev1.Pod) {
-				delete(pods, "ml/next")
-				for _, p := range []*corev1.Pod{gpuPod("ml", "missed", gpus("8")), pending("ml", "missed-pending", "1"), realisticPod("web", "missed-web")} {
-					p.ResourceVersion = "1000"
-					pods[p.Namespace+"/"+p.Name] = p
-				}
-			})
-			server.expire(t)
+			server.ApplySilently(watch.Deleted, pending("ml", "next", "1"))
+			for _, p := range []*corev1.Pod{gpuPod("ml", "missed", gpus("8")), pending("ml", "missed-pending", "1"), realisticPod("web", "missed-web")} {
+				server.ApplySilently(watch.Added, p)
+			}
+			server.Expire()
 			calls = tracker.waitFor(t, "the pods after the relist", has(map[string]string{"ml/missed": "worker-17", "ml/missed-pending": ""}))
 			if last := calls[len(calls)-1]; last != "replace 2" {
 				t.Errorf("the relist ended with %q; want a replace of 2 pods", last)
@@ -244,8 +262,8 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 				t.Errorf("store keys after the relist (-want +got):\n%s", diff)
 			}
 			// Lists, never streaming lists: the first from the watch cache, in pages of PageSize.
-			lists := server.listRequests()
-			if want := (request{"/api/v1/pods", "limit=5000&resourceVersion=0"}); len(lists) != 2 || lists[0] != want {
+			lists := podLists(server)
+			if want := "/api/v1/pods?limit=5000&resourceVersion=0"; len(lists) != 2 || lists[0].String() != want {
 				t.Errorf("list requests %v; want two, the first %v", lists, want)
 			}
 		})
@@ -257,15 +275,15 @@ func TestCacheFollowsGPUPods(t *testing.T) {
 func TestCacheSkipsPodsItCannotRead(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	trainer := pending("ml", "trainer", "1")
-	server := newPodServer(trainer, pending("ml", "other", "1"))
+	server := newServer(t, prototest.Options{}, trainer, pending("ml", "other", "1"))
 	tracker := newFakeTracker()
 	c := start(ctx, t, server, tracker)
 	tracker.waitFor(t, "two pods", has(map[string]string{"ml/trainer": "", "ml/other": ""}))
 
 	// 65 digits: beyond the length DecodePod parses, though ParseQuantity would take it.
 	trainer.Spec.Containers[0].Resources.Limits[allocation.ResourceGPU] = resource.MustParse(strings.Repeat("9", 65))
-	server.apply(t, watch.Modified, trainer)
-	server.apply(t, watch.Added, pending("ml", "after", "1"))
+	server.Apply(watch.Modified, trainer)
+	server.Apply(watch.Added, pending("ml", "after", "1"))
 	tracker.waitFor(t, "the other pod and the one after", has(map[string]string{"ml/other": "", "ml/after": ""}))
 	if n := c.Skipped(); n != 1 {
 		t.Errorf("Skipped = %d; want 1", n)
@@ -294,10 +312,7 @@ func TestKeptPodsAreSmall(t *testing.T) {
 				p = realisticPod("web", fmt.Sprintf("frontend-%05d", i))
 			}
 			p.UID = types.UID(fmt.Sprintf("0f7d3c52-5b1e-4a55-9b7e-%012d", i))
-			data, err := k8sruntime.Encode(podEncoder, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := prototest.Encode(t, p)
 			obj, err := k8sruntime.Decode(NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion), data)
 			if err != nil {
 				t.Fatal(err)
@@ -323,7 +338,7 @@ func TestCacheFeedsTheTracker(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	trainer := pending("ml", "trainer", "2")
 	trainer.Spec.NodeSelector = map[string]string{allocation.ProductLabel: "NVIDIA-H100-80GB-HBM3"}
-	server := newPodServer(realisticPod("web", "frontend"), trainer)
+	server := newServer(t, prototest.Options{}, realisticPod("web", "frontend"), trainer)
 	tracker := allocation.NewTracker()
 	changed := make(chan struct{}, 1)
 	tracker.OnChange(func(string) {
@@ -353,7 +368,7 @@ func TestCacheFeedsTheTracker(t *testing.T) {
 	}
 
 	trainer.Spec.NodeName, trainer.Status.Phase = "worker-3", corev1.PodRunning
-	server.apply(t, watch.Modified, trainer)
+	server.Apply(watch.Modified, trainer)
 	waitUntil("the trainer held on worker-3", func() bool {
 		h := tracker.Held("worker-3")
 		return h != nil && h.Pods == 1 && len(tracker.Pending()) == 0
@@ -364,6 +379,6 @@ func TestCacheFeedsTheTracker(t *testing.T) {
 	}
 
 	trainer.Status.Phase = corev1.PodSucceeded
-	server.apply(t, watch.Modified, trainer)
+	server.Apply(watch.Modified, trainer)
 	waitUntil("worker-3 released", func() bool { return tracker.Held("worker-3") == nil })
 }

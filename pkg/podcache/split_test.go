@@ -18,14 +18,21 @@ package podcache
 
 import (
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // With ByNamespace, the first list is one list per namespace. Namespace b is listed after
@@ -35,33 +42,31 @@ import (
 // list (c) is seen through the watch.
 func TestCacheListsByNamespace(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	server := newPodServer(gpuPod("a", "p", gpus("1")), gpuPod("b", "q", gpus("2")), pending("b", "r", "1"), realisticPod("b", "web"))
-	server.namespaces = []string{"a", "b"}
 	aListed := make(chan struct{})
-	server.afterList = func(ns string) {
-		if ns == "a" {
-			close(aListed)
-		}
+	var once sync.Once
+	var server *prototest.Server
+	var aVersion string // the resourceVersion of namespace a's list, once aListed is closed
+	hooks := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == prototest.Pods.Path("b") && r.URL.Query().Get("watch") != "true" {
+				select {
+				case <-aListed:
+				case <-time.After(30 * time.Second):
+					t.Error("namespace a was never listed")
+				}
+				changeB(server)
+			}
+			next.ServeHTTP(w, r)
+			if r.URL.Path == prototest.Pods.Path("a") && r.URL.Query().Get("watch") != "true" {
+				once.Do(func() {
+					aVersion = server.ResourceVersion()
+					close(aListed)
+				})
+			}
+		})
 	}
-	server.beforeList = func(ns string) {
-		if ns != "b" {
-			return
-		}
-		select {
-		case <-aListed:
-		case <-time.After(30 * time.Second):
-			t.Error("namespace a was never listed")
-		}
-		q := gpuPod("b", "q", gpus("2"))
-		q.Spec.NodeName = "worker-2"
-		server.apply(t, watch.Modified, q)
-		q.Spec.NodeName = "worker-3"
-		server.apply(t, watch.Modified, q)
-		server.apply(t, watch.Deleted, pending("b", "r", "1"))
-		server.apply(t, watch.Added, pending("b", "brief", "1"))
-		server.apply(t, watch.Deleted, pending("b", "brief", "1"))
-		server.apply(t, watch.Added, gpuPod("c", "s", gpus("4")))
-	}
+	server = newServer(t, prototest.Options{Wrap: hooks}, gpuPod("a", "p", gpus("1")), gpuPod("b", "q", gpus("2")), pending("b", "r", "1"), realisticPod("b", "web"))
+	server.Set(namespace("a"), namespace("b"))
 	tracker := newFakeTracker()
 	startWith(ctx, t, server, tracker, Options{ByNamespace: true})
 
@@ -71,36 +76,69 @@ func TestCacheListsByNamespace(t *testing.T) {
 		t.Errorf("calls %v; want %v: the events b's list already holds must not reach the tracker", calls, want)
 	}
 	var paths []string
-	for _, r := range server.listRequests() {
-		paths = append(paths, r.path)
+	for _, r := range podLists(server) {
+		paths = append(paths, r.Path)
 	}
 	slices.Sort(paths)
 	if want := []string{"/api/v1/namespaces/a/pods", "/api/v1/namespaces/b/pods"}; !slices.Equal(paths, want) {
 		t.Errorf("pod lists %v; want %v", paths, want)
 	}
-	// Pods created at resourceVersions 1–4; a listed at 4, b at 10 after six changes.
-	if watches := server.watchRequests(); len(watches) == 0 || watches[0] != "4" {
-		t.Errorf("watches started at %v; want the first at 4, namespace a's list", watches)
+	// b is listed six changes after a: the watch starts at a's list.
+	var watches []string
+	for _, r := range server.Requests() {
+		if r.IsWatch() && strings.HasSuffix(r.Path, "/pods") {
+			watches = append(watches, r.Query().Get("resourceVersion"))
+		}
+	}
+	<-aListed
+	if len(watches) == 0 || watches[0] != aVersion {
+		t.Errorf("watches started at %v; want the first at %s, namespace a's list", watches, aVersion)
 	}
 
 	// Once past every namespace's list, the watch's events all reach the tracker.
 	q := gpuPod("b", "q", gpus("2"))
 	q.Spec.NodeName = "worker-9"
-	server.apply(t, watch.Modified, q)
+	server.Apply(watch.Modified, q)
 	tracker.waitFor(t, "b/q on worker-9", has(map[string]string{"a/p": "worker-17", "b/q": "worker-9", "c/s": "worker-17"}))
 }
 
 // Where namespaces cannot be listed, ByNamespace lists all pods at once.
 func TestCacheListsAtOnceWithoutNamespaces(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	server := newPodServer(gpuPod("a", "p", gpus("1")), gpuPod("b", "q", gpus("2")))
-	server.namespaces, server.forbidNamespaces = []string{"a", "b"}, true
+	forbidNamespaces := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == prototest.Namespaces.Path("") {
+				prototest.WriteStatus(w, apierrors.NewForbidden(corev1.Resource("namespaces"), "", errors.New("the test forbids it")))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	server := newServer(t, prototest.Options{Wrap: forbidNamespaces}, gpuPod("a", "p", gpus("1")), gpuPod("b", "q", gpus("2")))
+	server.Set(namespace("a"), namespace("b"))
 	tracker := newFakeTracker()
 	startWith(ctx, t, server, tracker, Options{ByNamespace: true})
 	tracker.waitFor(t, "both pods", has(map[string]string{"a/p": "worker-17", "b/q": "worker-17"}))
-	if lists := server.listRequests(); len(lists) != 1 || lists[0].path != "/api/v1/pods" {
+	if lists := podLists(server); len(lists) != 1 || lists[0].Path != "/api/v1/pods" {
 		t.Errorf("list requests %v; want one of /api/v1/pods", lists)
 	}
+}
+
+// changeB changes namespace b's pods and adds one in namespace c, before b's list.
+func changeB(server *prototest.Server) {
+	q := gpuPod("b", "q", gpus("2"))
+	q.Spec.NodeName = "worker-2"
+	server.Apply(watch.Modified, q)
+	q.Spec.NodeName = "worker-3"
+	server.Apply(watch.Modified, q)
+	server.Apply(watch.Deleted, pending("b", "r", "1"))
+	server.Apply(watch.Added, pending("b", "brief", "1"))
+	server.Apply(watch.Deleted, pending("b", "brief", "1"))
+	server.Apply(watch.Added, gpuPod("c", "s", gpus("4")))
+}
+
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
 func TestListedVersionsHolds(t *testing.T) {

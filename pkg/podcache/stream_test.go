@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,13 +36,14 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // coreClient is the core group's REST client of server, asking for protobuf as `kubectl
 // gpuinv` does.
-func coreClient(t *testing.T, server *podServer) rest.Interface {
+func coreClient(t *testing.T, server *prototest.Server) rest.Interface {
 	t.Helper()
-	cfg := server.config(t)
+	cfg := server.Config()
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := corev1client.NewForConfig(cfg)
@@ -81,17 +81,17 @@ func fleetPods(n int) []*corev1.Pod {
 // what FromPod keeps of each GPU pod (finished ones too), in the list's order; with a
 // namespace it lists that namespace only.
 func TestStreamPodsReadsEveryPage(t *testing.T) {
-	server := newPodServer(fleetPods(2*PageSize + 234)...)
-	client := coreClient(t, server)
 	for _, namespace := range []string{"", "ml"} {
 		t.Run("namespace "+namespace, func(t *testing.T) {
+			server := newServer(t, prototest.Options{}, fleetPods(2*PageSize+234)...)
+			client := coreClient(t, server)
+			stored := prototest.Stored[corev1.Pod](server, namespace)
 			var want, got []*allocation.Pod
-			for _, p := range server.sorted(namespace) {
+			for _, p := range stored {
 				if a := allocation.FromPod(p); a != nil {
 					want = append(want, a)
 				}
 			}
-			before := len(server.listRequests())
 			err := StreamPods(context.Background(), client, namespace, func(p *allocation.Pod) error {
 				got = append(got, p)
 				return nil
@@ -102,13 +102,13 @@ func TestStreamPodsReadsEveryPage(t *testing.T) {
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("streamed pods differ from FromPod (-FromPod +StreamPods):\n%s", diff)
 			}
-			pods := len(server.sorted(namespace))
-			requests := server.listRequests()[before:]
+			pods := len(stored)
+			requests := podLists(server)
 			if wantPages := (pods + PageSize - 1) / PageSize; len(requests) != wantPages || (namespace == "" && wantPages < 3) {
 				t.Fatalf("%d list requests for %d pods; want %d pages", len(requests), pods, wantPages)
 			}
 			for i, r := range requests {
-				q, _ := url.ParseQuery(r.query)
+				q := r.Query()
 				wantPath := "/api/v1/pods"
 				if namespace != "" {
 					wantPath = "/api/v1/namespaces/" + namespace + "/pods"
@@ -117,8 +117,8 @@ func TestStreamPodsReadsEveryPage(t *testing.T) {
 				if i > 0 {
 					wantContinue = fmt.Sprint(i * PageSize)
 				}
-				if r.path != wantPath || q.Get("limit") != fmt.Sprint(PageSize) || q.Get("continue") != wantContinue {
-					t.Errorf("request %d: %s?%s; want %s with limit %d and continue %q", i, r.path, r.query, wantPath, PageSize, wantContinue)
+				if r.Path != wantPath || q.Get("limit") != fmt.Sprint(PageSize) || q.Get("continue") != wantContinue {
+					t.Errorf("request %d: %s; want %s with limit %d and continue %q", i, r, wantPath, PageSize, wantContinue)
 				}
 			}
 		})
@@ -127,7 +127,7 @@ func TestStreamPodsReadsEveryPage(t *testing.T) {
 
 // An error from fn stops the listing: no further page is asked for.
 func TestStreamPodsStopsOnTheCallersError(t *testing.T) {
-	server := newPodServer(fleetPods(2*PageSize + 234)...)
+	server := newServer(t, prototest.Options{}, fleetPods(2*PageSize+234)...)
 	stop := errors.New("enough")
 	seen := 0
 	err := StreamPods(context.Background(), coreClient(t, server), "", func(*allocation.Pod) error {
@@ -137,7 +137,7 @@ func TestStreamPodsStopsOnTheCallersError(t *testing.T) {
 	if !errors.Is(err, stop) || seen != 1 {
 		t.Errorf("StreamPods = %v after %d pods; want the caller's error after one", err, seen)
 	}
-	if n := len(server.listRequests()); n != 1 {
+	if n := len(podLists(server)); n != 1 {
 		t.Errorf("%d list requests; want 1", n)
 	}
 }
@@ -145,15 +145,7 @@ func TestStreamPodsStopsOnTheCallersError(t *testing.T) {
 // protobufPodList encodes pods as the API server answers a protobuf list request.
 func protobufPodList(t testing.TB, pods []*corev1.Pod, cont string) []byte {
 	t.Helper()
-	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: cont}}
-	for _, p := range pods {
-		list.Items = append(list.Items, *p)
-	}
-	data, err := runtime.Encode(podEncoder, list)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return prototest.EncodeList(t, metav1.ListMeta{ResourceVersion: "42", Continue: cont}, pods...)
 }
 
 // A Pod's message may be as large as MaxPodBytes: a size claimed beyond it is refused before
@@ -179,11 +171,7 @@ func FuzzPodLists(f *testing.F) {
 	f.Add(protobufPodList(f, fleetPods(6), "next"))
 	f.Add([]byte("k8s\x00\x12\xff\xff\xff\xff\xff\xff\xff\xff\x7f"))
 	for _, tc := range podTable()[:4] {
-		data, err := runtime.Encode(podEncoder, tc.pod)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
+		f.Add(prototest.Encode(f, tc.pod))
 	}
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	decoder := NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, corev1.SchemeGroupVersion)

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -41,6 +42,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 func TestServed(t *testing.T) {
@@ -121,21 +123,74 @@ func slice(name, node string, generation, count int64, driverVersion string, dev
 
 func ptr[T any](v T) *T { return &v }
 
-// fixture is a started cache on a fake clientset, with every OnChange call on changes.
+// fixture is a started cache, with every OnChange call on changes; write makes a change
+// through the cache's source.
 type fixture struct {
-	client  *fake.Clientset
+	client  *fake.Clientset   // of newFixture
+	server  *prototest.Server // of newServerFixture
 	cache   *Cache
 	changes chan string
+	write   func(t *testing.T, typ watch.EventType, s *resourcev1.ResourceSlice)
 }
 
+// newFixture starts a cache (New) on a fake clientset holding objs.
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{client: fake.NewClientset(objs...), changes: make(chan string, 100)}
-	f.cache = New(f.client)
+	client := fake.NewClientset(objs...)
+	slices := client.ResourceV1().ResourceSlices()
+	f := &fixture{client: client, write: func(t *testing.T, typ watch.EventType, s *resourcev1.ResourceSlice) {
+		t.Helper()
+		var err error
+		switch typ {
+		case watch.Added:
+			_, err = slices.Create(context.Background(), s, metav1.CreateOptions{})
+		case watch.Modified:
+			_, err = slices.Update(context.Background(), s, metav1.UpdateOptions{})
+		default:
+			err = slices.Delete(context.Background(), s.Name, metav1.DeleteOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}}
+	f.start(t, New(client))
+	return f
+}
+
+// newServerFixture starts a cache as the operator runs it (NewForConfig: protobuf decoded
+// straight into compact slices) on a fake API server holding objs.
+func newServerFixture(t *testing.T, objs ...runtime.Object) *fixture {
+	t.Helper()
+	server := prototest.NewServer(t, prototest.Options{}, prototest.ResourceSlices)
+	server.Set(objs...)
+	c, err := NewForConfig(server.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{server: server, write: func(t *testing.T, typ watch.EventType, s *resourcev1.ResourceSlice) { server.Apply(typ, s) }}
+	f.start(t, c)
+	return f
+}
+
+// starter starts a fixture holding objs.
+type starter func(t *testing.T, objs ...runtime.Object) *fixture
+
+// onEachBackend runs test on a fake clientset (New) and on a fake API server
+// (NewForConfig), each a subtest of its own.
+func onEachBackend(t *testing.T, test func(t *testing.T, start starter)) {
+	t.Run("fake clientset", func(t *testing.T) { test(t, newFixture) })
+	t.Run("API server", func(t *testing.T) { test(t, newServerFixture) })
+}
+
+// start runs c until the test ends and waits for its first sync.
+func (f *fixture) start(t *testing.T, c *Cache) {
+	t.Helper()
+	f.cache, f.changes = c, make(chan string, 100)
 	f.cache.OnChange(func(node string) { f.changes <- node })
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go f.cache.Informer().RunWithContext(ctx)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() { f.cache.Informer().RunWithContext(ctx); close(done) }()
 	if !cache.WaitForCacheSync(ctx.Done(), f.cache.HasSynced) {
 		t.Fatal("slice cache never synced")
 	}
@@ -143,7 +198,6 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	for len(f.changes) > 0 {
 		<-f.changes
 	}
-	return f
 }
 
 // next returns the node of the next OnChange call.
@@ -169,23 +223,17 @@ func (f *fixture) noChangeUntil(t *testing.T, sentinel string) {
 
 func (f *fixture) create(t *testing.T, s *resourcev1.ResourceSlice) {
 	t.Helper()
-	if _, err := f.client.ResourceV1().ResourceSlices().Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.write(t, watch.Added, s)
 }
 
 func (f *fixture) update(t *testing.T, s *resourcev1.ResourceSlice) {
 	t.Helper()
-	if _, err := f.client.ResourceV1().ResourceSlices().Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.write(t, watch.Modified, s)
 }
 
 func (f *fixture) delete(t *testing.T, name string) {
 	t.Helper()
-	if err := f.client.ResourceV1().ResourceSlices().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.write(t, watch.Deleted, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 // wantFacts checks a node's cached facts and devices against DeviceFactsOf of its full
@@ -209,38 +257,68 @@ func (f *fixture) wantFacts(t *testing.T, node string, full ...*resourcev1.Resou
 }
 
 func TestListWatchSelectsTheDriver(t *testing.T) {
-	f := newFixture(t)
-	for _, a := range f.client.Actions() {
-		var restrictions string
-		switch a := a.(type) {
-		case clienttesting.ListActionImpl:
-			restrictions = a.GetListRestrictions().Fields.String()
-		case clienttesting.WatchActionImpl:
-			restrictions = a.GetWatchRestrictions().Fields.String()
-		default:
-			continue
+	t.Run("fake clientset", func(t *testing.T) {
+		f := newFixture(t)
+		for _, a := range f.client.Actions() {
+			var restrictions string
+			switch a := a.(type) {
+			case clienttesting.ListActionImpl:
+				restrictions = a.GetListRestrictions().Fields.String()
+			case clienttesting.WatchActionImpl:
+				restrictions = a.GetWatchRestrictions().Fields.String()
+			default:
+				continue
+			}
+			if restrictions != "spec.driver=gpu.nvidia.com" {
+				t.Errorf("%s %s with field selector %q, want spec.driver=gpu.nvidia.com", a.GetVerb(), a.GetResource().Resource, restrictions)
+			}
 		}
-		if restrictions != "spec.driver=gpu.nvidia.com" {
-			t.Errorf("%s %s with field selector %q, want spec.driver=gpu.nvidia.com", a.GetVerb(), a.GetResource().Resource, restrictions)
+		if n := len(f.client.Actions()); n == 0 {
+			t.Error("no list or watch of resourceslices")
 		}
-	}
-	if n := len(f.client.Actions()); n == 0 {
-		t.Error("no list or watch of resourceslices")
-	}
+	})
+	t.Run("API server", func(t *testing.T) {
+		f := newServerFixture(t)
+		requests := f.server.Requests()
+		for _, r := range requests {
+			if got := r.Query().Get("fieldSelector"); got != "spec.driver=gpu.nvidia.com" {
+				t.Errorf("%s with field selector %q, want spec.driver=gpu.nvidia.com", r, got)
+			}
+		}
+		if len(requests) == 0 {
+			t.Error("no list or watch of resourceslices")
+		}
+	})
 }
 
+// Each step starts a cache of its own on the slices it begins with (the state the step
+// before it left), so that any one runs alone; each runs on both backends.
 func TestFactsFollowSlices(t *testing.T) {
-	initial := slice("dra-1-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0", "gpu-1")
-	f := newFixture(t, initial)
-	if got := f.wantFacts(t, "dra-1", initial); got == nil || got.GpuCount != 2 {
-		t.Fatalf("facts from the initial list: %+v, want 2 GPUs", got)
+	gen1 := func() *resourcev1.ResourceSlice {
+		return slice("dra-1-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0", "gpu-1")
 	}
-	if f.cache.Facts("dra-2") != nil {
-		t.Error("a node without slices has facts")
+	gen2 := func() *resourcev1.ResourceSlice {
+		return slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+	}
+	dra2 := func() *resourcev1.ResourceSlice { return slice("dra-2-gpu", "dra-2", 1, 1, "580.126.9", "gpu-0") }
+	step := func(name string, run func(t *testing.T, start starter)) {
+		t.Run(name, func(t *testing.T) { onEachBackend(t, run) })
 	}
 
-	t.Run("added", func(t *testing.T) {
-		s := slice("dra-2-gpu", "dra-2", 1, 1, "580.126.9", "gpu-0")
+	step("initial list", func(t *testing.T, start starter) {
+		initial := gen1()
+		f := start(t, initial)
+		if got := f.wantFacts(t, "dra-1", initial); got == nil || got.GpuCount != 2 {
+			t.Fatalf("facts from the initial list: %+v, want 2 GPUs", got)
+		}
+		if f.cache.Facts("dra-2") != nil {
+			t.Error("a node without slices has facts")
+		}
+	})
+
+	step("added", func(t *testing.T, start starter) {
+		f := start(t, gen1())
+		s := dra2()
 		f.create(t, s)
 		if node := f.next(t); node != "dra-2" {
 			t.Fatalf("OnChange(%q), want dra-2", node)
@@ -248,9 +326,10 @@ func TestFactsFollowSlices(t *testing.T) {
 		f.wantFacts(t, "dra-2", s)
 	})
 
-	t.Run("new generation", func(t *testing.T) {
+	step("new generation", func(t *testing.T, start starter) {
+		f := start(t, gen1())
 		before := f.cache.Facts("dra-1")
-		s := slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		s := gen2()
 		f.update(t, s)
 		if node := f.next(t); node != "dra-1" {
 			t.Fatalf("OnChange(%q), want dra-1", node)
@@ -264,9 +343,10 @@ func TestFactsFollowSlices(t *testing.T) {
 		}
 	})
 
-	t.Run("republished with equal content", func(t *testing.T) {
+	step("republished with equal content", func(t *testing.T, start starter) {
+		f := start(t, gen2())
 		before := f.cache.Facts("dra-1")
-		s := slice("dra-1-gpu", "dra-1", 2, 1, "590.48.1", "gpu-0", "gpu-1")
+		s := gen2()
 		s.Labels["republished"] = "true" // a new resourceVersion, nothing read changed
 		f.update(t, s)
 		f.create(t, slice("sentinel-gpu", "sentinel", 1, 1, "580.126.9", "gpu-0"))
@@ -276,7 +356,8 @@ func TestFactsFollowSlices(t *testing.T) {
 		}
 	})
 
-	t.Run("a GPU swapped for another of the same kind", func(t *testing.T) {
+	step("a GPU swapped for another of the same kind", func(t *testing.T, start starter) {
+		f := start(t, gen2())
 		s := slice("dra-1-gpu", "dra-1", 3, 1, "590.48.1", "gpu-0", "gpu-1")
 		for i := range s.Spec.Devices {
 			if s.Spec.Devices[i].Name == "gpu-1" {
@@ -290,7 +371,11 @@ func TestFactsFollowSlices(t *testing.T) {
 		f.wantFacts(t, "dra-1", s)
 	})
 
-	t.Run("deleted", func(t *testing.T) {
+	step("deleted", func(t *testing.T, start starter) {
+		f := start(t, gen2(), dra2())
+		if f.cache.Facts("dra-2") == nil {
+			t.Fatal("no facts of dra-2 from the initial list")
+		}
 		f.delete(t, "dra-2-gpu")
 		if node := f.next(t); node != "dra-2" {
 			t.Fatalf("OnChange(%q), want dra-2", node)
@@ -300,7 +385,8 @@ func TestFactsFollowSlices(t *testing.T) {
 		}
 	})
 
-	t.Run("moved to another node", func(t *testing.T) {
+	step("moved to another node", func(t *testing.T, start starter) {
+		f := start(t, gen2())
 		s := slice("dra-1-gpu", "dra-3", 2, 1, "590.48.1", "gpu-0", "gpu-1")
 		s.Spec.Pool.Name = "dra-1" // the pool's name is not the node's: the node is
 		f.update(t, s)
@@ -315,8 +401,10 @@ func TestFactsFollowSlices(t *testing.T) {
 
 // A node's facts come from all its slices: a pool of two slices counts once both of its
 // newest generation are there.
-func TestFactsOfAPoolOfSeveralSlices(t *testing.T) {
-	f := newFixture(t)
+func TestFactsOfAPoolOfSeveralSlices(t *testing.T) { onEachBackend(t, testFactsOfAPoolOfSeveralSlices) }
+
+func testFactsOfAPoolOfSeveralSlices(t *testing.T, start starter) {
+	f := start(t)
 	a := slice("dra-1-a", "dra-1", 1, 2, "580.126.9", "gpu-0")
 	b := slice("dra-1-b", "dra-1", 1, 2, "580.126.9", "gpu-1")
 	f.create(t, a)
@@ -346,8 +434,10 @@ func TestFactsOfAPoolOfSeveralSlices(t *testing.T) {
 
 // Slices that are not node-local (a network-attached pool) or of another driver (the fake
 // clientset ignores the field selector) are cached as a stub and give no node facts.
-func TestSlicesNotReadAreStubs(t *testing.T) {
-	f := newFixture(t)
+func TestSlicesNotReadAreStubs(t *testing.T) { onEachBackend(t, testSlicesNotReadAreStubs) }
+
+func testSlicesNotReadAreStubs(t *testing.T, start starter) {
+	f := start(t)
 	network := slice("fabric", "x", 1, 1, "580.126.9", "gpu-0")
 	network.Spec.NodeName = nil
 	network.Spec.AllNodes = ptr(true)
@@ -541,12 +631,14 @@ func TestFixturesCached(t *testing.T) {
 				byNode[*s.Spec.NodeName] = append(byNode[*s.Spec.NodeName], s)
 				objs = append(objs, s.DeepCopy())
 			}
-			f := newFixture(t, objs...)
-			for node, slices := range byNode {
-				if got := f.wantFacts(t, node, slices...); got == nil {
-					t.Errorf("no facts for %s", node)
+			onEachBackend(t, func(t *testing.T, start starter) {
+				f := start(t, objs...)
+				for node, slices := range byNode {
+					if got := f.wantFacts(t, node, slices...); got == nil {
+						t.Errorf("no facts for %s", node)
+					}
 				}
-			}
+			})
 		})
 	}
 }
