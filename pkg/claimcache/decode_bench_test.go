@@ -93,9 +93,9 @@ func decodeBenchClaim(template *resourcev1.ResourceClaim, i int, allocated bool)
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod, UID: podUID,
 			Controller: &controller, BlockOwnerDeletion: &controller}},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(
 				`{"f:metadata":{"f:annotations":{".":{},"f:resource.kubernetes.io/pod-claim-name":{}},"f:generateName":{},` +
-					`"f:ownerReferences":{".":{},"k:{\"uid\":\"` + string(podUID) + `\"}":{}}},"f:spec":{"f:devices":{"f:requests":{}}}}`)}}},
+					`"f:ownerReferences":{".":{},"k:{\"uid\":\"` + string(podUID) + `\"}":{}}},"f:spec":{"f:devices":{"f:requests":{}}}}`)}},
 	}
 	if !allocated {
 		c.Status = resourcev1.ResourceClaimStatus{}
@@ -108,10 +108,10 @@ func decodeBenchClaim(template *resourcev1.ResourceClaim, i int, allocated bool)
 	c.Status.Allocation.AllocationTimestamp = &at
 	c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod, UID: podUID}}
 	c.ManagedFields = append(c.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kube-scheduler", Operation: metav1.ManagedFieldsOperationUpdate,
-		APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", Subresource: "status", FieldsV1: &metav1.FieldsV1{Raw: []byte(
+		APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", Subresource: "status", FieldsV1: metav1.NewFieldsV1(
 			`{"f:metadata":{"f:finalizers":{".":{},"v:\"resource.kubernetes.io/delete-protection\"":{}}},"f:status":{"f:allocation":` +
 				`{".":{},"f:allocationTimestamp":{},"f:devices":{".":{},"f:results":{}},"f:nodeSelector":{}},"f:reservedFor":{".":{},"k:{\"uid\":\"` +
-				string(podUID) + `\"}":{}}}}`)}})
+				string(podUID) + `\"}":{}}}}`)})
 	return c
 }
 

@@ -210,7 +210,7 @@ func decodeBenchManagedFields(n *corev1.Node) []metav1.ManagedFieldsEntry {
 			panic(err)
 		}
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}, Subresource: subresource}
+			Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw)), Subresource: subresource}
 	}
 	return []metav1.ManagedFieldsEntry{
 		entry("kubelet", map[string]any{"f:metadata": map[string]any{

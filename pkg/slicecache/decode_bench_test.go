@@ -111,9 +111,9 @@ func decodeBenchServerMeta(s *resourcev1.ResourceSlice, i int) *resourcev1.Resou
 			UID: types.UID(fmt.Sprintf("node-uid-%d", i)), Controller: &controller}}
 	}
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "gpu-kubelet-plugin", Operation: metav1.ManagedFieldsOperationUpdate,
-		APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(
+		APIVersion: "resource.k8s.io/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(
 			`{"f:metadata":{"f:generateName":{},"f:ownerReferences":{".":{},"k:{\"uid\":\"` + string(s.OwnerReferences[0].UID) +
-				`\"}":{}}},"f:spec":{"f:devices":{},"f:driver":{},"f:nodeName":{},"f:pool":{".":{},"f:generation":{},"f:name":{},"f:resourceSliceCount":{}},"f:sharedCounters":{}}}`)}}}
+				`\"}":{}}},"f:spec":{"f:devices":{},"f:driver":{},"f:nodeName":{},"f:pool":{".":{},"f:generation":{},"f:name":{},"f:resourceSliceCount":{}},"f:sharedCounters":{}}}`)}}
 	return s
 }
 
