@@ -19,8 +19,6 @@ package kubeproto
 import (
 	"bytes"
 	"errors"
-
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // ContentType is the media type of Kubernetes protobuf, for a request's Accept header.
@@ -49,28 +47,34 @@ func Envelope(data []byte) (apiVersion, kind, raw []byte, err error) {
 	if !bytes.HasPrefix(data, ProtobufMagic) {
 		return nil, nil, nil, errNotProtobuf
 	}
-	err = Fields(data[len(ProtobufMagic):], func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	m := NewMessage(data[len(ProtobufMagic):])
+	for m.Next() {
+		switch m.Tag() {
+		case Bytes(unknownTypeMeta):
+			if err = typeMeta(m.Value(), &apiVersion, &kind); err != nil {
+				return nil, nil, nil, err
+			}
+		case Bytes(unknownRaw):
+			raw = m.Value()
 		}
-		switch num {
-		case unknownTypeMeta:
-			return Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				switch {
-				case num == typeMetaVersion && typ == protowire.BytesType:
-					apiVersion = v
-				case num == typeMetaKind && typ == protowire.BytesType:
-					kind = v
-				}
-				return nil
-			})
-		case unknownRaw:
-			raw = v
-		}
-		return nil
-	})
-	if err == nil && raw == nil {
+	}
+	if err = m.Err(); err == nil && raw == nil {
 		err = errNoContent
 	}
 	return apiVersion, kind, raw, err
+}
+
+// typeMeta reads a runtime.TypeMeta message; a later one merges into an earlier, as in the
+// generated decoder.
+func typeMeta(b []byte, apiVersion, kind *[]byte) error {
+	m := NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case Bytes(typeMetaVersion):
+			*apiVersion = m.Value()
+		case Bytes(typeMetaKind):
+			*kind = m.Value()
+		}
+	}
+	return m.Err()
 }

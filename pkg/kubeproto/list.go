@@ -363,16 +363,18 @@ func (s *streamReader) skip(typ protowire.Type) error {
 // metadata into meta, each item's message to item. An error of item stops the walk and is
 // returned.
 func DecodeList(b []byte, meta *metav1.ListMeta, item func(raw []byte) error) error {
-	return Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	m := NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case Bytes(ListMetadata):
+			err = meta.Unmarshal(m.Value())
+		case Bytes(ListItems):
+			err = item(m.Value())
 		}
-		switch num {
-		case ListMetadata:
-			return meta.Unmarshal(v)
-		case ListItems:
-			return item(v)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return m.Err()
 }

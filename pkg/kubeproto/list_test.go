@@ -517,11 +517,10 @@ func generated(unmarshal func() error) (ok bool) {
 // generated decoder keeps the last).
 func rawFields(b []byte) int {
 	n := 0
-	_ = Fields(b, func(num protowire.Number, typ protowire.Type, _ []byte, _ uint64) error {
-		if num == unknownRaw && typ == protowire.BytesType {
+	for m := NewMessage(b); m.Next(); {
+		if m.Tag() == Bytes(unknownRaw) {
 			n++
 		}
-		return nil
-	})
+	}
 	return n
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
-// field is what Fields hands over of one field.
+// field is what a Message reads of one field.
 type field struct {
 	Num    protowire.Number
 	Typ    protowire.Type
@@ -43,17 +43,17 @@ type field struct {
 
 func walk(b []byte) ([]field, error) {
 	var got []field
-	err := Fields(b, func(num protowire.Number, typ protowire.Type, value []byte, varint uint64) error {
-		got = append(got, field{num, typ, string(value), varint})
-		return nil
-	})
-	return got, err
+	m := NewMessage(b)
+	for m.Next() {
+		got = append(got, field{m.Num(), protowire.Type(m.Tag() & 7), string(m.Value()), m.Varint()})
+	}
+	return got, m.Err()
 }
 
-// Fields hands over varint and length-delimited fields in order and skips the others, with
+// A Message reads varint and length-delimited fields in order and skips the others, with
 // the generated decoders' rules where they are laxer than protowire's: a tenth varint byte
 // above 1, field numbers beyond 2^29.
-func TestFieldsHandsOverFields(t *testing.T) {
+func TestMessageReadsFields(t *testing.T) {
 	var b []byte
 	b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.VarintType), 300)
 	b = protowire.AppendFixed32(protowire.AppendTag(b, 2, protowire.Fixed32Type), 1)
@@ -87,25 +87,19 @@ func TestFieldsHandsOverFields(t *testing.T) {
 	msg := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "ab")
 	msg = append(msg, 0x10, 0x01)
 	withRoom := append(make([]byte, 0, len(msg)+10), msg...) // more capacity than the message
-	err = Fields(withRoom, func(_ protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ == protowire.BytesType && cap(v) != len(msg)-2 {
+	m := NewMessage(withRoom)
+	for m.Next() {
+		if v := m.Value(); m.Tag() == Bytes(1) && cap(v) != len(msg)-2 {
 			t.Errorf("value %q has capacity %d; want %d, to the end of the message", v, cap(v), len(msg)-2)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-
-	stop := errors.New("stop")
-	calls := 0
-	if err := Fields(b, func(protowire.Number, protowire.Type, []byte, uint64) error { calls++; return stop }); err != stop || calls != 1 {
-		t.Errorf("Fields with a failing fn = %v after %d calls; want fn's error after one", err, calls)
+	if err := m.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // Malformed messages are errors, as they are for the generated decoders.
-func TestFieldsRejectsMalformedMessages(t *testing.T) {
+func TestMessageRejectsMalformedMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -144,33 +138,33 @@ func str(num protowire.Number, typ protowire.Type, s string) []byte {
 	return protowire.AppendString(protowire.AppendTag(nil, num, typ), s)
 }
 
-// readLabels reads an ObjectMeta's name, generation, labels and annotations with Fields and
-// MapEntry.
+// readLabels reads an ObjectMeta's name, generation, labels and annotations with a Message
+// and MapEntry.
 func readLabels(b []byte) (metav1.ObjectMeta, error) {
-	var m metav1.ObjectMeta
-	err := Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			m.Name = string(v)
-		case num == 7 && typ == protowire.VarintType:
-			m.Generation = int64(x)
-		case (num == 11 || num == 12) && typ == protowire.BytesType:
-			key, value, err := MapEntry(v)
+	var meta metav1.ObjectMeta
+	m := NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case Bytes(1):
+			meta.Name = string(m.Value())
+		case Varint(7):
+			meta.Generation = int64(m.Varint())
+		case Bytes(11), Bytes(12):
+			key, value, err := MapEntry(m.Value())
 			if err != nil {
-				return err
+				return meta, err
 			}
-			target := &m.Labels
-			if num == 12 {
-				target = &m.Annotations
+			target := &meta.Labels
+			if m.Num() == 12 {
+				target = &meta.Annotations
 			}
 			if *target == nil {
 				*target = map[string]string{}
 			}
 			(*target)[string(key)] = string(value)
 		}
-		return nil
-	})
-	return m, err
+	}
+	return meta, m.Err()
 }
 
 // generatedLabels is what the generated decoder reads of the fields readLabels reads.
@@ -228,10 +222,10 @@ func TestMapEntryReadsLikeGenerated(t *testing.T) {
 	}
 }
 
-// Whatever the bytes, Fields and MapEntry return or fail and never panic; and whenever the
+// Whatever the bytes, a Message and MapEntry return or fail and never panic; and whenever the
 // generated decoder accepts the bytes as an ObjectMeta, they read its name, generation,
 // labels and annotations as it does.
-func FuzzFieldsReadLikeGenerated(f *testing.F) {
+func FuzzMessageReadsLikeGenerated(f *testing.F) {
 	meta := metav1.ObjectMeta{Name: "n", Namespace: "ns", Generation: 3, Labels: map[string]string{"a": "b", "c": ""},
 		Annotations: map[string]string{"x": "y"}, CreationTimestamp: metav1.Unix(1, 0),
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply}}}
@@ -250,10 +244,10 @@ func FuzzFieldsReadLikeGenerated(f *testing.F) {
 			return
 		}
 		if err != nil {
-			t.Fatalf("Fields fails (%v) where the generated decoder does not", err)
+			t.Fatalf("the Message fails (%v) where the generated decoder does not", err)
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("Fields and MapEntry differ from the generated decoder (-generated +Fields):\n%s", diff)
+			t.Fatalf("the Message and MapEntry differ from the generated decoder (-generated +Message):\n%s", diff)
 		}
 	})
 }

@@ -1,0 +1,129 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubeproto
+
+import (
+	"io"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// A Tag is a field's number and wire type as the wire writes them (number<<3 | type), so
+// that one switch on Message.Tag picks a field of the expected type.
+type Tag uint64
+
+// Bytes is the tag of a length-delimited field (a string, bytes, a message, a map entry).
+func Bytes(num protowire.Number) Tag { return Tag(num)<<3 | Tag(protowire.BytesType) }
+
+// Varint is the tag of a varint field (an integer, a bool, an enum).
+func Varint(num protowire.Number) Tag { return Tag(num)<<3 | Tag(protowire.VarintType) }
+
+// A Message reads the fields of one protobuf message in order, by the rules of the generated
+// Unmarshal methods. A decoder is one flat function per message, as the generated code is:
+//
+//	m := kubeproto.NewMessage(b)
+//	for m.Next() {
+//		switch m.Tag() {
+//		case kubeproto.Bytes(metaName):
+//			name = string(m.Value())
+//		case kubeproto.Varint(metaGeneration):
+//			generation = int64(m.Varint())
+//		}
+//	}
+//	return m.Err()
+//
+// Fixed-size fields and groups are skipped; Next stops at the end of the message or at the
+// first malformed field, which Err then returns.
+type Message struct {
+	b      []byte
+	i      int
+	tag    Tag
+	value  []byte
+	varint uint64
+	err    error
+}
+
+// NewMessage reads the message b.
+func NewMessage(b []byte) Message { return Message{b: b} }
+
+// Next reads the next varint or length-delimited field, skipping the others; false at the
+// end of the message or on an error.
+func (m *Message) Next() bool {
+	b := m.b
+	for m.i < len(b) && m.err == nil {
+		t, n, err := varint(b[m.i:])
+		if err != nil {
+			m.err = err
+			return false
+		}
+		num, typ := protowire.Number(int32(t>>3)), protowire.Type(t&7) // tag's rules, written out for speed
+		if typ == protowire.EndGroupType {
+			m.err = ErrGroupEnd
+			return false
+		}
+		if num <= 0 {
+			m.err = ErrFieldNum
+			return false
+		}
+		switch typ {
+		case protowire.VarintType:
+			v, k, err := varint(b[m.i+n:])
+			if err != nil {
+				m.err = err
+				return false
+			}
+			m.i += n + k
+			m.tag, m.value, m.varint = Tag(num)<<3|Tag(typ), nil, v
+			return true
+		case protowire.BytesType:
+			start, end, err := length(b, m.i+n)
+			if err != nil {
+				m.err = err
+				return false
+			}
+			m.i = end
+			m.tag, m.value, m.varint = Tag(num)<<3|Tag(typ), b[start:end:len(b)], 0
+			return true
+		}
+		k, err := SkipField(b[m.i:])
+		switch {
+		case err != nil:
+			m.err = err
+		case m.i+k > len(b):
+			m.err = io.ErrUnexpectedEOF
+		default:
+			m.i += k
+		}
+	}
+	return false
+}
+
+// Tag is the current field's number and wire type.
+func (m *Message) Tag() Tag { return m.tag }
+
+// Num is the current field's number.
+func (m *Message) Num() protowire.Number { return protowire.Number(m.tag >> 3) }
+
+// Value is the current length-delimited field's value (nil for a varint), not copied. Its
+// capacity ends with the message (see MapEntry): it must not be appended to.
+func (m *Message) Value() []byte { return m.value }
+
+// Varint is the current varint field's value.
+func (m *Message) Varint() uint64 { return m.varint }
+
+// Err is the error that stopped Next, nil at the end of a well-formed message.
+func (m *Message) Err() error { return m.err }

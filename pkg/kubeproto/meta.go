@@ -1,0 +1,137 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubeproto
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Field numbers of ObjectMeta (k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto): part of
+// the API's compatibility guarantee.
+const (
+	metaName              = 1
+	metaNamespace         = 3
+	metaUID               = 5
+	metaResourceVersion   = 6
+	metaCreationTimestamp = 8
+	metaDeletionTimestamp = 9
+	metaLabels            = 11
+	metaAnnotations       = 12
+)
+
+// ObjectMeta is what ReadObjectMeta reads of an ObjectMeta message. Every value is a view
+// into the message, to be copied (or interned) by what keeps it.
+type ObjectMeta struct {
+	Name, Namespace, UID, ResourceVersion []byte
+	// CreationTimestamp and DeletionTimestamp are the Time messages, nil when absent
+	// (metav1.Time's Unmarshal reads them).
+	CreationTimestamp, DeletionTimestamp []byte
+	// InitialEventsEnd is the value of the watch-list bookmark's annotation
+	// (metav1.InitialEventsAnnotationKey), nil on any other object; the reflector waits for it.
+	InitialEventsEnd []byte
+	// Labels holds the label map entries (MapEntry reads them) whose key the reader's keep
+	// function accepts, in the message's order.
+	Labels [][]byte
+}
+
+// ReadObjectMeta reads the ObjectMeta message b into meta: the identity, the timestamps,
+// the labels keepLabel accepts (none when it is nil) and the bookmark's annotation; the other
+// annotations, owner references and managed fields are skipped unread. meta.Labels is reused
+// (appended to from empty), so that a caller can give it room.
+func ReadObjectMeta(b []byte, keepLabel func(key string) bool, meta *ObjectMeta) error {
+	*meta = ObjectMeta{Labels: meta.Labels[:0]}
+	m := NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case Bytes(metaName):
+			meta.Name = m.Value()
+		case Bytes(metaNamespace):
+			meta.Namespace = m.Value()
+		case Bytes(metaUID):
+			meta.UID = m.Value()
+		case Bytes(metaResourceVersion):
+			meta.ResourceVersion = m.Value()
+		case Bytes(metaCreationTimestamp):
+			meta.CreationTimestamp = m.Value()
+		case Bytes(metaDeletionTimestamp):
+			meta.DeletionTimestamp = m.Value()
+		case Bytes(metaLabels):
+			if keepLabel == nil {
+				continue
+			}
+			key, _, err := MapEntry(m.Value())
+			if err != nil {
+				return err
+			}
+			if keepLabel(View(key)) {
+				meta.Labels = append(meta.Labels, m.Value())
+			}
+		case Bytes(metaAnnotations):
+			key, value, err := MapEntry(m.Value())
+			if err != nil {
+				return err
+			}
+			if View(key) == metav1.InitialEventsAnnotationKey {
+				meta.InitialEventsEnd = value
+				if value == nil {
+					meta.InitialEventsEnd = []byte{} // present, empty
+				}
+			}
+		}
+	}
+	return m.Err()
+}
+
+// Compact is the metadata a cache's compact object keeps, embedded in it: what the reflector
+// and client-go's stores read of an object (meta.Accessor, through GetObjectMeta), and no
+// more. The object adds what its cache keeps and a DeepCopyObject.
+type Compact struct {
+	Namespace, Name, ResourceVersion string
+	// InitialEventsEnd is the watch-list bookmark's annotation, empty on anything else.
+	InitialEventsEnd string
+}
+
+// CompactOf copies what Compact keeps of meta.
+func CompactOf(meta *ObjectMeta) Compact {
+	c := Compact{Name: string(meta.Name), ResourceVersion: string(meta.ResourceVersion)}
+	if len(meta.Namespace) > 0 {
+		c.Namespace = string(meta.Namespace)
+	}
+	if meta.InitialEventsEnd != nil {
+		c.InitialEventsEnd = string(meta.InitialEventsEnd)
+	}
+	return c
+}
+
+// CompactOfMeta is CompactOf for an object decoded in full (JSON).
+func CompactOfMeta(meta *metav1.ObjectMeta) Compact {
+	return Compact{Namespace: meta.Namespace, Name: meta.Name, ResourceVersion: meta.ResourceVersion,
+		InitialEventsEnd: meta.Annotations[metav1.InitialEventsAnnotationKey]}
+}
+
+// GetObjectMeta is the metadata the reflector and client-go's stores read.
+func (c *Compact) GetObjectMeta() metav1.Object {
+	meta := &metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, ResourceVersion: c.ResourceVersion}
+	if c.InitialEventsEnd != "" {
+		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: c.InitialEventsEnd}
+	}
+	return meta
+}
+
+// GetObjectKind is empty: a cache's objects have no kind of their own.
+func (c *Compact) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -1,0 +1,129 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubeproto_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+)
+
+// readMeta is what ReadObjectMeta reads of b, keeping the labels that start with "k", as a
+// metav1.ObjectMeta.
+func readMeta(b []byte) (metav1.ObjectMeta, error) {
+	var meta kubeproto.ObjectMeta
+	if err := kubeproto.ReadObjectMeta(b, func(key string) bool { return strings.HasPrefix(key, "k") }, &meta); err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	out := metav1.ObjectMeta{Name: string(meta.Name), Namespace: string(meta.Namespace),
+		UID: types.UID(meta.UID), ResourceVersion: string(meta.ResourceVersion)}
+	if meta.CreationTimestamp != nil {
+		if err := out.CreationTimestamp.Unmarshal(meta.CreationTimestamp); err != nil {
+			return out, err
+		}
+	}
+	if meta.DeletionTimestamp != nil {
+		out.DeletionTimestamp = &metav1.Time{}
+		if err := out.DeletionTimestamp.Unmarshal(meta.DeletionTimestamp); err != nil {
+			return out, err
+		}
+	}
+	for _, e := range meta.Labels {
+		key, value, err := kubeproto.MapEntry(e)
+		if err != nil {
+			return out, err
+		}
+		if out.Labels == nil {
+			out.Labels = map[string]string{}
+		}
+		out.Labels[string(key)] = string(value)
+	}
+	if meta.InitialEventsEnd != nil {
+		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
+	}
+	return out, nil
+}
+
+// generatedMeta is what the generated decoder reads of the fields ReadObjectMeta reads.
+func generatedMeta(b []byte) (metav1.ObjectMeta, bool) {
+	var full metav1.ObjectMeta
+	ok := func() (ok bool) {
+		defer func() {
+			if recover() != nil {
+				ok = false
+			}
+		}()
+		return full.Unmarshal(b) == nil
+	}()
+	if !ok {
+		return full, false
+	}
+	out := metav1.ObjectMeta{Name: full.Name, Namespace: full.Namespace, UID: full.UID, ResourceVersion: full.ResourceVersion,
+		CreationTimestamp: full.CreationTimestamp, DeletionTimestamp: full.DeletionTimestamp}
+	for k, v := range full.Labels {
+		if strings.HasPrefix(k, "k") {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[k] = v
+		}
+	}
+	if v, ok := full.Annotations[metav1.InitialEventsAnnotationKey]; ok {
+		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
+	}
+	return out, true
+}
+
+// Whatever the bytes, ReadObjectMeta returns or fails and never panics; whenever the
+// generated decoder accepts them, it reads the identity, timestamps, kept labels and the
+// bookmark's annotation as that decoder does.
+func FuzzReadObjectMetaLikeGenerated(f *testing.F) {
+	deleted := metav1.Unix(20, 5)
+	meta := metav1.ObjectMeta{Name: "n", Namespace: "ns", UID: "u", ResourceVersion: "7", Generation: 3,
+		CreationTimestamp: metav1.Unix(10, 0), DeletionTimestamp: &deleted,
+		Labels:            map[string]string{"kept": "1", "other": "2", "k": ""},
+		Annotations:       map[string]string{"x": "y", metav1.InitialEventsAnnotationKey: "true"},
+		ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply}},
+		OwnerReferences:   []metav1.OwnerReference{{Name: "o", UID: "ou"}},
+	}
+	data, err := meta.Marshal()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add(data[:len(data)/2])
+	f.Add(append(append([]byte{}, data...), data...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := readMeta(data)
+		want, ok := generatedMeta(data)
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Fatalf("ReadObjectMeta fails (%v) where the generated decoder does not", err)
+		}
+		if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+			t.Fatalf("ReadObjectMeta differs from the generated decoder (-generated +ReadObjectMeta):\n%s", diff)
+		}
+	})
+}
