@@ -101,10 +101,10 @@ func FuzzReadObjectMetaLikeGenerated(f *testing.F) {
 	deleted := metav1.Unix(20, 5)
 	meta := metav1.ObjectMeta{Name: "n", Namespace: "ns", UID: "u", ResourceVersion: "7", Generation: 3,
 		CreationTimestamp: metav1.Unix(10, 0), DeletionTimestamp: &deleted,
-		Labels:            map[string]string{"kept": "1", "other": "2", "k": ""},
-		Annotations:       map[string]string{"x": "y", metav1.InitialEventsAnnotationKey: "true"},
-		ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply}},
-		OwnerReferences:   []metav1.OwnerReference{{Name: "o", UID: "ou"}},
+		Labels:          map[string]string{"kept": "1", "other": "2", "k": ""},
+		Annotations:     map[string]string{"x": "y", metav1.InitialEventsAnnotationKey: "true"},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply}},
+		OwnerReferences: []metav1.OwnerReference{{Name: "o", UID: "ou"}},
 	}
 	data, err := meta.Marshal()
 	if err != nil {
