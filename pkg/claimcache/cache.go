@@ -27,7 +27,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -59,9 +58,9 @@ type Cache struct {
 }
 
 // New builds the cache on a copy of config that asks for protobuf and decodes through
-// NewSerializer. Nothing runs until Run.
+// claimCodec. Nothing runs until Run.
 func New(config *rest.Config, tracker *allocation.Tracker) (*Cache, error) {
-	client, err := restClient(config)
+	client, err := kubeproto.NewClient(config, claimCodec)
 	if err != nil {
 		return nil, err
 	}
@@ -80,23 +79,6 @@ func New(config *rest.Config, tracker *allocation.Tracker) (*Cache, error) {
 		TypeDescription: "*v1.ResourceClaim", // in the reflector's log lines
 	})
 	return &Cache{reflector: reflector, store: s}, nil
-}
-
-// restClient is a resource.k8s.io/v1 client on a copy of config that asks for protobuf and
-// decodes claims through NewSerializer.
-func restClient(config *rest.Config) (*rest.RESTClient, error) {
-	cfg := kubeproto.StreamConfig(config)
-	cfg.GroupVersion = &resourcev1.SchemeGroupVersion
-	cfg.APIPath = "/apis"
-	cfg.NegotiatedSerializer = NewSerializer(kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()))
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	client, err := rest.RESTClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create ResourceClaim client: %w", err)
-	}
-	return client, nil
 }
 
 // claimsRequest is a GET of the ResourceClaims of namespace ("" for all) with opts, as the

@@ -19,7 +19,6 @@ package claimcache
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,19 +27,12 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// Field numbers of the messages the decoder reads (k8s.io/api resource/v1 and
-// k8s.io/apimachinery meta/v1 generated.proto): part of the API's compatibility guarantee.
+// Field numbers of the messages the decoder reads (k8s.io/api resource/v1 generated.proto):
+// part of the API's compatibility guarantee.
 const (
 	claimMetadata = 1
 	claimSpec     = 2
 	claimStatus   = 3
-
-	metaName              = 1
-	metaNamespace         = 3
-	metaUID               = 5
-	metaResourceVersion   = 6
-	metaCreationTimestamp = 8
-	metaAnnotations       = 12
 
 	specDevices         = 1 // ResourceClaimSpec.devices: DeviceClaim
 	deviceClaimRequests = 1 // DeviceClaim.requests: DeviceRequest
@@ -98,22 +90,27 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 	claim := &resourcev1.ResourceClaim{}
 	// FromClaim reads the requests only of an unallocated claim, and the spec comes before
 	// the status: it is decoded at the end, if at all.
-	var specs [][]byte
-	err := kubeproto.Fields(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	var one [1][]byte
+	specs := one[:0]
+	var meta kubeproto.ObjectMeta
+	m := kubeproto.NewMessage(raw)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(claimMetadata):
+			if err = kubeproto.ReadObjectMeta(m.Value(), nil, &meta); err == nil {
+				err = setMeta(&claim.ObjectMeta, &meta)
+			}
+		case kubeproto.Bytes(claimSpec):
+			specs = append(specs, m.Value())
+		case kubeproto.Bytes(claimStatus):
+			err = decodeStatus(m.Value(), &claim.Status)
 		}
-		switch num {
-		case claimMetadata:
-			return decodeMeta(v, &claim.ObjectMeta)
-		case claimSpec:
-			specs = append(specs, v)
-		case claimStatus:
-			return decodeStatus(v, &claim.Status)
+		if err != nil {
+			return claim, err
 		}
-		return nil
-	})
-	if err != nil || claim.Status.Allocation != nil {
+	}
+	if err := m.Err(); err != nil || claim.Status.Allocation != nil {
 		return claim, err
 	}
 	for _, spec := range specs {
@@ -124,206 +121,252 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 	return claim, nil
 }
 
+// setMeta sets what FromClaim and the reflector read of the metadata: the fields present in
+// meta, so that a repeated metadata field merges as the generated decoder merges it.
+func setMeta(out *metav1.ObjectMeta, meta *kubeproto.ObjectMeta) error {
+	if meta.Name != nil {
+		out.Name = string(meta.Name)
+	}
+	if meta.Namespace != nil {
+		out.Namespace = string(meta.Namespace)
+	}
+	if meta.UID != nil {
+		out.UID = types.UID(meta.UID)
+	}
+	if meta.ResourceVersion != nil {
+		out.ResourceVersion = string(meta.ResourceVersion)
+	}
+	if meta.InitialEventsEnd != nil {
+		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
+	}
+	if meta.CreationTimestamp != nil {
+		return out.CreationTimestamp.Unmarshal(meta.CreationTimestamp)
+	}
+	return nil
+}
+
 // tooMany is the error for a list longer than the API server accepts: such a claim comes
 // from no conforming server, and decoding it could take memory many times its size.
 func tooMany(list string, limit int) error {
 	return fmt.Errorf("%s has more than the %d entries the API allows", list, limit)
 }
 
-func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case metaName:
-			meta.Name = string(v)
-		case metaNamespace:
-			meta.Namespace = string(v)
-		case metaUID:
-			meta.UID = types.UID(v)
-		case metaResourceVersion:
-			meta.ResourceVersion = string(v)
-		case metaCreationTimestamp:
-			return meta.CreationTimestamp.Unmarshal(v)
-		case metaAnnotations:
-			if value, ok := initialEventsEnd(v); ok {
-				meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: value}
-			}
-		}
-		return nil
-	})
-}
-
-// initialEventsEnd returns the value of an annotation's map entry if it is the watch-list
-// bookmark's marker (the reflector waits for it). A malformed entry is no marker.
-func initialEventsEnd(entry []byte) (string, bool) {
-	key, value, err := kubeproto.MapEntry(entry)
-	if err != nil || string(key) != metav1.InitialEventsAnnotationKey {
-		return "", false
-	}
-	return string(value), true
-}
-
 func decodeSpec(b []byte, spec *resourcev1.ResourceClaimSpec) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != specDevices || typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() == kubeproto.Bytes(specDevices) {
+			if err := decodeDeviceClaim(m.Value(), &spec.Devices); err != nil {
+				return err
+			}
 		}
-		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if num != deviceClaimRequests || typ != protowire.BytesType {
-				return nil
-			}
-			if len(spec.Devices.Requests) == resourcev1.DeviceRequestsMaxSize {
-				return tooMany("spec.devices.requests", resourcev1.DeviceRequestsMaxSize)
-			}
-			spec.Devices.Requests = append(spec.Devices.Requests, resourcev1.DeviceRequest{})
-			return decodeRequest(v, &spec.Devices.Requests[len(spec.Devices.Requests)-1])
-		})
-	})
+	}
+	return m.Err()
+}
+
+func decodeDeviceClaim(b []byte, d *resourcev1.DeviceClaim) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(deviceClaimRequests) {
+			continue
+		}
+		if len(d.Requests) == resourcev1.DeviceRequestsMaxSize {
+			return tooMany("spec.devices.requests", resourcev1.DeviceRequestsMaxSize)
+		}
+		d.Requests = append(d.Requests, resourcev1.DeviceRequest{})
+		if err := decodeRequest(m.Value(), &d.Requests[len(d.Requests)-1]); err != nil {
+			return err
+		}
+	}
+	return m.Err()
 }
 
 func decodeRequest(b []byte, r *resourcev1.DeviceRequest) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case requestExactly:
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(requestExactly):
 			if r.Exactly == nil {
 				r.Exactly = &resourcev1.ExactDeviceRequest{}
 			}
-			e := r.Exactly
-			return decodeDeviceRequest(v, exactClass, exactSelectors, exactAllocationMode, exactCount,
-				&e.DeviceClassName, &e.Selectors, &e.AllocationMode, &e.Count)
-		case requestFirstAvailable:
+			err = decodeExact(m.Value(), r.Exactly)
+		case kubeproto.Bytes(requestFirstAvailable):
 			if len(r.FirstAvailable) == resourcev1.FirstAvailableDeviceRequestMaxSize {
 				return tooMany("firstAvailable", resourcev1.FirstAvailableDeviceRequestMaxSize)
 			}
 			r.FirstAvailable = append(r.FirstAvailable, resourcev1.DeviceSubRequest{})
-			s := &r.FirstAvailable[len(r.FirstAvailable)-1]
-			return decodeDeviceRequest(v, subClass, subSelectors, subAllocationMode, subCount,
-				&s.DeviceClassName, &s.Selectors, &s.AllocationMode, &s.Count)
+			err = decodeSubRequest(m.Value(), &r.FirstAvailable[len(r.FirstAvailable)-1])
 		}
-		return nil
-	})
+		if err != nil {
+			return err
+		}
+	}
+	return m.Err()
 }
 
-// decodeDeviceRequest reads the fields an ExactDeviceRequest and a DeviceSubRequest share,
-// under their numbers in either message.
-func decodeDeviceRequest(b []byte, classNum, selectorsNum, modeNum, countNum protowire.Number,
-	class *string, selectors *[]resourcev1.DeviceSelector, mode *resourcev1.DeviceAllocationMode, count *int64) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
-		switch {
-		case num == classNum && typ == protowire.BytesType:
-			*class = string(v)
-		case num == modeNum && typ == protowire.BytesType:
-			*mode = resourcev1.DeviceAllocationMode(v)
-		case num == countNum && typ == protowire.VarintType:
-			*count = int64(varint)
-		case num == selectorsNum && typ == protowire.BytesType:
-			if len(*selectors) == resourcev1.DeviceSelectorsMaxSize {
-				return tooMany("selectors", resourcev1.DeviceSelectorsMaxSize)
+func decodeExact(b []byte, e *resourcev1.ExactDeviceRequest) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(exactClass):
+			e.DeviceClassName = string(m.Value())
+		case kubeproto.Bytes(exactAllocationMode):
+			e.AllocationMode = resourcev1.DeviceAllocationMode(m.Value())
+		case kubeproto.Varint(exactCount):
+			e.Count = int64(m.Varint())
+		case kubeproto.Bytes(exactSelectors):
+			if err := appendSelector(&e.Selectors, m.Value()); err != nil {
+				return err
 			}
-			*selectors = append(*selectors, resourcev1.DeviceSelector{})
-			return decodeSelector(v, &(*selectors)[len(*selectors)-1])
 		}
-		return nil
-	})
+	}
+	return m.Err()
+}
+
+func decodeSubRequest(b []byte, s *resourcev1.DeviceSubRequest) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(subClass):
+			s.DeviceClassName = string(m.Value())
+		case kubeproto.Bytes(subAllocationMode):
+			s.AllocationMode = resourcev1.DeviceAllocationMode(m.Value())
+		case kubeproto.Varint(subCount):
+			s.Count = int64(m.Varint())
+		case kubeproto.Bytes(subSelectors):
+			if err := appendSelector(&s.Selectors, m.Value()); err != nil {
+				return err
+			}
+		}
+	}
+	return m.Err()
+}
+
+// appendSelector decodes a DeviceSelector onto selectors, of an ExactDeviceRequest or a
+// DeviceSubRequest.
+func appendSelector(selectors *[]resourcev1.DeviceSelector, b []byte) error {
+	if len(*selectors) == resourcev1.DeviceSelectorsMaxSize {
+		return tooMany("selectors", resourcev1.DeviceSelectorsMaxSize)
+	}
+	*selectors = append(*selectors, resourcev1.DeviceSelector{})
+	return decodeSelector(b, &(*selectors)[len(*selectors)-1])
 }
 
 func decodeSelector(b []byte, s *resourcev1.DeviceSelector) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != selectorCEL || typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(selectorCEL) {
+			continue
 		}
 		if s.CEL == nil {
 			s.CEL = &resourcev1.CELDeviceSelector{}
 		}
-		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if num == celExpression && typ == protowire.BytesType {
-				s.CEL.Expression = string(v)
-			}
-			return nil
-		})
-	})
+		if err := decodeCEL(m.Value(), s.CEL); err != nil {
+			return err
+		}
+	}
+	return m.Err()
+}
+
+func decodeCEL(b []byte, c *resourcev1.CELDeviceSelector) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() == kubeproto.Bytes(celExpression) {
+			c.Expression = string(m.Value())
+		}
+	}
+	return m.Err()
 }
 
 func decodeStatus(b []byte, status *resourcev1.ResourceClaimStatus) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case statusAllocation:
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(statusAllocation):
 			if status.Allocation == nil {
 				status.Allocation = &resourcev1.AllocationResult{}
 			}
-			return decodeAllocation(v, status.Allocation)
-		case statusReservedFor:
+			err = decodeAllocation(m.Value(), status.Allocation)
+		case kubeproto.Bytes(statusReservedFor):
 			if len(status.ReservedFor) == resourcev1.ResourceClaimReservedForMaxSize {
 				return tooMany("status.reservedFor", resourcev1.ResourceClaimReservedForMaxSize)
 			}
 			status.ReservedFor = append(status.ReservedFor, resourcev1.ResourceClaimConsumerReference{})
-			return decodeConsumer(v, &status.ReservedFor[len(status.ReservedFor)-1])
+			err = decodeConsumer(m.Value(), &status.ReservedFor[len(status.ReservedFor)-1])
 		}
-		return nil
-	})
+		if err != nil {
+			return err
+		}
+	}
+	return m.Err()
 }
 
 func decodeAllocation(b []byte, a *resourcev1.AllocationResult) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != allocationDevices || typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() == kubeproto.Bytes(allocationDevices) {
+			if err := decodeDeviceAllocation(m.Value(), &a.Devices); err != nil {
+				return err
+			}
 		}
-		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if num != devicesResults || typ != protowire.BytesType {
-				return nil
-			}
-			// Only the NVIDIA driver's results count: others are not copied.
-			var driver, pool, device []byte
-			err := kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if typ != protowire.BytesType {
-					return nil
-				}
-				switch num {
-				case resultDriver:
-					driver = v
-				case resultPool:
-					pool = v
-				case resultDevice:
-					device = v
-				}
-				return nil
-			})
-			if err == nil && string(driver) == allocation.DRADriver {
-				if len(a.Devices.Results) == resourcev1.AllocationResultsMaxSize {
-					return tooMany("gpu.nvidia.com results", resourcev1.AllocationResultsMaxSize)
-				}
-				a.Devices.Results = append(a.Devices.Results, resourcev1.DeviceRequestAllocationResult{
-					Driver: allocation.DRADriver, Pool: string(pool), Device: string(device),
-				})
-			}
+	}
+	return m.Err()
+}
+
+// decodeDeviceAllocation keeps only the NVIDIA driver's results: others are not copied.
+func decodeDeviceAllocation(b []byte, d *resourcev1.DeviceAllocationResult) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(devicesResults) {
+			continue
+		}
+		driver, pool, device, err := decodeResult(m.Value())
+		if err != nil {
 			return err
+		}
+		if string(driver) != allocation.DRADriver {
+			continue
+		}
+		if len(d.Results) == resourcev1.AllocationResultsMaxSize {
+			return tooMany("gpu.nvidia.com results", resourcev1.AllocationResultsMaxSize)
+		}
+		d.Results = append(d.Results, resourcev1.DeviceRequestAllocationResult{
+			Driver: allocation.DRADriver, Pool: string(pool), Device: string(device),
 		})
-	})
+	}
+	return m.Err()
+}
+
+// decodeResult reads a DeviceRequestAllocationResult's driver, pool and device, uncopied.
+func decodeResult(b []byte) (driver, pool, device []byte, err error) {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(resultDriver):
+			driver = m.Value()
+		case kubeproto.Bytes(resultPool):
+			pool = m.Value()
+		case kubeproto.Bytes(resultDevice):
+			device = m.Value()
+		}
+	}
+	return driver, pool, device, m.Err()
 }
 
 func decodeConsumer(b []byte, c *resourcev1.ResourceClaimConsumerReference) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(consumerAPIGroup):
+			c.APIGroup = string(m.Value())
+		case kubeproto.Bytes(consumerResource):
+			c.Resource = string(m.Value())
+		case kubeproto.Bytes(consumerName):
+			c.Name = string(m.Value())
+		case kubeproto.Bytes(consumerUID):
+			c.UID = types.UID(m.Value())
 		}
-		switch num {
-		case consumerAPIGroup:
-			c.APIGroup = string(v)
-		case consumerResource:
-			c.Resource = string(v)
-		case consumerName:
-			c.Name = string(v)
-		case consumerUID:
-			c.UID = types.UID(v)
-		}
-		return nil
-	})
+	}
+	return m.Err()
 }

@@ -323,6 +323,8 @@ func FuzzDecodeClaim(f *testing.F) {
 		f.Add(data[:len(data)/2])
 	}
 	f.Add([]byte{})
+	// A second metadata field holding only a name: the generated decoder merges it.
+	f.Add(append(marshal(f, claimTable()[0].claim), 0x0a, 0x09, 0x0a, 0x07, 'r', 'e', 'n', 'a', 'm', 'e', 'd'))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := DecodeClaim(data)
 		var full resourcev1.ResourceClaim

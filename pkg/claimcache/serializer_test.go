@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // codecs are the encoder the API server would use and the claim decoder over the same
@@ -41,14 +42,15 @@ func codecs() map[string][2]any {
 	for name, s := range map[string]runtime.Serializer{"protobuf": proto, "JSON": js} {
 		out[name] = [2]any{
 			scheme.Codecs.EncoderForVersion(s, resourcev1.SchemeGroupVersion),
-			NewSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(s, resourcev1.SchemeGroupVersion),
+			claimCodec.Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(s, resourcev1.SchemeGroupVersion),
 		}
 	}
 	return out
 }
 
 func wantObject(c *resourcev1.ResourceClaim) Object {
-	return Object{Namespace: c.Namespace, Name: c.Name, ResourceVersion: c.ResourceVersion, Claim: allocation.FromClaim(c)}
+	return Object{Compact: kubeproto.Compact{Namespace: c.Namespace, Name: c.Name, ResourceVersion: c.ResourceVersion},
+		Claim: allocation.FromClaim(c)}
 }
 
 // Single claims and lists come out as Objects holding what FromClaim keeps, with the key and
@@ -102,7 +104,8 @@ func TestSerializerDecodesClaimsAndLists(t *testing.T) {
 
 // The streaming list ends with a bookmark carrying the initial-events-end annotation; the
 // decoder keeps it, or the reflector would never sync. Status objects pass through, and so
-// does decoding into a given object.
+// does decoding into a ResourceClaim; decoding into an Object gives what a decode without a
+// target gives.
 func TestSerializerKeepsTheBookmarkAndPassesOthers(t *testing.T) {
 	for name, codec := range codecs() {
 		encoder, decoder := codec[0].(runtime.Encoder), codec[1].(runtime.Decoder)
@@ -130,6 +133,10 @@ func TestSerializerKeepsTheBookmarkAndPassesOthers(t *testing.T) {
 			if _, _, err := decoder.Decode(data, nil, into); err != nil || into.Labels["app"] != "trainer" || len(into.ManagedFields) != 1 {
 				t.Errorf("decoding into a ResourceClaim gave %+v, %v; want the whole claim", into.ObjectMeta, err)
 			}
+			intoObject := &Object{}
+			if _, _, err := decoder.Decode(data, nil, intoObject); err != nil || !cmp.Equal(wantObject(full), *intoObject) {
+				t.Errorf("decoding into an Object gave %+v, %v; want %+v", *intoObject, err, wantObject(full))
+			}
 		})
 	}
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old"}
@@ -138,7 +145,7 @@ func TestSerializerKeepsTheBookmarkAndPassesOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := runtime.Decode(NewSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, resourcev1.SchemeGroupVersion), data)
+	got, err := runtime.Decode(claimCodec.Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, resourcev1.SchemeGroupVersion), data)
 	if s, ok := got.(*metav1.Status); err != nil || !ok || s.Code != 410 {
 		t.Errorf("a Status decoded as %#v, %v", got, err)
 	}
@@ -147,7 +154,7 @@ func TestSerializerKeepsTheBookmarkAndPassesOthers(t *testing.T) {
 // A malformed protobuf claim, alone or in a list, is an error.
 func TestSerializerReportsMalformedClaims(t *testing.T) {
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	decoder := NewSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, resourcev1.SchemeGroupVersion)
+	decoder := claimCodec.Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, resourcev1.SchemeGroupVersion)
 	// metadata of 3 bytes holding a name of 5
 	item := []byte{0x0a, 0x03, 0x0a, 0x05, 'a'}
 	envelope := func(kind string, raw []byte) []byte {
