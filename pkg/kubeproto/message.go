@@ -63,52 +63,68 @@ func NewMessage(b []byte) Message { return Message{b: b} }
 // Next reads the next varint or length-delimited field, skipping the others; false at the
 // end of the message or on an error.
 func (m *Message) Next() bool {
-	b := m.b
-	for m.i < len(b) && m.err == nil {
-		t, n, err := varint(b[m.i:])
+	// The common field, inlined: a one-byte tag of a length-delimited field shorter than
+	// 128 bytes.
+	if i := m.i; i+1 < len(m.b) {
+		if t, n := m.b[i], m.b[i+1]; t < 0x80 && t&7 == byte(protowire.BytesType) && t >= 8 && n < 0x80 {
+			if end := i + 2 + int(n); end <= len(m.b) {
+				m.tag, m.value, m.i = Tag(t), m.b[i+2:end:len(m.b)], end
+				return true
+			}
+		}
+	}
+	return m.next()
+}
+
+// next is Next for any field.
+func (m *Message) next() bool {
+	b, i := m.b, m.i
+	for i < len(b) {
+		t, n, err := varint(b[i:])
 		if err != nil {
-			m.err = err
-			return false
+			return m.fail(err)
 		}
 		num, typ := protowire.Number(int32(t>>3)), protowire.Type(t&7) // tag's rules, written out for speed
 		if typ == protowire.EndGroupType {
-			m.err = ErrGroupEnd
-			return false
+			return m.fail(ErrGroupEnd)
 		}
 		if num <= 0 {
-			m.err = ErrFieldNum
-			return false
+			return m.fail(ErrFieldNum)
 		}
 		switch typ {
 		case protowire.VarintType:
-			v, k, err := varint(b[m.i+n:])
+			v, k, err := varint(b[i+n:])
 			if err != nil {
-				m.err = err
-				return false
+				return m.fail(err)
 			}
-			m.i += n + k
+			m.i = i + n + k
 			m.tag, m.value, m.varint = Tag(num)<<3|Tag(typ), nil, v
 			return true
 		case protowire.BytesType:
-			start, end, err := length(b, m.i+n)
+			start, end, err := length(b, i+n)
 			if err != nil {
-				m.err = err
-				return false
+				return m.fail(err)
 			}
 			m.i = end
 			m.tag, m.value, m.varint = Tag(num)<<3|Tag(typ), b[start:end:len(b)], 0
 			return true
 		}
-		k, err := SkipField(b[m.i:])
+		k, err := SkipField(b[i:])
 		switch {
 		case err != nil:
-			m.err = err
-		case m.i+k > len(b):
-			m.err = io.ErrUnexpectedEOF
-		default:
-			m.i += k
+			return m.fail(err)
+		case i+k > len(b):
+			return m.fail(io.ErrUnexpectedEOF)
 		}
+		i += k
+		m.i = i
 	}
+	return false
+}
+
+// fail stops the message at err: Next returns false from now on.
+func (m *Message) fail(err error) bool {
+	m.err, m.i = err, len(m.b)
 	return false
 }
 
