@@ -23,15 +23,12 @@ package podcache
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -57,17 +54,13 @@ type Options struct {
 
 // New returns a cache of the pods of the cluster config reaches, reading them as protobuf.
 func New(config *rest.Config, tracker Tracker, opts Options) (*Cache, error) {
-	client, err := newClient(config)
+	client, err := kubeproto.NewClient(config, podCodec)
 	if err != nil {
 		return nil, err
 	}
 	c := &Cache{store: newStore(tracker), client: client}
 	if opts.ByNamespace {
-		core, err := corev1client.NewForConfig(kubeproto.StreamConfig(config))
-		if err != nil {
-			return nil, fmt.Errorf("create Namespace client: %w", err)
-		}
-		c.namespaces = core.RESTClient()
+		c.namespaces = client // its codec leaves Namespaces to the generated decoders
 	}
 	lw := listWatch{&cache.ListWatch{
 		ListWithContextFunc: c.list,
@@ -133,20 +126,6 @@ func listPods(ctx context.Context, client rest.Interface, opts metav1.ListOption
 	list.ResourceVersion = resourceVersion
 	klog.FromContext(ctx).V(2).Info("Listed pods", "pods", count, "kept", len(list.Items), "resourceVersion", resourceVersion, "duration", time.Since(start))
 	return list, nil
-}
-
-// newClient is a REST client of the core group that asks for protobuf and decodes Pods into
-// Objects (NewDecodingSerializer).
-func newClient(config *rest.Config) (*rest.RESTClient, error) {
-	cfg := kubeproto.StreamConfig(config)
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = NewDecodingSerializer(kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()))
-	client, err := rest.RESTClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create Pod client: %w", err)
-	}
-	return client, nil
 }
 
 // Run lists and watches the pods until ctx is done, listing again after a watch expires.

@@ -313,7 +313,7 @@ func TestKeptPodsAreSmall(t *testing.T) {
 			}
 			p.UID = types.UID(fmt.Sprintf("0f7d3c52-5b1e-4a55-9b7e-%012d", i))
 			data := prototest.Encode(t, p)
-			obj, err := k8sruntime.Decode(NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion), data)
+			obj, err := k8sruntime.Decode(podCodec.Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(protobuf.NewSerializer(scheme.Scheme, scheme.Scheme), corev1.SchemeGroupVersion), data)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,68 +23,29 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// NewDecodingSerializer wraps a client's serializer so that every Pod it decodes (watch
-// events, list items) comes out as an *Object and every PodList as an *ObjectList holding
-// the GPU pods only: protobuf Pods are decoded by DecodePod, which reads nothing more of a
-// pod that names no GPU resource; Pods and PodLists in JSON are decoded by the wrapped
-// serializer and then reduced with allocation.FromPod. Other objects (a watch's error
-// Status) pass through.
-func NewDecodingSerializer(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
-	return decodingSerializer{ns}
+// podCodec is the pod client's decoder: every Pod it decodes (watch events, list items) comes
+// out as an *Object and every PodList as an *ObjectList holding the GPU pods (and the pods it
+// could not read) only. Protobuf Pods are decoded by DecodePod, which reads nothing more of
+// a pod that names no GPU resource; Pods and PodLists in JSON are decoded in full and then
+// reduced with allocation.FromPod.
+var podCodec = kubeproto.Codec[Object, ObjectList]{
+	GroupVersion: corev1.SchemeGroupVersion, Kind: "Pod", ListKind: "PodList",
+	Object: decodeObject,
+	List:   decodeList,
+	Reduce: reduce,
 }
 
-type decodingSerializer struct {
-	runtime.NegotiatedSerializer
-}
-
-func (s decodingSerializer) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
-	return podDecoder{next: s.NegotiatedSerializer.DecoderToVersion(d, gv)}
-}
-
-type podDecoder struct {
-	next runtime.Decoder
-}
-
-var (
-	podGVK     = corev1.SchemeGroupVersion.WithKind("Pod")
-	podListGVK = corev1.SchemeGroupVersion.WithKind("PodList")
-)
-
-func (d podDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	switch into.(type) {
-	case nil, *Object, *ObjectList:
-	default:
-		return d.next.Decode(data, defaults, into)
-	}
-	if apiVersion, kind, raw, err := kubeproto.Envelope(data); err == nil && string(apiVersion) == "v1" {
-		switch string(kind) {
-		case "Pod":
-			obj, err := decodeObject(raw)
-			if err != nil {
-				return nil, nil, fmt.Errorf("decode Pod: %w", err)
-			}
-			return deliver(into, obj, podGVK)
-		case "PodList":
-			list, err := decodeList(raw)
-			if err != nil {
-				return nil, nil, fmt.Errorf("decode PodList: %w", err)
-			}
-			return deliver(into, list, podListGVK)
-		}
-	}
-	obj, gvk, err := d.next.Decode(data, defaults, nil)
-	if err != nil {
-		return obj, gvk, err
-	}
+// reduce is the Object of a Pod, or the ObjectList of a PodList, decoded in full; anything
+// else (a watch's error Status) is returned as it is.
+func reduce(obj runtime.Object) runtime.Object {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return deliver(into, objectOf(o), podGVK)
+		return objectOf(o)
 	case *corev1.PodList:
 		list := &ObjectList{ListMeta: o.ListMeta}
 		for i := range o.Items {
@@ -92,58 +53,45 @@ func (d podDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 				list.Items = append(list.Items, obj)
 			}
 		}
-		return deliver(into, list, podListGVK)
+		return list
 	}
-	if into != nil {
-		return nil, nil, fmt.Errorf("cannot decode %T into %T", obj, into)
-	}
-	return obj, gvk, nil
-}
-
-// deliver stores obj in into when it is given (of obj's type) and returns it.
-func deliver(into, obj runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, *schema.GroupVersionKind, error) {
-	switch dst := into.(type) {
-	case nil:
-		return obj, &gvk, nil
-	case *Object:
-		src, ok := obj.(*Object)
-		if !ok {
-			return nil, nil, fmt.Errorf("cannot decode %s into %T", gvk.Kind, into)
-		}
-		*dst = *src
-	case *ObjectList:
-		src, ok := obj.(*ObjectList)
-		if !ok {
-			return nil, nil, fmt.Errorf("cannot decode %s into %T", gvk.Kind, into)
-		}
-		*dst = *src
-	}
-	return into, &gvk, nil
+	return obj
 }
 
 // objectOf is the Object of a Pod decoded in full.
 func objectOf(pod *corev1.Pod) *Object {
 	if p := allocation.FromPod(pod); p != nil {
 		internPod(p)
-		return &Object{Pod: p, resourceVersion: pod.ResourceVersion}
+		return gpuObject(p, pod.ResourceVersion)
 	}
-	return &Object{resourceVersion: pod.ResourceVersion, initialEventsEnd: pod.Annotations[metav1.InitialEventsAnnotationKey]}
+	return &Object{Compact: kubeproto.Compact{ResourceVersion: pod.ResourceVersion,
+		InitialEventsEnd: pod.Annotations[metav1.InitialEventsAnnotationKey]}}
+}
+
+// gpuObject is the Object of a GPU pod: its metadata shares the Pod's strings.
+func gpuObject(p *allocation.Pod, resourceVersion string) *Object {
+	return &Object{Compact: kubeproto.Compact{Namespace: p.Namespace, Name: p.Name, ResourceVersion: resourceVersion}, Pod: p}
 }
 
 // decodeObject decodes a protobuf Pod into its Object. A pod whose metadata can be read but
-// not its GPU resources becomes an Object with Err, so that one such pod does not stop the
-// list or the watch; one whose metadata cannot be read is an error.
+// not its GPU resources becomes an Object with err, so that one such pod does not stop the
+// list or the watch; one whose metadata cannot be read is an error. Of a pod that is no GPU
+// pod, only what the reflector reads is copied.
 func decodeObject(raw []byte) (*Object, error) {
 	pod, resourceVersion, err := decodePod(raw)
 	if err == nil && pod != nil {
-		return &Object{Pod: pod, resourceVersion: resourceVersion}, nil
+		return gpuObject(pod, resourceVersion), nil
 	}
-	meta, metaErr := readMeta(raw, err != nil)
-	if metaErr != nil {
+	var meta kubeproto.ObjectMeta
+	if metaErr := readMeta(raw, &meta); metaErr != nil {
 		return nil, errors.Join(err, metaErr)
 	}
-	return &Object{resourceVersion: meta.resourceVersion, initialEventsEnd: meta.initialEventsEnd,
-		namespace: meta.namespace, name: meta.name, err: err}, nil
+	obj := &Object{Compact: kubeproto.Compact{ResourceVersion: string(meta.ResourceVersion),
+		InitialEventsEnd: string(meta.InitialEventsEnd)}, err: err}
+	if err != nil {
+		obj.Namespace, obj.Name = interned.intern(kubeproto.View(meta.Namespace)), string(meta.Name)
+	}
+	return obj, nil
 }
 
 // decodeList decodes a protobuf PodList into an ObjectList of its GPU pods and of the pods it

@@ -24,38 +24,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // Object is what the pod client decodes a Pod into: for a GPU pod, what allocation keeps of
 // it; for any other pod, only what the reflector reads (its resourceVersion, and the
 // initial-events-end marker of the watch-list bookmark); for a pod whose GPU resources could
-// not be read, also its name and why.
+// not be read, also its name and why. A GPU pod's namespace and name are its Pod's strings,
+// shared; a pod that is no GPU pod has none.
 type Object struct {
+	kubeproto.Compact
+
 	// Pod is nil for a pod that requests no GPU resource, or that could not be read.
 	Pod *allocation.Pod
 
-	resourceVersion  string
-	initialEventsEnd string // the bookmark's k8s.io/initial-events-end annotation
-
-	// Of a pod that could not be read: the store counts and forgets it.
-	namespace, name string
-	err             error // why
+	// err is why the pod could not be read: the store counts and forgets it.
+	err error
 }
-
-// ResourceVersion is the pod's resourceVersion.
-func (o *Object) ResourceVersion() string { return o.resourceVersion }
-
-// key is the pod's namespace and name: a GPU pod's, or those of a pod that could not be
-// read; empty for any other pod.
-func (o *Object) key() (namespace, name string) {
-	if o.Pod != nil {
-		return o.Pod.Namespace, o.Pod.Name
-	}
-	return o.namespace, o.name
-}
-
-// GetObjectKind implements runtime.Object; Objects have no kind.
-func (o *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object.
 func (o *Object) DeepCopyObject() runtime.Object {
@@ -66,18 +51,6 @@ func (o *Object) DeepCopyObject() runtime.Object {
 		out.Pod = &pod
 	}
 	return &out
-}
-
-// GetObjectMeta implements metav1.ObjectMetaAccessor, through which the reflector reads the
-// resourceVersion and the bookmark's marker: a new ObjectMeta on each call, as one held by
-// each Object would cost more than the rest of it. A pod that is no GPU pod has no name.
-func (o *Object) GetObjectMeta() metav1.Object {
-	namespace, name := o.key()
-	meta := &metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: o.ResourceVersion()}
-	if o.initialEventsEnd != "" {
-		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: o.initialEventsEnd}
-	}
-	return meta
 }
 
 // ObjectList is what the pod client decodes a PodList into: the GPU pods only, and the

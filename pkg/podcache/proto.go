@@ -19,7 +19,6 @@ package podcache
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,13 +34,6 @@ const (
 	podMetadata = 1
 	podSpec     = 2
 	podStatus   = 3
-
-	metaName              = 1
-	metaNamespace         = 3
-	metaUID               = 5
-	metaResourceVersion   = 6
-	metaCreationTimestamp = 8
-	metaAnnotations       = 12
 
 	specContainers     = 2
 	specNodeSelector   = 7
@@ -97,44 +89,83 @@ func decodePod(raw []byte) (*allocation.Pod, string, error) {
 
 // namesGPUResource reports whether a Pod message names a GPU resource in a container's or an
 // init container's requests or limits, or in its overhead. It allocates nothing; metadata and
-// status are skipped unread.
+// status are skipped unread. Like the functions it calls, it reads its message to the end
+// once it has found one, so that a malformed message is an error wherever the GPU resource is.
 func namesGPUResource(pod []byte) (bool, error) {
 	found := false
-	inResources := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if found || typ != protowire.BytesType || (num != resourcesLimits && num != resourcesRequests) {
-			return nil
+	m := kubeproto.NewMessage(pod)
+	for m.Next() {
+		if !found && m.Tag() == kubeproto.Bytes(podSpec) {
+			var err error
+			if found, err = specNamesGPUResource(m.Value()); err != nil {
+				return false, err
+			}
 		}
-		key, _, err := kubeproto.MapEntry(v)
-		found = allocation.IsGPUResource(kubeproto.View(key))
-		return err
 	}
-	inContainer := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if found || num != containerResources || typ != protowire.BytesType {
-			return nil
+	return found && m.Err() == nil, m.Err()
+}
+
+// specNamesGPUResource is namesGPUResource of a PodSpec message.
+func specNamesGPUResource(spec []byte) (bool, error) {
+	found := false
+	m := kubeproto.NewMessage(spec)
+	for m.Next() {
+		if found {
+			continue
 		}
-		return kubeproto.Fields(v, inResources)
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(specContainers), kubeproto.Bytes(specInitContainers):
+			found, err = containerNamesGPUResource(m.Value())
+		case kubeproto.Bytes(specOverhead):
+			found, err = isGPUEntry(m.Value())
+		}
+		if err != nil {
+			return false, err
+		}
 	}
-	inSpec := func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if found || typ != protowire.BytesType {
-			return nil
+	return found, m.Err()
+}
+
+// containerNamesGPUResource is namesGPUResource of a Container message.
+func containerNamesGPUResource(container []byte) (bool, error) {
+	found := false
+	m := kubeproto.NewMessage(container)
+	for m.Next() {
+		if !found && m.Tag() == kubeproto.Bytes(containerResources) {
+			var err error
+			if found, err = resourcesNameGPUResource(m.Value()); err != nil {
+				return false, err
+			}
 		}
-		switch num {
-		case specContainers, specInitContainers:
-			return kubeproto.Fields(v, inContainer)
-		case specOverhead:
-			key, _, err := kubeproto.MapEntry(v)
-			found = allocation.IsGPUResource(kubeproto.View(key))
-			return err
-		}
-		return nil
 	}
-	err := kubeproto.Fields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if found || num != podSpec || typ != protowire.BytesType {
-			return nil
+	return found, m.Err()
+}
+
+// resourcesNameGPUResource is namesGPUResource of a ResourceRequirements message: its limits
+// and requests.
+func resourcesNameGPUResource(resources []byte) (bool, error) {
+	found := false
+	m := kubeproto.NewMessage(resources)
+	for m.Next() {
+		if found {
+			continue
 		}
-		return kubeproto.Fields(v, inSpec)
-	})
-	return found && err == nil, err
+		switch m.Tag() {
+		case kubeproto.Bytes(resourcesLimits), kubeproto.Bytes(resourcesRequests):
+			var err error
+			if found, err = isGPUEntry(m.Value()); err != nil {
+				return false, err
+			}
+		}
+	}
+	return found, m.Err()
+}
+
+// isGPUEntry reports whether a resource list's entry names a GPU resource.
+func isGPUEntry(entry []byte) (bool, error) {
+	key, _, err := kubeproto.MapEntry(entry)
+	return err == nil && allocation.IsGPUResource(kubeproto.View(key)), err
 }
 
 // maxElements bounds what minimalPod builds of one pod: containers with GPU resources, GPU
@@ -162,71 +193,100 @@ func (r *reader) take() error {
 // minimalPod decodes the fields allocation.FromPod reads, and of resource lists the GPU
 // resources only. Containers without GPU resources are left out: FromPod counts none of them.
 func minimalPod(b []byte) (*corev1.Pod, error) {
-	r := &reader{left: maxElements}
+	r := reader{left: maxElements}
 	pod := &corev1.Pod{}
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	var meta kubeproto.ObjectMeta
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(podMetadata):
+			err = mergeMeta(m.Value(), &meta)
+		case kubeproto.Bytes(podSpec):
+			err = r.spec(m.Value(), &pod.Spec)
+		case kubeproto.Bytes(podStatus):
+			err = decodeStatus(m.Value(), &pod.Status)
 		}
-		switch num {
-		case podMetadata:
-			return decodeMeta(v, &pod.ObjectMeta)
-		case podSpec:
-			return r.spec(v, &pod.Spec)
-		case podStatus:
-			return decodeStatus(v, &pod.Status)
+		if err != nil {
+			return pod, err
 		}
-		return nil
-	})
-	return pod, err
+	}
+	if err := m.Err(); err != nil {
+		return pod, err
+	}
+	return pod, decodeMeta(&meta, &pod.ObjectMeta)
 }
 
-func decodeMeta(b []byte, meta *metav1.ObjectMeta) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case metaName:
-			meta.Name = string(v)
-		case metaNamespace:
-			meta.Namespace = interned.intern(kubeproto.View(v))
-		case metaUID:
-			meta.UID = types.UID(v)
-		case metaResourceVersion:
-			meta.ResourceVersion = string(v)
-		case metaCreationTimestamp:
-			return meta.CreationTimestamp.Unmarshal(v)
-		}
+// mergeMeta reads an ObjectMeta message into meta, keeping what an earlier one set and this
+// one does not: metadata given twice is merged field by field, as the generated decoder
+// merges it.
+func mergeMeta(b []byte, meta *kubeproto.ObjectMeta) error {
+	var next kubeproto.ObjectMeta
+	if err := kubeproto.ReadObjectMeta(b, nil, &next); err != nil {
+		return err
+	}
+	keep(&meta.Name, next.Name)
+	keep(&meta.Namespace, next.Namespace)
+	keep(&meta.UID, next.UID)
+	keep(&meta.ResourceVersion, next.ResourceVersion)
+	keep(&meta.CreationTimestamp, next.CreationTimestamp)
+	keep(&meta.DeletionTimestamp, next.DeletionTimestamp)
+	keep(&meta.InitialEventsEnd, next.InitialEventsEnd)
+	return nil
+}
+
+// keep sets *field to value if the message had the field.
+func keep(field *[]byte, value []byte) {
+	if value != nil {
+		*field = value
+	}
+}
+
+// decodeMeta copies what FromPod reads of the pod's metadata; the namespace is interned.
+func decodeMeta(meta *kubeproto.ObjectMeta, out *metav1.ObjectMeta) error {
+	out.Name = string(meta.Name)
+	out.Namespace = interned.intern(kubeproto.View(meta.Namespace))
+	out.UID = types.UID(meta.UID)
+	out.ResourceVersion = string(meta.ResourceVersion)
+	if meta.CreationTimestamp == nil {
 		return nil
-	})
+	}
+	return out.CreationTimestamp.Unmarshal(meta.CreationTimestamp)
 }
 
 func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(specContainers):
+			err = r.container(m.Value(), &spec.Containers)
+		case kubeproto.Bytes(specInitContainers):
+			err = r.container(m.Value(), &spec.InitContainers)
+		case kubeproto.Bytes(specOverhead):
+			err = r.addGPUResource(&spec.Overhead, m.Value())
+		case kubeproto.Bytes(specNodeName):
+			spec.NodeName = interned.intern(kubeproto.View(m.Value()))
+		case kubeproto.Bytes(specNodeSelector):
+			err = nodeSelector(m.Value(), spec)
+		case kubeproto.Bytes(specAffinity):
+			err = r.affinity(m.Value(), spec)
 		}
-		switch num {
-		case specContainers:
-			return r.container(v, &spec.Containers)
-		case specInitContainers:
-			return r.container(v, &spec.InitContainers)
-		case specOverhead:
-			return r.addGPUResource(&spec.Overhead, v)
-		case specNodeName:
-			spec.NodeName = interned.intern(kubeproto.View(v))
-		case specNodeSelector:
-			key, value, err := kubeproto.MapEntry(v)
-			if err != nil || kubeproto.View(key) != allocation.ProductLabel {
-				return err
-			}
-			spec.NodeSelector = map[string]string{allocation.ProductLabel: interned.intern(kubeproto.View(value))}
-		case specAffinity:
-			return r.affinity(v, spec)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return m.Err()
+}
+
+// nodeSelector reads a node selector's entry: the product label's only.
+func nodeSelector(entry []byte, spec *corev1.PodSpec) error {
+	key, value, err := kubeproto.MapEntry(entry)
+	if err != nil || kubeproto.View(key) != allocation.ProductLabel {
+		return err
+	}
+	spec.NodeSelector = map[string]string{allocation.ProductLabel: interned.intern(kubeproto.View(value))}
+	return nil
 }
 
 // container reads a container's GPU resources and its restart policy, and adds it to list
@@ -234,28 +294,18 @@ func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 func (r *reader) container(b []byte, list *[]corev1.Container) error {
 	var resources corev1.ResourceRequirements
 	var policy []byte
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(containerResources):
+			if err := r.resources(m.Value(), &resources); err != nil {
+				return err
+			}
+		case kubeproto.Bytes(containerRestartPolicy):
+			policy = m.Value()
 		}
-		switch num {
-		case containerResources:
-			return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				switch {
-				case typ != protowire.BytesType:
-				case num == resourcesLimits:
-					return r.addGPUResource(&resources.Limits, v)
-				case num == resourcesRequests:
-					return r.addGPUResource(&resources.Requests, v)
-				}
-				return nil
-			})
-		case containerRestartPolicy:
-			policy = v
-		}
-		return nil
-	})
-	if err != nil || len(resources.Limits) == 0 && len(resources.Requests) == 0 {
+	}
+	if err := m.Err(); err != nil || len(resources.Limits) == 0 && len(resources.Requests) == 0 {
 		return err
 	}
 	if err := r.take(); err != nil {
@@ -271,6 +321,24 @@ func (r *reader) container(b []byte, list *[]corev1.Container) error {
 	}
 	*list = append(*list, c)
 	return nil
+}
+
+// resources reads the GPU entries of a ResourceRequirements message's limits and requests.
+func (r *reader) resources(b []byte, resources *corev1.ResourceRequirements) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(resourcesLimits):
+			err = r.addGPUResource(&resources.Limits, m.Value())
+		case kubeproto.Bytes(resourcesRequests):
+			err = r.addGPUResource(&resources.Requests, m.Value())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return m.Err()
 }
 
 // addGPUResource adds a resource list's entry to list if it is a GPU resource; other
@@ -309,89 +377,124 @@ func (r *reader) affinity(b []byte, spec *corev1.PodSpec) error {
 		spec.Affinity = &corev1.Affinity{}
 	}
 	affinity := spec.Affinity
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != affinityNodeAffinity || typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(affinityNodeAffinity) {
+			continue
 		}
 		if affinity.NodeAffinity == nil {
 			affinity.NodeAffinity = &corev1.NodeAffinity{}
 		}
-		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if num != nodeAffinityRequired || typ != protowire.BytesType {
-				return nil
-			}
-			na := affinity.NodeAffinity
-			if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-				na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
-			}
-			required := na.RequiredDuringSchedulingIgnoredDuringExecution
-			return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num != selectorTerms || typ != protowire.BytesType {
-					return nil
-				}
-				if err := r.take(); err != nil {
-					return err
-				}
-				required.NodeSelectorTerms = append(required.NodeSelectorTerms, corev1.NodeSelectorTerm{})
-				return r.term(v, &required.NodeSelectorTerms[len(required.NodeSelectorTerms)-1])
-			})
-		})
-	})
+		if err := r.nodeAffinity(m.Value(), affinity.NodeAffinity); err != nil {
+			return err
+		}
+	}
+	return m.Err()
+}
+
+// nodeAffinity reads a NodeAffinity message's required node selector.
+func (r *reader) nodeAffinity(b []byte, na *corev1.NodeAffinity) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(nodeAffinityRequired) {
+			continue
+		}
+		if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+			na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+		}
+		if err := r.selector(m.Value(), na.RequiredDuringSchedulingIgnoredDuringExecution); err != nil {
+			return err
+		}
+	}
+	return m.Err()
+}
+
+// selector reads a NodeSelector message's terms.
+func (r *reader) selector(b []byte, selector *corev1.NodeSelector) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(selectorTerms) {
+			continue
+		}
+		if err := r.take(); err != nil {
+			return err
+		}
+		selector.NodeSelectorTerms = append(selector.NodeSelectorTerms, corev1.NodeSelectorTerm{})
+		if err := r.term(m.Value(), &selector.NodeSelectorTerms[len(selector.NodeSelectorTerms)-1]); err != nil {
+			return err
+		}
+	}
+	return m.Err()
 }
 
 // term reads a node selector term's match expressions on allocation.ProductLabel.
 func (r *reader) term(b []byte, term *corev1.NodeSelectorTerm) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != termMatchExpressions || typ != protowire.BytesType {
-			return nil
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(termMatchExpressions) {
+			continue
 		}
-		var key []byte
-		if err := kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if num == requirementKey && typ == protowire.BytesType {
-				key = v
-			}
-			return nil
-		}); err != nil || kubeproto.View(key) != allocation.ProductLabel {
+		key, err := requirementKeyOf(m.Value())
+		if err != nil {
 			return err
+		}
+		if kubeproto.View(key) != allocation.ProductLabel {
+			continue
 		}
 		if err := r.take(); err != nil {
 			return err
 		}
 		req := corev1.NodeSelectorRequirement{Key: allocation.ProductLabel}
-		err := kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if typ != protowire.BytesType {
-				return nil
-			}
-			switch num {
-			case requirementOperator:
-				req.Operator = corev1.NodeSelectorOperator(v)
-			case requirementValues:
-				if err := r.take(); err != nil {
-					return err
-				}
-				req.Values = append(req.Values, interned.intern(kubeproto.View(v)))
-			}
-			return nil
-		})
+		err = r.requirement(m.Value(), &req)
 		term.MatchExpressions = append(term.MatchExpressions, req)
-		return err
-	})
+		if err != nil {
+			return err
+		}
+	}
+	return m.Err()
+}
+
+// requirementKeyOf is the key of a NodeSelectorRequirement message.
+func requirementKeyOf(b []byte) ([]byte, error) {
+	var key []byte
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() == kubeproto.Bytes(requirementKey) {
+			key = m.Value()
+		}
+	}
+	return key, m.Err()
+}
+
+// requirement reads a NodeSelectorRequirement message's operator and values.
+func (r *reader) requirement(b []byte, req *corev1.NodeSelectorRequirement) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(requirementOperator):
+			req.Operator = corev1.NodeSelectorOperator(m.Value())
+		case kubeproto.Bytes(requirementValues):
+			if err := r.take(); err != nil {
+				return err
+			}
+			req.Values = append(req.Values, interned.intern(kubeproto.View(m.Value())))
+		}
+	}
+	return m.Err()
 }
 
 func decodeStatus(b []byte, status *corev1.PodStatus) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case statusPhase:
-			status.Phase = phaseOf(v)
-		case statusExtendedResource:
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(statusPhase):
+			status.Phase = phaseOf(m.Value())
+		case kubeproto.Bytes(statusExtendedResource):
 			// Only whether it is set: the claim it names is counted by the claim cache.
 			status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{}
 		}
-		return nil
-	})
+	}
+	return m.Err()
 }
 
 // phaseOf returns the phase named by v, without allocating for those the API defines.
@@ -411,45 +514,17 @@ func phaseOf(v []byte) corev1.PodPhase {
 	return corev1.PodPhase(v)
 }
 
-// podMeta is what the reflector reads of a pod that is not kept.
-type podMeta struct {
-	resourceVersion, initialEventsEnd string
-	namespace, name                   string // only when asked for
-}
-
-// readMeta reads what the reflector needs of a pod that is not kept: its resourceVersion
-// and, on the watch-list bookmark, the initial-events-end annotation; and its namespace and
-// name if withName.
-func readMeta(pod []byte, withName bool) (podMeta, error) {
-	var meta podMeta
-	err := kubeproto.Fields(pod, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != podMetadata || typ != protowire.BytesType {
-			return nil
-		}
-		return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if typ != protowire.BytesType {
-				return nil
-			}
-			switch num {
-			case metaResourceVersion:
-				meta.resourceVersion = string(v)
-			case metaNamespace:
-				if withName {
-					meta.namespace = interned.intern(kubeproto.View(v))
-				}
-			case metaName:
-				if withName {
-					meta.name = string(v)
-				}
-			case metaAnnotations:
-				key, value, err := kubeproto.MapEntry(v)
-				if err == nil && kubeproto.View(key) == metav1.InitialEventsAnnotationKey {
-					meta.initialEventsEnd = string(value)
-				}
+// readMeta reads the metadata of a Pod message into meta, for a pod that is not kept: the
+// reflector reads its resourceVersion and, on the watch-list bookmark, the initial-events-end
+// annotation.
+func readMeta(pod []byte, meta *kubeproto.ObjectMeta) error {
+	m := kubeproto.NewMessage(pod)
+	for m.Next() {
+		if m.Tag() == kubeproto.Bytes(podMetadata) {
+			if err := mergeMeta(m.Value(), meta); err != nil {
 				return err
 			}
-			return nil
-		})
-	})
-	return meta, err
+		}
+	}
+	return m.Err()
 }

@@ -129,38 +129,59 @@ func gpus(n string) corev1.ResourceList {
 	return corev1.ResourceList{allocation.ResourceGPU: resource.MustParse(n)}
 }
 
-// podTable is a pod of every shape the request arithmetic, the model pinning and the
-// keep-nothing rule distinguish.
-func podTable() []struct {
+// podCase is a pod of the table, named.
+type podCase = struct {
 	name string
 	pod  *corev1.Pod
-} {
-	type tc = struct {
-		name string
-		pod  *corev1.Pod
+}
+
+// podCases is the table being built.
+type podCases []podCase
+
+// add appends a GPU pod (one GPU) that mutate changes.
+func (c *podCases) add(name string, mutate func(p *corev1.Pod)) {
+	p := gpuPod("ml-"+name, "trainer-"+name, gpus("1"))
+	mutate(p)
+	*c = append(*c, podCase{name, p})
+}
+
+// podTable is a pod of every shape the request arithmetic, the model pinning and the
+// keep-nothing rule distinguish.
+func podTable() []podCase {
+	var out podCases
+	out.addRequestShapes()
+	out.addPlacementShapes()
+	huge := realisticPod("web", "frontend-huge-status")
+	for i := range 200 {
+		huge.Status.Conditions = append(huge.Status.Conditions, corev1.PodCondition{Type: corev1.PodConditionType(fmt.Sprintf("example.com/gate-%d", i)),
+			Status: corev1.ConditionFalse, Message: strings.Repeat("waiting for the gate to open; ", 20)})
 	}
-	var out []tc
-	add := func(name string, mutate func(p *corev1.Pod)) {
-		p := gpuPod("ml-"+name, "trainer-"+name, gpus("1"))
-		mutate(p)
-		out = append(out, tc{name, p})
-	}
-	add("bound, running", func(*corev1.Pod) {})
-	add("pending", func(p *corev1.Pod) {
+	huge.Status.Message = strings.Repeat("x", 64<<10)
+	out = append(out, podCase{"no GPU, huge status", huge})
+	out = append(out, podCase{"no GPU", realisticPod("web", "frontend-0")})
+	out = append(out, podCase{"empty", &corev1.Pod{}})
+	return out
+}
+
+// addRequestShapes adds the pods of the request arithmetic: containers, init containers and
+// sidecars, overhead, MIG and shared GPUs, absurd quantities.
+func (c *podCases) addRequestShapes() {
+	c.add("bound, running", func(*corev1.Pod) {})
+	c.add("pending", func(p *corev1.Pod) {
 		p.Spec.NodeName, p.Status = "", corev1.PodStatus{Phase: corev1.PodPending,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/50 nodes are available: 50 Insufficient nvidia.com/gpu."}}}
 	})
-	add("limits only", func(p *corev1.Pod) { delete(p.Spec.Containers[0].Resources.Requests, allocation.ResourceGPU) })
-	add("requests only", func(p *corev1.Pod) { delete(p.Spec.Containers[0].Resources.Limits, allocation.ResourceGPU) })
-	add("two containers", func(p *corev1.Pod) {
+	c.add("limits only", func(p *corev1.Pod) { delete(p.Spec.Containers[0].Resources.Requests, allocation.ResourceGPU) })
+	c.add("requests only", func(p *corev1.Pod) { delete(p.Spec.Containers[0].Resources.Limits, allocation.ResourceGPU) })
+	c.add("two containers", func(p *corev1.Pod) {
 		c := p.Spec.Containers[0].DeepCopy()
 		c.Name, c.Resources.Limits[allocation.ResourceGPU], c.Resources.Requests[allocation.ResourceGPU] = "second", resource.MustParse("3"), resource.MustParse("3")
 		p.Spec.Containers = append(p.Spec.Containers, *c)
 	})
-	add("init container asks more", func(p *corev1.Pod) {
+	c.add("init container asks more", func(p *corev1.Pod) {
 		p.Spec.InitContainers = []corev1.Container{{Name: "warmup", Image: "warmup", Resources: corev1.ResourceRequirements{Limits: gpus("4")}}}
 	})
-	add("sidecars and init containers", func(p *corev1.Pod) {
+	c.add("sidecars and init containers", func(p *corev1.Pod) {
 		always := corev1.ContainerRestartPolicyAlways
 		never := corev1.ContainerRestartPolicy("Never")
 		p.Spec.InitContainers = []corev1.Container{
@@ -170,31 +191,36 @@ func podTable() []struct {
 			{Name: "cpu-sidecar", RestartPolicy: &always},
 		}
 	})
-	add("overhead", func(p *corev1.Pod) {
+	c.add("overhead", func(p *corev1.Pod) {
 		p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), allocation.ResourceGPU: resource.MustParse("1")}
 	})
-	add("MIG", func(p *corev1.Pod) {
+	c.add("MIG", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		delete(r.Limits, allocation.ResourceGPU)
 		delete(r.Requests, allocation.ResourceGPU)
 		r.Limits["nvidia.com/mig-1g.5gb"], r.Limits["nvidia.com/mig-3g.20gb"] = resource.MustParse("2"), resource.MustParse("1")
 	})
-	add("shared", func(p *corev1.Pod) {
+	c.add("shared", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		delete(r.Limits, allocation.ResourceGPU)
 		delete(r.Requests, allocation.ResourceGPU)
 		r.Limits[allocation.ResourceGPUShared] = resource.MustParse("1")
 	})
-	add("absurd quantities", func(p *corev1.Pod) {
+	c.add("absurd quantities", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		r.Limits[allocation.ResourceGPU], r.Requests[allocation.ResourceGPU] = resource.MustParse("99999999999999999999"), resource.MustParse("99999999999999999999")
 		r.Limits[allocation.ResourceGPUShared] = resource.MustParse("500m")
 		p.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{allocation.ResourceGPU: resource.MustParse("9e18")}}}}
 	})
-	add("model in the node selector", func(p *corev1.Pod) {
+}
+
+// addPlacementShapes adds the pods of model pinning, of finished and claim-served pods, and of
+// pods that keep nothing.
+func (c *podCases) addPlacementShapes() {
+	c.add("model in the node selector", func(p *corev1.Pod) {
 		p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux", allocation.ProductLabel: "NVIDIA-H100-80GB-HBM3", "pool": "training"}
 	})
-	add("model in the required affinity", func(p *corev1.Pod) {
+	c.add("model in the required affinity", func(p *corev1.Pod) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
 				{MatchExpressions: []corev1.NodeSelectorRequirement{
@@ -208,46 +234,36 @@ func podTable() []struct {
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: allocation.ProductLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-L4"}}}}}},
 		}, PodAntiAffinity: &corev1.PodAntiAffinity{}}
 	})
-	add("affinity terms that disagree", func(p *corev1.Pod) {
+	c.add("affinity terms that disagree", func(p *corev1.Pod) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
 				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: allocation.ProductLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB"}}}},
 				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: allocation.ProductLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-H100-80GB-HBM3"}}}},
 			}}}}
 	})
-	add("affinity with an empty term", func(p *corev1.Pod) {
+	c.add("affinity with an empty term", func(p *corev1.Pod) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
 				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: allocation.ProductLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"NVIDIA-A100-SXM4-80GB"}}}},
 				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpExists}}},
 			}}}}
 	})
-	add("succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })
-	add("failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
-	add("served by a DRA claim", func(p *corev1.Pod) {
+	c.add("succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })
+	c.add("failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+	c.add("served by a DRA claim", func(p *corev1.Pod) {
 		p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "trainer-gpu-x7k2p",
 			RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "app", ResourceName: allocation.ResourceGPU, RequestName: "container-0-request-0"}}}
 	})
-	add("zero GPUs", func(p *corev1.Pod) {
+	c.add("zero GPUs", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		r.Limits[allocation.ResourceGPU], r.Requests[allocation.ResourceGPU] = resource.MustParse("0"), resource.MustParse("0")
 	})
-	add("other nvidia.com resources only", func(p *corev1.Pod) {
+	c.add("other nvidia.com resources only", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		delete(r.Limits, allocation.ResourceGPU)
 		delete(r.Requests, allocation.ResourceGPU)
 		r.Limits["nvidia.com/mig-"], r.Limits["nvidia.com/gpumem"], r.Limits["example.com/fpga"] = resource.MustParse("1"), resource.MustParse("1"), resource.MustParse("1")
 	})
-	huge := realisticPod("web", "frontend-huge-status")
-	for i := range 200 {
-		huge.Status.Conditions = append(huge.Status.Conditions, corev1.PodCondition{Type: corev1.PodConditionType(fmt.Sprintf("example.com/gate-%d", i)),
-			Status: corev1.ConditionFalse, Message: strings.Repeat("waiting for the gate to open; ", 20)})
-	}
-	huge.Status.Message = strings.Repeat("x", 64<<10)
-	out = append(out, tc{"no GPU, huge status", huge})
-	out = append(out, tc{"no GPU", realisticPod("web", "frontend-0")})
-	out = append(out, tc{"empty", &corev1.Pod{}})
-	return out
 }
 
 // What DecodePod makes of a pod's protobuf is exactly what allocation.FromPod makes of the
@@ -432,7 +448,7 @@ func TestDecodingSerializer(t *testing.T) {
 	for name, serializer := range map[string]runtime.Serializer{"protobuf": proto, "JSON": js} {
 		t.Run(name, func(t *testing.T) {
 			encoder := scheme.Codecs.EncoderForVersion(serializer, corev1.SchemeGroupVersion)
-			decoder := NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(serializer, corev1.SchemeGroupVersion)
+			decoder := podCodec.Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(serializer, corev1.SchemeGroupVersion)
 			decode := func(obj runtime.Object) runtime.Object {
 				t.Helper()
 				data, err := runtime.Encode(encoder, obj)
@@ -445,17 +461,18 @@ func TestDecodingSerializer(t *testing.T) {
 				}
 				return got
 			}
-			if diff := cmp.Diff(&Object{Pod: allocation.FromPod(gpu), resourceVersion: gpu.ResourceVersion}, decode(gpu), cmp.AllowUnexported(Object{})); diff != "" {
+			gpuObject := &Object{Compact: kubeproto.Compact{Namespace: gpu.Namespace, Name: gpu.Name, ResourceVersion: gpu.ResourceVersion}, Pod: allocation.FromPod(gpu)}
+			if diff := cmp.Diff(gpuObject, decode(gpu), cmp.AllowUnexported(Object{})); diff != "" {
 				t.Errorf("GPU pod (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(&Object{resourceVersion: cpu.ResourceVersion}, decode(cpu), cmp.AllowUnexported(Object{})); diff != "" {
+			if diff := cmp.Diff(&Object{Compact: kubeproto.Compact{ResourceVersion: cpu.ResourceVersion}}, decode(cpu), cmp.AllowUnexported(Object{})); diff != "" {
 				t.Errorf("pod without GPUs (-want +got):\n%s", diff)
 			}
 			got := decode(bookmark).(*Object)
 			if meta := got.GetObjectMeta(); meta.GetResourceVersion() != "77" || meta.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 				t.Errorf("bookmark decoded as %+v", meta)
 			}
-			wantList := &ObjectList{ListMeta: list.ListMeta, Items: []*Object{{Pod: allocation.FromPod(gpu), resourceVersion: gpu.ResourceVersion}}}
+			wantList := &ObjectList{ListMeta: list.ListMeta, Items: []*Object{gpuObject}}
 			if diff := cmp.Diff(wantList, decode(list), cmp.AllowUnexported(Object{})); diff != "" {
 				t.Errorf("pod list (-want +got):\n%s", diff)
 			}

@@ -78,12 +78,11 @@ type listedVersions map[string]string
 // before. Pods of namespaces created after the namespace list have no entry, and a
 // resourceVersion that cannot be compared is taken as newer.
 func (v listedVersions) holds(o *Object) bool {
-	namespace, _ := o.key()
-	listed, ok := v[namespace]
-	if !ok || namespace == "" {
+	listed, ok := v[o.Namespace]
+	if !ok || o.Namespace == "" {
 		return false
 	}
-	cmp, err := resourceversion.CompareResourceVersion(o.resourceVersion, listed)
+	cmp, err := resourceversion.CompareResourceVersion(o.ResourceVersion, listed)
 	return err == nil && cmp <= 0
 }
 

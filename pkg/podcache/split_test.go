@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
@@ -144,7 +145,7 @@ func namespace(name string) *corev1.Namespace {
 func TestListedVersionsHolds(t *testing.T) {
 	listed := listedVersions{"b": "20"}
 	gpu := func(ns, rv string) *Object {
-		return &Object{Pod: &allocation.Pod{Namespace: ns, Name: "x"}, resourceVersion: rv}
+		return &Object{Compact: kubeproto.Compact{Namespace: ns, Name: "x", ResourceVersion: rv}, Pod: &allocation.Pod{Namespace: ns, Name: "x"}}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -156,8 +157,8 @@ func TestListedVersionsHolds(t *testing.T) {
 		{"newer", gpu("b", "21"), false},
 		{"newer by digits", gpu("b", "100"), false},
 		{"a namespace not listed", gpu("c", "5"), false},
-		{"a pod that could not be read", &Object{namespace: "b", name: "y", resourceVersion: "7", err: errors.New("bad quantity")}, true},
-		{"a pod without GPUs", &Object{resourceVersion: "3"}, false},
+		{"a pod that could not be read", &Object{Compact: kubeproto.Compact{Namespace: "b", Name: "y", ResourceVersion: "7"}, err: errors.New("bad quantity")}, true},
+		{"a pod without GPUs", &Object{Compact: kubeproto.Compact{ResourceVersion: "3"}}, false},
 		{"a resourceVersion that cannot be compared", gpu("b", "x1"), false},
 	} {
 		if got := listed.holds(tc.o); got != tc.holds {

@@ -86,13 +86,13 @@ func (s *store) seen(obj any) (*allocation.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.lastRV = o.ResourceVersion()
+	s.lastRV = o.ResourceVersion
 	if s.listed.holds(o) {
 		return nil, nil
 	}
 	if o.err != nil {
 		s.skipped.Add(1)
-		s.forget(o.namespace, o.name)
+		s.forget(o.Namespace, o.Name)
 	}
 	return o.Pod, nil
 }

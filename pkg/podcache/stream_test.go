@@ -174,7 +174,7 @@ func FuzzPodLists(f *testing.F) {
 		f.Add(prototest.Encode(f, tc.pod))
 	}
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	decoder := NewDecodingSerializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, corev1.SchemeGroupVersion)
+	decoder := podCodec.Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, corev1.SchemeGroupVersion)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = podList.Read(bytes.NewReader(data), func(raw []byte) error {
 			_, err := DecodePod(raw)
