@@ -29,10 +29,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // The keep-rules: what the cache holds of a device is what inventory.DeviceFactsOf reads,
@@ -62,15 +62,14 @@ func nodeLocal(s *resourcev1.ResourceSlice) bool {
 
 // compactSlice is how the cache holds a ResourceSlice: the fields DeviceFactsOf reads, as
 // plain values, with the strings that repeat across slices shared. A slice that is not
-// node-local keeps its name, resourceVersion and driver only (node is ""), so that the
-// informer can still track and delete it. Slices are never modified once cached.
+// node-local keeps its metadata and driver only (node is ""), so that the informer can
+// still track and delete it. Slices are never modified once cached.
 type compactSlice struct {
-	name, resourceVersion string
-	initialEventsEnd      string // the watch-list bookmark's k8s.io/initial-events-end annotation
-	driver                string
-	node                  string // spec.nodeName; "" when not node-local
-	pool                  pool
-	devices               []device
+	kubeproto.Compact // name, resourceVersion, the watch-list bookmark's annotation
+	driver            string
+	node              string // spec.nodeName; "" when not node-local
+	pool              pool
+	devices           []device
 }
 
 type pool struct {
@@ -101,9 +100,6 @@ type taint struct {
 	effect resourcev1.DeviceTaintEffect
 }
 
-// GetObjectKind implements runtime.Object; the cache's objects have no kind.
-func (s *compactSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
 // DeepCopyObject implements runtime.Object. Models are shared, as in the cache.
 func (s *compactSlice) DeepCopyObject() runtime.Object {
 	out := *s
@@ -119,17 +115,6 @@ func (s *compactSlice) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-// GetObjectMeta implements metav1.ObjectMetaAccessor, through which the informer's store
-// (meta.Accessor) reads the name and resourceVersion: a new ObjectMeta on each call, since
-// one held by every slice would cost more than the rest of it.
-func (s *compactSlice) GetObjectMeta() metav1.Object {
-	meta := &metav1.ObjectMeta{Name: s.name, ResourceVersion: s.resourceVersion}
-	if s.initialEventsEnd != "" {
-		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: s.initialEventsEnd}
-	}
-	return meta
-}
-
 // consumesCounters stands in for a device's counter consumption when a slice is expanded:
 // DeviceFactsOf reads only whether there is any.
 var consumesCounters = []resourcev1.DeviceCounterConsumption{{}}
@@ -139,7 +124,7 @@ var consumesCounters = []resourcev1.DeviceCounterConsumption{{}}
 // read-only.
 func (s *compactSlice) expand() *resourcev1.ResourceSlice {
 	out := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, ResourceVersion: s.resourceVersion},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, ResourceVersion: s.ResourceVersion},
 		Spec:       resourcev1.ResourceSliceSpec{Driver: s.driver},
 	}
 	if s.node == "" {
@@ -200,8 +185,7 @@ func (t *trimmer) Trim(obj any) (any, error) {
 }
 
 func (t *trimmer) trim(s *resourcev1.ResourceSlice) *compactSlice {
-	out := &compactSlice{name: s.Name, resourceVersion: s.ResourceVersion, driver: t.intern(s.Spec.Driver),
-		initialEventsEnd: s.Annotations[metav1.InitialEventsAnnotationKey]}
+	out := &compactSlice{Compact: kubeproto.CompactOfMeta(&s.ObjectMeta), driver: t.intern(s.Spec.Driver)}
 	if !nodeLocal(s) {
 		return out
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"math"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,15 +31,11 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// Field numbers of the protobuf messages the decoder reads (k8s.io/api resource/v1 and
-// k8s.io/apimachinery generated.proto): part of the API's compatibility guarantee.
+// Field numbers of the resource/v1 protobuf messages the decoder reads (k8s.io/api
+// generated.proto): part of the API's compatibility guarantee.
 const (
 	sliceMetadata = 1
 	sliceSpec     = 2
-
-	metaName            = 1
-	metaResourceVersion = 6
-	metaAnnotations     = 12
 
 	specDriver   = 1
 	specPool     = 2
@@ -72,100 +67,125 @@ const maxDevices = 4096
 
 var errTooManyDevices = fmt.Errorf("more than %d devices in one slice", maxDevices)
 
+// sliceDevices is how many Device messages decodeSlice collects without allocating: those of
+// most slices.
+const sliceDevices = 16
+
+// sliceMessage is what decodeSlice reads of a ResourceSlice message before it knows whether
+// the slice is node-local: views into the message.
+type sliceMessage struct {
+	meta                       kubeproto.ObjectMeta
+	driver, nodeName, poolName []byte
+	pool                       pool // its generation and resourceSliceCount
+}
+
 // decodeSlice decodes a protobuf ResourceSlice (the message, without the envelope) straight
 // into its compact form: what trim makes of the generated decoder's ResourceSlice, reading
 // only the fields trim reads and keeping no byte of b. A memory capacity too long to parse
 // safely (kubeproto.Quantity) is kept as out of range (-1), as DeviceFactsOf takes a
 // negative one.
 func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
-	var out compactSlice
-	var nodeName []byte
-	var hasNode bool
-	var devices [][]byte
-	var poolName []byte
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	var s sliceMessage
+	var buf [sliceDevices][]byte
+	devices := buf[:0]
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(sliceMetadata):
+			err = s.readMeta(m.Value())
+		case kubeproto.Bytes(sliceSpec):
+			devices, err = s.readSpec(m.Value(), devices)
 		}
-		switch num {
-		case sliceMetadata:
-			return decodeMeta(v, &out)
-		case sliceSpec:
-			return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
-				if typ != protowire.BytesType {
-					return nil
-				}
-				switch num {
-				case specDriver:
-					out.driver = t.intern(kubeproto.View(v))
-				case specNodeName:
-					nodeName, hasNode = v, true
-				case specPool:
-					return kubeproto.Fields(v, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
-						switch {
-						case num == poolNameField && typ == protowire.BytesType:
-							poolName = v
-						case num == poolGeneration && typ == protowire.VarintType:
-							out.pool.generation = int64(varint)
-						case num == poolResourceSliceCount && typ == protowire.VarintType:
-							out.pool.resourceSliceCount = int64(varint)
-						}
-						return nil
-					})
-				case specDevices:
-					if len(devices) == maxDevices {
-						return errTooManyDevices
-					}
-					devices = append(devices, v)
-				}
-				return nil
-			})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := m.Err(); err != nil {
 		return nil, err
 	}
-	if out.driver != inventory.DRADriver || !hasNode || len(nodeName) == 0 {
-		out.pool = pool{}
-		return &out, nil // not node-local: tracked, never read
+	out := &compactSlice{Compact: kubeproto.CompactOf(&s.meta), driver: t.intern(kubeproto.View(s.driver))}
+	if out.driver != inventory.DRADriver || len(s.nodeName) == 0 {
+		return out, nil // not node-local: tracked, never read
 	}
-	out.node = string(nodeName)
+	out.node = string(s.nodeName)
+	out.pool = s.pool
 	out.pool.name = out.node // the driver names a node's pool after it: one copy
-	if string(poolName) != out.node {
-		out.pool.name = string(poolName)
+	if string(s.poolName) != out.node {
+		out.pool.name = string(s.poolName)
 	}
 	if len(devices) > 0 {
 		out.devices = make([]device, len(devices))
 		for i, d := range devices {
+			var err error
 			if out.devices[i], err = t.decodeDevice(d); err != nil {
 				return nil, fmt.Errorf("device %d: %w", i, err)
 			}
 		}
 	}
-	return &out, nil
+	return out, nil
 }
 
-// decodeMeta reads the name, the resourceVersion and the watch-list bookmark's marker.
-func decodeMeta(b []byte, out *compactSlice) error {
-	return kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case metaName:
-			out.name = string(v)
-		case metaResourceVersion:
-			out.resourceVersion = string(v)
-		case metaAnnotations:
-			key, value, err := kubeproto.MapEntry(v)
-			if err == nil && kubeproto.View(key) == metav1.InitialEventsAnnotationKey {
-				out.initialEventsEnd = string(value)
+// readMeta reads an ObjectMeta message into s.meta. A later metadata field merges into the
+// earlier, as the generated decoder's does.
+func (s *sliceMessage) readMeta(b []byte) error {
+	var meta kubeproto.ObjectMeta
+	if err := kubeproto.ReadObjectMeta(b, nil, &meta); err != nil {
+		return err
+	}
+	if meta.Namespace != nil {
+		s.meta.Namespace = meta.Namespace
+	}
+	if meta.Name != nil {
+		s.meta.Name = meta.Name
+	}
+	if meta.ResourceVersion != nil {
+		s.meta.ResourceVersion = meta.ResourceVersion
+	}
+	if meta.InitialEventsEnd != nil {
+		s.meta.InitialEventsEnd = meta.InitialEventsEnd
+	}
+	return nil
+}
+
+// readSpec reads a ResourceSliceSpec message into s and appends its Device messages to
+// devices. A later spec merges into the earlier, as the generated decoder's does.
+func (s *sliceMessage) readSpec(b []byte, devices [][]byte) ([][]byte, error) {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(specDriver):
+			s.driver = m.Value()
+		case kubeproto.Bytes(specNodeName):
+			s.nodeName = m.Value()
+		case kubeproto.Bytes(specPool):
+			if err := s.readPool(m.Value()); err != nil {
+				return nil, err
 			}
-			return err
+		case kubeproto.Bytes(specDevices):
+			if len(devices) == maxDevices {
+				return nil, errTooManyDevices
+			}
+			devices = append(devices, m.Value())
 		}
-		return nil
-	})
+	}
+	return devices, m.Err()
+}
+
+// readPool reads a ResourcePool message into s, merging as readSpec does.
+func (s *sliceMessage) readPool(b []byte) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(poolNameField):
+			s.poolName = m.Value()
+		case kubeproto.Varint(poolGeneration):
+			s.pool.generation = int64(m.Varint())
+		case kubeproto.Varint(poolResourceSliceCount):
+			s.pool.resourceSliceCount = int64(m.Varint())
+		}
+	}
+	return m.Err()
 }
 
 // attribute is what the decoder saw of one attribute of interest, under its name and its
@@ -217,120 +237,134 @@ var deviceAttributeNames = [attrCount]inventory.DeviceAttribute{
 	attrCuda: inventory.AttrCuda, attrPCIBusID: inventory.AttrPCIBusID,
 }
 
+// attributeSlot is where the attribute named key is read into: nil for an attribute that is
+// not read.
+func attributeSlot(attrs *[attrCount]attribute, key string) *attributeValue {
+	for i := range attrs {
+		switch key {
+		case string(deviceAttributeNames[i].Name):
+			return &attrs[i].name
+		case string(deviceAttributeNames[i].Alt):
+			return &attrs[i].alt
+		}
+	}
+	return nil
+}
+
+// readAttributeValue reads a DeviceAttribute message into v. It replaces what v held: a
+// later map entry of the same key replaces the earlier one whole.
+func readAttributeValue(b []byte, v *attributeValue) error {
+	*v = attributeValue{present: true}
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(attributeString):
+			v.str, v.hasString = m.Value(), true
+		case kubeproto.Bytes(attributeVersion):
+			v.version, v.hasVersion = m.Value(), true
+		}
+	}
+	return m.Err()
+}
+
+// capacityEntry is a capacity map entry of interest.
+type capacityEntry struct {
+	present bool
+	value   []byte // the DeviceCapacity message, nil when the entry had none
+}
+
+// deviceMessage is what decodeDevice reads of a Device message: views into it.
+type deviceMessage struct {
+	name              []byte
+	attrs             [attrCount]attribute
+	memory, memoryAlt capacityEntry
+	consumesCounters  bool
+	taints            [][]byte // the DeviceTaint messages
+}
+
 // decodeDevice decodes one Device message as trimmer.device makes it of the generated one.
 func (t *trimmer) decodeDevice(b []byte) (device, error) {
-	var out device
-	var attrs [attrCount]attribute
-	var memory, memoryAlt struct {
-		present bool
-		value   []byte // the DeviceCapacity message, nil when the entry had none
-	}
-	var name []byte
-	var taints [][]byte
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case deviceName:
-			name = v
-		case deviceAttributes:
-			key, value, err := kubeproto.MapEntry(v)
-			if err != nil {
-				return err
-			}
-			for i := range attrs {
-				var slot *attributeValue
-				switch kubeproto.View(key) {
-				case string(deviceAttributeNames[i].Name):
-					slot = &attrs[i].name
-				case string(deviceAttributeNames[i].Alt):
-					slot = &attrs[i].alt
-				default:
-					continue
-				}
-				// A later entry of the same key replaces the earlier one whole; no other
-				// attribute has this key.
-				*slot = attributeValue{present: true}
-				if err := kubeproto.Fields(value, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-					switch {
-					case num == attributeString && typ == protowire.BytesType:
-						slot.str, slot.hasString = v, true
-					case num == attributeVersion && typ == protowire.BytesType:
-						slot.version, slot.hasVersion = v, true
-					}
-					return nil
-				}); err != nil {
-					return err
-				}
-				break
-			}
-		case deviceCapacity:
-			key, value, err := kubeproto.MapEntry(v)
-			if err != nil {
-				return err
-			}
-			switch kubeproto.View(key) {
-			case string(inventory.CapMemory.Name):
-				memory.present, memory.value = true, value
-			case string(inventory.CapMemory.Alt):
-				memoryAlt.present, memoryAlt.value = true, value
-			}
-		case deviceConsumesCounters:
-			out.consumesCounters = true
-		case deviceTaints:
-			if len(taints) == maxDeviceTaints {
-				return errTooManyTaints
-			}
-			taints = append(taints, v)
-		}
-		return nil
-	})
-	if err != nil {
+	var d deviceMessage
+	if err := d.read(b); err != nil {
 		return device{}, err
 	}
-	out.name = t.intern(kubeproto.View(name))
-	out.uuid = string(attrs[attrUUID].value()) // differs on every device: not interned
-	out.parentUUID = t.intern(kubeproto.View(attrs[attrParentUUID].value()))
-	out.pciBusID = t.intern(kubeproto.View(attrs[attrPCIBusID].value()))
-	out.model = t.model(model{
-		kind:              kubeproto.View(attrs[attrType].value()),
-		productName:       kubeproto.View(attrs[attrProductName].value()),
-		architecture:      kubeproto.View(attrs[attrArchitecture].value()),
-		computeCapability: kubeproto.View(attrs[attrCC].value()),
-		driverVersion:     kubeproto.View(attrs[attrDriver].value()),
-		cudaDriverVersion: kubeproto.View(attrs[attrCuda].value()),
-		profile:           kubeproto.View(attrs[attrProfile].value()),
-	})
-	capacity := memory
-	if !capacity.present {
-		capacity = memoryAlt
+	out := device{
+		name:       t.intern(kubeproto.View(d.name)),
+		uuid:       string(d.attrs[attrUUID].value()), // differs on every device: not interned
+		parentUUID: t.intern(kubeproto.View(d.attrs[attrParentUUID].value())),
+		pciBusID:   t.intern(kubeproto.View(d.attrs[attrPCIBusID].value())),
+		model: t.model(model{
+			kind:              kubeproto.View(d.attrs[attrType].value()),
+			productName:       kubeproto.View(d.attrs[attrProductName].value()),
+			architecture:      kubeproto.View(d.attrs[attrArchitecture].value()),
+			computeCapability: kubeproto.View(d.attrs[attrCC].value()),
+			driverVersion:     kubeproto.View(d.attrs[attrDriver].value()),
+			cudaDriverVersion: kubeproto.View(d.attrs[attrCuda].value()),
+			profile:           kubeproto.View(d.attrs[attrProfile].value()),
+		}),
+		consumesCounters: d.consumesCounters,
 	}
+	capacity := d.memory
+	if !capacity.present {
+		capacity = d.memoryAlt
+	}
+	var err error
 	if capacity.present {
 		out.hasMemory = true
 		if out.memory, err = capacityBytes(capacity.value); err != nil {
 			return device{}, err
 		}
 	}
-	if len(taints) > 0 {
-		out.taints = make([]taint, len(taints))
-		for i, b := range taints {
-			var key, effect []byte
-			if err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				switch {
-				case num == taintKey && typ == protowire.BytesType:
-					key = v
-				case num == taintEffect && typ == protowire.BytesType:
-					effect = v
-				}
-				return nil
-			}); err != nil {
+	if len(d.taints) > 0 {
+		out.taints = make([]taint, len(d.taints))
+		for i, b := range d.taints {
+			if out.taints[i], err = t.decodeTaint(b); err != nil {
 				return device{}, err
 			}
-			out.taints[i] = taint{key: t.intern(kubeproto.View(key)), effect: resourcev1.DeviceTaintEffect(t.intern(kubeproto.View(effect)))}
 		}
 	}
 	return out, nil
+}
+
+// read reads a Device message into d: of a field that repeats, the last wins, as in the
+// generated decoder; every taint is kept.
+func (d *deviceMessage) read(b []byte) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(deviceName):
+			d.name = m.Value()
+		case kubeproto.Bytes(deviceAttributes):
+			key, value, err := kubeproto.MapEntry(m.Value())
+			if err != nil {
+				return err
+			}
+			if slot := attributeSlot(&d.attrs, kubeproto.View(key)); slot != nil {
+				if err := readAttributeValue(value, slot); err != nil {
+					return err
+				}
+			}
+		case kubeproto.Bytes(deviceCapacity):
+			key, value, err := kubeproto.MapEntry(m.Value())
+			if err != nil {
+				return err
+			}
+			switch kubeproto.View(key) {
+			case string(inventory.CapMemory.Name):
+				d.memory = capacityEntry{present: true, value: value}
+			case string(inventory.CapMemory.Alt):
+				d.memoryAlt = capacityEntry{present: true, value: value}
+			}
+		case kubeproto.Bytes(deviceConsumesCounters):
+			d.consumesCounters = true
+		case kubeproto.Bytes(deviceTaints):
+			if len(d.taints) == maxDeviceTaints {
+				return errTooManyTaints
+			}
+			d.taints = append(d.taints, m.Value())
+		}
+	}
+	return m.Err()
 }
 
 // maxDeviceTaints bounds the taints decoded of one device (the API allows 16).
@@ -338,16 +372,38 @@ const maxDeviceTaints = 1024
 
 var errTooManyTaints = fmt.Errorf("more than %d taints on one device", maxDeviceTaints)
 
+// decodeTaint decodes one DeviceTaint message: its key and effect.
+func (t *trimmer) decodeTaint(b []byte) (taint, error) {
+	var key, effect []byte
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(taintKey):
+			key = m.Value()
+		case kubeproto.Bytes(taintEffect):
+			effect = m.Value()
+		}
+	}
+	if err := m.Err(); err != nil {
+		return taint{}, err
+	}
+	return taint{key: t.intern(kubeproto.View(key)), effect: resourcev1.DeviceTaintEffect(t.intern(kubeproto.View(effect)))}, nil
+}
+
 // capacityBytes is a DeviceCapacity message's value as memoryBytes reads it. A quantity too
 // long to parse safely is out of range (-1).
 func capacityBytes(b []byte) (int64, error) {
 	var q resource.Quantity
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != capacityValue || typ != protowire.BytesType {
-			return nil
+	var err error
+	m := kubeproto.NewMessage(b)
+	for err == nil && m.Next() {
+		if m.Tag() == kubeproto.Bytes(capacityValue) {
+			err = kubeproto.Quantity(m.Value(), &q) // occurrences merge, as the generated decoder's do
 		}
-		return kubeproto.Quantity(v, &q) // occurrences merge, as the generated decoder's do
-	})
+	}
+	if err == nil {
+		err = m.Err()
+	}
 	switch {
 	case errors.Is(err, kubeproto.ErrAbsurdQuantity):
 		return -1, nil
@@ -380,72 +436,42 @@ func (l *compactSliceList) DeepCopyObject() runtime.Object {
 	return out
 }
 
-// decodingSerializer wraps a client's serializer so that ResourceSlices and their lists
-// come out as compactSlices: decodeSlice reads protobuf, and a ResourceSlice in JSON (a
-// server that does not speak protobuf) is decoded whole and trimmed. Other objects (a
-// watch's error Status) pass through.
-type decodingSerializer struct {
-	runtime.NegotiatedSerializer
-	trimmer *trimmer
-}
-
-func (s decodingSerializer) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
-	return sliceDecoder{next: s.NegotiatedSerializer.DecoderToVersion(d, gv), trimmer: s.trimmer}
-}
-
-type sliceDecoder struct {
-	next    runtime.Decoder
-	trimmer *trimmer
-}
-
-var (
-	sliceGVK     = resourcev1.SchemeGroupVersion.WithKind("ResourceSlice")
-	sliceListGVK = resourcev1.SchemeGroupVersion.WithKind("ResourceSliceList")
-)
-
-func (d sliceDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if into != nil {
-		return d.next.Decode(data, defaults, into)
+// codec is what the slice client decodes ResourceSlices and their lists with: protobuf
+// straight into compact slices (decodeSlice), JSON (a server that does not speak protobuf)
+// whole and then trimmed.
+func (t *trimmer) codec() kubeproto.Codec[compactSlice, compactSliceList] {
+	return kubeproto.Codec[compactSlice, compactSliceList]{
+		GroupVersion: resourcev1.SchemeGroupVersion, Kind: "ResourceSlice", ListKind: "ResourceSliceList",
+		Object: t.decodeSlice, List: t.decodeList, Reduce: t.reduce,
 	}
-	if apiVersion, kind, raw, err := kubeproto.Envelope(data); err == nil && string(apiVersion) == resourcev1.SchemeGroupVersion.String() {
-		switch string(kind) {
-		case "ResourceSlice":
-			s, err := d.trimmer.decodeSlice(raw)
-			if err != nil {
-				return nil, nil, fmt.Errorf("decode ResourceSlice: %w", err)
-			}
-			return s, &sliceGVK, nil
-		case "ResourceSliceList":
-			list := &compactSliceList{}
-			count := 0
-			err := kubeproto.DecodeList(raw, &list.ListMeta, func(item []byte) error {
-				count++
-				s, err := d.trimmer.decodeSlice(item)
-				if err != nil {
-					return fmt.Errorf("slice %d of the list: %w", count, err)
-				}
-				list.Items = append(list.Items, s)
-				return nil
-			})
-			if err != nil {
-				return nil, nil, fmt.Errorf("decode ResourceSliceList: %w", err)
-			}
-			return list, &sliceListGVK, nil
+}
+
+// decodeList decodes a protobuf ResourceSliceList message.
+func (t *trimmer) decodeList(b []byte) (*compactSliceList, error) {
+	list := &compactSliceList{}
+	err := kubeproto.DecodeList(b, &list.ListMeta, func(item []byte) error {
+		s, err := t.decodeSlice(item)
+		if err != nil {
+			return fmt.Errorf("slice %d of the list: %w", len(list.Items)+1, err)
 		}
-	}
-	obj, gvk, err := d.next.Decode(data, defaults, nil)
-	if err != nil {
-		return obj, gvk, err
-	}
+		list.Items = append(list.Items, s)
+		return nil
+	})
+	return list, err
+}
+
+// reduce trims a ResourceSlice or a ResourceSliceList decoded in full; anything else (a
+// watch's error Status) passes through.
+func (t *trimmer) reduce(obj runtime.Object) runtime.Object {
 	switch o := obj.(type) {
 	case *resourcev1.ResourceSlice:
-		return d.trimmer.trim(o), gvk, nil
+		return t.trim(o)
 	case *resourcev1.ResourceSliceList:
 		list := &compactSliceList{ListMeta: o.ListMeta, Items: make([]*compactSlice, len(o.Items))}
 		for i := range o.Items {
-			list.Items[i] = d.trimmer.trim(&o.Items[i])
+			list.Items[i] = t.trim(&o.Items[i])
 		}
-		return list, gvk, nil
+		return list
 	}
-	return obj, gvk, nil
+	return obj
 }

@@ -21,6 +21,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 // shapes are slices of every shape the decoder must read as trim does: the driver's
@@ -112,6 +114,62 @@ func TestDecodeSliceEqualsTrim(t *testing.T) {
 	}
 }
 
+// Two messages one after the other are one message whose repeated fields merge (the later
+// metadata, spec and pool fields over the earlier, the devices appended): the decoder merges
+// them as the generated decoder does, whole slices and fields alone.
+func TestDecodeSliceMergesLikeGenerated(t *testing.T) {
+	all := shapes(t)
+	tails := partialSlices()
+	for name, s := range all {
+		tails["slice "+name] = marshal(t, s)
+	}
+	for first, a := range all {
+		for second, tail := range tails {
+			data := append(marshal(t, a), tail...)
+			full, ok := unmarshalSlice(data)
+			if !ok {
+				t.Fatalf("%s then %s: the generated decoder fails", first, second)
+			}
+			tr := &trimmer{}
+			got, err := tr.decodeSlice(data)
+			if err != nil {
+				t.Fatalf("%s then %s: %v", first, second, err)
+			}
+			if want := tr.trim(full); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s then %s: decoded:\n%+v\ntrimmed:\n%+v", first, second, got, want)
+			}
+		}
+	}
+}
+
+// partialSlices are messages of a few fields each, to follow a whole slice's message.
+func partialSlices() map[string][]byte {
+	annotation := protoBytes(protoBytes(nil, 1, []byte(metav1.InitialEventsAnnotationKey)), 2, []byte("true"))
+	tails := map[string][]byte{
+		"a resourceVersion":  protoBytes(nil, sliceMetadata, protoBytes(nil, 6, []byte("99"))),
+		"a namespace":        protoBytes(nil, sliceMetadata, protoBytes(nil, 3, []byte("ns"))),
+		"the bookmark":       protoBytes(nil, sliceMetadata, protoBytes(nil, 12, annotation)),
+		"a node":             protoBytes(nil, sliceSpec, protoBytes(nil, specNodeName, []byte("elsewhere"))),
+		"a pool generation":  protoBytes(nil, sliceSpec, protoBytes(nil, specPool, []byte{poolGeneration << 3, 9})),
+		"a device":           protoBytes(nil, sliceSpec, protoBytes(nil, specDevices, protoBytes(nil, deviceName, []byte("gpu-9")))),
+		"the driver's name":  protoBytes(nil, sliceSpec, protoBytes(nil, specDriver, []byte(inventory.DRADriver))),
+		"an empty metadata":  protoBytes(nil, sliceMetadata, nil),
+		"an empty spec":      protoBytes(nil, sliceSpec, nil),
+		"an unknown field":   protoBytes(nil, 3, []byte("status")),
+		"nothing after that": nil,
+	}
+	tails["a namespace, then a resourceVersion"] = slices.Concat(tails["a namespace"], tails["a resourceVersion"])
+	return tails
+}
+
+func marshal(t testing.TB, s *resourcev1.ResourceSlice) []byte {
+	data, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // The decoder reads the memory capacity as memoryBytes does, and keeps one it could not
 // parse in bounded time as out of range, at once.
 func TestDecodeSliceCapacities(t *testing.T) {
@@ -183,6 +241,10 @@ func FuzzDecodeSlice(f *testing.F) {
 		f.Add(data)
 		f.Add(data[:len(data)/2])
 	}
+	h100 := marshal(f, shapes(f)[dra.H100+"/0"])
+	for _, tail := range partialSlices() {
+		f.Add(append(h100[:len(h100):len(h100)], tail...))
+	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr := &trimmer{}
@@ -220,7 +282,7 @@ func unmarshalSlice(data []byte) (s *resourcev1.ResourceSlice, ok bool) {
 
 // The client's serializer hands out compact slices and lists of them, from protobuf and,
 // for a server that does not speak it, from JSON; a Status passes through.
-func TestDecodingSerializer(t *testing.T) {
+func TestSliceCodec(t *testing.T) {
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	js := jsonserializer.NewSerializerWithOptions(jsonserializer.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, jsonserializer.SerializerOptions{})
 	all := shapes(t)
@@ -231,7 +293,7 @@ func TestDecodingSerializer(t *testing.T) {
 	for name, serializer := range map[string]k8sruntime.Serializer{"protobuf": proto, "JSON": js} {
 		t.Run(name, func(t *testing.T) {
 			tr := &trimmer{}
-			ns := decodingSerializer{NegotiatedSerializer: scheme.Codecs.WithoutConversion(), trimmer: tr}
+			ns := tr.codec().Serializer(scheme.Codecs.WithoutConversion())
 			encoder := scheme.Codecs.EncoderForVersion(serializer, resourcev1.SchemeGroupVersion)
 			decoder := ns.DecoderToVersion(serializer, resourcev1.SchemeGroupVersion)
 			decode := func(obj k8sruntime.Object) k8sruntime.Object {

@@ -134,25 +134,15 @@ func New(client kubernetes.Interface) *Cache {
 	return newCache(lw, &resourcev1.ResourceSlice{}, &trimmer{})
 }
 
-// NewForConfig is New on a client of its own, as the operator runs it: protobuf over
-// HTTP/1.1 on a connection of its own, watch events read in place (kubeproto), and each
+// NewForConfig is New on a client of its own (kubeproto.NewClient), as the operator runs it:
+// protobuf over HTTP/1.1 on a connection of its own, watch events read in place, and each
 // ResourceSlice decoded straight into its compact form (decodeSlice), so that the informer's
 // events are compactSlices already.
 func NewForConfig(config *rest.Config) (*Cache, error) {
 	t := &trimmer{}
-	cfg := kubeproto.StreamConfig(config)
-	cfg.GroupVersion = &resourcev1.SchemeGroupVersion
-	cfg.APIPath = "/apis"
-	cfg.NegotiatedSerializer = decodingSerializer{
-		NegotiatedSerializer: kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()),
-		trimmer:              t,
-	}
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	client, err := rest.RESTClientFor(cfg)
+	client, err := kubeproto.NewClient(config, t.codec())
 	if err != nil {
-		return nil, fmt.Errorf("create ResourceSlice client: %w", err)
+		return nil, err
 	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

@@ -42,6 +42,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
@@ -453,7 +454,7 @@ func testSlicesNotReadAreStubs(t *testing.T, start starter) {
 			t.Fatalf("%s not cached: %v", s.Name, err)
 		}
 		cached := obj.(*compactSlice)
-		want := &compactSlice{name: s.Name, resourceVersion: cached.resourceVersion, driver: s.Spec.Driver}
+		want := &compactSlice{Compact: kubeproto.Compact{Name: s.Name, ResourceVersion: cached.ResourceVersion}, driver: s.Spec.Driver}
 		if !reflect.DeepEqual(cached, want) {
 			t.Errorf("%s cached as %+v, want only its name, resourceVersion and driver", s.Name, cached)
 		}
@@ -483,7 +484,7 @@ func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
 		driverVersion: "580.126.9", cudaDriverVersion: "13.0.0",
 	}
 	want := &compactSlice{
-		name: "dra-1-gpu", resourceVersion: obj.(*compactSlice).resourceVersion, driver: inventory.DRADriver,
+		Compact: kubeproto.Compact{Name: "dra-1-gpu", ResourceVersion: obj.(*compactSlice).ResourceVersion}, driver: inventory.DRADriver,
 		node: "dra-1", pool: pool{name: "dra-1", generation: 3, resourceSliceCount: 2},
 		devices: []device{{
 			name: "gpu-0", uuid: "GPU-dra-1-gpu-0", pciBusID: "0000:1b:00.0", model: h100,
