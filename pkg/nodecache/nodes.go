@@ -174,7 +174,7 @@ func cacheForm(obj any) (any, error) {
 }
 
 // NewNodeInformer returns the node cache's informer for client (whose decoder should trim
-// nodes, see NewTrimmingSerializer). The cache holds a *corev1.Node for each GPU node and a
+// nodes, see NodeTrimmer.Codec). The cache holds a *corev1.Node for each GPU node and a
 // *metav1.PartialObjectMetadata for every other (see cacheForm), so the informer has no
 // example object (it would drop events of any other type than its example's); read it with
 // a NodeLister, as client-go's NodeLister fails on the metadata. No namespace index: nodes

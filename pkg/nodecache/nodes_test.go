@@ -35,8 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
@@ -144,11 +142,7 @@ func serverNodeSource(t *testing.T, nodes ...*corev1.Node) nodeSource {
 	for _, n := range nodes {
 		server.Set(n)
 	}
-	cfg := kubeproto.StreamConfig(server.Config())
-	cfg.GroupVersion, cfg.APIPath = &corev1.SchemeGroupVersion, "/api"
-	cfg.NegotiatedSerializer = NewTrimmingSerializer(
-		kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion()), NewNodeTrimmer(nil))
-	rc, err := rest.RESTClientFor(cfg)
+	rc, err := kubeproto.NewClient(server.Config(), NewNodeTrimmer(nil).Codec())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,82 +24,55 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// ProtobufMagic starts every protobuf object the API server sends (kubeproto.ProtobufMagic).
-var ProtobufMagic = kubeproto.ProtobufMagic
-
-// NewTrimmingSerializer wraps a client's serializer so that every Node it decodes (list
-// items and watch events alike) comes out trimmed: protobuf Nodes are decoded by
-// t.DecodeNode, which reads only what is kept; Nodes and NodeLists in JSON are decoded by the
-// wrapped serializer and then trimmed. Other objects pass through untouched.
-func NewTrimmingSerializer(ns runtime.NegotiatedSerializer, t *NodeTrimmer) runtime.NegotiatedSerializer {
-	return trimmingSerializer{NegotiatedSerializer: ns, trimmer: t}
-}
-
-type trimmingSerializer struct {
-	runtime.NegotiatedSerializer
-	trimmer *NodeTrimmer
-}
-
-func (s trimmingSerializer) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
-	return trimmingDecoder{next: s.NegotiatedSerializer.DecoderToVersion(d, gv), trimmer: s.trimmer}
-}
-
-type trimmingDecoder struct {
-	next    runtime.Decoder
-	trimmer *NodeTrimmer
-}
-
-var nodeGVK = corev1.SchemeGroupVersion.WithKind("Node")
-
-func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if _, isNode := into.(*corev1.Node); into == nil || isNode {
-		apiVersion, kind, raw, err := kubeproto.Envelope(data)
-		if err == nil && string(apiVersion) == "v1" && string(kind) == "Node" {
-			node, err := d.trimmer.DecodeNode(raw)
-			if err != nil {
-				return nil, nil, fmt.Errorf("decode Node: %w", err)
-			}
-			gvk := nodeGVK
-			if into != nil {
-				*into.(*corev1.Node) = *node
-				return into, &gvk, nil
-			}
-			return node, &gvk, nil
-		}
+// Codec is the Node client's codec: protobuf Nodes (list items and watch events alike) and
+// NodeLists are decoded by DecodeNode, which reads only what is kept; Nodes and NodeLists in
+// JSON are decoded in full and then trimmed. So no full Node reaches the informer.
+func (t *NodeTrimmer) Codec() kubeproto.Codec[corev1.Node, corev1.NodeList] {
+	return kubeproto.Codec[corev1.Node, corev1.NodeList]{
+		GroupVersion: corev1.SchemeGroupVersion, Kind: "Node", ListKind: "NodeList",
+		Object: t.DecodeNode,
+		List:   t.decodeNodeList,
+		Reduce: t.reduce,
 	}
-	obj, gvk, err := d.next.Decode(data, defaults, into)
+}
+
+// decodeNodeList decodes a protobuf NodeList, each item by DecodeNode's rules, straight into
+// the list's items.
+func (t *NodeTrimmer) decodeNodeList(b []byte) (*corev1.NodeList, error) {
+	list := &corev1.NodeList{}
+	scratch := &nodeScratch{}
+	err := kubeproto.DecodeList(b, &list.ListMeta, func(item []byte) error {
+		list.Items = append(list.Items, corev1.Node{})
+		return t.decodeNode(item, &list.Items[len(list.Items)-1], scratch)
+	})
+	return list, err
+}
+
+// reduce trims a Node or each item of a NodeList decoded in full (from JSON).
+func (t *NodeTrimmer) reduce(obj runtime.Object) runtime.Object {
 	switch o := obj.(type) {
 	case *corev1.Node:
-		*o = *d.trimmer.trim(o)
+		return t.trim(o)
 	case *corev1.NodeList:
 		for i := range o.Items {
-			o.Items[i] = *d.trimmer.trim(&o.Items[i])
+			o.Items[i] = *t.trim(&o.Items[i])
 		}
 	}
-	return obj, gvk, err
+	return obj
 }
 
 // Field numbers of the Kubernetes protobuf messages that a node stream reads
-// (k8s.io/api/core/v1/generated.proto, k8s.io/apimachinery/.../generated.proto). They are part
-// of the API's compatibility guarantee.
+// (k8s.io/api/core/v1/generated.proto); ObjectMeta is kubeproto.ReadObjectMeta's. They are
+// part of the API's compatibility guarantee.
 const (
 	nodeMetadata = 1
 	nodeSpec     = 2
 	nodeStatus   = 3
-
-	metaName              = 1
-	metaUID               = 5
-	metaResourceVersion   = 6
-	metaCreationTimestamp = 8
-	metaDeletionTimestamp = 9
-	metaLabels            = 11
-	metaAnnotations       = 12
 
 	specUnschedulable = 4
 	specTaints        = 5
@@ -118,25 +91,29 @@ const (
 // nodes already have are shared with them (see sharedSets); label strings are interned.
 // TestDecodeNodeEqualsTrim keeps the result equal to Trim of the fully decoded Node.
 func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
-	scratch := &nodeScratch{}
-	scratch.labels = scratch.labelsBuf[:0]
-	scratch.conditions = scratch.condBuf[:0]
 	node := &corev1.Node{}
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
+	return node, t.decodeNode(b, node, &nodeScratch{})
+}
+
+// decodeNode is DecodeNode into node, with scratch's room (reset first).
+func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScratch) error {
+	scratch.reset()
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(nodeMetadata):
+			err = t.readMeta(m.Value(), &node.ObjectMeta, scratch)
+		case kubeproto.Bytes(nodeSpec):
+			err = t.readSpec(m.Value(), &node.Spec)
+		case kubeproto.Bytes(nodeStatus):
+			err = t.readStatus(m.Value(), &node.Status, scratch)
 		}
-		switch num {
-		case nodeMetadata:
-			return t.trimmedMeta(v, &node.ObjectMeta, scratch)
-		case nodeSpec:
-			return t.trimmedSpec(v, &node.Spec)
-		case nodeStatus:
-			return t.trimmedStatus(v, &node.Status, scratch)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	return node, err
+	}
+	return m.Err()
 }
 
 // nodeScratch collects the raw map entries of one node before they are shared or decoded.
@@ -148,6 +125,13 @@ type nodeScratch struct {
 	conditions  []rawCondition
 	labelsBuf   [40][]byte // room for a GPU node's kept labels without growing labels
 	condBuf     [16]rawCondition
+}
+
+// reset empties the scratch for the next node.
+func (s *nodeScratch) reset() {
+	s.labels = s.labelsBuf[:0]
+	s.capacity, s.allocatable = s.capacity[:0], s.allocatable[:0]
+	s.conditions = s.condBuf[:0]
 }
 
 // setKey is the identity of a list of raw protobuf entries: each length-prefixed, so that
@@ -167,43 +151,54 @@ func (s *nodeScratch) setKey(entries [][]byte) []byte {
 	return s.key
 }
 
-func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeScratch) error {
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case metaName:
-			meta.Name = string(v)
-		case metaUID:
-			meta.UID = types.UID(v)
-		case metaResourceVersion:
-			meta.ResourceVersion = string(v)
-		case metaCreationTimestamp:
-			return meta.CreationTimestamp.Unmarshal(v)
-		case metaDeletionTimestamp:
-			meta.DeletionTimestamp = &metav1.Time{}
-			return meta.DeletionTimestamp.Unmarshal(v)
-		case metaLabels:
-			key, _, err := kubeproto.MapEntry(v)
-			if err == nil && t.Keeps(kubeproto.View(key)) {
-				scratch.labels = append(scratch.labels, v)
-			}
-			return err
-		case metaAnnotations:
-			// Only the watch-list bookmark's marker: the reflector waits for it.
-			key, value, err := kubeproto.MapEntry(v)
-			if err != nil || string(key) != metav1.InitialEventsAnnotationKey {
-				return err
-			}
-			meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(value)}
-		}
-		return nil
-	})
-	if err != nil || len(scratch.labels) == 0 {
+// readMeta reads what Trim keeps of a Node's ObjectMeta into meta, the kept labels' entries
+// into scratch. A repeated metadata field merges into what is read, as in the generated
+// decoder.
+func (t *NodeTrimmer) readMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeScratch) error {
+	n := len(scratch.labels)
+	read := kubeproto.ObjectMeta{Labels: scratch.labels[n:]} // the scratch's room
+	if err := kubeproto.ReadObjectMeta(b, t.Keeps, &read); err != nil {
 		return err
 	}
-	meta.Labels, err = t.labelSets.get(scratch.setKey(scratch.labels), func() (map[string]string, error) {
+	if n == 0 {
+		scratch.labels = read.Labels
+	} else {
+		scratch.labels = append(scratch.labels, read.Labels...)
+	}
+	if read.Name != nil {
+		meta.Name = string(read.Name)
+	}
+	if read.UID != nil {
+		meta.UID = types.UID(read.UID)
+	}
+	if read.ResourceVersion != nil {
+		meta.ResourceVersion = string(read.ResourceVersion)
+	}
+	if read.CreationTimestamp != nil {
+		if err := meta.CreationTimestamp.Unmarshal(read.CreationTimestamp); err != nil {
+			return err
+		}
+	}
+	if read.DeletionTimestamp != nil {
+		meta.DeletionTimestamp = &metav1.Time{}
+		if err := meta.DeletionTimestamp.Unmarshal(read.DeletionTimestamp); err != nil {
+			return err
+		}
+	}
+	if read.InitialEventsEnd != nil { // the watch-list bookmark's marker: the reflector waits for it
+		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(read.InitialEventsEnd)}
+	}
+	if len(scratch.labels) == 0 {
+		return nil
+	}
+	var err error
+	meta.Labels, err = t.labelSet(scratch)
+	return err
+}
+
+// labelSet builds (or shares) the kept labels among a node's raw entries.
+func (t *NodeTrimmer) labelSet(scratch *nodeScratch) (map[string]string, error) {
+	return t.labelSets.get(scratch.setKey(scratch.labels), func() (map[string]string, error) {
 		labels := make(map[string]string, len(scratch.labels))
 		for _, e := range scratch.labels {
 			key, value, err := kubeproto.MapEntry(e)
@@ -214,19 +209,21 @@ func (t *NodeTrimmer) trimmedMeta(b []byte, meta *metav1.ObjectMeta, scratch *no
 		}
 		return labels, nil
 	})
-	return err
 }
 
-func (t *NodeTrimmer) trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
+// readSpec reads unschedulable and the kept taints (shared with the nodes that have the
+// same).
+func (t *NodeTrimmer) readSpec(b []byte, spec *corev1.NodeSpec) error {
 	var taints []corev1.Taint
 	var key []byte
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, varint uint64) error {
-		switch {
-		case num == specUnschedulable && typ == protowire.VarintType:
-			spec.Unschedulable = varint != 0
-		case num == specTaints && typ == protowire.BytesType:
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Varint(specUnschedulable):
+			spec.Unschedulable = m.Varint() != 0
+		case kubeproto.Bytes(specTaints):
 			var taint corev1.Taint
-			if err := taint.Unmarshal(v); err != nil {
+			if err := taint.Unmarshal(m.Value()); err != nil {
 				return err
 			}
 			if keepsTaint(taint.Key) {
@@ -234,43 +231,51 @@ func (t *NodeTrimmer) trimmedSpec(b []byte, spec *corev1.NodeSpec) error {
 				key = protowire.AppendString(protowire.AppendString(key, taint.Key), string(taint.Effect))
 			}
 		}
-		return nil
-	})
-	if err != nil || len(taints) == 0 {
+	}
+	if err := m.Err(); err != nil || len(taints) == 0 {
 		return err
 	}
+	var err error
 	spec.Taints, err = t.taintLists.get(key, func() ([]corev1.Taint, error) { return taints, nil })
 	return err
 }
 
-func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch *nodeScratch) error {
-	err := kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case statusCapacity, statusAllocatable:
-			key, _, err := kubeproto.MapEntry(v)
-			if err != nil || !keepsResourceBytes(key) {
+// readStatus reads the kept conditions and nvidia.com resources; their entries are collected
+// in scratch first, to be shared with the nodes that have the same.
+func (t *NodeTrimmer) readStatus(b []byte, status *corev1.NodeStatus, scratch *nodeScratch) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(statusCapacity):
+			keep, err := keepsResourceEntry(m.Value())
+			if err != nil {
 				return err
 			}
-			if num == statusCapacity {
-				scratch.capacity = append(scratch.capacity, v)
-			} else {
-				scratch.allocatable = append(scratch.allocatable, v)
+			if keep {
+				scratch.capacity = append(scratch.capacity, m.Value())
 			}
-		case statusConditions:
-			typ, condStatus, err := readCondition(v)
-			if err == nil && keepsCondition(corev1.NodeConditionType(kubeproto.View(typ))) {
+		case kubeproto.Bytes(statusAllocatable):
+			keep, err := keepsResourceEntry(m.Value())
+			if err != nil {
+				return err
+			}
+			if keep {
+				scratch.allocatable = append(scratch.allocatable, m.Value())
+			}
+		case kubeproto.Bytes(statusConditions):
+			typ, condStatus, err := readCondition(m.Value())
+			if err != nil {
+				return err
+			}
+			if keepsCondition(corev1.NodeConditionType(kubeproto.View(typ))) {
 				scratch.conditions = append(scratch.conditions, rawCondition{typ, condStatus})
 			}
-			return err
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := m.Err(); err != nil {
 		return err
 	}
+	var err error
 	if status.Conditions, err = t.conditionList(scratch); err != nil {
 		return err
 	}
@@ -279,6 +284,13 @@ func (t *NodeTrimmer) trimmedStatus(b []byte, status *corev1.NodeStatus, scratch
 	}
 	status.Allocatable, err = t.resourceList(scratch, scratch.allocatable)
 	return err
+}
+
+// keepsResourceEntry reports whether the cache holds the resource of a capacity or
+// allocatable map entry.
+func keepsResourceEntry(e []byte) (bool, error) {
+	key, _, err := kubeproto.MapEntry(e)
+	return err == nil && keepsResourceBytes(key), err
 }
 
 // resourceList decodes (or shares) the nvidia.com resources among a node's raw entries.
@@ -307,16 +319,16 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 // copied). Heartbeat, reason and message, which a kubelet or monitor rewrites, are skipped
 // unread.
 func readCondition(b []byte) (condType []byte, status corev1.ConditionStatus, err error) {
-	err = kubeproto.Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch {
-		case num == conditionType && typ == protowire.BytesType:
-			condType = v
-		case num == conditionStatus && typ == protowire.BytesType:
-			status = conditionStatusOf(v)
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(conditionType):
+			condType = m.Value()
+		case kubeproto.Bytes(conditionStatus):
+			status = conditionStatusOf(m.Value())
 		}
-		return nil
-	})
-	return condType, status, err
+	}
+	return condType, status, m.Err()
 }
 
 // rawCondition is a kept condition's type (bytes of the message) and status.

@@ -123,7 +123,7 @@ func TestNodeStreamRefusesNodesBeyondMaxNodeBytes(t *testing.T) {
 	decode := NewNodeTrimmer(nil).DecodeNode
 	claimed := func(size uint64) []byte {
 		item := protowire.AppendVarint(protowire.AppendTag(nil, kubeproto.ListItems, protowire.BytesType), size)
-		b := protowire.AppendTag(slices.Clone(ProtobufMagic), 2, protowire.BytesType) // runtime.Unknown's raw
+		b := protowire.AppendTag(slices.Clone(kubeproto.ProtobufMagic), 2, protowire.BytesType) // runtime.Unknown's raw
 		return protowire.AppendBytes(b, item)
 	}
 	if _, _, err := DecodeNodeStream(bytes.NewReader(claimed(MaxNodeBytes+1)), decode, func(*corev1.Node) {}); !errors.Is(err, kubeproto.ErrTooLarge) {

@@ -108,14 +108,9 @@ func (o *Operator) newClients(config *rest.Config) error {
 // nodeClient is a clientset whose decoder reads each Node straight into the trimmer's
 // compact form (docs/design/node-cache.md), so the Node informer holds trimmed Nodes only.
 func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interface, error) {
-	cfg := kubeproto.StreamConfig(o.protobufConfig)
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = nodecache.NewTrimmingSerializer(
-		kubeproto.WithWatchEvents(rest.CodecFactoryForGeneratedClient(kubescheme.Scheme, kubescheme.Codecs).WithoutConversion()), trimmer)
-	rc, err := rest.RESTClientFor(cfg)
+	rc, err := kubeproto.NewClient(o.protobufConfig, trimmer.Codec())
 	if err != nil {
-		return nil, fmt.Errorf("create Node client: %w", err)
+		return nil, err // names the Node client
 	}
 	return kubernetes.New(rc), nil
 }
