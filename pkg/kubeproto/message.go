@@ -52,7 +52,8 @@ type Message struct {
 	b      []byte
 	i      int
 	tag    Tag
-	value  []byte
+	start  int // the current length-delimited field's value is b[start:end]; start < 0 for a varint
+	end    int
 	varint uint64
 	err    error
 }
@@ -68,7 +69,7 @@ func (m *Message) Next() bool {
 	if i := m.i; i+1 < len(m.b) {
 		if t, n := m.b[i], m.b[i+1]; t < 0x80 && t&7 == byte(protowire.BytesType) && t >= 8 && n < 0x80 {
 			if end := i + 2 + int(n); end <= len(m.b) {
-				m.tag, m.value, m.i = Tag(t), m.b[i+2:end:len(m.b)], end
+				m.tag, m.start, m.end, m.i = Tag(t), i+2, end, end
 				return true
 			}
 		}
@@ -98,7 +99,7 @@ func (m *Message) next() bool {
 				return m.fail(err)
 			}
 			m.i = i + n + k
-			m.tag, m.value, m.varint = Tag(num)<<3|Tag(typ), nil, v
+			m.tag, m.start, m.varint = Tag(num)<<3|Tag(typ), -1, v
 			return true
 		case protowire.BytesType:
 			start, end, err := length(b, i+n)
@@ -106,7 +107,7 @@ func (m *Message) next() bool {
 				return m.fail(err)
 			}
 			m.i = end
-			m.tag, m.value, m.varint = Tag(num)<<3|Tag(typ), b[start:end:len(b)], 0
+			m.tag, m.start, m.end, m.varint = Tag(num)<<3|Tag(typ), start, end, 0
 			return true
 		}
 		k, err := SkipField(b[i:])
@@ -136,7 +137,12 @@ func (m *Message) Num() protowire.Number { return protowire.Number(m.tag >> 3) }
 
 // Value is the current length-delimited field's value (nil for a varint), not copied. Its
 // capacity ends with the message (see MapEntry): it must not be appended to.
-func (m *Message) Value() []byte { return m.value }
+func (m *Message) Value() []byte {
+	if m.start < 0 {
+		return nil
+	}
+	return m.b[m.start:m.end:len(m.b)]
+}
 
 // Varint is the current varint field's value.
 func (m *Message) Varint() uint64 { return m.varint }
