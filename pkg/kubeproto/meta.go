@@ -67,9 +67,13 @@ func ReadObjectMeta(b []byte, keepLabel func(key string) bool, meta *ObjectMeta)
 		case Bytes(metaResourceVersion):
 			meta.ResourceVersion = m.Value()
 		case Bytes(metaCreationTimestamp):
-			meta.CreationTimestamp = m.Value()
+			if err := replaceTime(&meta.CreationTimestamp, m.Value()); err != nil {
+				return err
+			}
 		case Bytes(metaDeletionTimestamp):
-			meta.DeletionTimestamp = m.Value()
+			if err := replaceTime(&meta.DeletionTimestamp, m.Value()); err != nil {
+				return err
+			}
 		case Bytes(metaLabels):
 			if keepLabel == nil {
 				continue
@@ -95,6 +99,19 @@ func ReadObjectMeta(b []byte, keepLabel func(key string) bool, meta *ObjectMeta)
 		}
 	}
 	return m.Err()
+}
+
+// replaceTime keeps the later of two occurrences of a Time field, as the generated decoder
+// does, after checking the earlier one, which that decoder would have read and rejected.
+func replaceTime(field *[]byte, value []byte) error {
+	if *field != nil {
+		var t metav1.Time
+		if err := t.Unmarshal(*field); err != nil {
+			return err
+		}
+	}
+	*field = value
+	return nil
 }
 
 // Compact is the metadata a cache's compact object keeps, embedded in it: what the reflector

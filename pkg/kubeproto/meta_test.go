@@ -127,3 +127,24 @@ func FuzzReadObjectMetaLikeGenerated(f *testing.F) {
 		}
 	})
 }
+
+// A malformed timestamp is an error even when a valid one follows it, as in the generated
+// decoder, which reads each occurrence.
+func TestReadObjectMetaRejectsAnEarlierMalformedTimestamp(t *testing.T) {
+	deleted := metav1.Unix(20, 0)
+	valid, err := (&metav1.ObjectMeta{CreationTimestamp: metav1.Unix(10, 0), DeletionTimestamp: &deleted}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []byte{8, 9} { // creationTimestamp, deletionTimestamp
+		malformed := []byte{field<<3 | 2, 2, 0x08, 0x80} // seconds: a varint cut short
+		data := append(malformed, valid...)
+		if _, ok := generatedMeta(data); ok {
+			t.Fatalf("field %d: the generated decoder accepts the data", field)
+		}
+		var meta kubeproto.ObjectMeta
+		if err := kubeproto.ReadObjectMeta(data, nil, &meta); err == nil {
+			t.Errorf("field %d: no error for a malformed timestamp before a valid one", field)
+		}
+	}
+}
