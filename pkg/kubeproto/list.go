@@ -154,7 +154,7 @@ func Decoded[T any](kind string, decode func(raw []byte) (*T, error), fn func(*T
 // holds the list) from r and hands each item's message to item, which must not keep it: the
 // buffer is reused, so at most one item's bytes are held at a time. It returns the list's
 // metadata (for the continue token). An error of item stops the reading and is returned as
-// it is. Fields are skipped by the rules of Fields.
+// it is. Fields are skipped by the rules of Message.
 func (l List) Read(r io.Reader, item func(raw []byte) error) (metav1.ListMeta, error) {
 	var meta metav1.ListMeta
 	br := bufio.NewReaderSize(r, 64<<10)

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -39,10 +38,12 @@ var ErrAbsurdQuantity = errors.New("absurd quantity")
 // parsed, the last kept; without one q is left as it is), refusing strings beyond the bounds
 // instead of parsing them.
 func Quantity(b []byte, q *resource.Quantity) error {
-	return Fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != quantityString || typ != protowire.BytesType {
-			return nil
+	m := NewMessage(b)
+	for m.Next() {
+		if m.Tag() != Bytes(quantityString) {
+			continue
 		}
+		v := m.Value()
 		if absurd(v) {
 			return fmt.Errorf("%w of %d bytes", ErrAbsurdQuantity, len(v))
 		}
@@ -51,8 +52,8 @@ func Quantity(b []byte, q *resource.Quantity) error {
 			return err
 		}
 		*q = parsed
-		return nil
-	})
+	}
+	return m.Err()
 }
 
 // absurd reports whether a quantity's string is beyond the bounds Quantity parses.

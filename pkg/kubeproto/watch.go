@@ -130,7 +130,7 @@ func DecodeWatchEvent(data []byte) (typ string, raw []byte, err error) {
 	return EventType(typeBytes), object, nil
 }
 
-// bytesFields walks the message b by the rules of Fields and calls fn with the value of each
+// bytesFields walks the message b by the rules of Message and calls fn with the value of each
 // field numbered up to last; those must be length-delimited, as the generated decoders
 // require of a string or message field (any other wire type, a group too, is an error).
 func bytesFields(b []byte, last protowire.Number, fn func(num protowire.Number, value []byte) error) error {

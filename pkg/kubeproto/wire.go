@@ -14,10 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package kubeproto reads Kubernetes protobuf by hand, for decoders that keep a small part of
-// each object: a field walker and skipper with the rules of k8s.io/api's generated Unmarshal
-// methods, the envelope (ProtobufMagic and a runtime.Unknown) the API server wraps every
-// object in, and a list reader that hands over one item's message at a time.
+// Package kubeproto is the codec room of the caches that keep a small part of each object:
+// Kubernetes protobuf read by hand with the rules of k8s.io/api's generated Unmarshal methods
+// (the field walker Message, ReadObjectMeta, MapEntry, the envelope the API server wraps every
+// object in, a list reader that hands over one item's message at a time, watch events read in
+// place), the compact objects' metadata (Compact), and the serializer and client a cache
+// decodes with (Codec, NewClient). docs/design/codec.md says how a cache is added.
 package kubeproto
 
 import (
@@ -31,7 +33,7 @@ import (
 
 // The readers below follow the rules of the generated Unmarshal methods (varints of up to ten
 // bytes, field numbers as int32, groups skipped by depth, map entries read as those methods
-// read them), so that any bytes those accept are read alike here: FuzzFieldsReadLikeGenerated
+// read them), so that any bytes those accept are read alike here: FuzzMessageReadsLikeGenerated
 // holds them to that.
 
 // Errors of malformed messages; truncated ones give io.ErrUnexpectedEOF.
@@ -107,56 +109,6 @@ func length(b []byte, i int) (start, end int, err error) {
 	return start, end, nil
 }
 
-// Fields calls fn for each field of the message b: its number, its wire type, and the value
-// of a length-delimited field or the varint. The value's capacity ends with b (see MapEntry);
-// fn must not append to it. Fixed-size fields and groups are skipped. An error of fn stops
-// the walk and is returned.
-func Fields(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte, varint uint64) error) error {
-	for i := 0; i < len(b); {
-		t, n, err := varint(b[i:])
-		if err != nil {
-			return err
-		}
-		num, typ := protowire.Number(int32(t>>3)), protowire.Type(t&7) // tag's rules, written out for speed
-		if typ == protowire.EndGroupType {
-			return ErrGroupEnd
-		}
-		if num <= 0 {
-			return ErrFieldNum
-		}
-		switch typ {
-		case protowire.VarintType:
-			v, m, err := varint(b[i+n:])
-			if err != nil {
-				return err
-			}
-			i += n + m
-			if err := fn(num, typ, nil, v); err != nil {
-				return err
-			}
-		case protowire.BytesType:
-			start, end, err := length(b, i+n)
-			if err != nil {
-				return err
-			}
-			i = end
-			if err := fn(num, typ, b[start:end:len(b)], 0); err != nil {
-				return err
-			}
-		default:
-			k, err := SkipField(b[i:])
-			if err != nil {
-				return err
-			}
-			if i+k > len(b) {
-				return io.ErrUnexpectedEOF
-			}
-			i += k
-		}
-	}
-	return nil
-}
-
 // SkipField returns the length of the field at the start of b, its tag included; a group
 // runs to its matching end. The length may exceed len(b): the caller checks it.
 func SkipField(b []byte) (int, error) {
@@ -207,8 +159,8 @@ func SkipField(b []byte) (int, error) {
 	return 0, io.ErrUnexpectedEOF
 }
 
-// MapEntry returns the key and the value bytes of a protobuf map entry e, a value from
-// Fields. As the generated decoders do, it reads fields 1 and 2 as length-delimited whatever
+// MapEntry returns the key and the value bytes of a protobuf map entry e, a Message's
+// Value. As the generated decoders do, it reads fields 1 and 2 as length-delimited whatever
 // their wire type, and lets them run on past the entry into the rest of the enclosing
 // message (e's capacity) but not past it.
 func MapEntry(e []byte) (key, value []byte, err error) {
