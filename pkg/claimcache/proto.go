@@ -98,9 +98,7 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(claimMetadata):
-			if err = kubeproto.ReadObjectMeta(m.Value(), nil, &meta); err == nil {
-				err = setMeta(&claim.ObjectMeta, &meta)
-			}
+			err = kubeproto.ReadObjectMeta(m.Value(), nil, &meta)
 		case kubeproto.Bytes(claimSpec):
 			specs = append(specs, m.Value())
 		case kubeproto.Bytes(claimStatus):
@@ -110,7 +108,10 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 			return claim, err
 		}
 	}
-	if err := m.Err(); err != nil || claim.Status.Allocation != nil {
+	if err := m.Err(); err != nil {
+		return claim, err
+	}
+	if err := setMeta(&claim.ObjectMeta, &meta); err != nil || claim.Status.Allocation != nil {
 		return claim, err
 	}
 	for _, spec := range specs {
@@ -121,21 +122,12 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 	return claim, nil
 }
 
-// setMeta sets what FromClaim and the reflector read of the metadata: the fields present in
-// meta, so that a repeated metadata field merges as the generated decoder merges it.
+// setMeta sets what FromClaim and the reflector read of the metadata.
 func setMeta(out *metav1.ObjectMeta, meta *kubeproto.ObjectMeta) error {
-	if meta.Name != nil {
-		out.Name = string(meta.Name)
-	}
-	if meta.Namespace != nil {
-		out.Namespace = string(meta.Namespace)
-	}
-	if meta.UID != nil {
-		out.UID = types.UID(meta.UID)
-	}
-	if meta.ResourceVersion != nil {
-		out.ResourceVersion = string(meta.ResourceVersion)
-	}
+	out.Name = string(meta.Name)
+	out.Namespace = string(meta.Namespace)
+	out.UID = types.UID(meta.UID)
+	out.ResourceVersion = string(meta.ResourceVersion)
 	if meta.InitialEventsEnd != nil {
 		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
 	}

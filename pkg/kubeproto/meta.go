@@ -51,10 +51,11 @@ type ObjectMeta struct {
 
 // ReadObjectMeta reads the ObjectMeta message b into meta: the identity, the timestamps,
 // the labels keepLabel accepts (none when it is nil) and the bookmark's annotation; the other
-// annotations, owner references and managed fields are skipped unread. meta.Labels is reused
-// (appended to from empty), so that a caller can give it room.
+// annotations, owner references and managed fields are skipped unread. It merges, as the
+// generated decoder merges an object's metadata given twice: each field b has replaces
+// meta's, and kept labels are appended (to the room meta.Labels may be given). A decoder
+// starts from an empty ObjectMeta and reads every metadata field of its object into it.
 func ReadObjectMeta(b []byte, keepLabel func(key string) bool, meta *ObjectMeta) error {
-	*meta = ObjectMeta{Labels: meta.Labels[:0]}
 	m := NewMessage(b)
 	for m.Next() {
 		switch m.Tag() {

@@ -17,6 +17,7 @@ limitations under the License.
 package kubeproto_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,42 @@ func TestReadObjectMetaRejectsAnEarlierMalformedTimestamp(t *testing.T) {
 		if err := kubeproto.ReadObjectMeta(data, nil, &meta); err == nil {
 			t.Errorf("field %d: no error for a malformed timestamp before a valid one", field)
 		}
+	}
+}
+
+// Metadata given twice merges as in the generated decoder: the later fields replace the
+// earlier, labels add up.
+func TestReadObjectMetaMerges(t *testing.T) {
+	first, err := (&metav1.ObjectMeta{Name: "a", Namespace: "ns", Labels: map[string]string{"k1": "1", "k2": "1"}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := (&metav1.ObjectMeta{Name: "b", ResourceVersion: "9", Labels: map[string]string{"k2": "2"}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta kubeproto.ObjectMeta
+	for _, b := range [][]byte{first, second} {
+		if err := kubeproto.ReadObjectMeta(b, func(string) bool { return true }, &meta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labels := map[string]string{}
+	for _, e := range meta.Labels {
+		k, v, err := kubeproto.MapEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels[string(k)] = string(v)
+	}
+	got := fmt.Sprintf("%s/%s@%s %v", meta.Namespace, meta.Name, meta.ResourceVersion, labels)
+	// The generated Marshal writes every string, empty ones too: the second namespace is "".
+	generated, ok := generatedMeta(append(first, second...)) // concatenated messages merge
+	if !ok {
+		t.Fatal("the generated decoder rejects the two messages")
+	}
+	want := fmt.Sprintf("%s/%s@%s %v", generated.Namespace, generated.Name, generated.ResourceVersion, generated.Labels)
+	if got != want || want != "/b@9 map[k1:1 k2:2]" {
+		t.Errorf("merged metadata %s; the generated decoder: %s", got, want)
 	}
 }

@@ -103,7 +103,7 @@ func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScrat
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(nodeMetadata):
-			err = t.readMeta(m.Value(), &node.ObjectMeta, scratch)
+			err = kubeproto.ReadObjectMeta(m.Value(), t.Keeps, &scratch.meta)
 		case kubeproto.Bytes(nodeSpec):
 			err = t.readSpec(m.Value(), &node.Spec)
 		case kubeproto.Bytes(nodeStatus):
@@ -113,13 +113,16 @@ func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScrat
 			return err
 		}
 	}
-	return m.Err()
+	if err := m.Err(); err != nil {
+		return err
+	}
+	return t.setMeta(&node.ObjectMeta, scratch)
 }
 
 // nodeScratch collects the raw map entries of one node before they are shared or decoded.
 type nodeScratch struct {
 	key         []byte
-	labels      [][]byte
+	meta        kubeproto.ObjectMeta // its Labels: the kept labels' entries
 	capacity    [][]byte
 	allocatable [][]byte
 	conditions  []rawCondition
@@ -129,7 +132,7 @@ type nodeScratch struct {
 
 // reset empties the scratch for the next node.
 func (s *nodeScratch) reset() {
-	s.labels = s.labelsBuf[:0]
+	s.meta = kubeproto.ObjectMeta{Labels: s.labelsBuf[:0]}
 	s.capacity, s.allocatable = s.capacity[:0], s.allocatable[:0]
 	s.conditions = s.condBuf[:0]
 }
@@ -151,29 +154,12 @@ func (s *nodeScratch) setKey(entries [][]byte) []byte {
 	return s.key
 }
 
-// readMeta reads what Trim keeps of a Node's ObjectMeta into meta, the kept labels' entries
-// into scratch. A repeated metadata field merges into what is read, as in the generated
-// decoder.
-func (t *NodeTrimmer) readMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeScratch) error {
-	n := len(scratch.labels)
-	read := kubeproto.ObjectMeta{Labels: scratch.labels[n:]} // the scratch's room
-	if err := kubeproto.ReadObjectMeta(b, t.Keeps, &read); err != nil {
-		return err
-	}
-	if n == 0 {
-		scratch.labels = read.Labels
-	} else {
-		scratch.labels = append(scratch.labels, read.Labels...)
-	}
-	if read.Name != nil {
-		meta.Name = string(read.Name)
-	}
-	if read.UID != nil {
-		meta.UID = types.UID(read.UID)
-	}
-	if read.ResourceVersion != nil {
-		meta.ResourceVersion = string(read.ResourceVersion)
-	}
+// setMeta sets what Trim keeps of a Node's ObjectMeta from what was read of it.
+func (t *NodeTrimmer) setMeta(meta *metav1.ObjectMeta, scratch *nodeScratch) error {
+	read := &scratch.meta
+	meta.Name = string(read.Name)
+	meta.UID = types.UID(read.UID)
+	meta.ResourceVersion = string(read.ResourceVersion)
 	if read.CreationTimestamp != nil {
 		if err := meta.CreationTimestamp.Unmarshal(read.CreationTimestamp); err != nil {
 			return err
@@ -188,7 +174,7 @@ func (t *NodeTrimmer) readMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeS
 	if read.InitialEventsEnd != nil { // the watch-list bookmark's marker: the reflector waits for it
 		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(read.InitialEventsEnd)}
 	}
-	if len(scratch.labels) == 0 {
+	if len(read.Labels) == 0 {
 		return nil
 	}
 	var err error
@@ -198,9 +184,9 @@ func (t *NodeTrimmer) readMeta(b []byte, meta *metav1.ObjectMeta, scratch *nodeS
 
 // labelSet builds (or shares) the kept labels among a node's raw entries.
 func (t *NodeTrimmer) labelSet(scratch *nodeScratch) (map[string]string, error) {
-	return t.labelSets.get(scratch.setKey(scratch.labels), func() (map[string]string, error) {
-		labels := make(map[string]string, len(scratch.labels))
-		for _, e := range scratch.labels {
+	return t.labelSets.get(scratch.setKey(scratch.meta.Labels), func() (map[string]string, error) {
+		labels := make(map[string]string, len(scratch.meta.Labels))
+		for _, e := range scratch.meta.Labels {
 			key, value, err := kubeproto.MapEntry(e)
 			if err != nil {
 				return nil, err

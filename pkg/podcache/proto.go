@@ -201,7 +201,7 @@ func minimalPod(b []byte) (*corev1.Pod, error) {
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(podMetadata):
-			err = mergeMeta(m.Value(), &meta)
+			err = kubeproto.ReadObjectMeta(m.Value(), nil, &meta)
 		case kubeproto.Bytes(podSpec):
 			err = r.spec(m.Value(), &pod.Spec)
 		case kubeproto.Bytes(podStatus):
@@ -215,31 +215,6 @@ func minimalPod(b []byte) (*corev1.Pod, error) {
 		return pod, err
 	}
 	return pod, decodeMeta(&meta, &pod.ObjectMeta)
-}
-
-// mergeMeta reads an ObjectMeta message into meta, keeping what an earlier one set and this
-// one does not: metadata given twice is merged field by field, as the generated decoder
-// merges it.
-func mergeMeta(b []byte, meta *kubeproto.ObjectMeta) error {
-	var next kubeproto.ObjectMeta
-	if err := kubeproto.ReadObjectMeta(b, nil, &next); err != nil {
-		return err
-	}
-	keep(&meta.Name, next.Name)
-	keep(&meta.Namespace, next.Namespace)
-	keep(&meta.UID, next.UID)
-	keep(&meta.ResourceVersion, next.ResourceVersion)
-	keep(&meta.CreationTimestamp, next.CreationTimestamp)
-	keep(&meta.DeletionTimestamp, next.DeletionTimestamp)
-	keep(&meta.InitialEventsEnd, next.InitialEventsEnd)
-	return nil
-}
-
-// keep sets *field to value if the message had the field.
-func keep(field *[]byte, value []byte) {
-	if value != nil {
-		*field = value
-	}
 }
 
 // decodeMeta copies what FromPod reads of the pod's metadata; the namespace is interned.
@@ -521,7 +496,7 @@ func readMeta(pod []byte, meta *kubeproto.ObjectMeta) error {
 	m := kubeproto.NewMessage(pod)
 	for m.Next() {
 		if m.Tag() == kubeproto.Bytes(podMetadata) {
-			if err := mergeMeta(m.Value(), meta); err != nil {
+			if err := kubeproto.ReadObjectMeta(m.Value(), nil, meta); err != nil {
 				return err
 			}
 		}

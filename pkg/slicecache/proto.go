@@ -93,7 +93,7 @@ func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(sliceMetadata):
-			err = s.readMeta(m.Value())
+			err = kubeproto.ReadObjectMeta(m.Value(), nil, &s.meta)
 		case kubeproto.Bytes(sliceSpec):
 			devices, err = s.readSpec(m.Value(), devices)
 		}
@@ -124,28 +124,6 @@ func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
 		}
 	}
 	return out, nil
-}
-
-// readMeta reads an ObjectMeta message into s.meta. A later metadata field merges into the
-// earlier, as the generated decoder's does.
-func (s *sliceMessage) readMeta(b []byte) error {
-	var meta kubeproto.ObjectMeta
-	if err := kubeproto.ReadObjectMeta(b, nil, &meta); err != nil {
-		return err
-	}
-	if meta.Namespace != nil {
-		s.meta.Namespace = meta.Namespace
-	}
-	if meta.Name != nil {
-		s.meta.Name = meta.Name
-	}
-	if meta.ResourceVersion != nil {
-		s.meta.ResourceVersion = meta.ResourceVersion
-	}
-	if meta.InitialEventsEnd != nil {
-		s.meta.InitialEventsEnd = meta.InitialEventsEnd
-	}
-	return nil
 }
 
 // readSpec reads a ResourceSliceSpec message into s and appends its Device messages to
