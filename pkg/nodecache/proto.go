@@ -98,12 +98,17 @@ func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
 // decodeNode is DecodeNode into node, with scratch's room (reset first).
 func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScratch) error {
 	scratch.reset()
+	meta := kubeproto.ObjectMeta{Labels: scratch.labelsBuf[:0]} // the kept labels' entries
 	m := kubeproto.NewMessage(b)
 	for m.Next() {
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(nodeMetadata):
-			err = kubeproto.ReadObjectMeta(m.Value(), t.Keeps, &scratch.meta)
+			// Set at once (and again if the metadata comes twice): the labels' key is the
+			// largest, and the resources and conditions then reuse its room.
+			if err = kubeproto.ReadObjectMeta(m.Value(), t.Keeps, &meta); err == nil {
+				err = t.setMeta(&node.ObjectMeta, &meta, scratch)
+			}
 		case kubeproto.Bytes(nodeSpec):
 			err = t.readSpec(m.Value(), &node.Spec)
 		case kubeproto.Bytes(nodeStatus):
@@ -113,16 +118,12 @@ func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScrat
 			return err
 		}
 	}
-	if err := m.Err(); err != nil {
-		return err
-	}
-	return t.setMeta(&node.ObjectMeta, scratch)
+	return m.Err()
 }
 
 // nodeScratch collects the raw map entries of one node before they are shared or decoded.
 type nodeScratch struct {
 	key         []byte
-	meta        kubeproto.ObjectMeta // its Labels: the kept labels' entries
 	capacity    [][]byte
 	allocatable [][]byte
 	conditions  []rawCondition
@@ -132,7 +133,6 @@ type nodeScratch struct {
 
 // reset empties the scratch for the next node.
 func (s *nodeScratch) reset() {
-	s.meta = kubeproto.ObjectMeta{Labels: s.labelsBuf[:0]}
 	s.capacity, s.allocatable = s.capacity[:0], s.allocatable[:0]
 	s.conditions = s.condBuf[:0]
 }
@@ -155,8 +155,7 @@ func (s *nodeScratch) setKey(entries [][]byte) []byte {
 }
 
 // setMeta sets what Trim keeps of a Node's ObjectMeta from what was read of it.
-func (t *NodeTrimmer) setMeta(meta *metav1.ObjectMeta, scratch *nodeScratch) error {
-	read := &scratch.meta
+func (t *NodeTrimmer) setMeta(meta *metav1.ObjectMeta, read *kubeproto.ObjectMeta, scratch *nodeScratch) error {
 	meta.Name = string(read.Name)
 	meta.UID = types.UID(read.UID)
 	meta.ResourceVersion = string(read.ResourceVersion)
@@ -178,15 +177,15 @@ func (t *NodeTrimmer) setMeta(meta *metav1.ObjectMeta, scratch *nodeScratch) err
 		return nil
 	}
 	var err error
-	meta.Labels, err = t.labelSet(scratch)
+	meta.Labels, err = t.labelSet(read.Labels, scratch)
 	return err
 }
 
 // labelSet builds (or shares) the kept labels among a node's raw entries.
-func (t *NodeTrimmer) labelSet(scratch *nodeScratch) (map[string]string, error) {
-	return t.labelSets.get(scratch.setKey(scratch.meta.Labels), func() (map[string]string, error) {
-		labels := make(map[string]string, len(scratch.meta.Labels))
-		for _, e := range scratch.meta.Labels {
+func (t *NodeTrimmer) labelSet(entries [][]byte, scratch *nodeScratch) (map[string]string, error) {
+	return t.labelSets.get(scratch.setKey(entries), func() (map[string]string, error) {
+		labels := make(map[string]string, len(entries))
+		for _, e := range entries {
 			key, value, err := kubeproto.MapEntry(e)
 			if err != nil {
 				return nil, err
