@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package capacity answers "does this pod fit on that node now" by kube-scheduler's own rules:
 // the filters that decide GPU placement (node name, unschedulable, taints, node affinity,
 // resources, DRA claims) in the scheduler's order and words, with DRA claims allocated by

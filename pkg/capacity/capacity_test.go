@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package capacity
 
 import (
@@ -51,7 +50,7 @@ func node(name string, allocatable map[corev1.ResourceName]string) *corev1.Node 
 func class(name, selector string) *resourcev1.DeviceClass {
 	return &resourcev1.DeviceClass{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}},
+		Spec:       resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}},
 	}
 }
 

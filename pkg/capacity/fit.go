@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package capacity
 
 import (
@@ -33,13 +32,13 @@ import (
 
 // The scheduler's reasons, word for word (its filter plugins' status messages).
 const (
-	ReasonNodeName        = "node(s) didn't match the requested node name"
-	ReasonUnschedulable   = "node(s) were unschedulable"
-	ReasonTaint           = "node(s) had untolerated taint(s)"
-	ReasonAffinity        = "node(s) didn't match Pod's node affinity/selector"
-	ReasonTooManyPods     = "Too many pods"
-	ReasonClaimsNotFit    = "cannot allocate all claims"
-	ReasonClaimNotOnNode  = "resourceclaim not available on the node"
+	ReasonNodeName       = "node(s) didn't match the requested node name"
+	ReasonUnschedulable  = "node(s) were unschedulable"
+	ReasonTaint          = "node(s) had untolerated taint(s)"
+	ReasonAffinity       = "node(s) didn't match Pod's node affinity/selector"
+	ReasonTooManyPods    = "Too many pods"
+	ReasonClaimsNotFit   = "cannot allocate all claims"
+	ReasonClaimNotOnNode = "resourceclaim not available on the node"
 )
 
 // Result is the scheduler's verdict on one pod and one node.
