@@ -31,7 +31,7 @@ import (
 //   - metadata: name, namespace, uid, resourceVersion, creationTimestamp;
 //   - spec.devices.requests[]: exactly and firstAvailable[0] (deviceClassName, allocationMode,
 //     count, selectors[].cel.expression);
-//   - status.allocation.devices.results[] (driver, pool, device);
+//   - status.allocation.devices.results[] (driver, pool, device, adminAccess);
 //   - status.reservedFor[] (apiGroup, resource, name, uid).
 func FromClaim(claim *resourcev1.ResourceClaim) *Claim {
 	if claim == nil {
@@ -66,7 +66,8 @@ func FromClaim(claim *resourcev1.ResourceClaim) *Claim {
 func claimDevices(results []resourcev1.DeviceRequestAllocationResult) []Device {
 	var out []Device
 	for _, r := range results {
-		if r.Driver == DRADriver {
+		// Admin access holds nothing: the scheduler does not count such a device as allocated.
+		if r.Driver == DRADriver && (r.AdminAccess == nil || !*r.AdminAccess) {
 			out = append(out, Device{Pool: r.Pool, Device: r.Device})
 		}
 	}

@@ -77,6 +77,25 @@ func TestFromClaim(t *testing.T) {
 			},
 		},
 		{
+			name: "allocated with admin access: holds nothing, as the scheduler counts it",
+			modify: func(c *resourcev1.ResourceClaim) {
+				admin := result(DRADriver, "n1", "gpu-0")
+				admin.AdminAccess = new(true)
+				c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{admin}}}
+			},
+		},
+		{
+			name: "allocated: admin-access results skipped, the others kept",
+			modify: func(c *resourcev1.ResourceClaim) {
+				admin := result(DRADriver, "n1", "gpu-0")
+				admin.AdminAccess = new(true)
+				plain := result(DRADriver, "n1", "gpu-1")
+				plain.AdminAccess = new(false)
+				c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{admin, plain}}}
+			},
+			want: func(c *Claim) { c.Devices = []Device{{"n1", "gpu-1"}} },
+		},
+		{
 			name: "allocated: pod holders sorted by name, other consumers ignored",
 			modify: func(c *resourcev1.ResourceClaim) {
 				c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{

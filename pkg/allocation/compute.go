@@ -28,12 +28,12 @@ const maxItemMilli = 1 << 31
 
 // holds reports whether the pod holds its requests on its node.
 func (p *Pod) holds() bool {
-	return p.Node != "" && !p.Finished && !p.ViaClaim && len(p.Requests) > 0
+	return p.Node != "" && !p.Finished && len(p.Requests) > 0
 }
 
 // waits reports whether the pod is demand waiting to be scheduled.
 func (p *Pod) waits() bool {
-	return p.Node == "" && !p.Finished && !p.ViaClaim && len(p.Requests) > 0
+	return p.Node == "" && !p.Finished && len(p.Requests) > 0
 }
 
 // allocated reports whether the claim holds devices.

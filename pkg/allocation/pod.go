@@ -18,6 +18,7 @@ package allocation
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -141,7 +142,7 @@ func gpuRequests(r *corev1.ResourceRequirements) []ResourceCount {
 //   - spec: containers[].resources.{requests,limits}, initContainers[].resources.{requests,limits}
 //     and initContainers[].restartPolicy, overhead, nodeName, nodeSelector,
 //     affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
-//   - status: phase, extendedResourceClaimStatus (whether it is set).
+//   - status: phase, extendedResourceClaimStatus.requestMappings[].resourceName.
 func FromPod(pod *corev1.Pod) *Pod {
 	if pod == nil {
 		return nil
@@ -169,7 +170,7 @@ func FromPod(pod *corev1.Pod) *Pod {
 	if len(app) == 0 && len(init) == 0 && len(overhead) == 0 {
 		return nil
 	}
-	requests := PodRequests(app, init, overhead)
+	requests := withoutMapped(PodRequests(app, init, overhead), pod.Status.ExtendedResourceClaimStatus)
 	if len(requests) == 0 {
 		return nil
 	}
@@ -182,8 +183,28 @@ func FromPod(pod *corev1.Pod) *Pod {
 		Requests:  requests,
 		Created:   pod.CreationTimestamp.Unix(),
 		Finished:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
-		ViaClaim:  pod.Status.ExtendedResourceClaimStatus != nil,
 	}
+}
+
+// withoutMapped drops the resources the scheduler serves with the pod's extended-resource
+// claim (KEP-5004): the claim's devices count for them. It maps each resource as a whole,
+// per node, so the pod's other resources stay device-plugin requests.
+func withoutMapped(requests []ResourceCount, st *corev1.PodExtendedResourceClaimStatus) []ResourceCount {
+	if st == nil || len(st.RequestMappings) == 0 {
+		return requests
+	}
+	mapped := func(r ResourceCount) bool {
+		for _, m := range st.RequestMappings {
+			if m.ResourceName == r.Name {
+				return true
+			}
+		}
+		return false
+	}
+	if !slices.ContainsFunc(requests, mapped) {
+		return requests
+	}
+	return slices.DeleteFunc(slices.Clone(requests), mapped)
 }
 
 // pinnedModel is the ProductLabel value the pod's node selector requires, else the one every

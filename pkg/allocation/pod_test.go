@@ -236,14 +236,21 @@ func TestFromPod(t *testing.T) {
 			want: func(p *Pod) { p.Requests = gpus(1); p.Finished = true },
 		},
 		{
-			name: "pending, served through a claim",
+			name: "served through a claim: the claim counts, the pod is not kept",
 			modify: func(p *corev1.Pod) {
-				p.Spec.NodeName = ""
 				p.Spec.Containers = []corev1.Container{container(resources(ResourceGPU, "1"), nil)}
-				p.Status.Phase = corev1.PodPending
-				p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "train-gpu"}
+				p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "train-gpu",
+					RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: ResourceGPU, RequestName: "container-0-request-0"}}}
 			},
-			want: func(p *Pod) { p.Requests = gpus(1); p.Node = ""; p.ViaClaim = true },
+		},
+		{
+			name: "one resource served through a claim, the other by the device plugin",
+			modify: func(p *corev1.Pod) {
+				p.Spec.Containers = []corev1.Container{container(resources(ResourceGPU, "2", ResourceMIGPrefix+"1g.10gb", "1"), nil)}
+				p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "train-gpu",
+					RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "c", ResourceName: ResourceGPU, RequestName: "container-0-request-0"}}}
+			},
+			want: func(p *Pod) { p.Requests = []ResourceCount{{ResourceMIGPrefix + "1g.10gb", 1}} },
 		},
 		{
 			name: "model from the node selector",

@@ -152,18 +152,14 @@ func TestTrackerPodBoundThenDeleted(t *testing.T) {
 	}
 }
 
-func TestTrackerViaClaimPodCountsTheClaimOnly(t *testing.T) {
+func TestTrackerClaimServedPodCountsTheClaimAndItsOtherResources(t *testing.T) {
 	tr := NewTracker()
-	p := boundPod("ml", "a", "n1", rc(ResourceGPU, 1))
-	p.ViaClaim = true
-	tr.SetPod(p)
-	waiting := &Pod{Namespace: "ml", Name: "b", ViaClaim: true, Requests: gpus(1)}
-	tr.SetPod(waiting)
-	if h := tr.Held("n1"); h != nil || len(tr.Pending()) != 0 {
-		t.Fatalf("a pod served by a claim counts itself: held %+v, pending %+v", h, tr.Pending())
-	}
+	// Its nvidia.com/gpu is served by the extended-resource claim (FromPod drops it), its
+	// MIG device by the device plugin.
+	mig := rc(ResourceMIGPrefix+"1g.10gb", 1)
+	tr.SetPod(boundPod("ml", "a", "n1", mig))
 	tr.SetClaim(allocatedClaim("ml", "a-gpu", []string{"a"}, Device{"n1", "gpu-0"}))
-	want := &Held{Pods: 1, Namespaces: []NamespaceHeld{{Namespace: "ml", Pods: 1, Devices: []string{"gpu-0"}}}}
+	want := &Held{Pods: 1, Namespaces: []NamespaceHeld{{Namespace: "ml", Pods: 1, Resources: []ResourceCount{mig}, Devices: []string{"gpu-0"}}}}
 	if diff := cmp.Diff(want, tr.Held("n1")); diff != "" {
 		t.Errorf("Held(n1) (-want +got):\n%s", diff)
 	}
@@ -248,8 +244,8 @@ func TestTrackerRelist(t *testing.T) {
 func TestHoldings(t *testing.T) {
 	a := boundPod("ml", "a", "n1", gpus(1)...)
 	a.Created = 500
-	viaClaim := boundPod("ml", "b", "n1", gpus(1)...)
-	viaClaim.ViaClaim, viaClaim.Created = true, 600
+	viaClaim := boundPod("ml", "b", "n1") // its request is served by the claim "shared"
+	viaClaim.Created = 600
 	finished := boundPod("ml", "old", "n1", gpus(4)...)
 	finished.Finished = true
 	pods := []*Pod{a, viaClaim, finished, boundPod("dev", "z", "n2", rc(ResourceGPUShared, 1))}
@@ -386,7 +382,6 @@ func (w *world) randomPod() *Pod {
 		p.Node = pick(r, w.nodes...)
 	}
 	p.Finished = r.IntN(6) == 0
-	p.ViaClaim = r.IntN(6) == 0
 	p.Model = pick(r, "", "", "H100", "A100")
 	return p
 }

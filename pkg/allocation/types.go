@@ -80,9 +80,6 @@ type Pod struct {
 	UID     UID
 	// Finished: phase Succeeded or Failed; such a pod holds nothing.
 	Finished bool
-	// ViaClaim: status.extendedResourceClaimStatus is set, so the scheduler serves the
-	// extended-resource request with a DRA claim, which is counted instead.
-	ViaClaim bool
 }
 
 // UID is a pod's metadata.uid in 16 bytes: the UUID the API server assigns, as its bytes,

@@ -62,6 +62,7 @@ const (
 	resultDriver = 2
 	resultPool   = 3
 	resultDevice = 4
+	resultAdmin  = 5 // adminAccess
 
 	consumerAPIGroup = 1
 	consumerResource = 3
@@ -313,7 +314,7 @@ func decodeDeviceAllocation(b []byte, d *resourcev1.DeviceAllocationResult) erro
 		if m.Tag() != kubeproto.Bytes(devicesResults) {
 			continue
 		}
-		driver, pool, device, err := decodeResult(m.Value())
+		driver, pool, device, admin, err := decodeResult(m.Value())
 		if err != nil {
 			return err
 		}
@@ -323,15 +324,18 @@ func decodeDeviceAllocation(b []byte, d *resourcev1.DeviceAllocationResult) erro
 		if len(d.Results) == resourcev1.AllocationResultsMaxSize {
 			return tooMany("gpu.nvidia.com results", resourcev1.AllocationResultsMaxSize)
 		}
-		d.Results = append(d.Results, resourcev1.DeviceRequestAllocationResult{
-			Driver: allocation.DRADriver, Pool: string(pool), Device: string(device),
-		})
+		r := resourcev1.DeviceRequestAllocationResult{Driver: allocation.DRADriver, Pool: string(pool), Device: string(device)}
+		if admin {
+			r.AdminAccess = &admin
+		}
+		d.Results = append(d.Results, r)
 	}
 	return m.Err()
 }
 
-// decodeResult reads a DeviceRequestAllocationResult's driver, pool and device, uncopied.
-func decodeResult(b []byte) (driver, pool, device []byte, err error) {
+// decodeResult reads a DeviceRequestAllocationResult's driver, pool and device, uncopied,
+// and whether it was given with admin access.
+func decodeResult(b []byte) (driver, pool, device []byte, admin bool, err error) {
 	m := kubeproto.NewMessage(b)
 	for m.Next() {
 		switch m.Tag() {
@@ -341,9 +345,11 @@ func decodeResult(b []byte) (driver, pool, device []byte, err error) {
 			pool = m.Value()
 		case kubeproto.Bytes(resultDevice):
 			device = m.Value()
+		case kubeproto.Varint(resultAdmin):
+			admin = m.Varint() != 0
 		}
 	}
-	return driver, pool, device, m.Err()
+	return driver, pool, device, admin, m.Err()
 }
 
 func decodeConsumer(b []byte, c *resourcev1.ResourceClaimConsumerReference) error {

@@ -122,11 +122,21 @@ func claimTable() []struct {
 	reservedForOthers := allocated(requesting(claim("ml", "shared"), oneGPU), [][3]string{gpu("node-b", "gpu-3")}, "w-2", "w-0", "w-1")
 	reservedForOthers.Status.ReservedFor = append(reservedForOthers.Status.ReservedFor,
 		resourcev1.ResourceClaimConsumerReference{APIGroup: "example.com", Resource: "jobs", Name: "j", UID: "uid-j"})
+	monitor := allocated(requesting(claim("monitoring", "dcgm"), exact("all", "gpu.nvidia.com", resourcev1.DeviceAllocationModeAll, 0)),
+		[][3]string{gpu("node-a", "gpu-0"), gpu("node-a", "gpu-1")}, "dcgm")
+	partlyAdmin := allocated(requesting(claim("ml", "partly-admin"), oneGPU), [][3]string{gpu("node-a", "gpu-0"), gpu("node-a", "gpu-1")}, "p")
+	for i := range monitor.Status.Allocation.Devices.Results {
+		monitor.Status.Allocation.Devices.Results[i].AdminAccess = ptr(true)
+	}
+	partlyAdmin.Status.Allocation.Devices.Results[0].AdminAccess = ptr(true)
+	partlyAdmin.Status.Allocation.Devices.Results[1].AdminAccess = ptr(false)
 	return []struct {
 		name  string
 		claim *resourcev1.ResourceClaim
 		kept  bool
 	}{
+		{"admin access only: holds nothing", monitor, false},
+		{"admin access on one result", partlyAdmin, true},
 		{"a full GPU", allocated(requesting(claim("ml", "one"), oneGPU), [][3]string{gpu("node-a", "gpu-0")}, "p"), true},
 		{"several devices over two requests", allocated(requesting(claim("ml", "eight"),
 			exact("a", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 4),

@@ -56,6 +56,8 @@ const (
 	requirementValues      = 3
 	statusPhase            = 1
 	statusExtendedResource = 18 // extendedResourceClaimStatus
+	extendedMappings       = 1  // PodExtendedResourceClaimStatus.requestMappings
+	mappingResourceName    = 2  // ContainerExtendedResourceRequest.resourceName
 )
 
 // DecodePod decodes a protobuf v1 Pod (the message, without the envelope) into what
@@ -465,9 +467,37 @@ func decodeStatus(b []byte, status *corev1.PodStatus) error {
 		case kubeproto.Bytes(statusPhase):
 			status.Phase = phaseOf(m.Value())
 		case kubeproto.Bytes(statusExtendedResource):
-			// Only whether it is set: the claim it names is counted by the claim cache.
-			status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{}
+			// Only the resources it maps: the claim it names is counted by the claim cache.
+			if status.ExtendedResourceClaimStatus == nil {
+				status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{}
+			}
+			if err := decodeExtendedStatus(m.Value(), status.ExtendedResourceClaimStatus); err != nil {
+				return err
+			}
 		}
+	}
+	return m.Err()
+}
+
+// decodeExtendedStatus reads the resource names of a PodExtendedResourceClaimStatus's
+// request mappings.
+func decodeExtendedStatus(b []byte, st *corev1.PodExtendedResourceClaimStatus) error {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(extendedMappings) {
+			continue
+		}
+		mapping := kubeproto.NewMessage(m.Value())
+		var name string
+		for mapping.Next() {
+			if mapping.Tag() == kubeproto.Bytes(mappingResourceName) {
+				name = interned.intern(kubeproto.View(mapping.Value()))
+			}
+		}
+		if err := mapping.Err(); err != nil {
+			return err
+		}
+		st.RequestMappings = append(st.RequestMappings, corev1.ContainerExtendedResourceRequest{ResourceName: name})
 	}
 	return m.Err()
 }

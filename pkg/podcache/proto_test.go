@@ -254,6 +254,14 @@ func (c *podCases) addPlacementShapes() {
 		p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "trainer-gpu-x7k2p",
 			RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "app", ResourceName: allocation.ResourceGPU, RequestName: "container-0-request-0"}}}
 	})
+	c.add("one resource served by a DRA claim, one by the device plugin", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Limits["nvidia.com/mig-1g.10gb"] = resource.MustParse("1")
+		p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "trainer-gpu-x7k2p",
+			RequestMappings: []corev1.ContainerExtendedResourceRequest{
+				{ContainerName: "app", ResourceName: allocation.ResourceGPU, RequestName: "container-0-request-0"},
+				{ContainerName: "app", ResourceName: "example.com/fpga", RequestName: "container-0-request-1"},
+			}}
+	})
 	c.add("zero GPUs", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		r.Limits[allocation.ResourceGPU], r.Requests[allocation.ResourceGPU] = resource.MustParse("0"), resource.MustParse("0")
@@ -304,7 +312,7 @@ func TestPodTableCoversTheShapes(t *testing.T) {
 		if p.Finished {
 			finished++
 		}
-		if p.ViaClaim {
+		if tc.pod.Status.ExtendedResourceClaimStatus != nil {
 			viaClaim++
 		}
 		if len(tc.pod.Spec.InitContainers) > 0 {
