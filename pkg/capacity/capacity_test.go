@@ -287,3 +287,27 @@ func TestBadClaimsAreErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestMessageAndAssume(t *testing.T) {
+	cordoned := node("cordoned", map[corev1.ResourceName]string{gpuResource: "8"})
+	cordoned.Spec.Unschedulable = true
+	s := NewSnapshot(Cluster{Nodes: []*corev1.Node{
+		cordoned, node("a", map[corev1.ResourceName]string{gpuResource: "4"}), node("b", map[corev1.ResourceName]string{gpuResource: "2"}),
+	}})
+	pod := gpuPod("job", "", gpuResource, 3, false)
+	pod.Spec.NodeSelector = nil
+	results, err := s.FitAll(pod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := Message(results); msg != "" {
+		t.Fatalf("a 3-GPU pod fits on a, but Message says %q", msg)
+	}
+	s.Assume(pod, results[0])
+	if results[0].Node != "a" || !results[0].Fits() {
+		t.Fatalf("first result %+v, want a fitting a", results[0])
+	}
+	if results, _ = s.FitAll(pod, nil); Message(results) != "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu." {
+		t.Errorf("after assuming one on a, a second gets %q", Message(results))
+	}
+}
