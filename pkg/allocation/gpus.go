@@ -92,6 +92,39 @@ func DeviceShare(device string, s Shape) (parent string, milli int64) {
 	return device[:len("gpu-")+n], profileSlices(profile, perGPU) * 1000 / perGPU
 }
 
+// GPUIndex is n for the NVIDIA driver's whole-GPU device gpu-<n> with n < 64.
+func GPUIndex(device string) (int, bool) {
+	rest, ok := strings.CutPrefix(device, "gpu-")
+	if !ok || rest == "" || len(rest) > 2 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range []byte(rest) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n < 64 && (n == 0 || rest[0] != '0')
+}
+
+// HeldGPUs has bit n set when a held device is gpu-<n> or one of its MIG devices.
+func (h *Held) HeldGPUs() uint64 {
+	var bits uint64
+	if h == nil {
+		return 0
+	}
+	for i := range h.Namespaces {
+		for _, d := range h.Namespaces[i].Devices {
+			parent, _ := DeviceShare(d, Shape{})
+			if n, ok := GPUIndex(parent); ok {
+				bits |= 1 << n
+			}
+		}
+	}
+	return bits
+}
+
 // GPUs is what the node's pods hold, as GPUs touched and as thousandths of a GPU.
 func (h *Held) GPUs(s Shape) (gpus int32, milli int64) {
 	if h == nil {

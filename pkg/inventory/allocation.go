@@ -21,10 +21,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -79,17 +82,74 @@ func heldGPUs(convert func(allocation.Shape) (int32, int64), e *homelabv1.GpuNod
 
 // applyHeld sets what pods hold on the entry's node and what is free there, and returns the
 // exact share held in thousandths of a GPU.
-func applyHeld(e *homelabv1.GpuNodeEntry, held *allocation.Held) (milli int64) {
+func applyHeld(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node, facts *DeviceFacts) (milli int64) {
 	e.AllocatedGpus, e.GpuPods = 0, 0
 	if held != nil {
 		e.AllocatedGpus, milli = heldGPUs(held.GPUs, e)
 		e.GpuPods = held.Pods
 	}
-	e.FreeGpus = 0
+	var free int32
+	free, e.Free = freeOf(e, held, node, facts)
+	e.FreeGpus, e.UnschedulableFreeGpus = 0, 0
 	if e.Ready && !slices.Contains(e.Conditions, NodeCordoned) {
-		e.FreeGpus = max(0, e.GpuCount-e.UnhealthyGpus-e.AllocatedGpus)
+		e.FreeGpus = free
+	} else {
+		e.UnschedulableFreeGpus = free
 	}
 	return milli
+}
+
+// maxFreeResources bounds GpuNodeEntry.Free.
+const maxFreeResources = 16
+
+// freeOf is what the scheduler could give a pod on the node now, its conditions aside: whole
+// GPUs, and units of each device-plugin GPU resource. Device-plugin units are the node's
+// allocatable minus what its bound pods request (NodeResourcesFit); whole DRA GPUs are the
+// published gpu-<n> devices that are untainted and of which no device is allocated.
+func freeOf(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node, facts *DeviceFacts) (whole int32, units []homelabv1.ResourceFree) {
+	requested := map[string]int64{}
+	if held != nil {
+		for i := range held.Namespaces {
+			addRequests(requested, held.Namespaces[i].Resources)
+		}
+	}
+	if node != nil {
+		for name, q := range node.Status.Allocatable {
+			if !allocation.IsGPUResource(string(name)) {
+				continue
+			}
+			f := clampInt32(max(0, q.Value()-requested[string(name)]))
+			units = append(units, homelabv1.ResourceFree{Resource: string(name), Free: f})
+			if name == allocation.ResourceGPU && wholeUnits(e) {
+				whole = f
+			}
+		}
+	}
+	slices.SortFunc(units, func(a, b homelabv1.ResourceFree) int { return strings.Compare(a.Resource, b.Resource) })
+	if len(units) > maxFreeResources {
+		units = units[:maxFreeResources]
+	}
+	if facts != nil && !facts.Pending {
+		whole = addSaturating(whole, int32(bits.OnesCount64(facts.WholeGPUs&^facts.TaintedGPUs&^held.HeldGPUs())))
+	}
+	return whole, units
+}
+
+// wholeUnits reports whether a unit of the node's nvidia.com/gpu is a whole GPU: neither a
+// shared replica nor, with MIG's single strategy, a MIG device.
+func wholeUnits(e *homelabv1.GpuNodeEntry) bool {
+	s := ShapeOf(e)
+	return s.Replicas <= 1 && s.SingleMIGProfile == ""
+}
+
+func addRequests(sum map[string]int64, rs []allocation.ResourceCount) {
+	for _, r := range rs {
+		if r.Count > math.MaxInt64-sum[r.Name] {
+			sum[r.Name] = math.MaxInt64
+			continue
+		}
+		sum[r.Name] += r.Count
+	}
 }
 
 // allocationOf sums the nodes' allocation and the namespaces' usage.

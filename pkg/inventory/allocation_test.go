@@ -24,6 +24,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -33,6 +34,17 @@ import (
 func h100Node(name string, ready corev1.ConditionStatus) *corev1.Node {
 	n := node(name, ready, map[string]string{LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "8", LabelMemory: "81559"})
 	n.ResourceVersion = "1"
+	allocates(n, allocation.ResourceGPU, 8)
+	return n
+}
+
+// allocates gives the node capacity and allocatable of resource, as its device plugin would.
+func allocates(n *corev1.Node, res string, count int64) *corev1.Node {
+	if n.Status.Capacity == nil {
+		n.Status.Capacity, n.Status.Allocatable = corev1.ResourceList{}, corev1.ResourceList{}
+	}
+	q := *resource.NewQuantity(count, resource.DecimalSI)
+	n.Status.Capacity[corev1.ResourceName(res)], n.Status.Allocatable[corev1.ResourceName(res)] = q, q
 	return n
 }
 
@@ -44,8 +56,8 @@ func held(ns string, pods int32, gpus int64, devices ...string) *allocation.Held
 	return h
 }
 
-// Per node: what pods hold is allocated, the rest of a Ready, uncordoned node's healthy GPUs
-// is free; a NotReady or cordoned node has nothing free. Per model and per inventory the
+// Per node: what pods hold is allocated, the rest of a Ready, uncordoned node's allocatable
+// GPUs is free; what a NotReady or cordoned node has free is counted apart. Per model and per inventory the
 // figures add up, and the fit summary names the nodes with most free GPUs.
 func TestAllocationPerNodeModelAndInventory(t *testing.T) {
 	cordoned := h100Node("gpu-c", corev1.ConditionTrue)
@@ -65,8 +77,9 @@ func TestAllocationPerNodeModelAndInventory(t *testing.T) {
 		t.Errorf("per node [allocated free pods] (-want +got):\n%s", diff)
 	}
 	m := inv.Models[0]
-	if m.AllocatedGpus != 15 || m.FreeGpus != 9 {
-		t.Errorf("model: allocated %d free %d, want 15 and 9", m.AllocatedGpus, m.FreeGpus)
+	if m.AllocatedGpus != 15 || m.FreeGpus != 9 || m.UnschedulableFreeGpus != 8 {
+		t.Errorf("model: allocated %d free %d on unschedulable nodes %d, want 15, 9 and 8 (the cordoned node's)",
+			m.AllocatedGpus, m.FreeGpus, m.UnschedulableFreeGpus)
 	}
 	wantFit := &homelabv1.GpuFit{NodesWith1Free: 2, NodesWith2Free: 2, NodesWith4Free: 1,
 		Most: []homelabv1.NodeFree{{Name: "gpu-b", FreeGpus: 7}, {Name: "gpu-a", FreeGpus: 2}}}
@@ -120,9 +133,12 @@ func TestAllocationCountsPartsOfGPUs(t *testing.T) {
 	shared := node("shared", corev1.ConditionTrue, map[string]string{LabelProduct: "NVIDIA-A100-SXM4-40GB-SHARED", LabelCount: "4",
 		"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"})
 	shared.ResourceVersion = "1"
+	allocates(shared, allocation.ResourceGPUShared, 16)
+	// Mixed strategy: one GPU whole, one partitioned into 4 1g.5gb and a 3g.20gb.
 	mig := node("mig", corev1.ConditionTrue, map[string]string{LabelProduct: "NVIDIA-A100-SXM4-40GB", LabelCount: "2",
 		"nvidia.com/mig.strategy": "mixed", "nvidia.com/mig.capable": "true"})
 	mig.ResourceVersion = "1"
+	allocates(allocates(allocates(mig, allocation.ResourceGPU, 1), "nvidia.com/mig-1g.5gb", 4), "nvidia.com/mig-3g.20gb", 1)
 	byNode := map[string]*allocation.Held{
 		"shared": {Pods: 5, Namespaces: []allocation.NamespaceHeld{{Namespace: "ns", Pods: 5,
 			Resources: []allocation.ResourceCount{{Name: allocation.ResourceGPUShared, Count: 5}}}}},
@@ -133,13 +149,16 @@ func TestAllocationCountsPartsOfGPUs(t *testing.T) {
 		Compute([]*corev1.Node{shared, mig}, nil, time.Now())
 	for _, e := range inv.Nodes {
 		switch e.Name {
-		case "shared": // 5 replicas of 4 per GPU: 1.25 GPUs, 2 GPUs touched
-			if e.AllocatedGpus != 2 || e.FreeGpus != 2 {
-				t.Errorf("shared: allocated %d free %d, want 2 and 2", e.AllocatedGpus, e.FreeGpus)
+		case "shared": // 5 replicas of 4 per GPU: 1.25 GPUs, 2 GPUs touched; replicas are no whole GPUs
+			wantFree := []homelabv1.ResourceFree{{Resource: allocation.ResourceGPUShared, Free: 11}}
+			if e.AllocatedGpus != 2 || e.FreeGpus != 0 || !cmp.Equal(e.Free, wantFree) {
+				t.Errorf("shared: allocated %d free %d %v, want 2, 0 and %v", e.AllocatedGpus, e.FreeGpus, e.Free, wantFree)
 			}
-		case "mig": // 1 + 3 slices of 7: one GPU touched
-			if e.AllocatedGpus != 1 || e.FreeGpus != 1 {
-				t.Errorf("mig: allocated %d free %d, want 1 and 1", e.AllocatedGpus, e.FreeGpus)
+		case "mig": // 1 + 3 slices of 7: one GPU touched; the whole GPU is free
+			wantFree := []homelabv1.ResourceFree{{Resource: allocation.ResourceGPU, Free: 1},
+				{Resource: "nvidia.com/mig-1g.5gb", Free: 3}, {Resource: "nvidia.com/mig-3g.20gb", Free: 0}}
+			if e.AllocatedGpus != 1 || e.FreeGpus != 1 || !cmp.Equal(e.Free, wantFree) {
+				t.Errorf("mig: allocated %d free %d %v, want 1, 1 and %v", e.AllocatedGpus, e.FreeGpus, e.Free, wantFree)
 			}
 		}
 	}
@@ -223,7 +242,9 @@ func TestStatusSizeBoundWithAllocation(t *testing.T) {
 				Resources: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}})
 		}
 		refs[i] = entryRef{entry: e, held: h}
-		refs[i].milli = applyHeld(e, h)
+		n := &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			allocation.ResourceGPU: *resource.NewQuantity(int64(e.GpuCount), resource.DecimalSI)}}}
+		refs[i].milli = applyHeld(e, h, n, nil)
 		refs[i].digest = digest(e)
 	}
 	inv := fromRefs(refs, true)
@@ -246,18 +267,20 @@ func TestStatusSizeBoundWithAllocation(t *testing.T) {
 	}
 }
 
-// With MIG's single strategy the node's GPUs are MIG devices (GFD's count): allocated and free
-// are counted in them, the exact share as slices.
+// With MIG's single strategy the node's GPUs are MIG devices (GFD's count): allocated is
+// counted in them, the exact share as slices, and what is free is MIG devices, no whole GPU.
 func TestSingleStrategyMIGCountsDevices(t *testing.T) {
 	n := node("a100-mig", corev1.ConditionTrue, map[string]string{LabelProduct: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", LabelCount: "14",
 		"nvidia.com/mig.strategy": "single"})
 	n.ResourceVersion = "1"
+	allocates(n, allocation.ResourceGPU, 14)
 	h := held("ns", 3, 3)
 	inv, _ := NewEntryCache().WithAllocation(func(string) *allocation.Held { return h }).Compute([]*corev1.Node{n}, nil, time.Now())
 	e := inv.Nodes[0]
-	if e.AllocatedGpus != 3 || e.FreeGpus != 11 || inv.Allocation.AllocatedMilliGpus != 3000/7 || inv.Allocation.Namespaces[0].Gpus != 3 {
-		t.Errorf("allocated %d free %d milli %d namespace %d; want 3, 11, 428, 3", e.AllocatedGpus, e.FreeGpus,
-			inv.Allocation.AllocatedMilliGpus, inv.Allocation.Namespaces[0].Gpus)
+	wantFree := []homelabv1.ResourceFree{{Resource: allocation.ResourceGPU, Free: 11}}
+	if e.AllocatedGpus != 3 || e.FreeGpus != 0 || !cmp.Equal(e.Free, wantFree) || inv.Allocation.AllocatedMilliGpus != 3000/7 || inv.Allocation.Namespaces[0].Gpus != 3 {
+		t.Errorf("allocated %d free %d %v milli %d namespace %d; want 3, 0, %v, 428, 3", e.AllocatedGpus, e.FreeGpus, e.Free,
+			inv.Allocation.AllocatedMilliGpus, inv.Allocation.Namespaces[0].Gpus, wantFree)
 	}
 }
 

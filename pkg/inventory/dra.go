@@ -25,6 +25,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
@@ -365,8 +366,15 @@ func (b *factsBuilder) physical(devs []draDevice) {
 			}
 			b.versions(d.dev)
 		}
-		if b.taints(d.dev) {
+		tainted := b.taints(d.dev)
+		if tainted {
 			g.unhealthy = true
+		}
+		if n, ok := allocation.GPUIndex(d.dev.Name); ok && d.kind == draTypeGPU {
+			b.facts.WholeGPUs |= 1 << n
+			if tainted {
+				b.facts.TaintedGPUs |= 1 << n
+			}
 		}
 	}
 }

@@ -50,7 +50,7 @@ func deviceNames(f *DeviceFacts) []string {
 func TestDeviceFactsOfFixtures(t *testing.T) {
 	h100 := DeviceFacts{
 		Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8, GpuMemoryMiB: 81559, Family: "hopper",
-		ComputeCapability: "9.0", DriverVersion: "570.124.6", CudaVersion: "12.8",
+		ComputeCapability: "9.0", DriverVersion: "570.124.6", CudaVersion: "12.8", WholeGPUs: 0xff,
 	}
 	cases := []struct {
 		fixture     string
@@ -60,7 +60,7 @@ func TestDeviceFactsOfFixtures(t *testing.T) {
 	}{
 		{fixture: dra.H100, want: h100,
 			devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7"}},
-		{fixture: dra.H100Tainted, want: func() DeviceFacts { f := h100; f.UnhealthyGpus, f.Tainted = 1, true; return f }(),
+		{fixture: dra.H100Tainted, want: func() DeviceFacts { f := h100; f.UnhealthyGpus, f.Tainted, f.TaintedGPUs = 1, true, 1<<3; return f }(),
 			devices: []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7"},
 			wantTainted: map[string][]string{
 				"gpu-3": {"gpu.nvidia.com/xid:NoSchedule"},
@@ -71,6 +71,7 @@ func TestDeviceFactsOfFixtures(t *testing.T) {
 			want: DeviceFacts{
 				Product: "NVIDIA-A100-SXM4-40GB", GpuCount: 2, GpuMemoryMiB: 40960, Family: "ampere",
 				ComputeCapability: "8.0", DriverVersion: "570.124.6", CudaVersion: "12.8",
+				WholeGPUs: 1 << 1, // gpu-1 only: gpu-0 is in MIG mode
 				MIG: []homelabv1.MigDevice{
 					{Profile: "1g.5gb", Count: 2, MemoryMiB: 4864},
 					{Profile: "2g.10gb", Count: 1, MemoryMiB: 9856},
@@ -81,11 +82,11 @@ func TestDeviceFactsOfFixtures(t *testing.T) {
 		{fixture: dra.H100DynMIG,
 			// Partitions that could be made are neither MIG devices nor GPUs; the full GPUs'
 			// memory is the largest profile's, as the driver announces it in this mode.
-			want:    func() DeviceFacts { f := h100; f.GpuCount, f.GpuMemoryMiB = 2, 81152; return f }(),
+			want:    func() DeviceFacts { f := h100; f.GpuCount, f.GpuMemoryMiB, f.WholeGPUs = 2, 81152, 0b11; return f }(),
 			devices: []string{"gpu-0", "gpu-1"}},
 		{fixture: dra.H100VFIO,
 			// gpu-N and gpu-vfio-N are the same GPU (same PCI bus ID); gpu-vfio-2 is a third.
-			want:    func() DeviceFacts { f := h100; f.GpuCount = 3; return f }(),
+			want:    func() DeviceFacts { f := h100; f.GpuCount, f.WholeGPUs = 3, 0b11; return f }(),
 			devices: []string{"gpu-0", "gpu-1", "gpu-vfio-0", "gpu-vfio-1", "gpu-vfio-2"}},
 		{fixture: dra.PoolMidUpdate, want: DeviceFacts{Pending: true}},
 	}

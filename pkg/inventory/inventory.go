@@ -297,7 +297,7 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 		}
 	}
 	if c != nil && c.held != nil {
-		e.milli = applyHeld(&entry, held)
+		e.milli = applyHeld(&entry, held, node, facts)
 	}
 	e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
 	if c != nil && node.ResourceVersion != "" {
@@ -357,7 +357,7 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 			carried := *cached.entry
 			if carryLastKnown(&carried, lastKnownOf(node.Name, records, prev), now) {
 				if c != nil && c.held != nil { // the count may have changed
-					ref.milli = applyHeld(&carried, cached.held)
+					ref.milli = applyHeld(&carried, cached.held, node, cached.facts)
 				}
 				ref.entry, ref.digest = &carried, digest(&carried)
 			}
@@ -583,6 +583,7 @@ func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 		}
 		m.AllocatedGpus = addSaturating(m.AllocatedGpus, n.AllocatedGpus)
 		m.FreeGpus = addSaturating(m.FreeGpus, n.FreeGpus)
+		m.UnschedulableFreeGpus = addSaturating(m.UnschedulableFreeGpus, n.UnschedulableFreeGpus)
 		fits[base].add(n)
 		if variant != "" && !slices.Contains(m.Variants, variant) {
 			m.Variants = append(m.Variants, variant)
@@ -639,6 +640,7 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 	for _, m := range bySize[MaxModels-1:] {
 		other.AllocatedGpus = addSaturating(other.AllocatedGpus, m.AllocatedGpus)
 		other.FreeGpus = addSaturating(other.FreeGpus, m.FreeGpus)
+		other.UnschedulableFreeGpus = addSaturating(other.UnschedulableFreeGpus, m.UnschedulableFreeGpus)
 		other.PendingGpus = addSaturating(other.PendingGpus, m.PendingGpus)
 		fit.merge(m.Fit)
 		other.Nodes += m.Nodes

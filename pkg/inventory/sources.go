@@ -47,6 +47,10 @@ type DeviceFacts struct {
 	UnhealthyGpus int32
 	// Tainted is true when any device carries a taint (of any effect).
 	Tainted bool
+	// WholeGPUs has bit n set when gpu-n, a whole GPU (type gpu), is published (n < 64);
+	// TaintedGPUs when that device itself carries a NoSchedule or NoExecute taint. A claim
+	// can get a whole GPU that is published, untainted and of which nothing is allocated.
+	WholeGPUs, TaintedGPUs uint64
 	// Warnings say what could not be read (devices of several products, bad attributes).
 	Warnings []string
 }

@@ -45,11 +45,18 @@ func (t *NodeTrimmer) Keeps(key string) bool {
 	return t.selectorKeys[key] || inventory.ReadsLabel(key)
 }
 
-// keepsTaint reports whether the cache holds a taint with key.
-func keepsTaint(key string) bool { return strings.HasPrefix(key, lifecycleTaintPrefix) }
+// keepsTaint reports whether the cache holds a taint: the node lifecycle controller's, and
+// every taint that keeps pods off the node (NoSchedule, NoExecute), which the inventory shows
+// beside the node's free GPUs.
+func keepsTaint(t corev1.Taint) bool {
+	return strings.HasPrefix(t.Key, lifecycleTaintPrefix) ||
+		t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
 
-// keptTaint is the part of a kept taint the cache holds.
-func keptTaint(t corev1.Taint) corev1.Taint { return corev1.Taint{Key: t.Key, Effect: t.Effect} }
+// keptTaint is the part of a kept taint the cache holds: not when it was added.
+func keptTaint(t corev1.Taint) corev1.Taint {
+	return corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+}
 
 // keepsResource reports whether the cache holds a capacity or allocatable resource.
 func keepsResource(name string) bool { return strings.HasPrefix(name, resourcePrefix) }

@@ -231,7 +231,7 @@ func (l NodeLister) Get(name string) (*corev1.Node, bool) {
 func lifecycleTaints(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range taints {
-		if keepsTaint(t.Key) {
+		if keepsTaint(t) {
 			out = append(out, keptTaint(t))
 		}
 	}
@@ -257,7 +257,7 @@ func nvidiaResources(list corev1.ResourceList) corev1.ResourceList {
 // as resyncs and heartbeats, are dropped before they reach a queue.
 func NodeChanged(old, cur *corev1.Node) bool {
 	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
-		!slices.Equal(old.Spec.Taints, cur.Spec.Taints) || // key and effect only
+		!slices.Equal(old.Spec.Taints, cur.Spec.Taints) || // key, value and effect only
 		!maps.Equal(old.Labels, cur.Labels) ||
 		!slices.Equal(old.Status.Conditions, cur.Status.Conditions) || // type and status only
 		!sameResources(old.Status.Capacity, cur.Status.Capacity) ||

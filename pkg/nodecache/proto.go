@@ -211,9 +211,9 @@ func (t *NodeTrimmer) readSpec(b []byte, spec *corev1.NodeSpec) error {
 			if err := taint.Unmarshal(m.Value()); err != nil {
 				return err
 			}
-			if keepsTaint(taint.Key) {
+			if keepsTaint(taint) {
 				taints = append(taints, keptTaint(taint))
-				key = protowire.AppendString(protowire.AppendString(key, taint.Key), string(taint.Effect))
+				key = protowire.AppendString(protowire.AppendString(protowire.AppendString(key, taint.Key), taint.Value), string(taint.Effect))
 			}
 		}
 	}

@@ -69,7 +69,7 @@ func TestFreeGolden(t *testing.T) {
 	}{
 		{"free", freeClients, nil, ExitOK},
 		{"free-count-3", freeClients, []string{"--count", "3"}, ExitOK},
-		{"free-none-fits", freeClients, []string{"--model", "h100", "--count", "4"}, ExitNoFit},
+		{"free-none-fits", freeClients, []string{"--model", "h100", "--count", "5"}, ExitNoFit},
 		{"free-json", freeClients, []string{"--model", "NVIDIA H100 80GB HBM3", "--count", "2", "-o", "json"}, ExitOK},
 		{"free-none-fits-json", freeClients, []string{"--count", "9", "-o", "json"}, ExitNoFit},
 		{"free-range", func(t *testing.T) *clients { return fakeClients(t, nil, true, bigPool()) }, []string{"big", "--count", "5"}, ExitOK},
@@ -94,14 +94,16 @@ func TestFreeJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
 		t.Fatal(err)
 	}
-	// a100-migfail 8, a100-mixed 7, a100-mig-7 5 free; dgx-01 3 (4 held: train-0, 1 by the
-	// claim orphan); t4-shared-1 3 (4 replicas held, packed on one GPU).
+	// Free as the scheduler counts it: dgx-01 4 (8 allocatable, train-0 requests 4; the
+	// orphan claim's device is no device-plugin GPU), dgx-07 4 (6 allocatable, 2 requested),
+	// l4-odd 1; the A100s allocate no nvidia.com/gpu (all MIG, or MIG config failed) and the
+	// T4s' units are shared replicas: no whole GPU is free there.
 	fits := map[string]int32{}
 	for _, m := range got.Models {
 		fits[m.Model] = m.Nodes
 	}
-	want := map[string]int32{"NVIDIA-A100-SXM4-40GB": 3, "NVIDIA-H100-80GB-HBM3": 1, "NVIDIA-L4": 0, "Tesla-T4": 1}
-	if diff := cmp.Diff(want, fits); diff != "" || !got.Fits || !got.Exact || got.Nodes != 5 || got.FreeGpus != 27 {
+	want := map[string]int32{"NVIDIA-A100-SXM4-40GB": 0, "NVIDIA-H100-80GB-HBM3": 2, "NVIDIA-L4": 0, "Tesla-T4": 0}
+	if diff := cmp.Diff(want, fits); diff != "" || !got.Fits || !got.Exact || got.Nodes != 2 || got.FreeGpus != 9 {
 		t.Errorf("fits %v, nodes %d, exact %v, free %d; per model (-want +got):\n%s", got.Fits, got.Nodes, got.Exact, got.FreeGpus, diff)
 	}
 }
@@ -231,8 +233,8 @@ func TestFreeReadsOneObject(t *testing.T) {
 	server := &nodeServer{nodes: nodes, pods: pods, claims: claims}
 	c := fakeClientsServing(t, server, true, allocatedInventory(t, "cluster", nodes, mixedFleetPrevious, pods, claims, 0))
 	gpu := c.gpu.(interface{ Actions() []clienttesting.Action })
-	r := runPlugin(context.Background(), c, false, nil, "free", "--model", "a100", "--count", "8")
-	if r.code != ExitOK || !strings.Contains(r.out, "A job of 8 GPUs fits on 1 node now.") {
+	r := runPlugin(context.Background(), c, false, nil, "free", "--model", "h100", "--count", "4")
+	if r.code != ExitOK || !strings.Contains(r.out, "A job of 4 GPUs fits on 2 nodes now.") {
 		t.Fatalf("exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
 	var got []string

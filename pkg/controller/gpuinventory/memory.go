@@ -88,6 +88,7 @@ func sameEntry(a, b *homelabv1.GpuNodeEntry) bool {
 		a.LabelsMissing == b.LabelsMissing &&
 		samePointee(a.LabelsMissingSince, b.LabelsMissingSince, func(x, y *metav1.Time) bool { return x.Equal(y) }) &&
 		a.AllocatedGpus == b.AllocatedGpus && a.FreeGpus == b.FreeGpus && a.GpuPods == b.GpuPods &&
+		a.UnschedulableFreeGpus == b.UnschedulableFreeGpus && slices.Equal(a.Free, b.Free) && slices.Equal(a.Taints, b.Taints) &&
 		a.Source == b.Source && a.Clique == b.Clique && slices.Equal(a.Conditions, b.Conditions) &&
 		slices.Equal(a.Warnings, b.Warnings)
 }

@@ -66,6 +66,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.NamespaceUsageApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("NodeFree"):
 		return &homelabv1.NodeFreeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("ResourceFree"):
+		return &homelabv1.ResourceFreeApplyConfiguration{}
 
 	}
 	return nil

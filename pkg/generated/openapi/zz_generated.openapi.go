@@ -51,6 +51,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage":     schema_pkg_apis_homelab_v1_NamespaceUsage(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree":           schema_pkg_apis_homelab_v1_NodeFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":       schema_pkg_apis_homelab_v1_ResourceFree(ref),
 		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -834,6 +835,13 @@ func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.Op
 							Format: "int32",
 						},
 					},
+					"unschedulableFreeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnschedulableFreeGpus sums the nodes' unschedulableFreeGpus.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"pendingGpus": {
 						SchemaProps: spec.SchemaProps{
 							Description: "PendingGpus is what waiting pods that pin this model ask for.",
@@ -1033,9 +1041,53 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 					},
 					"freeGpus": {
 						SchemaProps: spec.SchemaProps{
-							Description: "FreeGpus counts the GPUs a pod could get whole now: healthy, not held, on a Ready node that is not cordoned.",
+							Description: "FreeGpus counts the whole GPUs the scheduler could give a pod here now, on a Ready node that is not cordoned: for the device plugin's nvidia.com/gpu (when its unit is a whole GPU) its allocatable minus what the node's bound pods request; for DRA the published whole GPUs that are neither allocated (admin access aside), tainted NoSchedule or NoExecute, nor partly allocated as MIG devices.",
 							Type:        []string{"integer"},
 							Format:      "int32",
+						},
+					},
+					"unschedulableFreeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnschedulableFreeGpus counts what freeGpus would be on a node that cannot take pods now (NotReady or cordoned): counted apart and never offered as a fit.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"free": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Free is what a pod could still get of each device-plugin GPU resource the node allocates, in the resource's own unit (a GPU, a MIG device, a shared replica): allocatable minus what the node's bound pods request, as the scheduler counts it.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree"),
+									},
+								},
+							},
+						},
+					},
+					"taints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Taints are the node's NoSchedule and NoExecute taints, as key=value:Effect (at most 8): its free GPUs are only for pods that tolerate them.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
 						},
 					},
 					"gpuPods": {
@@ -1102,7 +1154,7 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree", v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1510,6 +1562,35 @@ func schema_pkg_apis_homelab_v1_NodeFree(ref common.ReferenceCallback) common.Op
 					},
 				},
 				Required: []string{"name", "freeGpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_ResourceFree(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ResourceFree is what a pod could still get of one resource on a node, in its unit.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Resource is the extended resource's name, e.g. nvidia.com/mig-1g.10gb.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+				},
+				Required: []string{"resource", "free"},
 			},
 		},
 	}

@@ -53,7 +53,7 @@ const (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=1"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=2"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -226,10 +226,30 @@ type GpuNodeEntry struct {
 	// or DRA claims); a GPU partly held (a MIG device, a shared replica) counts as one.
 	// +optional
 	AllocatedGpus int32 `json:"allocatedGpus,omitempty"`
-	// FreeGpus counts the GPUs a pod could get whole now: healthy, not held, on a Ready
-	// node that is not cordoned.
+	// FreeGpus counts the whole GPUs the scheduler could give a pod here now, on a Ready
+	// node that is not cordoned: for the device plugin's nvidia.com/gpu (when its unit is a
+	// whole GPU) its allocatable minus what the node's bound pods request; for DRA the
+	// published whole GPUs that are neither allocated (admin access aside), tainted
+	// NoSchedule or NoExecute, nor partly allocated as MIG devices.
 	// +optional
 	FreeGpus int32 `json:"freeGpus,omitempty"`
+	// UnschedulableFreeGpus counts what freeGpus would be on a node that cannot take pods
+	// now (NotReady or cordoned): counted apart and never offered as a fit.
+	// +optional
+	UnschedulableFreeGpus int32 `json:"unschedulableFreeGpus,omitempty"`
+	// Free is what a pod could still get of each device-plugin GPU resource the node
+	// allocates, in the resource's own unit (a GPU, a MIG device, a shared replica):
+	// allocatable minus what the node's bound pods request, as the scheduler counts it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Free []ResourceFree `json:"free,omitempty"`
+	// Taints are the node's NoSchedule and NoExecute taints, as key=value:Effect (at most
+	// 8): its free GPUs are only for pods that tolerate them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Taints []string `json:"taints,omitempty"`
 	// GpuPods counts the pods that hold GPUs on the node.
 	// +optional
 	GpuPods int32 `json:"gpuPods,omitempty"`
@@ -252,6 +272,13 @@ type GpuNodeEntry struct {
 	// +optional
 	// +listType=atomic
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ResourceFree is what a pod could still get of one resource on a node, in its unit.
+type ResourceFree struct {
+	// Resource is the extended resource's name, e.g. nvidia.com/mig-1g.10gb.
+	Resource string `json:"resource"`
+	Free     int32  `json:"free"`
 }
 
 // GpuSharing describes GPU sharing on a node.
@@ -322,6 +349,9 @@ type GpuModel struct {
 	AllocatedGpus int32 `json:"allocatedGpus,omitempty"`
 	// +optional
 	FreeGpus int32 `json:"freeGpus,omitempty"`
+	// UnschedulableFreeGpus sums the nodes' unschedulableFreeGpus.
+	// +optional
+	UnschedulableFreeGpus int32 `json:"unschedulableFreeGpus,omitempty"`
 	// PendingGpus is what waiting pods that pin this model ask for.
 	// +optional
 	PendingGpus int32 `json:"pendingGpus,omitempty"`

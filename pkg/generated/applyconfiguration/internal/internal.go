@@ -496,6 +496,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: unhealthyGpus
       type:
         scalar: numeric
+    - name: unschedulableFreeGpus
+      type:
+        scalar: numeric
     - name: variants
       type:
         list:
@@ -552,6 +555,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: family
       type:
         scalar: string
+    - name: free
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.ResourceFree
+          elementRelationship: atomic
     - name: freeGpus
       type:
         scalar: numeric
@@ -591,7 +600,16 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: source
       type:
         scalar: string
+    - name: taints
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: unhealthyGpus
+      type:
+        scalar: numeric
+    - name: unschedulableFreeGpus
       type:
         scalar: numeric
     - name: warnings
@@ -736,6 +754,17 @@ var schemaYAML = typed.YAMLObject(`types:
         scalar: numeric
       default: 0
     - name: name
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.ResourceFree
+  map:
+    fields:
+    - name: free
+      type:
+        scalar: numeric
+      default: 0
+    - name: resource
       type:
         scalar: string
       default: ""

@@ -41,6 +41,8 @@ type GpuModelApplyConfiguration struct {
 	// AllocatedGpus, FreeGpus: as on the nodes, summed (present when pods are read).
 	AllocatedGpus *int32 `json:"allocatedGpus,omitempty"`
 	FreeGpus      *int32 `json:"freeGpus,omitempty"`
+	// UnschedulableFreeGpus sums the nodes' unschedulableFreeGpus.
+	UnschedulableFreeGpus *int32 `json:"unschedulableFreeGpus,omitempty"`
 	// PendingGpus is what waiting pods that pin this model ask for.
 	PendingGpus *int32 `json:"pendingGpus,omitempty"`
 	// Fit says where a job of this model fits now.
@@ -140,6 +142,14 @@ func (b *GpuModelApplyConfiguration) WithAllocatedGpus(value int32) *GpuModelApp
 // If called multiple times, the FreeGpus field is set to the value of the last call.
 func (b *GpuModelApplyConfiguration) WithFreeGpus(value int32) *GpuModelApplyConfiguration {
 	b.FreeGpus = &value
+	return b
+}
+
+// WithUnschedulableFreeGpus sets the UnschedulableFreeGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnschedulableFreeGpus field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithUnschedulableFreeGpus(value int32) *GpuModelApplyConfiguration {
+	b.UnschedulableFreeGpus = &value
 	return b
 }
 

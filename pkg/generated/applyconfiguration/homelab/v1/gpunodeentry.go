@@ -67,9 +67,22 @@ type GpuNodeEntryApplyConfiguration struct {
 	// AllocatedGpus counts the GPUs of which pods hold any part (device-plugin resources
 	// or DRA claims); a GPU partly held (a MIG device, a shared replica) counts as one.
 	AllocatedGpus *int32 `json:"allocatedGpus,omitempty"`
-	// FreeGpus counts the GPUs a pod could get whole now: healthy, not held, on a Ready
-	// node that is not cordoned.
+	// FreeGpus counts the whole GPUs the scheduler could give a pod here now, on a Ready
+	// node that is not cordoned: for the device plugin's nvidia.com/gpu (when its unit is a
+	// whole GPU) its allocatable minus what the node's bound pods request; for DRA the
+	// published whole GPUs that are neither allocated (admin access aside), tainted
+	// NoSchedule or NoExecute, nor partly allocated as MIG devices.
 	FreeGpus *int32 `json:"freeGpus,omitempty"`
+	// UnschedulableFreeGpus counts what freeGpus would be on a node that cannot take pods
+	// now (NotReady or cordoned): counted apart and never offered as a fit.
+	UnschedulableFreeGpus *int32 `json:"unschedulableFreeGpus,omitempty"`
+	// Free is what a pod could still get of each device-plugin GPU resource the node
+	// allocates, in the resource's own unit (a GPU, a MIG device, a shared replica):
+	// allocatable minus what the node's bound pods request, as the scheduler counts it.
+	Free []ResourceFreeApplyConfiguration `json:"free,omitempty"`
+	// Taints are the node's NoSchedule and NoExecute taints, as key=value:Effect (at most
+	// 8): its free GPUs are only for pods that tolerate them.
+	Taints []string `json:"taints,omitempty"`
 	// GpuPods counts the pods that hold GPUs on the node.
 	GpuPods *int32 `json:"gpuPods,omitempty"`
 	// Source says where the GPU facts came from (see GpuNode's spec.source); empty for
@@ -242,6 +255,37 @@ func (b *GpuNodeEntryApplyConfiguration) WithAllocatedGpus(value int32) *GpuNode
 // If called multiple times, the FreeGpus field is set to the value of the last call.
 func (b *GpuNodeEntryApplyConfiguration) WithFreeGpus(value int32) *GpuNodeEntryApplyConfiguration {
 	b.FreeGpus = &value
+	return b
+}
+
+// WithUnschedulableFreeGpus sets the UnschedulableFreeGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnschedulableFreeGpus field is set to the value of the last call.
+func (b *GpuNodeEntryApplyConfiguration) WithUnschedulableFreeGpus(value int32) *GpuNodeEntryApplyConfiguration {
+	b.UnschedulableFreeGpus = &value
+	return b
+}
+
+// WithFree adds the given value to the Free field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Free field.
+func (b *GpuNodeEntryApplyConfiguration) WithFree(values ...*ResourceFreeApplyConfiguration) *GpuNodeEntryApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithFree")
+		}
+		b.Free = append(b.Free, *values[i])
+	}
+	return b
+}
+
+// WithTaints adds the given value to the Taints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Taints field.
+func (b *GpuNodeEntryApplyConfiguration) WithTaints(values ...string) *GpuNodeEntryApplyConfiguration {
+	for i := range values {
+		b.Taints = append(b.Taints, values[i])
+	}
 	return b
 }
 
