@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
@@ -56,6 +57,8 @@ type clients struct {
 	core      rest.Interface
 	resource  rest.Interface
 	discovery discovery.DiscoveryInterface
+	// kube, in unit tests, is a fake clientset that typed serves instead of core and resource.
+	kube kubernetes.Interface
 
 	// fleet and currentContext stand, in unit tests, for the kubeconfig's contexts (when
 	// flags is nil): the clients of each, and the current one.

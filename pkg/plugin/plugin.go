@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -37,6 +38,12 @@ const (
 	ExitOK = 0
 	// ExitError: the command could not do its job; stderr says why and what to do.
 	ExitError = 1
+	// ExitDoesNotFit: `fit` found some replica that does not fit now (the answer is printed).
+	// It is 1, so `fit` reports its errors with ExitFitError.
+	ExitDoesNotFit = 1
+	// ExitFitError: `fit` could not answer: a wrong flag, a file that cannot be read or holds
+	// something it cannot place, or an API error; stderr says why.
+	ExitFitError = 2
 	// ExitDegraded: with --fail-on-degraded, an inventory is Degraded (a GPU node is not
 	// Ready or has unhealthy GPUs). The output is printed as usual.
 	ExitDegraded = 3
@@ -53,6 +60,8 @@ const (
 type Environment struct {
 	// Out receives the output, ErrOut the errors.
 	Out, ErrOut io.Writer
+	// In is what `fit -f -` reads; nil means os.Stdin.
+	In io.Reader
 	// Terminal says that Out is a terminal: tables are coloured (unless NO_COLOR is set) and
 	// --watch redraws the screen instead of printing a line per change.
 	Terminal bool
@@ -67,6 +76,13 @@ func (e Environment) getenv(key string) string {
 		return os.Getenv(key)
 	}
 	return e.Getenv(key)
+}
+
+func (e Environment) in() io.Reader {
+	if e.In == nil {
+		return os.Stdin
+	}
+	return e.In
 }
 
 func (e Environment) now() time.Time {
@@ -100,7 +116,7 @@ func run(ctx context.Context, args []string, env Environment, fake *clients) int
 	cmd.SetArgs(args)
 	cmd.SetOut(env.Out)
 	cmd.SetErr(env.ErrOut)
-	err := cmd.ExecuteContext(ctx)
+	executed, err := cmd.ExecuteContextC(ctx)
 	var exit *exitError
 	switch {
 	case err == nil:
@@ -109,14 +125,23 @@ func run(ctx context.Context, args []string, env Environment, fake *clients) int
 		return exit.code
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(env.ErrOut, "error: %v\nSee 'kubectl gpuinv --help' for usage.\n", err)
-		return ExitError
 	default:
 		fmt.Fprintf(env.ErrOut, "error: %v\n", err)
-		return ExitError
 	}
+	if executed != nil && executed.Annotations[errorExitCode] != "" {
+		if code, convErr := strconv.Atoi(executed.Annotations[errorExitCode]); convErr == nil {
+			return code
+		}
+	}
+	return ExitError
 }
 
-// exitError ends the run with a code other than 0 and 1, after the output was printed.
+// errorExitCode is the annotation of a command whose errors exit with another code than
+// ExitError (`fit`, where 1 means "does not fit").
+const errorExitCode = "gpuinv.homelab.youngju.dev/error-exit-code"
+
+// exitError ends the run with a code other than 0 after the output was printed, without
+// an error message.
 type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit code %d", e.code) }

@@ -41,20 +41,9 @@ type showOptions struct {
 	clusterTimeoutSet bool // else --request-timeout, when given, is the per-cluster timeout
 }
 
-// newRootCommand builds `kubectl gpuinv` with its subcommands. fake, when not nil, replaces
-// the clients that the config flags would make.
-func newRootCommand(env Environment, fake *clients) *cobra.Command {
-	flags := genericclioptions.NewConfigFlags(true)
-	contexts := &contextList{single: new(string)}
-	c := fake
-	if c == nil {
-		c = &clients{flags: flags, warnings: env.ErrOut}
-	}
-	o := &showOptions{}
-	cmd := &cobra.Command{
-		Use:   "kubectl-gpuinv [NAME]",
-		Short: "The NVIDIA GPU nodes of a cluster at a glance, from its GpuInventory",
-		Long: `Show a GpuInventory (default: cluster): the totals, the per-model summary and one row per GPU
+// rootLong is the root command's help; rootExample its examples.
+const (
+	rootLong = `Show a GpuInventory (default: cluster): the totals, the per-model summary and one row per GPU
 node, as the gpu-inventory-operator keeps them in the object's status.
 
 With several contexts (--context a,b or --all-contexts) it reads the inventory in each cluster
@@ -66,8 +55,10 @@ the context and why; the others are printed as usual.
 Exit status: 0 fine; 1 on errors (the message says what to do), or when no cluster could be
 read; 3 with --fail-on-degraded when the inventory (with several contexts: any of them) is
 Degraded; 4 when ` + "`free`" + ` finds no node with room for the job; 5 when some contexts could
-not be read (the others are printed; 5 wins over 3).`,
-		Example: `  kubectl gpuinv                      # the cluster inventory
+not be read (the others are printed; 5 wins over 3). ` + "`fit`" + ` has its own: 0 fits, 1 does not
+fit, 2 on errors.`
+
+	rootExample = `  kubectl gpuinv                      # the cluster inventory
   kubectl gpuinv a100-pool -o wide    # another inventory, with driver and CUDA versions
   kubectl gpuinv --problems           # only the nodes that need attention
   kubectl gpuinv --watch              # follow the changes
@@ -78,8 +69,27 @@ not be read (the others are printed; 5 wins over 3).`,
   kubectl gpuinv --all-contexts -o json | jq -r '.items[] | [.metadata.annotations["gpuinv.homelab.youngju.dev/context"], .status.readyGpus] | @tsv'
   kubectl gpuinv free --model H100 --count 8   # where an 8-GPU job can start now (4: nowhere)
   kubectl gpuinv who -A --by-namespace         # who holds the GPUs
+  kubectl gpuinv why -n ml trainer-0           # why a pod waits, in the scheduler's words
+  kubectl gpuinv fit -f trainer.yaml           # would all its replicas fit now (1: no)
   kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
-  kubectl gpuinv scan                 # no operator needed`,
+  kubectl gpuinv scan                 # no operator needed`
+)
+
+// newRootCommand builds `kubectl gpuinv` with its subcommands. fake, when not nil, replaces
+// the clients that the config flags would make.
+func newRootCommand(env Environment, fake *clients) *cobra.Command {
+	flags := genericclioptions.NewConfigFlags(true)
+	contexts := &contextList{single: new(string)}
+	c := fake
+	if c == nil {
+		c = &clients{flags: flags, warnings: env.ErrOut}
+	}
+	o := &showOptions{}
+	cmd := &cobra.Command{
+		Use:               "kubectl-gpuinv [NAME]",
+		Short:             "The NVIDIA GPU nodes of a cluster at a glance, from its GpuInventory",
+		Long:              rootLong,
+		Example:           rootExample,
 		Args:              cobra.MaximumNArgs(1),
 		Version:           version.Get().String(),
 		SilenceErrors:     true,
@@ -120,7 +130,8 @@ not be read (the others are printed; 5 wins over 3).`,
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
-	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c), newWhoCommand(env, c))
+	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c), newWhoCommand(env, c),
+		newWhyCommand(env, c), newFitCommand(env, c))
 	return cmd
 }
 

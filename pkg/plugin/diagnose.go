@@ -1,0 +1,470 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+)
+
+// nearestShown is how many of the nearest nodes why and fit show, with their holders.
+const nearestShown = 3
+
+// namesShown is how many node names a reason's row names.
+const namesShown = 5
+
+// view is a cluster snapshot with its claims by name, for why and fit.
+type view struct {
+	snap   *capacity.Snapshot
+	claims map[types.NamespacedName]*resourcev1.ResourceClaim
+	// empty is the cluster with nothing held (no pods, no claims), made on first use: a node
+	// where a pod does not fit even then is not made room on by freeing GPUs.
+	empty   *capacity.Snapshot
+	cluster capacity.Cluster
+}
+
+func newView(cl capacity.Cluster) *view {
+	v := &view{snap: capacity.NewSnapshot(cl), cluster: cl, claims: make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(cl.Claims))}
+	for _, c := range cl.Claims {
+		v.claims[nsName(c.Namespace, c.Name)] = c
+	}
+	return v
+}
+
+// Diagnosis is why a pod fits on no node, in the scheduler's words.
+type Diagnosis struct {
+	// Message is the summary of the scheduler's FailedScheduling event (without its
+	// preemption part): "0/N nodes are available: ...".
+	Message string `json:"message"`
+	// Reasons are the scheduler's reasons with the nodes that gave each, in Message's order.
+	Reasons []reasonCount `json:"reasons"`
+	// Nodes are every node with its reasons, by name.
+	Nodes []nodeReasons `json:"nodes"`
+	// Nearest are the nodes where only resources or claims fail and the pod would fit with
+	// nothing held, fewest GPU units missing first (at most nearestShown), with the pods
+	// holding GPUs there.
+	Nearest []nearNode `json:"nearest"`
+	// NearNodes counts such nodes, shown or not.
+	NearNodes int `json:"nearNodes"`
+}
+
+type reasonCount struct {
+	Reason string   `json:"reason"`
+	Count  int      `json:"count"`
+	Nodes  []string `json:"nodes"`
+}
+
+type nodeReasons struct {
+	Node    string   `json:"node"`
+	Reasons []string `json:"reasons"`
+}
+
+// nearNode is a node where the pod fails only for want of room.
+type nearNode struct {
+	Node    string   `json:"node"`
+	Reasons []string `json:"reasons"`
+	// Missing sums what the pod lacks there, in GPU units (devices, MIG devices, replicas).
+	Missing int64 `json:"missing"`
+	// Room is what the pod could get there now, per GPU resource or claim request.
+	Room    []room      `json:"room,omitempty"`
+	Holders []gpuHolder `json:"holders"`
+}
+
+// room is what a pod could get of one thing it asks for on one node.
+type room struct {
+	// What is a resource name, or "claim NAME request REQUEST".
+	What      string `json:"what"`
+	Free      int64  `json:"free"` // at most Requested
+	Requested int64  `json:"requested"`
+}
+
+// gpuHolder is a pod holding GPUs on a node.
+type gpuHolder struct {
+	Namespace string           `json:"namespace"`
+	Pod       string           `json:"pod"`
+	Resources map[string]int64 `json:"resources,omitempty"`
+	// Devices are the DRA devices it holds, as POOL/DEVICE.
+	Devices []string `json:"devices,omitempty"`
+	// Terminating: the pod is being deleted; its GPUs are free once it is gone.
+	Terminating bool `json:"terminating,omitempty"`
+}
+
+// diagnose explains results in which no node fits the pod.
+func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*Diagnosis, error) {
+	d := &Diagnosis{Message: capacity.Message(results), Reasons: []reasonCount{}, Nodes: []nodeReasons{}, Nearest: []nearNode{}}
+	byReason := map[string][]string{}
+	for _, r := range results {
+		d.Nodes = append(d.Nodes, nodeReasons{Node: r.Node, Reasons: r.Reasons})
+		for _, reason := range r.Reasons {
+			byReason[reason] = append(byReason[reason], r.Node)
+		}
+	}
+	for reason, nodes := range byReason {
+		d.Reasons = append(d.Reasons, reasonCount{Reason: reason, Count: len(nodes), Nodes: nodes})
+	}
+	// As the scheduler sorts them: as the strings "COUNT REASON".
+	sort.Slice(d.Reasons, func(i, j int) bool {
+		return fmt.Sprintf("%v %v", d.Reasons[i].Count, d.Reasons[i].Reason) < fmt.Sprintf("%v %v", d.Reasons[j].Count, d.Reasons[j].Reason)
+	})
+	for _, r := range results {
+		if r.Fits() || !roomOnly(r.Reasons) {
+			continue
+		}
+		if fits, err := v.fitsEmpty(pod, claims, r.Node); err != nil || !fits {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		n := nearNode{Node: r.Node, Reasons: r.Reasons}
+		var err error
+		if n.Room, err = v.room(pod, claims, r.Node); err != nil {
+			return nil, err
+		}
+		for _, rm := range n.Room {
+			n.Missing += rm.Requested - rm.Free
+		}
+		d.Nearest = append(d.Nearest, n)
+	}
+	slices.SortStableFunc(d.Nearest, func(a, b nearNode) int {
+		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(len(a.Reasons), len(b.Reasons)), cmp.Compare(a.Node, b.Node))
+	})
+	d.NearNodes = len(d.Nearest)
+	d.Nearest = d.Nearest[:min(len(d.Nearest), nearestShown)]
+	for i := range d.Nearest {
+		d.Nearest[i].Holders = v.holders(d.Nearest[i].Node)
+	}
+	return d, nil
+}
+
+// fitsEmpty reports whether the pod fits on the node with nothing held in the cluster.
+func (v *view) fitsEmpty(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) (bool, error) {
+	if v.empty == nil {
+		v.empty = capacity.NewSnapshot(capacity.Cluster{Nodes: v.cluster.Nodes, Slices: v.cluster.Slices, Classes: v.cluster.Classes})
+	}
+	r, err := v.empty.Fit(pod, claims, node)
+	return r.Fits(), err
+}
+
+// roomOnly reports reasons that more room would cure: resources, pod slots, claims to
+// allocate.
+func roomOnly(reasons []string) bool {
+	for _, r := range reasons {
+		if !strings.HasPrefix(r, "Insufficient ") && r != capacity.ReasonTooManyPods && r != capacity.ReasonClaimsNotFit {
+			return false
+		}
+	}
+	return len(reasons) > 0
+}
+
+// room is what the pod could get on the node now of each GPU resource it requests and of
+// each device request of its unallocated claims (counted alone, without the claim's other
+// requests and constraints).
+func (v *view) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) ([]room, error) {
+	var out []room
+	requests := capacity.Requests(pod)
+	for _, name := range gpuResourceNames(requests) {
+		q := requests[name]
+		want := q.Value()
+		var free int64
+		if q, ok := v.snap.Node(node).Status.Allocatable[name]; ok && !q.IsZero() {
+			free = min(want, v.snap.DevicePluginFree(node, name))
+		} else {
+			// Served through DRA, if at all: ask the scheduler's filters.
+			var err error
+			if free, err = v.snap.MaxFit(node, want, resourceProbe(pod, name)); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, room{What: string(name), Free: free, Requested: want})
+	}
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			continue
+		}
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly == nil || (r.Exactly.AllocationMode != "" && r.Exactly.AllocationMode != resourcev1.DeviceAllocationModeExactCount) {
+				continue
+			}
+			want := max(r.Exactly.Count, 1)
+			free, err := v.snap.MaxFit(node, want, requestProbe(pod, c, r))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, room{What: fmt.Sprintf("claim %s request %s", c.Name, r.Name), Free: free, Requested: want})
+		}
+	}
+	return out, nil
+}
+
+// gpuResourceNames are the GPU resources of requests, sorted.
+func gpuResourceNames(requests corev1.ResourceList) []corev1.ResourceName {
+	var names []corev1.ResourceName
+	for name, q := range requests {
+		if allocation.IsGPUResource(string(name)) && q.Value() > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// barePod is the pod without requests or claims, for probes: the node filters still see it
+// as the pod.
+func barePod(pod *corev1.Pod) *corev1.Pod {
+	p := pod.DeepCopy()
+	p.Name += "-probe"
+	p.UID += "-probe"
+	p.Spec.Overhead, p.Spec.Resources, p.Spec.ResourceClaims = nil, nil, nil
+	p.Status.ExtendedResourceClaimStatus = nil
+	for i := range p.Spec.InitContainers {
+		p.Spec.InitContainers[i].Resources = corev1.ResourceRequirements{}
+	}
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Resources = corev1.ResourceRequirements{}
+	}
+	if len(p.Spec.Containers) == 0 {
+		p.Spec.Containers = []corev1.Container{{Name: "probe"}}
+	}
+	return p
+}
+
+// resourceProbe asks for n of the resource alone.
+func resourceProbe(pod *corev1.Pod, name corev1.ResourceName) capacity.Probe {
+	return func(n int64) (*corev1.Pod, []*resourcev1.ResourceClaim) {
+		p := barePod(pod)
+		q := *resource.NewQuantity(n, resource.DecimalSI)
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{name: q}, Limits: corev1.ResourceList{name: q}}
+		return p, nil
+	}
+}
+
+// requestProbe asks for n devices of the claim's request alone.
+func requestProbe(pod *corev1.Pod, claim *resourcev1.ResourceClaim, r resourcev1.DeviceRequest) capacity.Probe {
+	return func(n int64) (*corev1.Pod, []*resourcev1.ResourceClaim) {
+		c := claim.DeepCopy()
+		c.Name += "-probe"
+		c.UID += "-probe"
+		req := *r.DeepCopy()
+		req.Exactly.AllocationMode, req.Exactly.Count = resourcev1.DeviceAllocationModeExactCount, n
+		c.Spec.Devices = resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{req}}
+		return barePod(pod), []*resourcev1.ResourceClaim{c}
+	}
+}
+
+// holders are the pods bound to the node that hold GPUs there, by namespace and name.
+func (v *view) holders(node string) []gpuHolder {
+	out := []gpuHolder{}
+	for _, p := range v.snap.PodsOn(node) {
+		h := gpuHolder{Namespace: p.Namespace, Pod: p.Name, Terminating: p.DeletionTimestamp != nil}
+		viaClaim := map[string]bool{} // resources a DRA claim serves (KEP-5004)
+		if st := p.Status.ExtendedResourceClaimStatus; st != nil {
+			for _, m := range st.RequestMappings {
+				viaClaim[m.ResourceName] = true
+			}
+		}
+		requests := capacity.Requests(p)
+		for _, name := range gpuResourceNames(requests) {
+			if !viaClaim[string(name)] {
+				if h.Resources == nil {
+					h.Resources = map[string]int64{}
+				}
+				q := requests[name]
+				h.Resources[string(name)] = q.Value()
+			}
+		}
+		for _, c := range v.podClaims(p) {
+			for _, d := range allocatedDevices(c) {
+				if !d.AdminAccess {
+					h.Devices = append(h.Devices, d.Pool+"/"+d.Device)
+				}
+			}
+		}
+		if len(h.Resources) > 0 || len(h.Devices) > 0 {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// podClaims are the claims of a bound pod that exist: those its spec names, made from
+// templates, or made by the scheduler for its extended resources.
+func (v *view) podClaims(p *corev1.Pod) []*resourcev1.ResourceClaim {
+	var out []*resourcev1.ResourceClaim
+	for _, name := range claimNames(p) {
+		if c := v.claims[nsName(p.Namespace, name)]; c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// claimNames names the pod's claims that exist or should: by name, made from a template
+// (once the pod's status names it), made for extended resources.
+func claimNames(p *corev1.Pod) []string {
+	var names []string
+	for _, pc := range p.Spec.ResourceClaims {
+		if pc.ResourceClaimName != nil {
+			names = append(names, *pc.ResourceClaimName)
+			continue
+		}
+		for _, st := range p.Status.ResourceClaimStatuses {
+			if st.Name == pc.Name && st.ResourceClaimName != nil {
+				names = append(names, *st.ResourceClaimName)
+			}
+		}
+	}
+	if st := p.Status.ExtendedResourceClaimStatus; st != nil && st.ResourceClaimName != "" {
+		names = append(names, st.ResourceClaimName)
+	}
+	return names
+}
+
+// allocatedDevice is one device of a claim's allocation.
+type allocatedDevice struct {
+	Request string `json:"request"`
+	Driver  string `json:"driver"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+	// AdminAccess: the claim monitors the device without holding it.
+	AdminAccess bool `json:"adminAccess,omitempty"`
+}
+
+func allocatedDevices(c *resourcev1.ResourceClaim) []allocatedDevice {
+	if c.Status.Allocation == nil {
+		return nil
+	}
+	return resultDevices(c.Status.Allocation)
+}
+
+func resultDevices(a *resourcev1.AllocationResult) []allocatedDevice {
+	var out []allocatedDevice
+	for _, r := range a.Devices.Results {
+		out = append(out, allocatedDevice{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device, AdminAccess: ptr.Deref(r.AdminAccess, false)})
+	}
+	return out
+}
+
+// write prints the diagnosis for people: the reasons with their nodes, the nearest nodes and
+// who holds GPUs there.
+func (d *Diagnosis) write(b *strings.Builder) error {
+	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODES\tREASON\tWHICH")
+	for _, r := range d.Reasons {
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", r.Count, r.Reason, shortList(r.Nodes, namesShown))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(d.Nearest) == 0 {
+		b.WriteString("\nNo node would fit it even with all its GPUs free: each fails on something else.\n")
+		return nil
+	}
+	fmt.Fprintf(b, "\nNearest nodes (they lack only room that pods hold; fewest GPU units missing first, %d of %d):\n", len(d.Nearest), d.NearNodes)
+	tw = tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tMISSING\tROOM")
+	for _, n := range d.Nearest {
+		var parts []string
+		for _, r := range n.Room {
+			parts = append(parts, fmt.Sprintf("%s: %d free of %d", r.What, r.Free, r.Requested))
+		}
+		if len(parts) == 0 {
+			parts = n.Reasons
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", n.Node, n.Missing, strings.Join(parts, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return d.writeHolders(b)
+}
+
+// writeHolders prints what would make room: the pods holding GPUs on the nearest nodes.
+func (d *Diagnosis) writeHolders(b *strings.Builder) error {
+	b.WriteString("\nWhat would make room: the pods holding GPUs there (a terminating pod's are free once it is gone):\n")
+	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPOD\tSTATE\tHOLDS")
+	for _, n := range d.Nearest {
+		if len(n.Holders) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\n", n.Node)
+		}
+		for _, h := range n.Holders {
+			state := "-"
+			if h.Terminating {
+				state = "terminating"
+			}
+			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\n", n.Node, h.Namespace, h.Pod, state, h.holds())
+		}
+	}
+	return tw.Flush()
+}
+
+func (h gpuHolder) holds() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(h.Resources)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, h.Resources[name]))
+	}
+	if len(h.Devices) > 0 {
+		parts = append(parts, "devices "+compactDevices(h.Devices))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// compactDevices joins POOL/DEVICE names, naming each pool once for its run of devices:
+// node-1/gpu-0,gpu-1,node-2/gpu-0.
+func compactDevices(devices []string) string {
+	var b strings.Builder
+	pool := ""
+	for i, d := range devices {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		p, name, _ := strings.Cut(d, "/")
+		if i == 0 || p != pool {
+			b.WriteString(p + "/")
+			pool = p
+		}
+		b.WriteString(name)
+	}
+	return b.String()
+}
+
+// shortList is the first n names, and how many more.
+func shortList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
+func nsName(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}

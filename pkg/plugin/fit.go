@@ -1,0 +1,398 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+)
+
+type fitOptions struct {
+	file      string
+	namespace string
+	output    string
+}
+
+func newFitCommand(env Environment, c *clients) *cobra.Command {
+	o := &fitOptions{}
+	cmd := &cobra.Command{
+		Use:   "fit -f FILE",
+		Short: "Would all replicas of a workload fit now, and on which nodes (nothing is created)",
+		Long: `Answer "would every replica of these objects fit now, at once, and where" by kube-scheduler's
+own filters (node name, unschedulable, taints, node affinity, resources, DRA claims through the
+scheduler's allocator), without creating anything: it makes no API writes.
+
+FILE (- for standard input) holds YAML or JSON documents: Pods, Deployments, StatefulSets,
+ReplicaSets, Jobs (spec.parallelism pods, at most spec.completions), CronJobs, and any object
+with a pod template at spec.template and a replica count at spec.replicas (custom resources
+too), with the ResourceClaimTemplates and ResourceClaims they use (a template the file lacks
+is read from the cluster). Each object is in its metadata.namespace, else -n, else the
+current context's namespace.
+
+Replicas are placed one at a time, each on the fitting node with the fewest free GPU units
+left after it (best fit: a packing of equal replicas is found whenever one exists), and count
+for the next. Each replica's claims from templates are claims of its own; a claim named by
+resourceClaimName is shared by all of them. The scheduler's own scoring may spread the pods
+differently: the answer is whether they fit, and one placement that does.
+
+Exit status: 0 when every replica fits; 1 when some does not (the first one that does not is
+explained as ` + "`why`" + ` explains a pending pod); 2 on errors (a wrong flag, a file that
+cannot be read or holds something it cannot place, an API error).`,
+		Example: `  kubectl gpuinv fit -f trainer.yaml
+  helm template ./chart | kubectl gpuinv fit -f - -n ml
+  kubectl gpuinv fit -f job.yaml -o json | jq -r '.pods[] | [.pod, .node] | @tsv'`,
+		Annotations: map[string]string{errorExitCode: strconv.Itoa(ExitFitError)},
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("fit takes no arguments (got %q): give the objects with -f FILE", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch o.output {
+			case outputTable, outputJSON, outputYAML:
+			default:
+				return usagef("unknown output format %q: use json or yaml", o.output)
+			}
+			if o.file == "" {
+				return usagef("fit needs -f FILE (- reads standard input)")
+			}
+			return o.run(cmd.Context(), env, c)
+		},
+	}
+	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "The file of objects to place (YAML or JSON, several documents); - reads standard input.")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "The namespace of objects that name none (default: the current context's).")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the answer, for scripts).")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error {
+	ns := o.namespace
+	if ns == "" {
+		var err error
+		if ns, err = c.namespace(); err != nil {
+			return err
+		}
+	}
+	in, err := o.read(env, ns)
+	if err != nil {
+		return err
+	}
+	cl, err := loadCluster(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := in.resolve(ctx, c, &cl, env.ErrOut); err != nil {
+		return err
+	}
+	answer, err := newView(cl).place(in)
+	if err != nil {
+		return err
+	}
+	if o.output != outputTable {
+		err = writeData(env.Out, answer, o.output)
+	} else {
+		err = answer.write(env.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if !answer.Fits {
+		return &exitError{code: ExitDoesNotFit}
+	}
+	return nil
+}
+
+// read reads the file, or standard input for "-".
+func (o *fitOptions) read(env Environment, namespace string) (*fitInput, error) {
+	if o.file == "-" {
+		return readFitInput(env.in(), "standard input", namespace)
+	}
+	f, err := os.Open(o.file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readFitInput(f, o.file, namespace)
+}
+
+// fitAnswer is what `fit` says, and what it prints with -o json.
+type fitAnswer struct {
+	// Fits: every replica fits now, at once.
+	Fits bool `json:"fits"`
+	// Replicas counts the replicas of every object; Placed those that fit.
+	Replicas int64      `json:"replicas"`
+	Placed   int64      `json:"placed"`
+	Objects  []fitCount `json:"objects"`
+	Pods     []fitPod   `json:"pods"`
+	// FirstMiss is the first replica that does not fit, and why.
+	FirstMiss *fitMiss `json:"firstMiss,omitempty"`
+}
+
+// fitCount is one object's replicas: those placed, and those not tried because an earlier
+// replica of the object (the same pod) did not fit.
+type fitCount struct {
+	Object    string `json:"object"` // KIND/NAME
+	Namespace string `json:"namespace"`
+	Replicas  int64  `json:"replicas"`
+	Placed    int64  `json:"placed"`
+	NotTried  int64  `json:"notTried,omitempty"`
+}
+
+// fitPod is one replica tried: where it goes, and what it gets there.
+type fitPod struct {
+	Object    string `json:"object"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	// Node is "" for a replica that does not fit.
+	Node      string           `json:"node"`
+	Resources map[string]int64 `json:"resources,omitempty"`
+	Claims    []podClaim       `json:"claims,omitempty"`
+}
+
+type fitMiss struct {
+	Object    string `json:"object"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	*Diagnosis
+}
+
+// place places every object's replicas, one at a time, on the snapshot.
+func (v *view) place(in *fitInput) (*fitAnswer, error) {
+	a := &fitAnswer{Objects: []fitCount{}, Pods: []fitPod{}}
+	for _, o := range in.objects {
+		templates := in.templatesIn(o.namespace)
+		fc := fitCount{Object: o.kind + "/" + o.name, Namespace: o.namespace, Replicas: o.replicas}
+		for i := int64(0); i < o.replicas; i++ {
+			pod := o.pod(i)
+			claims, err := v.snap.PodClaims(pod, templates)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", o, err)
+			}
+			results, err := v.snap.FitAll(pod, claims)
+			if err != nil {
+				return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
+			}
+			fp := fitPod{Object: fc.Object, Namespace: o.namespace, Pod: pod.Name}
+			r, ok := v.bestFit(pod, results)
+			if !ok {
+				a.Pods = append(a.Pods, fp)
+				if a.FirstMiss == nil {
+					d, err := v.diagnose(pod, claims, results)
+					if err != nil {
+						return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
+					}
+					a.FirstMiss = &fitMiss{Object: o.String(), Namespace: o.namespace, Pod: pod.Name, Diagnosis: d}
+				}
+				fc.NotTried = o.replicas - i - 1 // the same pod: it would not fit either
+				break
+			}
+			fp.Node, fp.Resources, fp.Claims = r.Node, v.devicePluginGPUs(pod, r.Node), v.assume(pod, claims, r)
+			a.Pods = append(a.Pods, fp)
+			fc.Placed++
+		}
+		a.Objects = append(a.Objects, fc)
+		a.Replicas += fc.Replicas
+		a.Placed += fc.Placed
+	}
+	a.Fits = a.Placed == a.Replicas
+	return a, nil
+}
+
+// bestFit picks, of the nodes that fit, the one with the fewest free GPU units left once the
+// pod is there (the first by name on a tie).
+func (v *view) bestFit(pod *corev1.Pod, results []capacity.Result) (capacity.Result, bool) {
+	var best capacity.Result
+	var bestLeft int64
+	found := false
+	for _, r := range results {
+		if !r.Fits() {
+			continue
+		}
+		left := v.gpuUnits(r.Node) - v.taken(pod, r)
+		if !found || left < bestLeft {
+			best, bestLeft, found = r, left, true
+		}
+	}
+	return best, found
+}
+
+// gpuUnits are the node's free GPU units: device-plugin GPU resources and DRA GPUs.
+func (v *view) gpuUnits(node string) int64 {
+	var n int64
+	for name, q := range v.snap.Node(node).Status.Allocatable {
+		if allocation.IsGPUResource(string(name)) && !q.IsZero() {
+			n += v.snap.DevicePluginFree(node, name)
+		}
+	}
+	return n + v.snap.FreeDevices(node, allocation.DRADriver)
+}
+
+// taken are the GPU units the pod takes on r's node: its device-plugin GPUs and the GPUs
+// allocated to its claims.
+func (v *view) taken(pod *corev1.Pod, r capacity.Result) int64 {
+	var n int64
+	for _, q := range v.devicePluginGPUs(pod, r.Node) {
+		n += q
+	}
+	for i := range r.Allocations {
+		for _, d := range resultDevices(&r.Allocations[i]) {
+			if !d.AdminAccess && d.Driver == allocation.DRADriver {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// devicePluginGPUs are the GPU resources the pod requests that the node's device plugins
+// serve (the others are served through DRA there, if at all).
+func (v *view) devicePluginGPUs(pod *corev1.Pod, node string) map[string]int64 {
+	out := map[string]int64{}
+	for name, n := range gpuRequests(pod) {
+		if q, ok := v.snap.Node(node).Status.Allocatable[corev1.ResourceName(name)]; ok && !q.IsZero() {
+			out[name] = n
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// assume places the pod on r's node for the questions that follow, as the scheduler's cache
+// would: its new claims allocated as r says and named in its status, a shared claim (named by
+// resourceClaimName) allocated once for every replica. It returns what the pod's claims hold.
+func (v *view) assume(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r capacity.Result) []podClaim {
+	var out []podClaim
+	mine := map[*resourcev1.ResourceClaim]bool{} // the claims PodClaims gave: the others are for extended resources
+	for _, c := range claims {
+		mine[c] = true
+	}
+	made := map[*resourcev1.ResourceClaim]bool{}
+	for i, c := range r.Claims {
+		made[c] = true
+		out = append(out, podClaim{Name: c.Name, Allocated: true, Devices: resultDevices(&r.Allocations[i])})
+		if v.claims[nsName(c.Namespace, c.Name)] == c {
+			c.Status.Allocation = r.Allocations[i].DeepCopy() // the snapshot's own, shared claim
+			continue
+		}
+		allocated := c.DeepCopy()
+		allocated.Status.Allocation = r.Allocations[i].DeepCopy()
+		v.claims[nsName(c.Namespace, c.Name)] = allocated
+		if mine[c] {
+			pod.Status.ResourceClaimStatuses = append(pod.Status.ResourceClaimStatuses, corev1.PodResourceClaimStatus{
+				Name: strings.TrimPrefix(c.Name, pod.Name+"-"), ResourceClaimName: &allocated.Name})
+			continue
+		}
+		st := &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: c.Name}
+		for name := range gpuRequests(pod) {
+			if _, viaPlugin := v.devicePluginGPUs(pod, r.Node)[name]; !viaPlugin {
+				st.RequestMappings = append(st.RequestMappings, corev1.ContainerExtendedResourceRequest{ResourceName: name})
+			}
+		}
+		pod.Status.ExtendedResourceClaimStatus = st
+	}
+	for _, c := range claims {
+		if !made[c] && c.Status.Allocation != nil {
+			out = append(out, podClaim{Name: c.Name, Allocated: true, Devices: allocatedDevices(c)})
+		}
+	}
+	v.snap.Assume(pod, r)
+	return out
+}
+
+// write prints the answer for people.
+func (a *fitAnswer) write(w io.Writer) error {
+	var b strings.Builder
+	if len(a.Pods) == 0 {
+		b.WriteString("No replicas to place: every object asks for 0.\n")
+	}
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	if len(a.Pods) > 0 {
+		fmt.Fprintln(tw, "OBJECT\tNAMESPACE\tPOD\tNODE\tGETS")
+	}
+	for _, p := range a.Pods {
+		node, gets := p.Node, p.gets()
+		if node == "" {
+			node, gets = "-", "does not fit"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Object, p.Namespace, p.Pod, node, gets)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, o := range a.Objects {
+		if o.NotTried > 0 {
+			fmt.Fprintf(&b, "%s: %s not tried: the same pod as the one that does not fit.\n", o.Object, countOf(o.NotTried, "more replica", "more replicas"))
+		}
+	}
+	b.WriteString("\n")
+	if a.Fits {
+		fmt.Fprintf(&b, "All replicas fit now (%d of %d).\n", a.Placed, a.Replicas)
+	} else {
+		m := a.FirstMiss
+		fmt.Fprintf(&b, "%d of %s fit now. Pod %s/%s (%s) does not:\n%s\n\n", a.Placed, countOf(a.Replicas, "replica", "replicas"), m.Namespace, m.Pod, m.Object, m.Message)
+		if err := m.Diagnosis.write(&b); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Nothing was created. Each replica went to the fitting node with the fewest free GPUs left; the scheduler's scoring may choose other nodes.\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// gets is what a placed replica gets: device-plugin GPUs and its claims' devices.
+func (p *fitPod) gets() string {
+	var parts []string
+	if len(p.Resources) > 0 {
+		parts = append(parts, gpuHolder{Resources: p.Resources}.holds())
+	}
+	for _, c := range p.Claims {
+		var devices, admin []string
+		for _, d := range c.Devices {
+			if d.AdminAccess {
+				admin = append(admin, d.Pool+"/"+d.Device)
+			} else {
+				devices = append(devices, d.Pool+"/"+d.Device)
+			}
+		}
+		part := fmt.Sprintf("claim %s: %s", c.Name, compactDevices(devices))
+		if len(admin) > 0 {
+			part += " admin access to " + compactDevices(admin)
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return "no GPUs"
+	}
+	return strings.Join(parts, "; ")
+}

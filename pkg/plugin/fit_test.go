@@ -1,0 +1,324 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+)
+
+// trainerDeployment is 3 replicas of 4 GPUs, given as limits only.
+const trainerDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer, namespace: ml}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: trainer}}
+  template:
+    metadata: {labels: {app: trainer}}
+    spec:
+      nodeSelector: {pool: train}
+      containers:
+      - name: main
+        image: cuda:12
+        resources:
+          limits: {nvidia.com/gpu: 4}
+`
+
+// runFit runs `fit` with the file's content on standard input (or as the file given in args).
+func runFit(t *testing.T, c *clients, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"fit"}, args...), Environment{Out: &out, ErrOut: &errOut,
+		In: strings.NewReader(stdin), Now: func() time.Time { return now }}, c)
+	return result{out.String(), errOut.String(), code}
+}
+
+// twoNodes are two 8-GPU nodes; held are pods holding GPUs on them (node, count pairs).
+func twoNodes(held ...any) []runtime.Object {
+	objs := []runtime.Object{schedNode("gpu-a", "train", 8), schedNode("gpu-b", "train", 8), schedNode("cpu-1", "train", 0)}
+	for i := 0; i+1 < len(held); i += 2 {
+		node := held[i].(string)
+		objs = append(objs, gpuPod("other", "holder-"+node, node, statusTime, allocation.ResourceGPU, held[i+1].(int)))
+	}
+	return objs
+}
+
+// assertNoWrites fails for any API call but a list or a get.
+func assertNoWrites(t *testing.T, kube *fake.Clientset) {
+	t.Helper()
+	for _, action := range kube.Actions() {
+		if action.GetVerb() != "list" && action.GetVerb() != "get" {
+			t.Errorf("fit called %s %s: it must not write", action.GetVerb(), action.GetResource().Resource)
+		}
+	}
+}
+
+func TestFitDeployment(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		held []any
+		code int
+	}{
+		{"fit-deployment", []any{"gpu-b", 4}, ExitOK},                        // 8 + 4 free: 4, 4 and 4
+		{"fit-deployment-no", []any{"gpu-a", 2, "gpu-b", 4}, ExitDoesNotFit}, // 6 + 4 free: two fit
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, kube := kubeClients(twoNodes(tc.held...)...)
+			r := runFit(t, c, trainerDeployment, "-f", "-")
+			if r.code != tc.code || r.err != "" {
+				t.Fatalf("exit %d, stderr %q; want %d", r.code, r.err, tc.code)
+			}
+			golden(t, tc.name+".golden", r.out)
+			assertNoWrites(t, kube)
+		})
+	}
+}
+
+func TestFitDeploymentJSON(t *testing.T) {
+	c, _ := kubeClients(twoNodes("gpu-a", 2, "gpu-b", 4)...)
+	r := runFit(t, c, trainerDeployment, "-f", "-", "-o", "json")
+	if r.code != ExitDoesNotFit {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	golden(t, "fit-deployment-no-json.golden", r.out)
+	var a fitAnswer
+	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]string{}
+	for _, p := range a.Pods {
+		nodes[p.Pod] = p.Node
+	}
+	// Best fit: the first goes where it leaves least (gpu-b: 0 left, gpu-a would leave 2).
+	if diff := cmp.Diff(map[string]string{"trainer-0": "gpu-b", "trainer-1": "gpu-a", "trainer-2": ""}, nodes); diff != "" {
+		t.Errorf("placements (-want +got):\n%s", diff)
+	}
+	if a.Fits || a.Placed != 2 || a.Replicas != 3 || a.FirstMiss == nil || a.FirstMiss.Message != "0/3 nodes are available: 3 Insufficient nvidia.com/gpu." {
+		t.Errorf("answer %+v, first miss %+v", a, a.FirstMiss)
+	}
+}
+
+// draJob is a Job of parallelism pods each with a claim of two H100s from a template.
+func draJob(parallelism int) string {
+	return `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: h100-pair}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu.nvidia.com, count: 2}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: sweep}
+spec:
+  parallelism: ` + string(rune('0'+parallelism)) + `
+  completions: 10
+  template:
+    spec:
+      restartPolicy: Never
+      resourceClaims:
+      - {name: gpus, resourceClaimTemplateName: h100-pair}
+      containers:
+      - name: main
+        image: cuda:12
+        resources:
+          claims: [{name: gpus}]
+`
+}
+
+func draCluster(t *testing.T) []runtime.Object {
+	return append([]runtime.Object{schedNode("dra-h100-1", "train", 0), gpuClass(false)}, draSlices(t)...)
+}
+
+// Each replica's claim from the template is its own: 3 pairs of the 8 H100s fit, 5 do not.
+func TestFitJobWithClaimTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		parallelism int
+		code        int
+	}{
+		{"fit-job-dra", 3, ExitOK},
+		{"fit-job-dra-no", 5, ExitDoesNotFit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, kube := kubeClients(draCluster(t)...)
+			r := runFit(t, c, draJob(tc.parallelism), "-f", "-", "-n", "sweeps")
+			if r.code != tc.code || r.err != "" {
+				t.Fatalf("exit %d, stderr %q; want %d", r.code, r.err, tc.code)
+			}
+			golden(t, tc.name+".golden", r.out)
+			assertNoWrites(t, kube)
+		})
+	}
+}
+
+// A claim named by resourceClaimName is one claim for every replica: allocated once.
+func TestFitSharedClaim(t *testing.T) {
+	file := `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-h100}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: readers}
+spec:
+  parallelism: 3
+  template:
+    spec:
+      resourceClaims:
+      - {name: gpu, resourceClaimName: shared-h100}
+      containers: [{name: main, image: cuda:12}]
+`
+	c, _ := kubeClients(draCluster(t)...)
+	r := runFit(t, c, file, "-f", "-", "-o", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	var a fitAnswer
+	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range a.Pods {
+		if len(p.Claims) != 1 || p.Claims[0].Name != "shared-h100" || len(p.Claims[0].Devices) != 1 {
+			t.Fatalf("%s gets %+v, want the shared claim's one device", p.Pod, p.Claims)
+		}
+		seen[p.Claims[0].Devices[0].Device] = true
+	}
+	if len(a.Pods) != 3 || len(seen) != 1 {
+		t.Errorf("%d pods on devices %v, want 3 pods sharing one device", len(a.Pods), seen)
+	}
+}
+
+// Any object with spec.template and spec.replicas is read, as a custom resource would be;
+// a file is read as well as standard input, JSON as well as YAML.
+func TestFitCustomResource(t *testing.T) {
+	file := `{"apiVersion": "example.com/v1", "kind": "TrainingRun", "metadata": {"name": "llm", "namespace": "research"},
+ "spec": {"replicas": 2, "workers": "ignored", "template": {"spec": {"containers": [
+   {"name": "main", "image": "cuda:12", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}`
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := kubeClients(twoNodes()...)
+	r := runFit(t, c, "", "-f", path)
+	if r.code != ExitOK || r.err != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	golden(t, "fit-custom-resource.golden", r.out)
+}
+
+// Bad input is an error naming the object, with exit status 2 (1 is "does not fit").
+func TestFitBadInput(t *testing.T) {
+	template := func(class, selector string) string {
+		sel := ""
+		if selector != "" {
+			sel = `, selectors: [{cel: {expression: '` + selector + `'}}]`
+		}
+		return `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: t}
+spec: {spec: {devices: {requests: [{name: gpus, exactly: {deviceClassName: ` + class + sel + `}}]}}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j}
+spec:
+  template:
+    spec:
+      resourceClaims: [{name: gpus, resourceClaimTemplateName: t}]
+      containers: [{name: main, image: cuda:12}]
+`
+	}
+	deployment := func(replicas string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: " + replicas +
+			"\n  template: {spec: {containers: [{name: main, image: cuda:12}]}}\n"
+	}
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		want       string
+	}{
+		{"not YAML", "{\"kind\": \"Pod\",", nil, "error: standard input: document 1 is not YAML or JSON"},
+		{"not an object", "just words\n", nil, "error: standard input: document 1 is not a Kubernetes object"},
+		{"no kind", "metadata: {name: x}\n", nil, "error: standard input: document 1: not a Kubernetes object (no kind or apiVersion)"},
+		{"empty", "---\n", nil, "error: standard input holds nothing to place"},
+		{"no template", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: b}\n", nil,
+			"error: ConfigMap default/cm: no pod template (spec.template)"},
+		{"negative replicas", deployment("-1"), nil, "error: Deployment default/d: spec.replicas is -1: a replica count must not be negative"},
+		{"fractional replicas", deployment("1.5"), nil, "error: Deployment default/d: spec.replicas is 1.5: not a whole number"},
+		{"string replicas", deployment("three"), nil, "error: Deployment default/d: spec.replicas is three: not a number"},
+		{"a typo", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containerz: []}\n", nil, `error: Pod default/p: strict decoding error: unknown field "spec.containerz"`},
+		{"DaemonSet", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: ds}\nspec: {template: {}}\n", nil, "error: DaemonSet default/ds: a DaemonSet places one pod on each node"},
+		{"class missing", template("nope", ""), nil, "error: Job default/j: replica j-0: invalid claim or class: request gpus: device class nope does not exist"},
+		{"CEL error", template("gpu.nvidia.com", `device.attributes["gpu.nvidia.com"].productName ==`), nil, "error: Job default/j: replica j-0: invalid claim or class: claim default/j-0-gpus: selector #0: CEL compile error"},
+		{"template missing", template("gpu.nvidia.com", "")[strings.Index(template("gpu.nvidia.com", ""), "---")+4:], nil,
+			"error: Job default/j: resource claim gpus: ResourceClaimTemplate default/t is neither in the file nor in the cluster"},
+		{"claim missing", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {resourceClaims: [{name: g, resourceClaimName: gone}], containers: [{name: main, image: x}]}\n", nil,
+			"error: Pod default/p: pod default/p: resource claim default/gone does not exist"},
+		{"old DRA version", "apiVersion: resource.k8s.io/v1beta1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {}\n", nil,
+			"error: ResourceClaim default/c: resource.k8s.io/v1beta1 is not read: write it as resource.k8s.io/v1"},
+		{"no file", "", []string{"-o", "json"}, "error: fit needs -f FILE (- reads standard input)\nSee 'kubectl gpuinv --help' for usage.\n"},
+		{"no such file", "", []string{"-f", "/nonexistent/x.yaml"}, "error: open /nonexistent/x.yaml: no such file or directory\n"},
+		{"an argument", "", []string{"-f", "-", "extra"}, "error: fit takes no arguments"},
+		{"unknown flag", "", []string{"--replicas", "3"}, "error: unknown flag: --replicas"},
+		{"several contexts", "", []string{"-f", "-", "--context", "a,b"}, "error: `kubectl gpuinv fit` reads one cluster"},
+		{"unknown output", trainerDeployment, []string{"-f", "-", "-o", "wide"}, "error: unknown output format \"wide\": use json or yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := kubeClients(draCluster(t)...)
+			args := tc.args
+			if args == nil {
+				args = []string{"-f", "-"}
+			}
+			r := runFit(t, c, tc.file, args...)
+			if r.code != ExitFitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d and a message starting:\n%s", r.code, r.out, r.err, ExitFitError, tc.want)
+			}
+		})
+	}
+}
+
+// A workload scaled to zero has nothing to place: it fits.
+func TestFitZeroReplicas(t *testing.T) {
+	c, _ := kubeClients(twoNodes()...)
+	r := runFit(t, c, strings.Replace(trainerDeployment, "replicas: 3", "replicas: 0", 1), "-f", "-")
+	if r.code != ExitOK || !strings.HasPrefix(r.out, "No replicas to place: every object asks for 0.\n") {
+		t.Errorf("exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
+	}
+}
