@@ -307,3 +307,22 @@ func TestNamespaceUsageAddsUpToTheAllocation(t *testing.T) {
 		t.Errorf("namespaces add up to %d thousandths, allocatedMilliGpus is %d: %+v", sum, a.AllocatedMilliGpus, a.Namespaces)
 	}
 }
+
+// A node's taints that keep pods off are shown beside its free GPUs, not subtracted from
+// them: a GPU pool's taint is one its pods tolerate.
+func TestTaintsShownBesideFreeGPUs(t *testing.T) {
+	n := h100Node("gpu-a", corev1.ConditionTrue)
+	n.Spec.Taints = []corev1.Taint{
+		{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule},
+		{Key: "node.kubernetes.io/disk-pressure", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "maintenance", Effect: corev1.TaintEffectNoExecute},
+	}
+	inv, _ := NewEntryCache().WithAllocation(func(string) *allocation.Held { return held("ml", 1, 2) }).
+		Compute([]*corev1.Node{n}, nil, time.Now())
+	e := inv.Nodes[0]
+	want := []string{"nvidia.com/gpu=present:NoSchedule", "maintenance:NoExecute"}
+	if !cmp.Equal(e.Taints, want) || e.FreeGpus != 6 {
+		t.Errorf("taints %q free %d; want %q and 6", e.Taints, e.FreeGpus, want)
+	}
+}

@@ -129,6 +129,7 @@ func EntryFrom(node *corev1.Node, dra *DeviceFacts) (homelabv1.GpuNodeEntry, []W
 		entry.Source = strings.Join(sources, ",") // empty: GPU Feature Discovery alone
 	}
 	r.conditions(&entry, dra)
+	entry.Taints = schedulingTaints(node.Spec.Taints)
 	for _, w := range r.warnings {
 		entry.Warnings = append(entry.Warnings, w.short())
 	}
@@ -137,6 +138,31 @@ func EntryFrom(node *corev1.Node, dra *DeviceFacts) (homelabv1.GpuNodeEntry, []W
 	}
 	bound(&entry)
 	return entry, r.warnings
+}
+
+// maxEntryTaints bounds GpuNodeEntry.Taints.
+const maxEntryTaints = 8
+
+// schedulingTaints are the node's NoSchedule and NoExecute taints as key=value:Effect (key:Effect
+// without a value), in the node's order; the node lifecycle's (node.kubernetes.io/), which
+// the conditions NotReady, Unreachable and Cordoned already say, are left out.
+func schedulingTaints(taints []corev1.Taint) []string {
+	var out []string
+	for _, t := range taints {
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute ||
+			strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+			continue
+		}
+		if len(out) == maxEntryTaints {
+			break
+		}
+		s := t.Key
+		if t.Value != "" {
+			s += "=" + t.Value
+		}
+		out = append(out, Cut(s, 253)+":"+string(t.Effect))
+	}
+	return out
 }
 
 // labelled reads GPU Feature Discovery's labels (and the GPU Operator's workload and clique
