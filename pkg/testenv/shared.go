@@ -37,7 +37,7 @@ func (e *Env) StartSharingEtcd(ctx context.Context, prefix string, opts Options)
 		return nil, fmt.Errorf("etcd prefix %q: want an absolute key prefix other than /registry", prefix)
 	}
 	s := &Env{binDir: opts.BinDir, Dir: opts.Dir, startTimeout: opts.StartTimeout, etcdURL: e.etcdURL,
-		apiArgs: append([]string{"--etcd-prefix=" + prefix}, opts.APIServerArgs...)}
+		apiArgs: append([]string{"--etcd-prefix=" + prefix}, opts.APIServerArgs...), schedArgs: opts.SchedulerArgs}
 	if s.binDir == "" {
 		s.binDir = e.binDir
 	}

@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Package testenv runs a real, local Kubernetes control plane for tests and the demo: etcd and
-// kube-apiserver (and optionally kwok's fake kubelets) on free loopback ports, in a temporary
-// directory, from binaries that `make testbin` builds from the Go module proxy.
+// kube-apiserver (and optionally kwok's fake kubelets, kube-scheduler and the ResourceClaim
+// controller: see StartScheduling) on free loopback ports, in a temporary directory, from
+// binaries that `make testbin` builds from the Go module proxy.
 //
 // It is this project's envtest: no container, no download, no kubelet. Every process it
 // starts is stopped by Stop, and dies with the test process if that is killed.
@@ -53,7 +54,8 @@ const BinDirEnv = "TESTBIN_DIR"
 
 // Options configure Start.
 type Options struct {
-	// BinDir holds etcd, kube-apiserver, kwok and kwok-stages.yaml. Default: $TESTBIN_DIR.
+	// BinDir holds etcd, kube-apiserver, kwok, kube-scheduler, resourceclaim-controller and
+	// kwok's stages (kwok-stages.yaml, kwok-pod-stages.yaml). Default: $TESTBIN_DIR.
 	BinDir string
 	// Dir is where data, certificates and logs go. Default: a new temporary directory that
 	// Stop removes.
@@ -63,6 +65,10 @@ type Options struct {
 	// APIServerArgs are appended to kube-apiserver's flags, for example
 	// --runtime-config=resource.k8s.io/v1=false for a cluster without an API group.
 	APIServerArgs []string
+	// SchedulerArgs are appended to kube-scheduler's flags (StartScheduler), for example
+	// --feature-gates for a gate that is off by default; a --feature-gates=... argument also
+	// reaches the ResourceClaim controller. kube-apiserver gets its own in APIServerArgs.
+	SchedulerArgs []string
 }
 
 // Env is a running control plane.
@@ -76,18 +82,24 @@ type Env struct {
 	removeDir    bool
 	startTimeout time.Duration
 	apiArgs      []string
+	schedArgs    []string
 	token        string
 	etcdURL      string
 	apiPort      int
 	etcd         *process
 	apiserver    *process
 	kwok         *process
+	kwokStages   string // the stages file kwok runs with
+	scheduler    *process
+	claimCtrl    *process
+	schedulerURL string
+	stopNodes    func() // stops StartNodeLifecycle's controller
 }
 
 // Start runs etcd and kube-apiserver and returns once /readyz answers ok. On failure every
 // started process is stopped and the error carries the tail of the failing component's log.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
-	e := &Env{binDir: opts.BinDir, Dir: opts.Dir, startTimeout: opts.StartTimeout, apiArgs: opts.APIServerArgs}
+	e := &Env{binDir: opts.BinDir, Dir: opts.Dir, startTimeout: opts.StartTimeout, apiArgs: opts.APIServerArgs, schedArgs: opts.SchedulerArgs}
 	if e.binDir == "" {
 		e.binDir = os.Getenv(BinDirEnv)
 	}
@@ -333,18 +345,38 @@ func (e *Env) waitHealthy(ctx context.Context, p *process, url string, auth func
 }
 
 // StartKwok runs kwok so that nodes annotated kwok.x-k8s.io/node=fake are kept Ready by fake
-// kubelets. Nodes without the annotation are left as they are.
+// kubelets. Nodes without the annotation are left as they are, and so are pods: tests set
+// their phases themselves.
 func (e *Env) StartKwok(ctx context.Context) error {
+	return e.startKwok(ctx, "kwok-stages.yaml")
+}
+
+// StartKwokWithPods is StartKwok where kwok also runs the pods bound to its nodes, as kubelets
+// would: Running at once, Succeeded for a Job's pods, graceful deletions completed.
+func (e *Env) StartKwokWithPods(ctx context.Context) error {
+	return e.startKwok(ctx, "kwok-pod-stages.yaml")
+}
+
+// startKwok runs kwok with the stages file of binDir named stages, unless it runs already.
+func (e *Env) startKwok(ctx context.Context, stages string) error {
 	if e.kwok != nil && e.kwok.running() {
+		if e.kwokStages != stages {
+			return fmt.Errorf("kwok already runs with %s, not %s", e.kwokStages, stages)
+		}
 		return nil
+	}
+	config := filepath.Join(e.binDir, stages)
+	if _, err := os.Stat(config); err != nil {
+		return fmt.Errorf("kwok stages %s not found (run `make testbin`): %w", stages, err)
 	}
 	serverPort, err := freePort()
 	if err != nil {
 		return err
 	}
+	e.kwokStages = stages
 	e.kwok, err = startProcess(filepath.Join(e.binDir, "kwok"), filepath.Join(e.Dir, "logs", "kwok.log"),
 		"--kubeconfig="+e.KubeconfigPath(),
-		"--config="+filepath.Join(e.binDir, "kwok-stages.yaml"),
+		"--config="+config,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokAnnotation+"=fake",
 		"--server-address=127.0.0.1:"+strconv.Itoa(serverPort),
@@ -381,11 +413,18 @@ func (e *Env) WriteKubeconfig(path string, cfg *rest.Config) error {
 	return e.writeKubeconfig(path, cfg)
 }
 
-// Stop stops every process the environment started (kwok, kube-apiserver, etcd) and removes
-// the temporary directory it created. It is safe to call more than once.
+// Stop stops every process the environment started (the node lifecycle controller,
+// kube-scheduler, the ResourceClaim controller, kwok, kube-apiserver, etcd) and removes the
+// temporary directory it created. It is safe to call more than once.
 func (e *Env) Stop() {
-	if e.kwok != nil {
-		e.kwok.stop(3 * time.Second)
+	if e.stopNodes != nil {
+		e.stopNodes()
+		e.stopNodes = nil
+	}
+	for _, p := range []*process{e.scheduler, e.claimCtrl, e.kwok} {
+		if p != nil {
+			p.stop(3 * time.Second)
+		}
 	}
 	e.stopControlPlane()
 	if e.removeDir && e.Dir != "" {

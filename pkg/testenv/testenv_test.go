@@ -26,6 +26,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // fakeEtcdEnv makes the test binary act as an etcd that only answers /health (see TestMain).
@@ -151,6 +153,35 @@ func TestStartRetriesOnlyAPortTakenMeanwhile(t *testing.T) {
 		}
 		if got, _ := os.ReadFile(counter); strings.TrimSpace(string(got)) != tc.attempts {
 			t.Errorf("%s: etcd started %s times; want %s", tc.failure, strings.TrimSpace(string(got)), tc.attempts)
+		}
+	}
+}
+
+// Only a Ready kwok node loses the not-ready taint that admission put on it.
+func TestNotReadyTaintToLift(t *testing.T) {
+	notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}
+	node := func(kwok bool, ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
+		n := &corev1.Node{Spec: corev1.NodeSpec{Taints: taints},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+		if kwok {
+			n.Annotations = map[string]string{KwokAnnotation: "fake"}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		want int
+	}{
+		{"Ready kwok node", node(true, corev1.ConditionTrue, other, notReady), 1},
+		{"NotReady kwok node", node(true, corev1.ConditionFalse, notReady), -1},
+		{"kwok node of unknown readiness", node(true, corev1.ConditionUnknown, notReady), -1},
+		{"Ready node without kwok", node(false, corev1.ConditionTrue, notReady), -1},
+		{"Ready kwok node without the taint", node(true, corev1.ConditionTrue, other), -1},
+	} {
+		if got := notReadyTaintToLift(tc.node); got != tc.want {
+			t.Errorf("%s: notReadyTaintToLift = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
