@@ -20,7 +20,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -134,6 +137,84 @@ func TestFitMatchesTheScheduler(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	c.whySaysWhatTheSchedulerSays(t)
+	c.fitAgreesWithTheScheduler(t)
+}
+
+// whySaysWhatTheSchedulerSays: for a pod no node can take, `kubectl gpuinv why` gives the
+// reasons, with the counts, of the scheduler's FailedScheduling event.
+func (c *cluster) whySaysWhatTheSchedulerSays(t *testing.T) {
+	t.Helper()
+	pod := withResources(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: oracleNS, Name: "too-big"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "big"}}}}, oracleGPU, 12)
+	c.createPod(t, pod)
+	ev := c.waitFailedScheduling(t, pod, "nodes are available")
+	want, _, _ := strings.Cut(ev.Message, " preemption:")
+	r := runPlugin(context.Background(), c.env.KubeconfigPath(), "why", "-n", oracleNS, "too-big", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("why: exit %d, stderr %s", r.code, r.err)
+	}
+	var got struct {
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+		t.Fatalf("why -o json: %v\n%s", err, r.out)
+	}
+	if got.Message != want {
+		t.Errorf("why says\n  %s\nthe scheduler's event says\n  %s", got.Message, want)
+	}
+	t.Logf("why and the scheduler: %s", want)
+}
+
+// fitAgreesWithTheScheduler: `kubectl gpuinv fit -f` on a Deployment's replicas says what the
+// scheduler then does with the same pods (created by hand: no Deployment controller runs here).
+func (c *cluster) fitAgreesWithTheScheduler(t *testing.T) {
+	t.Helper()
+	for _, tc := range []struct {
+		node           string
+		replicas, gpus int64
+		fits           bool
+	}{
+		{"or-dp", 2, 4, false}, // 4 free
+		{"or-dra", 2, 3, true}, // 6 free through DRA (KEP-5004)
+		{"or-ts", 3, 4, false}, // 11 replicas free: two pods of 4 fit, not three
+	} {
+		name := fmt.Sprintf("fit-%s-%dx%d", tc.node, tc.replicas, tc.gpus)
+		file := filepath.Join(t.TempDir(), name+".yaml")
+		deployment := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  replicas: %[3]d
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: %[4]s}
+      containers:
+      - name: main
+        image: trainer
+        resources: {limits: {nvidia.com/gpu: %[5]d}}
+`, name, oracleNS, tc.replicas, tc.node, tc.gpus)
+		if err := os.WriteFile(file, []byte(deployment), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := runPlugin(context.Background(), c.env.KubeconfigPath(), "fit", "-f", file)
+		if fits := r.code == 0; fits != tc.fits || r.code > 1 {
+			t.Errorf("fit -f %s: exit %d, want fits=%v; stdout:\n%s\nstderr: %s", name, r.code, tc.fits, r.out, r.err)
+		}
+		bound := 0
+		for i := range tc.replicas {
+			p := withResources(pinned(tc.node, fmt.Sprintf("%s-%d", name, i), "", 0), oracleGPU, tc.gpus)
+			c.createPod(t, p)
+			if b, _ := c.verdict(t, p); b {
+				bound++
+			}
+		}
+		if scheduled := int64(bound) == tc.replicas; scheduled != tc.fits {
+			t.Errorf("%s: the scheduler bound %d of %d replicas; fit said fits=%v", name, bound, tc.replicas, tc.fits)
+		}
+	}
 }
 
 // askScheduler probes N = 1..limit on the probe's node and returns a message for each N
@@ -236,17 +317,23 @@ func (c *cluster) probe(t *testing.T, pod *corev1.Pod, template *resourcev1.Reso
 		t.Errorf("create probe %s: %v", pod.Name, err)
 		return false, err.Error()
 	}
-	got := waitFor(t, time.Minute, "the scheduler's verdict on "+pod.Name, named(c.kube.CoreV1().RESTClient(), "pods", oracleNS, pod.Name),
-		func(p *corev1.Pod) bool {
-			i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled })
-			return p.Spec.NodeName != "" || i >= 0 && p.Status.Conditions[i].Reason == corev1.PodReasonUnschedulable
-		})
-	bound, why = got.Spec.NodeName != "", scheduledMessage(got)
+	bound, got := c.verdict(t, pod)
+	why = scheduledMessage(got)
 	c.removeProbe(t, got)
 	if template != nil {
 		_ = c.kube.ResourceV1().ResourceClaimTemplates(oracleNS).Delete(ctx, template.Name, metav1.DeleteOptions{})
 	}
 	return bound, why
+}
+
+// verdict waits until the scheduler bound the pod or found it unschedulable.
+func (c *cluster) verdict(t *testing.T, pod *corev1.Pod) (bool, *corev1.Pod) {
+	got := waitFor(t, time.Minute, "the scheduler's verdict on "+pod.Name, named(c.kube.CoreV1().RESTClient(), "pods", pod.Namespace, pod.Name),
+		func(p *corev1.Pod) bool {
+			i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled })
+			return p.Spec.NodeName != "" || i >= 0 && p.Status.Conditions[i].Reason == corev1.PodReasonUnschedulable
+		})
+	return got.Spec.NodeName != "", got
 }
 
 // removeProbe deletes the probe at once, then the claims made for it, as the garbage
