@@ -54,6 +54,8 @@ import (
 //	or-dra-dynmig  DRA partitionable devices (shared counters): a 1g.10gb partition of gpu-0
 //	or-dra-mixed   DRA GPUs and device-plugin 1g.10gb devices: a pod's nvidia.com/gpu is
 //	               served by DRA (DeviceClass extendedResourceName), its 1g.10gb by the plugin
+//	or-dra-share   DRA consumable capacity: two GPUs that allow several allocations, 80Gi of
+//	               memory each (a share takes 80Gi unless it asks less); a share of 50Gi held
 func (c *cluster) buildOracleCluster(t *testing.T) []oracleProbe {
 	t.Helper()
 	c.oracleClasses(t)
@@ -68,6 +70,7 @@ func (c *cluster) buildOracleCluster(t *testing.T) []oracleProbe {
 		kwokNode("or-cordoned", gpu8), kwokNode("or-tainted", gpu8),
 		kwokNode("or-dra", nil), kwokNode("or-dra-taint", nil), kwokNode("or-dra-taint2", nil), kwokNode("or-dra-shared", nil),
 		kwokNode("or-dra-dynmig", nil), kwokNode("or-dra-mixed", corev1.ResourceList{oracleMIG: resource.MustParse("7")}),
+		labelled(kwokNode("or-dra-share", nil), inventory.LabelProduct, "NVIDIA-H100-80GB-HBM3", inventory.LabelCount, "2"),
 	}
 	for _, n := range nodes {
 		if n.Labels[inventory.LabelProduct] == "" {
@@ -88,6 +91,34 @@ func (c *cluster) buildOracleCluster(t *testing.T) []oracleProbe {
 	c.cordonAndTaint(t)
 	c.oracleHolders(t)
 	return oracleProbes()
+}
+
+// shareableSlice publishes two H100s for node that allow several allocations, each share
+// taking memory: 80Gi by default, at least 10Gi in steps of 10Gi.
+func shareableSlice(node string) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-0"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: gpuClass, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}}}
+	for i := range 2 {
+		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"type": {StringValue: ptr.To("gpu")}, "productName": {StringValue: ptr.To("NVIDIA H100 80GB HBM3")},
+				"uuid": {StringValue: ptr.To(fmt.Sprintf("GPU-5a0e0000-0000-0000-0000-00000000000%d", i))},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("80Gi"),
+				RequestPolicy: &resourcev1.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("80Gi")),
+					ValidRange: &resourcev1.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("10Gi")), Step: ptr.To(resource.MustParse("10Gi"))}}}},
+			AllowMultipleAllocations: ptr.To(true),
+		})
+	}
+	return s
+}
+
+// withMemory makes the claim's request ask for that much of each device's memory.
+func withMemory(s resourcev1.ResourceClaimSpec, memory string) *resourcev1.ResourceClaimSpec {
+	s.Devices.Requests[0].Exactly.Capacity = &resourcev1.CapacityRequirements{
+		Requests: map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}}
+	return &s
 }
 
 // labelled adds labels (key, value, ...) to the node.
@@ -124,6 +155,7 @@ func (c *cluster) oracleSlices(t *testing.T) {
 		"or-dra-shared": dra.H100, "or-dra-dynmig": dra.H100DynMIG, "or-dra-mixed": dra.H100} {
 		all = append(all, renamedSlices(t, fixture, node)...)
 	}
+	all = append(all, shareableSlice("or-dra-share"))
 	for _, s := range all {
 		if _, err := c.kube.ResourceV1().ResourceSlices().Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create slice %s: %v", s.Name, err)
@@ -176,6 +208,7 @@ func (c *cluster) oracleHolders(t *testing.T) {
 		{pod: pinned("or-dra-taint2", "taint2", "", 0), claim: tolerateXid(claimSpec(gpuClass, fmt.Sprintf(`device.attributes["gpu.nvidia.com"].uuid == %q`, uuid), 1)), state: "running"},
 		{pod: pinned("or-dra-dynmig", "dynmig", "", 0), claim: ptr.To(claimSpec(migClass, `device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`, 1)), state: "running"},
 		{pod: withResources(pinned("or-dra-mixed", "dra-mixed", oracleGPU, 2), oracleMIG, 1), state: "running"},
+		{pod: pinned("or-dra-share", "share", "", 0), claim: withMemory(claimSpec(gpuClass, "", 1), "50Gi"), state: "running"},
 	} {
 		c.placeHolder(t, h.pod, h.claim, h.state)
 	}
@@ -337,5 +370,6 @@ func oracleProbes() []oracleProbe {
 		{node: "or-dra-shared", class: gpuClass, status: whole},
 		{node: "or-dra-dynmig", class: gpuClass, status: whole}, {node: "or-dra-dynmig", class: migClass, cel: profile, limit: 14},
 		dp("or-dra-mixed", oracleGPU, whole), dp("or-dra-mixed", oracleMIG, unitsFree(oracleMIG)),
+		{node: "or-dra-share", class: gpuClass, status: whole}, {node: "or-dra-share", class: gpuClass, memory: "30Gi", limit: 4},
 	}
 }

@@ -67,6 +67,7 @@ type oracleProbe struct {
 	resource corev1.ResourceName // set: N of this extended resource
 	class    string              // set: a claim of N devices of this class
 	cel      string              // the claim's extra selector
+	memory   string              // the claim asks each device for this much memory
 	tolerate bool                // the pod tolerates the GPU pool's node taint
 	// status is the operator's answer from the node's entry; nil where the status has no
 	// figure for this kind of question (DRA partitions).
@@ -83,6 +84,9 @@ func (p oracleProbe) String() string {
 	}
 	if p.cel != "" {
 		s += "~selector"
+	}
+	if p.memory != "" {
+		s += "~" + p.memory
 	}
 	if p.tolerate {
 		s += "+toleration"
@@ -285,6 +289,9 @@ func oracleProbePod(p oracleProbe, n int64) (*corev1.Pod, *resourcev1.ResourceCl
 	template := &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: oracleNS, Name: name},
 		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: claimSpec(p.class, p.cel, n)},
+	}
+	if p.memory != "" {
+		template.Spec.Spec = *withMemory(template.Spec.Spec, p.memory)
 	}
 	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: &template.Name}}
 	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpus"}}
