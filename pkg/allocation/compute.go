@@ -31,9 +31,10 @@ func (p *Pod) holds() bool {
 	return p.Node != "" && !p.Finished && len(p.Requests) > 0
 }
 
-// waits reports whether the pod is demand waiting to be scheduled.
+// waits reports whether the pod is demand waiting to be scheduled: pending, or queued behind
+// its scheduling gates. A waiting pod being deleted will never be placed: no demand.
 func (p *Pod) waits() bool {
-	return p.Node == "" && !p.Finished && len(p.Requests) > 0
+	return p.Node == "" && !p.Finished && !p.Deleting && len(p.Requests) > 0
 }
 
 // allocated reports whether the claim holds devices.
@@ -54,8 +55,9 @@ func (c *Claim) nodes() []string {
 }
 
 type demandKey struct {
-	model string
-	dra   bool
+	model  string
+	dra    bool
+	queued bool
 }
 
 // contribution is what one pod or claim adds to one demand.
@@ -88,7 +90,7 @@ func podDemands(p *Pod) []contribution {
 	if !p.waits() {
 		return nil
 	}
-	return []contribution{{key: demandKey{model: p.Model}, pods: 1, milli: podDemandMilli(p), created: p.Created}}
+	return []contribution{{key: demandKey{model: p.Model, queued: p.Gated}, pods: 1, milli: podDemandMilli(p), created: p.Created}}
 }
 
 func claimDemands(c *Claim) []contribution {
@@ -162,21 +164,25 @@ func (d demands) remove(c contribution) {
 	}
 }
 
-// list is the demands sorted by model, device-plugin pods before claims.
+// list is the demands sorted by model, device-plugin pods before claims, pending before
+// queued.
 func (d demands) list() []Demand {
 	out := make([]Demand, 0, len(d))
 	for k, a := range d {
 		out = append(out, Demand{
-			Model: k.model, DRA: k.dra,
+			Model: k.model, DRA: k.dra, Queued: k.queued,
 			Pods:  int32(min(max(a.pods, 0), math.MaxInt32)),
 			Milli: max(a.milli, 0), Since: a.since,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Model != out[j].Model {
+		switch {
+		case out[i].Model != out[j].Model:
 			return out[i].Model < out[j].Model
+		case out[i].DRA != out[j].DRA:
+			return !out[i].DRA
 		}
-		return !out[i].DRA && out[j].DRA
+		return !out[i].Queued && out[j].Queued
 	})
 	return out
 }

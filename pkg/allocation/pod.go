@@ -138,10 +138,11 @@ func gpuRequests(r *corev1.ResourceRequirements) []ResourceCount {
 // plugin (in a container, an init container or the overhead); nil for any other pod.
 //
 // It reads only these fields, so a decoder may fill just them:
-//   - metadata: name, namespace, uid, creationTimestamp;
+//   - metadata: name, namespace, uid, creationTimestamp, deletionTimestamp (whether it is set);
 //   - spec: containers[].resources.{requests,limits}, initContainers[].resources.{requests,limits}
 //     and initContainers[].restartPolicy, overhead, nodeName, nodeSelector,
-//     affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+//     affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, schedulingGates
+//     (whether there are any);
 //   - status: phase, extendedResourceClaimStatus.requestMappings[].resourceName.
 func FromPod(pod *corev1.Pod) *Pod {
 	if pod == nil {
@@ -183,6 +184,8 @@ func FromPod(pod *corev1.Pod) *Pod {
 		Requests:  requests,
 		Created:   pod.CreationTimestamp.Unix(),
 		Finished:  pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
+		Deleting:  pod.DeletionTimestamp != nil,
+		Gated:     len(pod.Spec.SchedulingGates) > 0,
 	}
 }
 

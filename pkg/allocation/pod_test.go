@@ -236,6 +236,15 @@ func TestFromPod(t *testing.T) {
 			want: func(p *Pod) { p.Requests = gpus(1); p.Finished = true },
 		},
 		{
+			name: "gated and being deleted",
+			modify: func(p *corev1.Pod) {
+				p.Spec.Containers = []corev1.Container{container(resources(ResourceGPU, "1"), nil)}
+				p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/queue"}}
+				p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1700000500, 0)}
+			},
+			want: func(p *Pod) { p.Requests = gpus(1); p.Gated, p.Deleting = true, true },
+		},
+		{
 			name: "served through a claim: the claim counts, the pod is not kept",
 			modify: func(p *corev1.Pod) {
 				p.Spec.Containers = []corev1.Container{container(resources(ResourceGPU, "1"), nil)}

@@ -218,7 +218,7 @@ func (t *Tracker) update(apply func()) {
 // Requests by content).
 func SamePod(a, b *Pod) bool {
 	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID && a.Node == b.Node &&
-		a.Model == b.Model && a.Created == b.Created && a.Finished == b.Finished &&
+		a.Model == b.Model && a.Created == b.Created && a.Finished == b.Finished && a.Deleting == b.Deleting && a.Gated == b.Gated &&
 		slices.Equal(a.Requests, b.Requests)
 }
 

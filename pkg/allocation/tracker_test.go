@@ -508,3 +508,31 @@ func TestTrackerConcurrentWriters(t *testing.T) {
 		}
 	}
 }
+
+// Demand is what the scheduler will try to place: a waiting pod being deleted is none, and a
+// gated pod's is queued, apart from the pending demand; a bound pod being deleted still holds.
+func TestTrackerGatedAndDeletingPods(t *testing.T) {
+	tr := NewTracker()
+	gated := &Pod{Namespace: "ml", Name: "gated", Created: 10, Gated: true, Requests: gpus(4)}
+	leaving := &Pod{Namespace: "ml", Name: "leaving", Created: 5, Deleting: true, Requests: gpus(2)}
+	waiting := &Pod{Namespace: "ml", Name: "waiting", Created: 20, Requests: gpus(1)}
+	terminating := boundPod("ml", "terminating", "n1", gpus(3)...)
+	terminating.Deleting = true
+	for _, p := range []*Pod{gated, leaving, waiting, terminating} {
+		tr.SetPod(p)
+	}
+	want := []Demand{{Pods: 1, Milli: 1000, Since: 20}, {Pods: 1, Milli: 4000, Since: 10, Queued: true}}
+	if diff := cmp.Diff(want, tr.Pending()); diff != "" {
+		t.Errorf("Pending (-want +got):\n%s", diff)
+	}
+	if h := tr.Held("n1"); h == nil || h.Pods != 1 {
+		t.Errorf("the terminating pod holds %+v, want its 3 GPUs", h)
+	}
+	ungated := *gated
+	ungated.Gated = false
+	tr.SetPod(&ungated)
+	want = []Demand{{Pods: 2, Milli: 5000, Since: 10}}
+	if diff := cmp.Diff(want, tr.Pending()); diff != "" {
+		t.Errorf("after the gates are lifted, Pending (-want +got):\n%s", diff)
+	}
+}

@@ -80,6 +80,12 @@ type Pod struct {
 	UID     UID
 	// Finished: phase Succeeded or Failed; such a pod holds nothing.
 	Finished bool
+	// Deleting: metadata.deletionTimestamp is set. Bound, it keeps holding until it is gone
+	// (the scheduler counts it); waiting, it is no demand (the scheduler will not place it).
+	Deleting bool
+	// Gated: spec.schedulingGates is not empty, so the scheduler does not try to place it
+	// yet: its demand is queued, not pending.
+	Gated bool
 }
 
 // UID is a pod's metadata.uid in 16 bytes: the UUID the API server assigns, as its bytes,
@@ -221,4 +227,6 @@ type Demand struct {
 	Milli int64
 	// Since is the creation time of the oldest waiting pod or claim, Unix seconds.
 	Since int64
+	// Queued: the pods are gated (spec.schedulingGates): the scheduler does not try them yet.
+	Queued bool
 }

@@ -35,12 +35,13 @@ const (
 	podSpec     = 2
 	podStatus   = 3
 
-	specContainers     = 2
-	specNodeSelector   = 7
-	specNodeName       = 10
-	specAffinity       = 18
-	specInitContainers = 20
-	specOverhead       = 32
+	specContainers      = 2
+	specNodeSelector    = 7
+	specNodeName        = 10
+	specAffinity        = 18
+	specSchedulingGates = 38
+	specInitContainers  = 20
+	specOverhead        = 32
 
 	containerResources     = 8
 	containerRestartPolicy = 24
@@ -219,12 +220,21 @@ func minimalPod(b []byte) (*corev1.Pod, error) {
 	return pod, decodeMeta(&meta, &pod.ObjectMeta)
 }
 
+// gated stands for a pod's scheduling gates: FromPod reads only whether there are any.
+var gated = []corev1.PodSchedulingGate{{}}
+
 // decodeMeta copies what FromPod reads of the pod's metadata; the namespace is interned.
 func decodeMeta(meta *kubeproto.ObjectMeta, out *metav1.ObjectMeta) error {
 	out.Name = string(meta.Name)
 	out.Namespace = interned.intern(kubeproto.View(meta.Namespace))
 	out.UID = types.UID(meta.UID)
 	out.ResourceVersion = string(meta.ResourceVersion)
+	if meta.DeletionTimestamp != nil {
+		out.DeletionTimestamp = &metav1.Time{}
+		if err := out.DeletionTimestamp.Unmarshal(meta.DeletionTimestamp); err != nil {
+			return err
+		}
+	}
 	if meta.CreationTimestamp == nil {
 		return nil
 	}
@@ -248,6 +258,11 @@ func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 			err = nodeSelector(m.Value(), spec)
 		case kubeproto.Bytes(specAffinity):
 			err = r.affinity(m.Value(), spec)
+		case kubeproto.Bytes(specSchedulingGates):
+			// Only whether there are any.
+			if len(spec.SchedulingGates) == 0 {
+				spec.SchedulingGates = gated
+			}
 		}
 		if err != nil {
 			return err

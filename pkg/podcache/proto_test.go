@@ -262,6 +262,14 @@ func (c *podCases) addPlacementShapes() {
 				{ContainerName: "app", ResourceName: "example.com/fpga", RequestName: "container-0-request-1"},
 			}}
 	})
+	c.add("gated", func(p *corev1.Pod) {
+		p.Spec.NodeName = ""
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: "example.com/b"}}
+	})
+	c.add("being deleted", func(p *corev1.Pod) {
+		p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1800000200, 0)}
+		p.DeletionGracePeriodSeconds = ptr.To(int64(30))
+	})
 	c.add("zero GPUs", func(p *corev1.Pod) {
 		r := &p.Spec.Containers[0].Resources
 		r.Limits[allocation.ResourceGPU], r.Requests[allocation.ResourceGPU] = resource.MustParse("0"), resource.MustParse("0")
