@@ -47,6 +47,8 @@ type Cluster struct {
 	Slices  []*resourcev1.ResourceSlice
 	Claims  []*resourcev1.ResourceClaim
 	Classes []*resourcev1.DeviceClass
+	// TaintRules taint the devices they select, as if their slices listed the taint.
+	TaintRules []*resourcev1.DeviceTaintRule
 }
 
 // Features are the DRA features kube-scheduler v1.37 enables by default.
@@ -84,7 +86,7 @@ type nodeInfo struct {
 func NewSnapshot(c Cluster) *Snapshot {
 	s := &Snapshot{
 		nodes:    make(map[string]*nodeInfo, len(c.Nodes)),
-		slices:   c.Slices,
+		slices:   withTaintRules(c.Slices, c.TaintRules),
 		claims:   make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(c.Claims)),
 		classes:  newClassLister(c.Classes),
 		resolver: extendedresourcecache.NewExtendedResourceCache(klog.Background()),

@@ -311,3 +311,26 @@ func TestMessageAndAssume(t *testing.T) {
 		t.Errorf("after assuming one on a, a second gets %q", Message(results))
 	}
 }
+
+func TestDeviceTaintRulesTaintTheirDevices(t *testing.T) {
+	slices := slicesOf(t, dra.H100)
+	rule := func(device string) *resourcev1.DeviceTaintRule {
+		return &resourcev1.DeviceTaintRule{Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To("gpu.nvidia.com"), Pool: ptr.To("dra-h100-1"), Device: ptr.To(device)},
+			Taint:          resourcev1.DeviceTaint{Key: "maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule}}}
+	}
+	otherPool := rule("gpu-2")
+	otherPool.Spec.DeviceSelector.Pool = ptr.To("elsewhere")
+	s := NewSnapshot(Cluster{
+		Nodes:      []*corev1.Node{node("dra-h100-1", nil)},
+		Slices:     slices,
+		Classes:    []*resourcev1.DeviceClass{class("gpu.nvidia.com", selectGPU)},
+		TaintRules: []*resourcev1.DeviceTaintRule{rule("gpu-0"), rule("gpu-1"), otherPool, {}},
+	})
+	if got := maxFit(t, s, "dra-h100-1", 16, draProbe("dra-h100-1", "gpu.nvidia.com", "")); got != 6 {
+		t.Errorf("free with two devices tainted by rules = %d, want 6", got)
+	}
+	if len(slices[0].Spec.Devices[0].Taints) != 0 {
+		t.Error("the caller's slice was modified")
+	}
+}

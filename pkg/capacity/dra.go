@@ -149,3 +149,32 @@ func (s *Snapshot) commit(results []resourcev1.AllocationResult) {
 		addAllocation(&s.state, &results[i])
 	}
 }
+
+// withTaintRules returns the slices with the rules' taints added to the devices they select,
+// as the scheduler's slice tracker patches them (a rule without a selector selects nothing);
+// slices no rule selects are returned as they are.
+func withTaintRules(slices []*resourcev1.ResourceSlice, rules []*resourcev1.DeviceTaintRule) []*resourcev1.ResourceSlice {
+	if len(rules) == 0 {
+		return slices
+	}
+	out := make([]*resourcev1.ResourceSlice, len(slices))
+	for i, s := range slices {
+		out[i] = s
+		for _, r := range rules {
+			sel := r.Spec.DeviceSelector
+			if sel == nil || sel.Driver != nil && *sel.Driver != s.Spec.Driver || sel.Pool != nil && *sel.Pool != s.Spec.Pool.Name {
+				continue
+			}
+			for d := range s.Spec.Devices {
+				if sel.Device != nil && *sel.Device != s.Spec.Devices[d].Name {
+					continue
+				}
+				if out[i] == s {
+					out[i] = s.DeepCopy()
+				}
+				out[i].Spec.Devices[d].Taints = append(out[i].Spec.Devices[d].Taints, r.Spec.Taint)
+			}
+		}
+	}
+	return out
+}
