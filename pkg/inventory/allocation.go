@@ -91,7 +91,7 @@ func applyHeld(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.No
 	var free int32
 	free, e.Free = freeOf(e, held, node, facts)
 	e.FreeGpus, e.UnschedulableFreeGpus = 0, 0
-	if e.Ready && !slices.Contains(e.Conditions, NodeCordoned) {
+	if schedulable(e) {
 		e.FreeGpus = free
 	} else {
 		e.UnschedulableFreeGpus = free
@@ -347,16 +347,21 @@ func foldDemand(byModel map[string]*homelabv1.GpuDemand) []homelabv1.GpuDemand {
 	return all
 }
 
+// statusShape is part of every inventory hash. It changes when the status says more of the
+// same nodes (model pools and largest fit, the Fragmented condition), so that an upgraded
+// operator writes each status once instead of skipping it until the nodes change.
+const statusShape = "pools-fragmented"
+
 // hashWithAllocation is the nodes' hash, extended by the allocation summary when there is
-// one: the namespaces' usage and the demand are not in the nodes' entries.
+// one (the namespaces' usage and the demand are not in the nodes' entries) and by
+// statusShape.
 func (inv *Inventory) hashWithAllocation() string {
-	nodes := hashDigests(inv.digests)
-	if inv.Allocation == nil {
-		return nodes
-	}
-	b, _ := json.Marshal(inv.Allocation) // integers, strings and times: cannot fail
 	h := sha256.New()
-	h.Write([]byte(nodes))
-	h.Write(b)
+	h.Write([]byte(statusShape))
+	h.Write([]byte(hashDigests(inv.digests)))
+	if inv.Allocation != nil {
+		b, _ := json.Marshal(inv.Allocation) // integers, strings and times: cannot fail
+		h.Write(b)
+	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -544,7 +544,7 @@ func fromRefs(refs []entryRef, tracked bool) Inventory {
 		}
 	}
 	inv.Cliques = Cliques(inv.Nodes)
-	all := Models(inv.Nodes)
+	all := modelsOf(inv.Nodes, tracked)
 	inv.ModelCount = len(all)
 	inv.Models = FoldModels(all)
 	if tracked {
@@ -566,10 +566,14 @@ func BaseModel(product string) (model, variant string) {
 	return product, ""
 }
 
-// Models summarises entries per base model, sorted by product ("" for unknown products).
-func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
+// Models summarises entries per base model, sorted by product ("" for unknown products),
+// without pools: they need to know what pods hold (an inventory computed with allocation).
+func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel { return modelsOf(entries, false) }
+
+// modelsOf is Models, with a pool per model when pooled.
+func modelsOf(entries []homelabv1.GpuNodeEntry, pooled bool) []homelabv1.GpuModel {
 	byModel := map[string]*homelabv1.GpuModel{}
-	fits := map[string]*fitter{}
+	sums := map[string]*modelSums{}
 	var order []string
 	for i := range entries {
 		n := &entries[i]
@@ -578,13 +582,18 @@ func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 		if m == nil {
 			m = &homelabv1.GpuModel{Product: base}
 			byModel[base] = m
-			fits[base] = &fitter{}
+			sums[base] = &modelSums{}
 			order = append(order, base)
 		}
 		m.AllocatedGpus = addSaturating(m.AllocatedGpus, n.AllocatedGpus)
 		m.FreeGpus = addSaturating(m.FreeGpus, n.FreeGpus)
 		m.UnschedulableFreeGpus = addSaturating(m.UnschedulableFreeGpus, n.UnschedulableFreeGpus)
-		fits[base].add(n)
+		m.LargestFit = max(m.LargestFit, n.FreeGpus)
+		sum := sums[base]
+		sum.fit.add(n)
+		if pooled {
+			sum.pool.add(n)
+		}
 		if variant != "" && !slices.Contains(m.Variants, variant) {
 			m.Variants = append(m.Variants, variant)
 		}
@@ -602,7 +611,10 @@ func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 	models := make([]homelabv1.GpuModel, 0, len(order))
 	for _, name := range order {
 		m := byModel[name]
-		m.Fit = fits[name].result()
+		m.Fit = sums[name].fit.result()
+		if pooled {
+			m.Pool = sums[name].pool.result()
+		}
 		slices.Sort(m.Variants)
 		if extra := len(m.Variants) - MaxVariants; extra > 0 {
 			m.Variants = append(m.Variants[:MaxVariants-1], fmt.Sprintf("and %d more", extra+1))
@@ -610,6 +622,12 @@ func Models(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuModel {
 		models = append(models, *m)
 	}
 	return models
+}
+
+// modelSums is what Models sums per model besides the model's own counts.
+type modelSums struct {
+	fit  fitter
+	pool pooler
 }
 
 // Bounds of the per-model summary, so that thousands of distinct products cannot push the
@@ -637,12 +655,17 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 	kept := bySize[:MaxModels-1]
 	other := homelabv1.GpuModel{Product: OtherModels}
 	var fit fitter
+	var pool pooler
+	pooled := false // the models carry pools (pods are read)
 	for _, m := range bySize[MaxModels-1:] {
 		other.AllocatedGpus = addSaturating(other.AllocatedGpus, m.AllocatedGpus)
 		other.FreeGpus = addSaturating(other.FreeGpus, m.FreeGpus)
 		other.UnschedulableFreeGpus = addSaturating(other.UnschedulableFreeGpus, m.UnschedulableFreeGpus)
 		other.PendingGpus = addSaturating(other.PendingGpus, m.PendingGpus)
+		other.LargestFit = max(other.LargestFit, m.LargestFit)
 		fit.merge(m.Fit)
+		pool.merge(m.Pool)
+		pooled = pooled || m.Pool != nil
 		other.Nodes += m.Nodes
 		other.ReadyNodes += m.ReadyNodes
 		other.Gpus = addSaturating(other.Gpus, m.Gpus)
@@ -652,6 +675,9 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 		other.MemoryMiB = max(other.MemoryMiB, m.MemoryMiB)
 	}
 	other.Fit = fit.result()
+	if pooled {
+		other.Pool = pool.result()
+	}
 	other.Variants = []string{fmt.Sprintf("%d models", len(bySize)-len(kept))}
 	folded := append(slices.Clone(kept), other)
 	slices.SortFunc(folded, func(a, b homelabv1.GpuModel) int { return strings.Compare(a.Product, b.Product) })

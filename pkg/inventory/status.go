@@ -17,6 +17,7 @@ limitations under the License.
 package inventory
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,12 +92,20 @@ func truncate(nodes []homelabv1.GpuNodeEntry, sizes []int, maxNodes, maxBytes in
 	return listed, len(nodes) - len(listed)
 }
 
-// Conditions returns the inventory's Degraded, LabelsMissing and Truncated conditions.
+// Conditions returns the inventory's Degraded, LabelsMissing, Truncated and Fragmented
+// conditions for an inventory whose spec leaves fragmentationGpus unset.
 func Conditions(inv Inventory, omitted int, generation int64) []metav1.Condition {
+	return ConditionsFor(inv, &homelabv1.GpuInventorySpec{}, omitted, generation)
+}
+
+// ConditionsFor is Conditions for an inventory with spec: Fragmented is judged for jobs of
+// spec.fragmentationGpus.
+func ConditionsFor(inv Inventory, spec *homelabv1.GpuInventorySpec, omitted int, generation int64) []metav1.Condition {
 	return []metav1.Condition{
 		DegradedCondition(inv, generation),
 		labelsMissingCondition(inv, generation),
 		truncatedCondition(inv, omitted, generation),
+		FragmentedCondition(inv, spec.FragmentationThreshold(), generation),
 	}
 }
 
@@ -171,6 +180,37 @@ func truncatedCondition(inv Inventory, omitted int, generation int64) metav1.Con
 		cond.Status, cond.Reason = metav1.ConditionTrue, homelabv1.ReasonNodesOmitted
 		cond.Message = fmt.Sprintf("status.nodes lists %d of %d GPU nodes (problem nodes first); %d were left out to bound the object's size. Totals and models count every node.",
 			int(inv.TotalGpuNodes)-omitted, inv.TotalGpuNodes, omitted)
+	}
+	return cond
+}
+
+// FragmentedCondition says whether a job of jobGpus whole GPUs waits although a model has
+// that many free: True when some model's freeGpus reach jobGpus but its largestFit does not,
+// naming the first few such models. OtherModels is not judged: its GPUs are of several models.
+func FragmentedCondition(inv Inventory, jobGpus int32, generation int64) metav1.Condition {
+	cond := metav1.Condition{Type: homelabv1.ConditionFragmented, ObservedGeneration: generation,
+		Status: metav1.ConditionFalse, Reason: homelabv1.ReasonNotFragmented,
+		Message: fmt.Sprintf("every model with %d or more free GPUs has a node with %d free", jobGpus, jobGpus)}
+	if inv.Allocation == nil {
+		cond.Reason, cond.Message = homelabv1.ReasonAllocationUnknown, "free GPUs are unknown: pods are not read"
+		return cond
+	}
+	var scattered []string
+	for _, m := range inv.Models {
+		if m.Product != OtherModels && m.FreeGpus >= jobGpus && m.LargestFit < jobGpus {
+			scattered = append(scattered, fmt.Sprintf("%s has %d free, at most %d on one node",
+				cmp.Or(m.Product, "unknown model"), m.FreeGpus, m.LargestFit))
+		}
+	}
+	if len(scattered) > 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, homelabv1.ReasonFreeGPUsFragmented
+		more := ""
+		if len(scattered) > NotReadyNodeNames {
+			more = fmt.Sprintf("; and %d more models", len(scattered)-NotReadyNodeNames)
+			scattered = scattered[:NotReadyNodeNames]
+		}
+		cond.Message = fmt.Sprintf("no node can take a job of %d GPUs although the GPUs are free: %s%s",
+			jobGpus, strings.Join(scattered, "; "), more)
 	}
 	return cond
 }

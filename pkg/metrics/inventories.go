@@ -41,12 +41,15 @@ type Content struct {
 	Namespaces []Count
 	// NotReadyNodes names the GPU nodes that are not Ready (with --metrics-per-node only).
 	NotReadyNodes []string
+	// FragmentationGPUs is the job size the Fragmented condition is judged for.
+	FragmentationGPUs int32
 }
 
-// ModelContent is one model's figures in an inventory.
+// ModelContent is one model's figures in an inventory; LargestFit is the most free GPUs on
+// one node.
 type ModelContent struct {
-	Product                          string
-	GPUs, ReadyGPUs, Allocated, Free int32
+	Product                                      string
+	GPUs, ReadyGPUs, Allocated, Free, LargestFit int32
 }
 
 // Count is a number of GPU nodes or GPUs under a name (a source, a condition, a namespace).
@@ -71,6 +74,7 @@ type contents struct {
 	gpuNodes, gpus, modelGPUs, unhealthy, labelsMissing, notReady *prometheus.Desc
 	sources, conditions                                           *prometheus.Desc
 	allocated, free, pending, pendingSince, namespaces            *prometheus.Desc
+	largestFit, fragmentation                                     *prometheus.Desc
 }
 
 func newContents() *contents {
@@ -89,6 +93,8 @@ func newContents() *contents {
 		conditions:    desc("condition_nodes", "GPU nodes with a condition in status.nodes[].conditions (NotReady, UnhealthyGPUs, XIDError, DriverUpgradeFailed, ...).", "condition"),
 		allocated:     desc("allocated_gpus", "GPUs of which pods hold any part (device plugin or DRA), per model.", "product"),
 		free:          desc("free_gpus", "GPUs a pod could get whole now (healthy, not held, on a Ready node not cordoned), per model.", "product"),
+		largestFit:    desc("largest_fit_gpus", "The most GPUs free on one Ready, uncordoned node of the model: the largest job that fits on one node now, per model.", "product"),
+		fragmentation: desc("fragmentation_threshold_gpus", "The job size the inventory's Fragmented condition is judged for (spec.fragmentationGpus, 8 when unset)."),
 		pending:       desc("pending_gpus", "GPUs asked for by pods (and DRA claims) waiting to be scheduled, per requested model (product=\"\": any model).", "product"),
 		pendingSince:  desc("pending_oldest_timestamp_seconds", "Creation time of the oldest waiting pod that asks for GPUs, per requested model (product=\"\": any model).", "product"),
 		namespaces:    desc("namespace_gpus", "GPUs held per namespace, for the 10 namespaces holding most (the rest as \"<other namespaces>\").", "namespace"),
@@ -107,7 +113,7 @@ func (c *contents) set(name string, content *Content) {
 
 func (c *contents) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.gpuNodes, c.gpus, c.modelGPUs, c.unhealthy, c.labelsMissing, c.notReady,
-		c.sources, c.conditions, c.allocated, c.free, c.pending, c.pendingSince, c.namespaces} {
+		c.sources, c.conditions, c.allocated, c.free, c.largestFit, c.fragmentation, c.pending, c.pendingSince, c.namespaces} {
 		ch <- d
 	}
 }
@@ -138,11 +144,15 @@ func (c *contents) collect(ch chan<- prometheus.Metric, name string, in *Content
 	byReadiness(c.gpus, in.GPUs, in.ReadyGPUs)
 	gauge(c.unhealthy, float64(in.UnhealthyGPUs))
 	gauge(c.labelsMissing, float64(in.LabelsMissingNodes))
+	if in.FragmentationGPUs > 0 {
+		gauge(c.fragmentation, float64(in.FragmentationGPUs))
+	}
 	for _, m := range in.Models {
 		byReadiness(c.modelGPUs, m.GPUs, m.ReadyGPUs, m.Product)
 		if in.Allocation {
 			gauge(c.allocated, float64(m.Allocated), m.Product)
 			gauge(c.free, float64(m.Free), m.Product)
+			gauge(c.largestFit, float64(m.LargestFit), m.Product)
 		}
 	}
 	for _, s := range in.SourceNodes {

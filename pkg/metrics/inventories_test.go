@@ -30,15 +30,16 @@ func TestContentGauges(t *testing.T) {
 	m.SetContent("cluster", Content{
 		GPUNodes: 4, ReadyGPUNodes: 3, GPUs: 32, ReadyGPUs: 24, UnhealthyGPUs: 1,
 		Models: []ModelContent{
-			{Product: "NVIDIA-H100-80GB-HBM3", GPUs: 32, ReadyGPUs: 24, Allocated: 8, Free: 15},
+			{Product: "NVIDIA-H100-80GB-HBM3", GPUs: 32, ReadyGPUs: 24, Allocated: 8, Free: 15, LargestFit: 4},
 			{Product: "NVIDIA-H100-80GB-HBM3", GPUs: 1},
 		},
-		SourceNodes:    []Count{{Name: "dra", Value: 4}},
-		ConditionNodes: []Count{{Name: "NotReady", Value: 1}},
-		Allocation:     true,
-		Pending:        []Pending{{Product: "", GPUs: 8, Since: 1000}, {Product: "NVIDIA-B200", GPUs: 2}},
-		Namespaces:     []Count{{Name: "ml", Value: 8}},
-		NotReadyNodes:  []string{"gpu-3"},
+		SourceNodes:       []Count{{Name: "dra", Value: 4}},
+		ConditionNodes:    []Count{{Name: "NotReady", Value: 1}},
+		Allocation:        true,
+		Pending:           []Pending{{Product: "", GPUs: 8, Since: 1000}, {Product: "NVIDIA-B200", GPUs: 2}},
+		Namespaces:        []Count{{Name: "ml", Value: 8}},
+		NotReadyNodes:     []string{"gpu-3"},
+		FragmentationGPUs: 8,
 	})
 	m.SetContent("pool", Content{GPUNodes: 1, Models: []ModelContent{{Product: "Tesla-T4", GPUs: 1}}})
 	want := `
@@ -57,6 +58,12 @@ gpu_inventory_model_gpus{inventory="pool",product="Tesla-T4",ready="true"} 0
 # HELP gpu_inventory_free_gpus GPUs a pod could get whole now (healthy, not held, on a Ready node not cordoned), per model.
 # TYPE gpu_inventory_free_gpus gauge
 gpu_inventory_free_gpus{inventory="cluster",product="NVIDIA-H100-80GB-HBM3"} 15
+# HELP gpu_inventory_largest_fit_gpus The most GPUs free on one Ready, uncordoned node of the model: the largest job that fits on one node now, per model.
+# TYPE gpu_inventory_largest_fit_gpus gauge
+gpu_inventory_largest_fit_gpus{inventory="cluster",product="NVIDIA-H100-80GB-HBM3"} 4
+# HELP gpu_inventory_fragmentation_threshold_gpus The job size the inventory's Fragmented condition is judged for (spec.fragmentationGpus, 8 when unset).
+# TYPE gpu_inventory_fragmentation_threshold_gpus gauge
+gpu_inventory_fragmentation_threshold_gpus{inventory="cluster"} 8
 # HELP gpu_inventory_pending_gpus GPUs asked for by pods (and DRA claims) waiting to be scheduled, per requested model (product="": any model).
 # TYPE gpu_inventory_pending_gpus gauge
 gpu_inventory_pending_gpus{inventory="cluster",product=""} 8
@@ -69,6 +76,7 @@ gpu_inventory_pending_oldest_timestamp_seconds{inventory="cluster",product=""} 1
 gpu_inventory_node_not_ready{inventory="cluster",node="gpu-3"} 1
 `
 	names := []string{"gpu_inventory_gpu_nodes", "gpu_inventory_model_gpus", "gpu_inventory_free_gpus",
+		"gpu_inventory_largest_fit_gpus", "gpu_inventory_fragmentation_threshold_gpus",
 		"gpu_inventory_pending_gpus", "gpu_inventory_pending_oldest_timestamp_seconds", "gpu_inventory_node_not_ready"}
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), names...); err != nil {
 		t.Error(err)

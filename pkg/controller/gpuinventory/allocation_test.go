@@ -17,9 +17,11 @@ limitations under the License.
 package gpuinventory
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -107,5 +109,65 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 	}
 	if _, ok := f.gauge("gpu_inventory_pending_gpus", "all", "NVIDIA-B200"); ok {
 		t.Error("pending series stay after the demand went")
+	}
+}
+
+// Free GPUs spread two per node: the status says Fragmented, the metrics the largest fit and
+// the job size; the next sync of the same content writes nothing, and a new
+// spec.fragmentationGpus is judged at once (one write, the condition flipped).
+func TestFragmentedInventoryWritesOnceAndFollowsItsSpec(t *testing.T) {
+	tracker := allocation.NewTracker()
+	var nodes []*corev1.Node
+	for i := range 5 {
+		name := fmt.Sprintf("gpu-%d", i)
+		nodes = append(nodes, h100(name, "a"))
+		tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "train-" + name, UID: allocation.UIDOf(name), Node: name,
+			Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 6}}})
+	}
+	configure := func(cc *controller.Context) {
+		cc.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
+		cc.Facts.Holdings, cc.Facts.Pending = controller.FactsOf(tracker.OnChange), tracker.Pending
+	}
+	f := newFixtureWith(t, configure, nodes, gpuInventory("all", 1, homelabv1.GpuInventoryStatus{}))
+	status := f.appliedStatus(f.sync("all"), "all")
+	cond := meta.FindStatusCondition(status.Conditions, homelabv1.ConditionFragmented)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Message !=
+		"no node can take a job of 8 GPUs although the GPUs are free: NVIDIA-H100-80GB-HBM3 has 10 free, at most 2 on one node" {
+		t.Fatalf("Fragmented = %+v", cond)
+	}
+	if m := status.Models[0]; m.LargestFit != 2 || m.Pool == nil || m.Pool.AvailableDevices != 10 || m.Pool.AllocatedDevices != 30 {
+		t.Errorf("model: largest fit %d, pool %+v; want 2 and 30 allocated, 10 available", m.LargestFit, m.Pool)
+	}
+	if got, _ := f.gauge("gpu_inventory_largest_fit_gpus", "all", "NVIDIA-H100-80GB-HBM3"); got != 2 {
+		t.Errorf("gpu_inventory_largest_fit_gpus = %v, want 2", got)
+	}
+	if got, _ := f.gauge("gpu_inventory_fragmentation_threshold_gpus", "all"); got != 8 {
+		t.Errorf("gpu_inventory_fragmentation_threshold_gpus = %v, want 8", got)
+	}
+
+	// The stored status is current: no write.
+	stored := gpuInventory("all", 1, status)
+	f = newFixtureWith(t, configure, nodes, stored)
+	if actions := f.sync("all"); len(actions) != 0 || len(f.writer.written) != 0 {
+		t.Fatalf("unchanged content: %d writes, calls %v; want none", len(f.writer.written), actions)
+	}
+
+	// Jobs of 2 fit: one write, Fragmented False since now, the others unmoved.
+	for i := range status.Conditions {
+		status.Conditions[i].LastTransitionTime = metav1.NewTime(t0)
+	}
+	changed := gpuInventory("all", 2, status)
+	changed.Spec.FragmentationGpus = 2
+	f = newFixtureWith(t, configure, nodes, changed)
+	status = f.appliedStatus(f.sync("all"), "all")
+	cond = meta.FindStatusCondition(status.Conditions, homelabv1.ConditionFragmented)
+	if cond.Status != metav1.ConditionFalse || cond.Reason != homelabv1.ReasonNotFragmented || !cond.LastTransitionTime.Time.Equal(t1) {
+		t.Errorf("after spec.fragmentationGpus=2: %s/%s at %s, want False/%s at %s", cond.Status, cond.Reason, cond.LastTransitionTime, homelabv1.ReasonNotFragmented, t1)
+	}
+	if degraded := meta.FindStatusCondition(status.Conditions, homelabv1.ConditionDegraded); !degraded.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("Degraded moved to %s without flipping", degraded.LastTransitionTime)
+	}
+	if got, _ := f.gauge("gpu_inventory_fragmentation_threshold_gpus", "all"); got != 2 {
+		t.Errorf("gpu_inventory_fragmentation_threshold_gpus = %v, want 2", got)
 	}
 }

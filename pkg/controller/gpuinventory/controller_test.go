@@ -255,7 +255,7 @@ func TestNewInventoryGetsTheHomeLabReport(t *testing.T) {
 	if got.ObservedGeneration != 1 || got.ObservedAt == nil || !got.ObservedAt.Time.Equal(t1) {
 		t.Errorf("observedGeneration %d, observedAt %v; want 1 and %s", got.ObservedGeneration, got.ObservedAt, t1)
 	}
-	if len(got.Conditions) != 3 || got.Conditions[0].Status != metav1.ConditionTrue ||
+	if len(got.Conditions) != 4 || got.Conditions[0].Status != metav1.ConditionTrue ||
 		got.Conditions[0].Message != "4 of 4 GPU nodes are not Ready: nuc1, nuc2, omen, omen2" {
 		t.Errorf("conditions = %+v, want Degraded=True naming all four nodes", got.Conditions)
 	}

@@ -63,7 +63,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return err
 	}
 	defer now.content.Release() // what outlives the sync (status, memory, events) is copied
-	c.observe(gi.Name, now.content)
+	c.observe(gi, now.content)
 	if upToDate(gi, now.content.Hash) {
 		c.memory.markSynced(key)
 		c.metrics.StatusWrites.WithLabelValues(gi.Name, "skipped").Inc()
@@ -105,7 +105,7 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	c.warnings.log(klog.FromContext(ctx), warnings)
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
 	return computed{content: content, listed: listed, stored: stored,
-		conditions: inventory.Conditions(content, omitted, gi.Generation)}, nil
+		conditions: inventory.ConditionsFor(content, &gi.Spec, omitted, gi.Generation)}, nil
 }
 
 // maxMessageBytes bounds a condition message that quotes user input (the CRD allows 32 KiB).
@@ -129,6 +129,7 @@ func (c *Controller) statusFor(gi *homelabv1.GpuInventory, now computed) homelab
 	if now.invalid {                       // no nodes were read: what they said before no longer holds
 		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionLabelsMissing)
 		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionTruncated)
+		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionFragmented)
 	}
 	for _, cond := range now.conditions {
 		cond.LastTransitionTime = at
@@ -189,16 +190,17 @@ func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory
 
 // observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
 // inventory and per model, and per node only with PerNodeMetrics.
-func (c *Controller) observe(name string, content inventory.Inventory) {
+func (c *Controller) observe(gi *homelabv1.GpuInventory, content inventory.Inventory) {
 	out := metrics.Content{
 		GPUNodes: content.TotalGpuNodes, ReadyGPUNodes: content.ReadyGpuNodes,
 		GPUs: content.TotalGpus, ReadyGPUs: content.ReadyGpus,
 		UnhealthyGPUs: content.UnhealthyGpus, LabelsMissingNodes: content.LabelsMissingNodes,
-		Models: make([]metrics.ModelContent, len(content.Models)),
+		FragmentationGPUs: gi.Spec.FragmentationThreshold(),
+		Models:            make([]metrics.ModelContent, len(content.Models)),
 	}
 	for i, model := range content.Models {
 		out.Models[i] = metrics.ModelContent{Product: model.Product, GPUs: model.Gpus, ReadyGPUs: model.ReadyGpus,
-			Allocated: model.AllocatedGpus, Free: model.FreeGpus}
+			Allocated: model.AllocatedGpus, Free: model.FreeGpus, LargestFit: model.LargestFit}
 	}
 	sources, conditions := map[string]int32{}, map[string]int32{}
 	for i := range content.Nodes {
@@ -225,7 +227,7 @@ func (c *Controller) observe(name string, content inventory.Inventory) {
 			out.Namespaces = append(out.Namespaces, metrics.Count{Name: ns.Namespace, Value: ns.Gpus})
 		}
 	}
-	c.metrics.SetContent(name, out)
+	c.metrics.SetContent(gi.Name, out)
 }
 
 func counts(m map[string]int32) []metrics.Count {

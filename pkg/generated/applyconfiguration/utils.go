@@ -56,6 +56,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuNodeEntryApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuNodeSpec"):
 		return &homelabv1.GpuNodeSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuPartition"):
+		return &homelabv1.GpuPartitionApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuPool"):
+		return &homelabv1.GpuPoolApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuSharing"):
 		return &homelabv1.GpuSharingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MigDevice"):

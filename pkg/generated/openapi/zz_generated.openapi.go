@@ -46,6 +46,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry":       schema_pkg_apis_homelab_v1_GpuNodeEntry(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeList":        schema_pkg_apis_homelab_v1_GpuNodeList(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec":        schema_pkg_apis_homelab_v1_GpuNodeSpec(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPartition":       schema_pkg_apis_homelab_v1_GpuPartition(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool":            schema_pkg_apis_homelab_v1_GpuPool(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
@@ -550,6 +552,13 @@ func schema_pkg_apis_homelab_v1_GpuInventorySpec(ref common.ReferenceCallback) c
 							Ref:         ref(v1.LabelSelector{}.OpenAPIModelName()),
 						},
 					},
+					"fragmentationGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FragmentationGpus is the job size, in whole GPUs, the Fragmented condition is judged for: True when a model has at least this many free GPUs but no node that many. Unset means 8.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 				},
 			},
 		},
@@ -722,7 +731,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions: Degraded, LabelsMissing and Truncated.",
+							Description: "Conditions: Degraded, LabelsMissing, Truncated and Fragmented.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -855,12 +864,25 @@ func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.Op
 							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit"),
 						},
 					},
+					"largestFit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LargestFit is the most free GPUs on one node of the model (the largest of the nodes' freeGpus): the largest job that fits on one node now.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"pool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Pool counts the model's GPUs as KEP-5677's ResourcePoolStatus counts a pool's devices (present when pods are read).",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool"),
+						},
+					},
 				},
 				Required: []string{"product", "nodes", "readyNodes", "gpus", "readyGpus"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit"},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool"},
 	}
 }
 
@@ -1368,6 +1390,102 @@ func schema_pkg_apis_homelab_v1_GpuNodeSpec(ref common.ReferenceCallback) common
 		},
 		Dependencies: []string{
 			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo", v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuPartition(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuPartition is how many MIG devices of one profile a pod could still get.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"profile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Profile is the MIG profile, e.g. 1g.10gb.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Free is the MIG devices of this profile not requested by bound pods.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"profile", "free"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuPool(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuPool counts a model's GPUs the way KEP-5677's ResourcePoolStatus counts a DRA pool's devices: total = allocated + available + unavailable. A device here is a physical GPU.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"totalDevices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TotalDevices is the model's GPUs.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"allocatedDevices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AllocatedDevices is the GPUs of which pods hold any part (allocatedGpus).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"availableDevices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AvailableDevices is totalDevices minus allocatedDevices and unavailableDevices: GPUs not held and usable, whole or as parts (MIG devices, shared replicas).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"unavailableDevices": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnavailableDevices is the GPUs not held that no pod can get now: unhealthy ones (withdrawn by the device plugin, DRA devices tainted NoSchedule or NoExecute, a health monitor's fault) and every GPU not held on a NotReady or cordoned node.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"partitions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Partitions is, per MIG profile, how many MIG devices a pod could get now on the model's Ready, uncordoned nodes (device plugin only), sorted by profile, at most 16.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPartition"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"totalDevices", "allocatedDevices", "availableDevices", "unavailableDevices"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPartition"},
 	}
 }
 

@@ -31,6 +31,9 @@ const (
 	ConditionLabelsMissing = "LabelsMissing"
 	// ConditionTruncated is True when status.nodes lists only part of the covered GPU nodes.
 	ConditionTruncated = "Truncated"
+	// ConditionFragmented is True when a model has at least spec.fragmentationGpus free GPUs
+	// but no node has that many free: a job of that size waits although the GPUs are there.
+	ConditionFragmented = "Fragmented"
 
 	ReasonAllGPUNodesReady       = "AllGPUNodesReady"
 	ReasonNoGPUNodes             = "NoGPUNodes"
@@ -41,6 +44,9 @@ const (
 	ReasonAllLabelsPresent       = "AllLabelsPresent"
 	ReasonNodesOmitted           = "NodesOmitted"
 	ReasonAllNodesListed         = "AllNodesListed"
+	ReasonFreeGPUsFragmented     = "FreeGPUsFragmented"
+	ReasonNotFragmented          = "NotFragmented"
+	ReasonAllocationUnknown      = "AllocationUnknown"
 	DefaultWorkloadConfig        = "container"
 	FieldManager                 = "gpu-inventory-operator"
 	DefaultInventoryName         = "cluster"
@@ -48,12 +54,16 @@ const (
 	CustomResourceDefinitionName = "gpuinventories." + GroupName
 )
 
+// DefaultFragmentationGpus is the job size Fragmented is judged for when
+// spec.fragmentationGpus is unset.
+const DefaultFragmentationGpus = 8
+
 // +genclient
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=2"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=3"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -86,6 +96,21 @@ type GpuInventorySpec struct {
 	// Absent means every node in the cluster.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// FragmentationGpus is the job size, in whole GPUs, the Fragmented condition is judged
+	// for: True when a model has at least this many free GPUs but no node that many. Unset
+	// means 8.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	FragmentationGpus int32 `json:"fragmentationGpus,omitempty"`
+}
+
+// FragmentationThreshold is spec.fragmentationGpus, or DefaultFragmentationGpus when unset.
+func (s *GpuInventorySpec) FragmentationThreshold() int32 {
+	if s.FragmentationGpus <= 0 {
+		return DefaultFragmentationGpus
+	}
+	return s.FragmentationGpus
 }
 
 // GpuInventoryStatus is what the operator last found.
@@ -160,7 +185,7 @@ type GpuInventoryStatus struct {
 	// +optional
 	Allocation *GpuAllocation `json:"allocation,omitempty"`
 
-	// Conditions: Degraded, LabelsMissing and Truncated.
+	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -358,6 +383,45 @@ type GpuModel struct {
 	// Fit says where a job of this model fits now.
 	// +optional
 	Fit *GpuFit `json:"fit,omitempty"`
+	// LargestFit is the most free GPUs on one node of the model (the largest of the nodes'
+	// freeGpus): the largest job that fits on one node now.
+	// +optional
+	LargestFit int32 `json:"largestFit,omitempty"`
+	// Pool counts the model's GPUs as KEP-5677's ResourcePoolStatus counts a pool's devices
+	// (present when pods are read).
+	// +optional
+	Pool *GpuPool `json:"pool,omitempty"`
+}
+
+// GpuPool counts a model's GPUs the way KEP-5677's ResourcePoolStatus counts a DRA pool's
+// devices: total = allocated + available + unavailable. A device here is a physical GPU.
+type GpuPool struct {
+	// TotalDevices is the model's GPUs.
+	TotalDevices int32 `json:"totalDevices"`
+	// AllocatedDevices is the GPUs of which pods hold any part (allocatedGpus).
+	AllocatedDevices int32 `json:"allocatedDevices"`
+	// AvailableDevices is totalDevices minus allocatedDevices and unavailableDevices: GPUs
+	// not held and usable, whole or as parts (MIG devices, shared replicas).
+	AvailableDevices int32 `json:"availableDevices"`
+	// UnavailableDevices is the GPUs not held that no pod can get now: unhealthy ones
+	// (withdrawn by the device plugin, DRA devices tainted NoSchedule or NoExecute, a health
+	// monitor's fault) and every GPU not held on a NotReady or cordoned node.
+	UnavailableDevices int32 `json:"unavailableDevices"`
+	// Partitions is, per MIG profile, how many MIG devices a pod could get now on the
+	// model's Ready, uncordoned nodes (device plugin only), sorted by profile, at most 16.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Partitions []GpuPartition `json:"partitions,omitempty"`
+}
+
+// GpuPartition is how many MIG devices of one profile a pod could still get.
+type GpuPartition struct {
+	// Profile is the MIG profile, e.g. 1g.10gb.
+	// +kubebuilder:validation:MaxLength=16
+	Profile string `json:"profile"`
+	// Free is the MIG devices of this profile not requested by bound pods.
+	Free int32 `json:"free"`
 }
 
 // GpuFit counts the nodes of one model by free GPUs: where a job of 1, 2, 4 or 8 GPUs can

@@ -374,6 +374,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventorySpec
   map:
     fields:
+    - name: fragmentationGpus
+      type:
+        scalar: numeric
     - name: nodeSelector
       type:
         namedType: LabelSelector.v1.meta.apis.pkg.apimachinery.k8s.io
@@ -471,6 +474,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: largestFit
+      type:
+        scalar: numeric
     - name: memoryMiB
       type:
         scalar: numeric
@@ -481,6 +487,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: pendingGpus
       type:
         scalar: numeric
+    - name: pool
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuPool
     - name: product
       type:
         scalar: string
@@ -684,6 +693,42 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: workloadConfig
       type:
         scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuPartition
+  map:
+    fields:
+    - name: free
+      type:
+        scalar: numeric
+      default: 0
+    - name: profile
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuPool
+  map:
+    fields:
+    - name: allocatedDevices
+      type:
+        scalar: numeric
+      default: 0
+    - name: availableDevices
+      type:
+        scalar: numeric
+      default: 0
+    - name: partitions
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuPartition
+          elementRelationship: atomic
+    - name: totalDevices
+      type:
+        scalar: numeric
+      default: 0
+    - name: unavailableDevices
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
   map:
     fields:

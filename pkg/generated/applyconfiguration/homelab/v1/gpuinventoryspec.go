@@ -32,6 +32,10 @@ type GpuInventorySpecApplyConfiguration struct {
 	// NodeSelector limits the inventory to matching nodes (for example one node pool).
 	// Absent means every node in the cluster.
 	NodeSelector *metav1.LabelSelectorApplyConfiguration `json:"nodeSelector,omitempty"`
+	// FragmentationGpus is the job size, in whole GPUs, the Fragmented condition is judged
+	// for: True when a model has at least this many free GPUs but no node that many. Unset
+	// means 8.
+	FragmentationGpus *int32 `json:"fragmentationGpus,omitempty"`
 }
 
 // GpuInventorySpecApplyConfiguration constructs a declarative configuration of the GpuInventorySpec type for use with
@@ -53,5 +57,13 @@ func (b *GpuInventorySpecApplyConfiguration) WithNote(value string) *GpuInventor
 // If called multiple times, the NodeSelector field is set to the value of the last call.
 func (b *GpuInventorySpecApplyConfiguration) WithNodeSelector(value *metav1.LabelSelectorApplyConfiguration) *GpuInventorySpecApplyConfiguration {
 	b.NodeSelector = value
+	return b
+}
+
+// WithFragmentationGpus sets the FragmentationGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FragmentationGpus field is set to the value of the last call.
+func (b *GpuInventorySpecApplyConfiguration) WithFragmentationGpus(value int32) *GpuInventorySpecApplyConfiguration {
+	b.FragmentationGpus = &value
 	return b
 }

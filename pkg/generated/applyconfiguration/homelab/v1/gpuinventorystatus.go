@@ -71,7 +71,7 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// Allocation says which GPUs pods hold, which are free and what waiting pods ask for;
 	// absent when the operator does not read pods.
 	Allocation *GpuAllocationApplyConfiguration `json:"allocation,omitempty"`
-	// Conditions: Degraded, LabelsMissing and Truncated.
+	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented.
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 

@@ -47,6 +47,12 @@ type GpuModelApplyConfiguration struct {
 	PendingGpus *int32 `json:"pendingGpus,omitempty"`
 	// Fit says where a job of this model fits now.
 	Fit *GpuFitApplyConfiguration `json:"fit,omitempty"`
+	// LargestFit is the most free GPUs on one node of the model (the largest of the nodes'
+	// freeGpus): the largest job that fits on one node now.
+	LargestFit *int32 `json:"largestFit,omitempty"`
+	// Pool counts the model's GPUs as KEP-5677's ResourcePoolStatus counts a pool's devices
+	// (present when pods are read).
+	Pool *GpuPoolApplyConfiguration `json:"pool,omitempty"`
 }
 
 // GpuModelApplyConfiguration constructs a declarative configuration of the GpuModel type for use with
@@ -166,5 +172,21 @@ func (b *GpuModelApplyConfiguration) WithPendingGpus(value int32) *GpuModelApply
 // If called multiple times, the Fit field is set to the value of the last call.
 func (b *GpuModelApplyConfiguration) WithFit(value *GpuFitApplyConfiguration) *GpuModelApplyConfiguration {
 	b.Fit = value
+	return b
+}
+
+// WithLargestFit sets the LargestFit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LargestFit field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithLargestFit(value int32) *GpuModelApplyConfiguration {
+	b.LargestFit = &value
+	return b
+}
+
+// WithPool sets the Pool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pool field is set to the value of the last call.
+func (b *GpuModelApplyConfiguration) WithPool(value *GpuPoolApplyConfiguration) *GpuModelApplyConfiguration {
+	b.Pool = value
 	return b
 }
