@@ -290,9 +290,16 @@ func (inv *Inventory) AddDemand(demand []allocation.Demand, allModels bool) {
 		covered[model] = true
 	}
 	byModel := map[string]*homelabv1.GpuDemand{}
+	a := inv.Allocation
+	a.QueuedPods, a.QueuedGpus = 0, 0
 	for _, d := range demand {
 		model := DemandModel(d)
 		if !allModels && !covered[model] {
+			continue
+		}
+		if d.Queued {
+			a.QueuedPods = addSaturating(a.QueuedPods, d.Pods)
+			a.QueuedGpus = addSaturating(a.QueuedGpus, clampInt32((d.Milli+999)/1000))
 			continue
 		}
 		g := byModel[model]
@@ -307,7 +314,6 @@ func (inv *Inventory) AddDemand(demand []allocation.Demand, allModels bool) {
 			g.Since = &since
 		}
 	}
-	a := inv.Allocation
 	a.PendingPods, a.PendingGpus = 0, 0
 	for _, g := range byModel {
 		a.PendingPods = addSaturating(a.PendingPods, g.Pods)

@@ -326,3 +326,18 @@ func TestTaintsShownBesideFreeGPUs(t *testing.T) {
 		t.Errorf("taints %q free %d; want %q and 6", e.Taints, e.FreeGpus, want)
 	}
 }
+
+// Gated pods are queued, not pending: the scheduler does not try them yet.
+func TestQueuedDemandIsApart(t *testing.T) {
+	cache := NewEntryCache().WithAllocation(func(string) *allocation.Held { return nil })
+	inv, _ := cache.Compute([]*corev1.Node{h100Node("gpu-a", corev1.ConditionTrue)}, nil, time.Now())
+	inv.AddDemand([]allocation.Demand{
+		{Model: "NVIDIA-H100-80GB-HBM3", Pods: 1, Milli: 2000, Since: 10},
+		{Model: "NVIDIA-H100-80GB-HBM3", Pods: 3, Milli: 24000, Since: 5, Queued: true},
+	}, true)
+	a := inv.Allocation
+	if a.PendingPods != 1 || a.PendingGpus != 2 || a.QueuedPods != 3 || a.QueuedGpus != 24 || inv.Models[0].PendingGpus != 2 {
+		t.Errorf("pending %d pods %d GPUs (model %d), queued %d pods %d GPUs; want 1, 2 (2), 3, 24",
+			a.PendingPods, a.PendingGpus, inv.Models[0].PendingGpus, a.QueuedPods, a.QueuedGpus)
+	}
+}

@@ -291,6 +291,9 @@ type whoAnswer struct {
 	// WaitingPods and WaitingGpus are what pods (and claims) waiting to be scheduled ask for.
 	WaitingPods int32 `json:"waitingPods"`
 	WaitingGpus int32 `json:"waitingGpus"`
+	// QueuedPods and QueuedGpus are what gated pods ask for: the scheduler does not try them yet.
+	QueuedPods int32 `json:"queuedPods,omitempty"`
+	QueuedGpus int32 `json:"queuedGpus,omitempty"`
 	// Holders, or with --by-namespace Namespaces.
 	Holders    []holder           `json:"holders,omitempty"`
 	Namespaces []namespaceHolding `json:"namespaces,omitempty"`
@@ -366,8 +369,12 @@ func answerWho(namespace string, holdings []allocation.Holding, held map[string]
 	}
 	a.Gpus = float64(a.MilliGpus) / 1000
 	for _, d := range demand {
-		a.WaitingPods = addSat32(a.WaitingPods, d.Pods)
-		a.WaitingGpus = addSat32(a.WaitingGpus, int32(min((d.Milli+999)/1000, 1<<31-1)))
+		gpus := int32(min((d.Milli+999)/1000, 1<<31-1))
+		if d.Queued {
+			a.QueuedPods, a.QueuedGpus = addSat32(a.QueuedPods, d.Pods), addSat32(a.QueuedGpus, gpus)
+			continue
+		}
+		a.WaitingPods, a.WaitingGpus = addSat32(a.WaitingPods, d.Pods), addSat32(a.WaitingGpus, gpus)
 	}
 	if byNamespace {
 		a.Namespaces = []namespaceHolding{}
@@ -472,6 +479,10 @@ func (a *whoAnswer) write(w io.Writer, wide bool, now time.Time) error {
 	if a.WaitingPods > 0 {
 		fmt.Fprintf(&b, "Waiting to be scheduled %s: %s asking for %s (`kubectl gpuinv free` shows where they could run).\n",
 			where, countOf(int64(a.WaitingPods), "pod", "pods"), countOf(int64(a.WaitingGpus), "GPU", "GPUs"))
+	}
+	if a.QueuedPods > 0 {
+		fmt.Fprintf(&b, "Queued behind scheduling gates %s: %s asking for %s (the scheduler does not try them yet).\n",
+			where, countOf(int64(a.QueuedPods), "pod", "pods"), countOf(int64(a.QueuedGpus), "GPU", "GPUs"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -317,14 +317,20 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 	}
 }
 
-// A finished pod holds nothing; a pod waiting holds nothing but counts as waiting.
+// A finished pod holds nothing; a pod waiting holds nothing but counts as waiting, a gated
+// one as queued, and a waiting one being deleted not at all.
 func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
 	at := statusTime.Add(-time.Hour)
 	done := gpuPod("ml", "done", "dgx-01", at, "nvidia.com/gpu", 8)
 	done.Status.Phase = corev1.PodFailed
-	server := &nodeServer{pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2)}}
+	gated := gpuPod("ml", "gated", "", at, "nvidia.com/gpu", 4)
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
+	leaving := gpuPod("ml", "leaving", "", at, "nvidia.com/gpu", 1)
+	leaving.DeletionTimestamp = &metav1.Time{Time: at}
+	server := &nodeServer{pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2), gated, leaving}}
 	r := runPlugin(context.Background(), whoClients(t, server, nil), false, nil, "who", "-n", "ml")
-	want := "No pod holds GPUs in namespace \"ml\".\nWaiting to be scheduled in namespace \"ml\": 1 pod asking for 2 GPUs (`kubectl gpuinv free` shows where they could run).\n"
+	want := "No pod holds GPUs in namespace \"ml\".\nWaiting to be scheduled in namespace \"ml\": 1 pod asking for 2 GPUs (`kubectl gpuinv free` shows where they could run).\n" +
+		"Queued behind scheduling gates in namespace \"ml\": 1 pod asking for 4 GPUs (the scheduler does not try them yet).\n"
 	if r.code != ExitOK || r.out != want {
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
 	}

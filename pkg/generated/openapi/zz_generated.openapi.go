@@ -152,7 +152,7 @@ func schema_pkg_apis_homelab_v1_GpuAllocation(ref common.ReferenceCallback) comm
 					},
 					"pendingPods": {
 						SchemaProps: spec.SchemaProps{
-							Description: "PendingPods and PendingGpus count pods (and DRA claims) waiting to be scheduled that ask for GPUs, and what they ask for.",
+							Description: "PendingPods and PendingGpus count pods (and DRA claims) waiting to be scheduled that ask for GPUs, and what they ask for: those the scheduler will try to place (not gated, not being deleted).",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int32",
@@ -163,6 +163,19 @@ func schema_pkg_apis_homelab_v1_GpuAllocation(ref common.ReferenceCallback) comm
 							Default: 0,
 							Type:    []string{"integer"},
 							Format:  "int32",
+						},
+					},
+					"queuedPods": {
+						SchemaProps: spec.SchemaProps{
+							Description: "QueuedPods and QueuedGpus count the pods that ask for GPUs behind scheduling gates (spec.schedulingGates, e.g. Kueue's admission): the scheduler does not try them yet.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"queuedGpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
 						},
 					},
 					"pending": {

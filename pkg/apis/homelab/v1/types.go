@@ -63,7 +63,7 @@ const DefaultFragmentationGpus = 8
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=3"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=4"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -461,9 +461,16 @@ type GpuAllocation struct {
 	// GpuPods counts the pods holding GPUs on covered nodes.
 	GpuPods int32 `json:"gpuPods"`
 	// PendingPods and PendingGpus count pods (and DRA claims) waiting to be scheduled that
-	// ask for GPUs, and what they ask for.
+	// ask for GPUs, and what they ask for: those the scheduler will try to place (not gated,
+	// not being deleted).
 	PendingPods int32 `json:"pendingPods"`
 	PendingGpus int32 `json:"pendingGpus"`
+	// QueuedPods and QueuedGpus count the pods that ask for GPUs behind scheduling gates
+	// (spec.schedulingGates, e.g. Kueue's admission): the scheduler does not try them yet.
+	// +optional
+	QueuedPods int32 `json:"queuedPods,omitempty"`
+	// +optional
+	QueuedGpus int32 `json:"queuedGpus,omitempty"`
 	// Pending is the waiting demand per requested model ("" for pods that take any model):
 	// at most 32, the rest under "<other models>".
 	// +optional

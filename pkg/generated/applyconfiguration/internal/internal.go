@@ -261,6 +261,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: queuedGpus
+      type:
+        scalar: numeric
+    - name: queuedPods
+      type:
+        scalar: numeric
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuClique
   map:
     fields:

@@ -33,9 +33,14 @@ type GpuAllocationApplyConfiguration struct {
 	// GpuPods counts the pods holding GPUs on covered nodes.
 	GpuPods *int32 `json:"gpuPods,omitempty"`
 	// PendingPods and PendingGpus count pods (and DRA claims) waiting to be scheduled that
-	// ask for GPUs, and what they ask for.
+	// ask for GPUs, and what they ask for: those the scheduler will try to place (not gated,
+	// not being deleted).
 	PendingPods *int32 `json:"pendingPods,omitempty"`
 	PendingGpus *int32 `json:"pendingGpus,omitempty"`
+	// QueuedPods and QueuedGpus count the pods that ask for GPUs behind scheduling gates
+	// (spec.schedulingGates, e.g. Kueue's admission): the scheduler does not try them yet.
+	QueuedPods *int32 `json:"queuedPods,omitempty"`
+	QueuedGpus *int32 `json:"queuedGpus,omitempty"`
 	// Pending is the waiting demand per requested model ("" for pods that take any model):
 	// at most 32, the rest under "<other models>".
 	Pending []GpuDemandApplyConfiguration `json:"pending,omitempty"`
@@ -95,6 +100,22 @@ func (b *GpuAllocationApplyConfiguration) WithPendingPods(value int32) *GpuAlloc
 // If called multiple times, the PendingGpus field is set to the value of the last call.
 func (b *GpuAllocationApplyConfiguration) WithPendingGpus(value int32) *GpuAllocationApplyConfiguration {
 	b.PendingGpus = &value
+	return b
+}
+
+// WithQueuedPods sets the QueuedPods field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the QueuedPods field is set to the value of the last call.
+func (b *GpuAllocationApplyConfiguration) WithQueuedPods(value int32) *GpuAllocationApplyConfiguration {
+	b.QueuedPods = &value
+	return b
+}
+
+// WithQueuedGpus sets the QueuedGpus field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the QueuedGpus field is set to the value of the last call.
+func (b *GpuAllocationApplyConfiguration) WithQueuedGpus(value int32) *GpuAllocationApplyConfiguration {
+	b.QueuedGpus = &value
 	return b
 }
 
