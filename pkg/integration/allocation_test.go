@@ -259,19 +259,17 @@ func TestAllocationFromPodsAndClaims(t *testing.T) {
 		Nodes: map[string]nodeAllocation{
 			h100Whole:  {Allocated: 2, Free: 6, Pods: 1}, // the finished pod holds nothing
 			h100Faulty: {Allocated: 4, Free: 2, Pods: 1}, // the init container's 4; 2 GPUs unhealthy
-			a100MIG:    {Allocated: 1, Free: 7, Pods: 1},
-			t4Shared:   {Allocated: 1, Free: 3, Pods: 1},
+			a100MIG:    {Allocated: 1, Pods: 1},          // every GPU in MIG mode: no whole GPU to give
+			t4Shared:   {Allocated: 1, Pods: 1},          // replicas, no whole GPUs
 			h100DRA:    {Allocated: 2, Free: 6, Pods: 2},
 		},
 		Models: map[string]modelAllocation{
 			h100Product: {Allocated: 8, Free: 14, Pending: 3, Fit: h100Fit},
-			a100Product: {Allocated: 1, Free: 7, Fit: &homelabv1.GpuFit{NodesWith1Free: 1, NodesWith2Free: 1, NodesWith4Free: 1,
-				Most: []homelabv1.NodeFree{{Name: a100MIG, FreeGpus: 7}}}},
-			"Tesla-T4": {Allocated: 1, Free: 3, Fit: &homelabv1.GpuFit{NodesWith1Free: 1, NodesWith2Free: 1,
-				Most: []homelabv1.NodeFree{{Name: t4Shared, FreeGpus: 3}}}},
+			a100Product: {Allocated: 1},
+			"Tesla-T4":  {Allocated: 1},
 		},
 		Allocation: &homelabv1.GpuAllocation{
-			AllocatedGpus: 10, FreeGpus: 24, GpuPods: 6,
+			AllocatedGpus: 10, FreeGpus: 14, GpuPods: 6,
 			// 2 + 4 whole, a 1g MIG device 1000/7, a quarter of a T4, 2 DRA GPUs.
 			AllocatedMilliGpus: 2000 + 4000 + 142 + 250 + 2000,
 			PendingPods:        3, PendingGpus: 4,
@@ -291,7 +289,7 @@ func TestAllocationFromPodsAndClaims(t *testing.T) {
 		`gpu_inventory_allocated_gpus{inventory="cluster",product="NVIDIA-H100-80GB-HBM3"} 8`,
 		`gpu_inventory_free_gpus{inventory="cluster",product="NVIDIA-H100-80GB-HBM3"} 14`,
 		`gpu_inventory_allocated_gpus{inventory="cluster",product="Tesla-T4"} 1`,
-		`gpu_inventory_free_gpus{inventory="cluster",product="NVIDIA-A100-SXM4-40GB"} 7`,
+		`gpu_inventory_free_gpus{inventory="cluster",product="NVIDIA-A100-SXM4-40GB"} 0`,
 		`gpu_inventory_pending_gpus{inventory="cluster",product="NVIDIA-H100-80GB-HBM3"} 3`,
 		`gpu_inventory_pending_gpus{inventory="cluster",product=""} 1`,
 		metricLine(`gpu_inventory_pending_oldest_timestamp_seconds{inventory="cluster",product=""}`, float64(anyModel.CreationTimestamp.Unix())),
@@ -311,19 +309,17 @@ func TestAllocationFromPodsAndClaims(t *testing.T) {
 		c.waitAllocation(t, "allocation after finishing, deleting, deallocating", allocationView{
 			Nodes: map[string]nodeAllocation{
 				h100Whole: {Free: 8}, h100Faulty: {Free: 6}, h100DRA: {Free: 8},
-				a100MIG:  {Allocated: 1, Free: 7, Pods: 1},
-				t4Shared: {Allocated: 1, Free: 3, Pods: 1},
+				a100MIG:  {Allocated: 1, Pods: 1},
+				t4Shared: {Allocated: 1, Pods: 1},
 			},
 			Models: map[string]modelAllocation{
 				h100Product: {Free: 22, Pending: 3, Fit: &homelabv1.GpuFit{NodesWith1Free: 3, NodesWith2Free: 3, NodesWith4Free: 3, NodesWith8Free: 2,
 					Most: []homelabv1.NodeFree{{Name: h100Whole, FreeGpus: 8}, {Name: h100DRA, FreeGpus: 8}, {Name: h100Faulty, FreeGpus: 6}}}},
-				a100Product: {Allocated: 1, Free: 7, Fit: &homelabv1.GpuFit{NodesWith1Free: 1, NodesWith2Free: 1, NodesWith4Free: 1,
-					Most: []homelabv1.NodeFree{{Name: a100MIG, FreeGpus: 7}}}},
-				"Tesla-T4": {Allocated: 1, Free: 3, Fit: &homelabv1.GpuFit{NodesWith1Free: 1, NodesWith2Free: 1,
-					Most: []homelabv1.NodeFree{{Name: t4Shared, FreeGpus: 3}}}},
+				a100Product: {Allocated: 1},
+				"Tesla-T4":  {Allocated: 1},
 			},
 			Allocation: &homelabv1.GpuAllocation{
-				AllocatedGpus: 2, AllocatedMilliGpus: 142 + 250, FreeGpus: 32, GpuPods: 2,
+				AllocatedGpus: 2, AllocatedMilliGpus: 142 + 250, FreeGpus: 22, GpuPods: 2,
 				PendingPods: 4, PendingGpus: 6,
 				Pending: []homelabv1.GpuDemand{
 					{Model: "", Pods: 2, Gpus: 3, Since: earliest(createdAt(anyModel), createdAt(claim))},
@@ -352,17 +348,14 @@ func TestAllocationFromPodsAndClaims(t *testing.T) {
 		gi := c.waitAllocation(t, "allocation with only the bound pod", allocationView{
 			Nodes: map[string]nodeAllocation{
 				h100Whole: {Allocated: 2, Free: 6, Pods: 1}, h100Faulty: {Free: 6}, h100DRA: {Free: 8},
-				a100MIG: {Free: 8}, t4Shared: {Free: 4},
+				a100MIG: {}, t4Shared: {},
 			},
 			Models: map[string]modelAllocation{
 				h100Product: {Allocated: 2, Free: 20, Fit: &homelabv1.GpuFit{NodesWith1Free: 3, NodesWith2Free: 3, NodesWith4Free: 3, NodesWith8Free: 1,
 					Most: []homelabv1.NodeFree{{Name: h100DRA, FreeGpus: 8}, {Name: h100Whole, FreeGpus: 6}, {Name: h100Faulty, FreeGpus: 6}}}},
-				a100Product: {Free: 8, Fit: &homelabv1.GpuFit{NodesWith1Free: 1, NodesWith2Free: 1, NodesWith4Free: 1, NodesWith8Free: 1,
-					Most: []homelabv1.NodeFree{{Name: a100MIG, FreeGpus: 8}}}},
-				"Tesla-T4": {Free: 4, Fit: &homelabv1.GpuFit{NodesWith1Free: 1, NodesWith2Free: 1, NodesWith4Free: 1,
-					Most: []homelabv1.NodeFree{{Name: t4Shared, FreeGpus: 4}}}},
+				a100Product: {}, "Tesla-T4": {},
 			},
-			Allocation: &homelabv1.GpuAllocation{AllocatedGpus: 2, AllocatedMilliGpus: 2000, FreeGpus: 32, GpuPods: 1, // 2 unhealthy
+			Allocation: &homelabv1.GpuAllocation{AllocatedGpus: 2, AllocatedMilliGpus: 2000, FreeGpus: 20, GpuPods: 1, // 2 unhealthy
 				Namespaces: []homelabv1.NamespaceUsage{{Namespace: "queue", Pods: 1, Gpus: 2, MilliGpus: 2000}}},
 		})
 		if gi.Status.TotalGpus != 36 {
@@ -378,15 +371,15 @@ func TestAllocationFromPodsAndClaims(t *testing.T) {
 		}
 	})
 
-	t.Run("a cordoned node has no free GPUs", func(t *testing.T) {
+	t.Run("what a cordoned node has free is counted apart", func(t *testing.T) {
 		if _, err := c.kube.CoreV1().Nodes().Patch(ctx, h100Whole, "application/merge-patch+json", []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("cordon %s: %v", h100Whole, err)
 		}
 		c.waitInventory(t, h100Whole+" cordoned", func(gi *homelabv1.GpuInventory) error {
 			e, _ := entryOf(gi, h100Whole)
-			if !e.Ready || e.AllocatedGpus != 2 || e.FreeGpus != 0 || gi.Status.Allocation == nil || gi.Status.Allocation.FreeGpus != 26 {
-				return fmt.Errorf("%s: ready %t, allocated %d, free %d, conditions %v; allocation %+v",
-					h100Whole, e.Ready, e.AllocatedGpus, e.FreeGpus, e.Conditions, gi.Status.Allocation)
+			if !e.Ready || e.AllocatedGpus != 2 || e.FreeGpus != 0 || e.UnschedulableFreeGpus != 6 || gi.Status.Allocation == nil || gi.Status.Allocation.FreeGpus != 14 {
+				return fmt.Errorf("%s: ready %t, allocated %d, free %d (%d unschedulable), conditions %v; allocation %+v",
+					h100Whole, e.Ready, e.AllocatedGpus, e.FreeGpus, e.UnschedulableFreeGpus, e.Conditions, gi.Status.Allocation)
 			}
 			return nil
 		})

@@ -19,6 +19,7 @@ package printer
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -314,10 +315,37 @@ func notes(n homelabv1.GpuNodeEntry, now time.Time) []cell {
 			notes = append(notes, colored("MIG "+m.ConfigState, yellow))
 		}
 	}
+	if parts := freeParts(n); parts != "" {
+		notes = append(notes, plain("free "+parts))
+	}
 	if len(n.Warnings) > 0 {
 		notes = append(notes, colored(count(len(n.Warnings), "label warning", "label warnings"), yellow))
 	}
 	return notes
+}
+
+// freeParts says what a pod could still get of the node's parts of GPUs, which FREE (whole
+// GPUs) leaves out: MIG devices per profile, shared replicas; "" when none.
+func freeParts(n homelabv1.GpuNodeEntry) string {
+	if !n.Ready || slices.Contains(n.Conditions, inventory.NodeCordoned) {
+		return ""
+	}
+	shape := inventory.ShapeOf(&n)
+	var parts []string
+	for _, f := range n.Free {
+		if f.Free <= 0 {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f.Resource, "nvidia.com/mig-"):
+			parts = append(parts, fmt.Sprintf("%dx%s", f.Free, strings.TrimPrefix(f.Resource, "nvidia.com/mig-")))
+		case f.Resource == "nvidia.com/gpu" && shape.SingleMIGProfile != "":
+			parts = append(parts, fmt.Sprintf("%dx%s", f.Free, shape.SingleMIGProfile))
+		case f.Resource == "nvidia.com/gpu.shared" || f.Resource == "nvidia.com/gpu" && shape.Replicas > 1:
+			parts = append(parts, count(int(f.Free), "replica", "replicas"))
+		}
+	}
+	return strings.Join(parts, "+")
 }
 
 // condition is a node condition in red when the node or one of its GPUs is unusable (or its
