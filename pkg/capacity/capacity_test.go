@@ -334,3 +334,27 @@ func TestDeviceTaintRulesTaintTheirDevices(t *testing.T) {
 		t.Error("the caller's slice was modified")
 	}
 }
+
+// Bad input the API server may hold: a slice that lists a device twice, a claim holding a
+// device no slice publishes, a pod asking for an absurd quantity. Answers stay sane.
+func TestBadInputKeepsAnswersSane(t *testing.T) {
+	slices := slicesOf(t, dra.H100)
+	slices[0].Spec.Devices = append(slices[0].Spec.Devices, slices[0].Spec.Devices[0])
+	s := NewSnapshot(Cluster{
+		Nodes:   []*corev1.Node{node("dra-h100-1", nil), node("plugin", map[corev1.ResourceName]string{gpuResource: "8"})},
+		Slices:  slices,
+		Claims:  []*resourcev1.ResourceClaim{allocated("ghost", "dra-h100-1", false, "gpu-99")},
+		Classes: []*resourcev1.DeviceClass{class("gpu.nvidia.com", selectGPU)},
+	})
+	n, err := s.MaxFit("dra-h100-1", 16, draProbe("dra-h100-1", "gpu.nvidia.com", ""))
+	if n > 8 {
+		t.Errorf("a device listed twice counts twice: %d free (err %v)", n, err)
+	}
+	huge := gpuPod("huge", "plugin", gpuResource, 1, false)
+	q := resource.MustParse("99999999999999999999")
+	huge.Spec.Containers[0].Resources.Requests[gpuResource], huge.Spec.Containers[0].Resources.Limits[gpuResource] = q, q
+	r, err := s.Fit(huge, nil, "plugin")
+	if err != nil || r.Fits() || strings.Join(r.Reasons, ";") != "Insufficient nvidia.com/gpu" {
+		t.Errorf("an absurd request: %v %v; want Insufficient nvidia.com/gpu", r.Reasons, err)
+	}
+}
