@@ -58,9 +58,25 @@ func expectAllocation(fleet []fleetNode, pods []*podPlan) allocationTotals {
 		gpus, milli := heldOn(n, held[k])
 		t.Gpus += gpus
 		t.Milli += milli
-		t.Free += n.gpus - gpus
+		t.Free += wholeFree(n, held[k])
 	}
 	return t
+}
+
+// wholeFree is what node n has free of whole GPUs, as docs/api.md's "what is free" counts
+// it once pods hold units there: a DRA node's published GPUs (no claim holds any in this
+// phase); the device plugin's nvidia.com/gpu less what pods request, when its unit is a whole
+// GPU (not time-sliced, not MIG's single strategy); none on a node whose GPUs are all in
+// MIG's mixed strategy.
+func wholeFree(n fleetNode, units map[string]int64) int32 {
+	replicas, _ := strconv.ParseInt(n.labels["nvidia.com/gpu.replicas"], 10, 64)
+	switch {
+	case n.dra:
+		return n.gpus
+	case replicas > 1, strings.Contains(n.product, "-MIG-"), n.labels["nvidia.com/mig.strategy"] == "mixed":
+		return 0
+	}
+	return max(0, n.gpus-int32(units[resourceGPU]))
 }
 
 // heldOn is what units of GPU resources held on node n are as GPUs touched and thousandths

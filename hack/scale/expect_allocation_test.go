@@ -54,6 +54,26 @@ func TestHeldOnCountsPartsAsDocumented(t *testing.T) {
 	}
 }
 
+// Free whole GPUs are those of a whole-GPU unit only, as the status counts them.
+func TestWholeFreeCountsWholeGPUsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		node  fleetNode
+		units map[string]int64
+		free  int32
+	}{
+		{"whole GPUs", fleetNode{product: "NVIDIA-H100-80GB-HBM3", gpus: 8, labels: labels.Set{"nvidia.com/gpu.replicas": "0"}}, map[string]int64{"nvidia.com/gpu": 3}, 5},
+		{"a DRA node's GPUs", fleetNode{product: "NVIDIA-H100-80GB-HBM3", gpus: 8, dra: true, labels: labels.Set{}}, nil, 8},
+		{"MIG's single strategy: none", fleetNode{product: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", gpus: 56, labels: labels.Set{}}, nil, 0},
+		{"MIG's mixed strategy: none", fleetNode{product: "NVIDIA-A100-SXM4-40GB", gpus: 8, labels: labels.Set{"nvidia.com/mig.strategy": "mixed"}}, nil, 0},
+		{"time-sliced: none", fleetNode{product: "Tesla-T4-SHARED", gpus: 4, labels: labels.Set{"nvidia.com/gpu.replicas": "4"}}, nil, 0},
+	} {
+		if got := wholeFree(tc.node, tc.units); got != tc.free {
+			t.Errorf("%s: wholeFree = %d, want %d", tc.name, got, tc.free)
+		}
+	}
+}
+
 // The shares cut from each GPU node add up to its allocatable GPU resources, exactly, so
 // that bound pods never ask a node for more than it has.
 func TestGPUSlotsFillEachNodeExactly(t *testing.T) {
