@@ -19,7 +19,7 @@ limitations under the License.
 // resources, DRA claims) in the scheduler's order and words, with DRA claims allocated by
 // the scheduler's allocator library (k8s.io/dynamic-resource-allocation/structured) and
 // extended resources mapped to DRA by its DeviceClass resolver. It makes no API calls: it
-// reads a Cluster of full objects.
+// reads a Cluster of objects, whole or trimmed by its keep-rules (keep.go).
 package capacity
 
 import (
@@ -43,7 +43,10 @@ type Cluster struct {
 	// Pods are the cluster's pods; those that finished are ignored, as the scheduler's pod
 	// informer never sees them, and those bound to a node hold their requests there, even
 	// while they terminate.
-	Pods    []*corev1.Pod
+	Pods []*corev1.Pod
+	// Usage is what more pods bound to each node hold, by node name: counted rather than
+	// listed, for pods no answer names (PodsOn does not return them).
+	Usage   map[string]*Usage
 	Slices  []*resourcev1.ResourceSlice
 	Claims  []*resourcev1.ResourceClaim
 	Classes []*resourcev1.DeviceClass
@@ -78,7 +81,14 @@ type Snapshot struct {
 type nodeInfo struct {
 	node *corev1.Node
 	pods []*corev1.Pod
-	// requested sums the bound pods' requests: CPU in millicores, the rest in their unit.
+	Usage
+}
+
+// Usage is what bound pods hold on a node, as the scheduler's NodeInfo counts them: how
+// many, and the sum of their requests.
+type Usage struct {
+	count int64
+	// requested sums the pods' requests: CPU in millicores, the rest in their unit.
 	requested map[corev1.ResourceName]int64
 }
 
@@ -94,13 +104,18 @@ func NewSnapshot(c Cluster) *Snapshot {
 		celCache: cel.NewCache(64, cel.Features{EnableConsumableCapacity: Features.ConsumableCapacity}),
 	}
 	for _, n := range c.Nodes {
-		s.nodes[n.Name] = &nodeInfo{node: n, requested: map[corev1.ResourceName]int64{}}
+		s.nodes[n.Name] = &nodeInfo{node: n}
 		s.names = append(s.names, n.Name)
 	}
 	slices.Sort(s.names)
 	for _, p := range c.Pods {
 		if n := s.nodes[p.Spec.NodeName]; n != nil && !finished(p) {
 			n.add(p)
+		}
+	}
+	for name, u := range c.Usage {
+		if n := s.nodes[name]; n != nil {
+			n.merge(u)
 		}
 	}
 	for _, cl := range c.Claims {
@@ -136,12 +151,36 @@ func finished(p *corev1.Pod) bool {
 // add counts a bound pod on the node as the scheduler's NodeInfo does.
 func (n *nodeInfo) add(p *corev1.Pod) {
 	n.pods = append(n.pods, p)
-	for name, q := range podRequests(p) {
+	n.Add(p)
+}
+
+// Add counts a bound pod, as the scheduler's NodeInfo counts it (finished pods are not
+// bound pods: the caller leaves them out).
+func (u *Usage) Add(p *corev1.Pod) { u.AddRequests(podRequests(p)) }
+
+// AddRequests counts a bound pod whose effective request (Requests) is requests.
+func (u *Usage) AddRequests(requests corev1.ResourceList) {
+	u.count++
+	if u.requested == nil {
+		u.requested = map[corev1.ResourceName]int64{}
+	}
+	for name, q := range requests {
 		if name == corev1.ResourceCPU {
-			n.requested[name] += q.MilliValue()
+			u.requested[name] += q.MilliValue()
 			continue
 		}
-		n.requested[name] += q.Value()
+		u.requested[name] += q.Value()
+	}
+}
+
+// merge adds what o counts.
+func (u *Usage) merge(o *Usage) {
+	u.count += o.count
+	if u.requested == nil && len(o.requested) > 0 {
+		u.requested = map[corev1.ResourceName]int64{}
+	}
+	for name, v := range o.requested {
+		u.requested[name] += v
 	}
 }
 

@@ -123,7 +123,7 @@ func (s *Snapshot) delegated(pod *corev1.Pod, n *nodeInfo) map[corev1.ResourceNa
 // resourcesFit is NodeResourcesFit's Filter.
 func (s *Snapshot) resourcesFit(pod *corev1.Pod, n *nodeInfo, delegated map[corev1.ResourceName]int64) []string {
 	var reasons []string
-	if max, _ := n.allocatable(corev1.ResourcePods); int64(len(n.pods))+1 > max {
+	if max, _ := n.allocatable(corev1.ResourcePods); n.count+1 > max {
 		reasons = append(reasons, ReasonTooManyPods)
 	}
 	reqs := podRequests(pod)
