@@ -19,6 +19,7 @@ package kubeproto
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ type List struct {
 	// MaxItemBytes bounds one item's message (and the list's metadata): a larger one is an
 	// error, not an allocation of the size a broken or hostile server claims. Required.
 	MaxItemBytes int
+	// ReadBufferBytes is the size of the read buffer of each list (64 KiB when 0): many
+	// small lists read with a small one.
+	ReadBufferBytes int
 }
 
 // Stream lists the objects of namespace ("" for all namespaces, or for a cluster-scoped
@@ -157,7 +161,7 @@ func Decoded[T any](kind string, decode func(raw []byte) (*T, error), fn func(*T
 // it is. Fields are skipped by the rules of Message.
 func (l List) Read(r io.Reader, item func(raw []byte) error) (metav1.ListMeta, error) {
 	var meta metav1.ListMeta
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, cmp.Or(l.ReadBufferBytes, 64<<10))
 	magic := make([]byte, len(ProtobufMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, ProtobufMagic) {
 		return meta, errNotProtobuf
