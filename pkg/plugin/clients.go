@@ -17,6 +17,7 @@ limitations under the License.
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,10 +56,13 @@ type clients struct {
 	host      string
 	gpu       versioned.Interface
 	core      rest.Interface
+	small     rest.Interface // for many small lists at once
 	resource  rest.Interface
 	discovery discovery.DiscoveryInterface
 	// kube, in unit tests, is a fake clientset that typed serves instead of core and resource.
 	kube kubernetes.Interface
+	// load, in unit tests, reads the cluster for why and fit instead of loadCluster.
+	load func(context.Context, *clients, question) (loaded, error)
 
 	// fleet and currentContext stand, in unit tests, for the kubeconfig's contexts (when
 	// flags is nil): the clients of each, and the current one.
@@ -139,6 +143,26 @@ func (c *clients) Resource() (rest.Interface, error) {
 		c.resource = client.RESTClient()
 	}
 	return c.resource, nil
+}
+
+// smallLists returns the core REST client of many small lists at once (a node's pods):
+// protobuf over HTTP/2, where they share one connection, without the client's rate limit
+// (the caller bounds how many run at once).
+func (c *clients) smallLists() (rest.Interface, error) {
+	if c.small == nil {
+		cfg, err := c.config()
+		if err != nil {
+			return nil, err
+		}
+		cfg.ContentType, cfg.AcceptContentTypes = kubeproto.ContentType, kubeproto.ContentType+",application/json"
+		cfg.QPS = -1
+		client, err := corev1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.small = client.RESTClient()
+	}
+	return c.small, nil
 }
 
 // namespace is the namespace of the kubeconfig's current context ("default" when it names

@@ -18,11 +18,15 @@ package plugin
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 
@@ -33,8 +37,19 @@ import (
 // nothing.
 const unfinishedPods = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
 
+var unfinished = fields.ParseSelectorOrDie(unfinishedPods)
+
 // listChunk is the page size of the cluster's lists, kubectl's.
 const listChunk = 500
+
+// nodeChunk is the page size of the node list, read as a stream.
+const nodeChunk = 1000
+
+// podLists is how many lists of one node's pods run at once.
+const podLists = 16
+
+// maxNodeLists is the most nodes whose pods are listed node by node (a variable for tests).
+var maxNodeLists = 1000
 
 var (
 	listSlices  = request{verb: "list", resource: "resourceslices", group: resourcev1.GroupName}
@@ -58,57 +73,292 @@ func (c *clients) typed() (corev1client.CoreV1Interface, resourcev1client.Resour
 	return corev1client.New(core), resourcev1client.New(resource), nil
 }
 
-// loadCluster reads what kube-scheduler decides on: the Nodes, the unfinished Pods of every
-// namespace, and DRA's ResourceSlices, ResourceClaims and DeviceClasses (none where
-// resource.k8s.io/v1 is not served). Each object is trimmed as it is listed (trimObject).
-func loadCluster(ctx context.Context, c *clients) (capacity.Cluster, error) {
-	var cl capacity.Cluster
-	core, resource, err := c.typed()
-	if err != nil {
-		return cl, err
+// question is what why or fit asks of the cluster, for loadCluster to read only what the
+// answer needs.
+type question struct {
+	// pods are the pods to place: why's pending pod; one replica of each of fit's objects
+	// (the other replicas are the same pod to the filters).
+	pods []*corev1.Pod
+	// freeDevices: the answer reads the free DRA devices of the nodes that fit (fit's best
+	// fit).
+	freeDevices bool
+	// claims: the question brings claims of its own (fit's file), which may exist already.
+	claims bool
+}
+
+// loaded is what loadCluster read for a question: the cluster the filters run on, and the
+// nodes where the node-only filters reject every pod of the question, in name order.
+type loaded struct {
+	cluster  capacity.Cluster
+	rejected []rejection
+}
+
+// loadCluster reads what kube-scheduler decides on for the question's pods, and no more.
+// Every Node is read, but only as far as the filters that read the node alone (node name,
+// unschedulable, taints, node affinity) need: where they reject every pod, their reasons are
+// the answer there whatever runs on the node. The other nodes, the candidates, are kept for
+// the filters (capacity.KeepNode), and only their unfinished pods are read, as soon as each
+// candidate is found (the pods no answer names only counted, capacity.Usage). DRA's
+// DeviceClasses are read when resource.k8s.io/v1 is served; its ResourceSlices (the
+// candidates' whole, the others' as stubs) when the pods ask for devices or the answer counts
+// free ones; its ResourceClaims when the pods ask for devices, the question brings claims,
+// or the answer reads them: a candidate's pods hold some, or its devices are counted.
+func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
+	if c.load != nil {
+		return c.load(ctx, c, q)
 	}
-	err = listAll(ctx, core.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
-		cl.Nodes = appendTrimmed(cl.Nodes, l.Items, func(n *corev1.Node) bool { n.Status.Images = nil; return true })
-		return l.Continue
+	var l loaded
+	_, resource, err := c.typed()
+	if err == nil && c.kube == nil {
+		_, err = c.smallLists() // made before the lists that share it start
+	}
+	if err != nil {
+		return l, err
+	}
+	var served bool
+	if l.cluster.Classes, served, err = readClasses(ctx, c, resource); err != nil {
+		return l, err
+	}
+	dra := served && q.asksForDevices(l.cluster.Classes)
+	claimsFirst := dra || (served && q.claims)
+	afterNodes := func(candidates map[string]bool) (err error) {
+		if served && (dra || q.freeDevices) {
+			l.cluster.Slices, err = readSlices(ctx, c, candidates)
+		}
+		return err
+	}
+	err = parallel(func() error {
+		return readNodesAndPods(ctx, c, newPlacing(q.pods, dra), &l, afterNodes)
+	}, func() (err error) {
+		if claimsFirst {
+			l.cluster.Claims, err = readClaims(ctx, c, resource)
+		}
+		return err
 	})
-	if err != nil {
-		return cl, c.explainList(err, listNodes)
+	if err != nil || claimsFirst || !served {
+		return l, err
 	}
-	err = listAll(ctx, core.Pods("").List, metav1.ListOptions{FieldSelector: unfinishedPods}, func(l *corev1.PodList) string {
-		cl.Pods = appendTrimmed(cl.Pods, l.Items, func(p *corev1.Pod) bool {
-			delete(p.Annotations, corev1.LastAppliedConfigAnnotation)
-			return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	// Claims the answer reads after all: those the candidates' pods hold, and the
+	// allocations of the candidates' devices.
+	if holdClaims(l.cluster.Pods) || (q.freeDevices && hasDevices(l.cluster.Slices)) {
+		l.cluster.Claims, err = readClaims(ctx, c, resource)
+	}
+	return l, err
+}
+
+// readNodesAndPods reads the Nodes as p trims them into l, and the pods of each candidate as
+// soon as it is read: one list per node, podLists at a time (the API server's watch cache
+// finds a node's pods by an index), or, past maxNodeLists candidates, one list of every pod.
+// afterNodes runs once the nodes are read, beside the pod lists.
+func readNodesAndPods(ctx context.Context, c *clients, p *placing, l *loaded, afterNodes func(map[string]bool) error) error {
+	r := &podReader{c: c}
+	listsCtx, stopLists := context.WithCancel(ctx)
+	defer stopLists()
+	found := make(chan string, maxNodeLists)
+	candidates := map[string]bool{}
+	readNodes := func() error {
+		defer close(found)
+		err := c.listNodes(ctx, p, func(n *corev1.Node) {
+			kept, rejected := p.trim(n)
+			if rejected != nil {
+				l.rejected = append(l.rejected, *rejected)
+				return
+			}
+			l.cluster.Nodes = append(l.cluster.Nodes, kept)
+			if candidates[kept.Name] = true; len(candidates) <= maxNodeLists {
+				found <- kept.Name
+			} else {
+				stopLists() // too many to list one by one
+			}
 		})
-		return l.Continue
-	})
-	if err != nil {
-		return cl, c.explainList(err, listPods(""))
+		if err != nil {
+			return c.explainList(err, listNodes)
+		}
+		return afterNodes(candidates)
 	}
-	err = listAll(ctx, resource.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
-		cl.Slices = appendTrimmed(cl.Slices, l.Items, always[*resourcev1.ResourceSlice])
+	lists := []func() error{readNodes}
+	for range podLists {
+		lists = append(lists, func() error {
+			for name := range found {
+				if err := r.node(listsCtx, name); err != nil && listsCtx.Err() == nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := parallel(lists...); err != nil {
+		return err
+	}
+	if len(candidates) > maxNodeLists {
+		if err := r.all(ctx, candidates); err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(l.rejected, func(a, b rejection) int { return strings.Compare(a.node, b.node) })
+	l.cluster.Pods, l.cluster.Usage = r.pods, r.usage
+	return nil
+}
+
+// asksForDevices reports a pod of the question with claims, or asking for an extended
+// resource that a DeviceClass maps to DRA devices (on a node without it, the scheduler asks
+// the allocator).
+func (q question) asksForDevices(classes []*resourcev1.DeviceClass) bool {
+	for _, p := range q.pods {
+		if len(p.Spec.ResourceClaims) > 0 {
+			return true
+		}
+		for name, quantity := range capacity.Requests(p) {
+			if !quantity.IsZero() && slices.ContainsFunc(classes, func(c *resourcev1.DeviceClass) bool { return mapsResource(c, name) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mapsResource reports a class that serves the extended resource: by its
+// extendedResourceName, or by its implicit name deviceclass.resource.kubernetes.io/<class>.
+func mapsResource(c *resourcev1.DeviceClass, name corev1.ResourceName) bool {
+	n := string(name)
+	return n == implicitResourcePrefix+c.Name || (c.Spec.ExtendedResourceName != nil && *c.Spec.ExtendedResourceName == n)
+}
+
+const implicitResourcePrefix = "deviceclass.resource.kubernetes.io/"
+
+// holdClaims reports a pod whose claims (its own, from templates, or for extended
+// resources) may hold devices.
+func holdClaims(pods []*corev1.Pod) bool {
+	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return len(claimNames(p)) > 0 })
+}
+
+// hasDevices reports a slice with devices (a stub has none).
+func hasDevices(slices []*resourcev1.ResourceSlice) bool {
+	for _, s := range slices {
+		if len(s.Spec.Devices) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readClasses lists the DeviceClasses; served is false where resource.k8s.io/v1 is not.
+func readClasses(ctx context.Context, c *clients, resource resourcev1client.ResourceV1Interface) (classes []*resourcev1.DeviceClass, served bool, err error) {
+	err = listAll(ctx, resource.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
+		classes = appendTrimmed(classes, l.Items, always[*resourcev1.DeviceClass])
 		return l.Continue
 	})
 	if apierrors.IsNotFound(err) {
-		return cl, nil // DRA is not served: no slices, claims or classes
+		return nil, false, nil
 	}
 	if err != nil {
-		return cl, c.explainList(err, listSlices)
+		return nil, false, c.explainList(err, listClasses)
 	}
-	err = listAll(ctx, resource.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
-		cl.Claims = appendTrimmed(cl.Claims, l.Items, always[*resourcev1.ResourceClaim])
+	return classes, true, nil
+}
+
+// readSlices reads the ResourceSlices the question needs (slicing).
+func readSlices(ctx context.Context, c *clients, candidates map[string]bool) ([]*resourcev1.ResourceSlice, error) {
+	s := &slicing{candidates: candidates}
+	if err := c.listSlices(ctx, s.decode, s.add); err != nil {
+		return nil, c.explainList(err, listSlices)
+	}
+	return s.slices(), nil
+}
+
+// readClaims lists the ResourceClaims of every namespace.
+func readClaims(ctx context.Context, c *clients, resource resourcev1client.ResourceV1Interface) ([]*resourcev1.ResourceClaim, error) {
+	out := []*resourcev1.ResourceClaim{} // read, if empty: not nil
+	err := listAll(ctx, resource.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
+		out = appendTrimmed(out, l.Items, always[*resourcev1.ResourceClaim])
 		return l.Continue
 	})
 	if err != nil {
-		return cl, c.explainList(err, listClaims(""))
+		return nil, c.explainList(err, listClaims(""))
 	}
-	err = listAll(ctx, resource.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
-		cl.Classes = appendTrimmed(cl.Classes, l.Items, always[*resourcev1.DeviceClass])
-		return l.Continue
+	return out, nil
+}
+
+// podReader reads the unfinished pods of candidates. It keeps those an answer names
+// (holders: device-plugin GPUs or claims), trimmed (capacity.KeepPod), and counts the others
+// per node.
+type podReader struct {
+	c     *clients
+	mu    sync.Mutex
+	pods  []*corev1.Pod
+	usage map[string]*capacity.Usage
+}
+
+// node reads the pods of the named node.
+func (r *podReader) node(ctx context.Context, name string) error {
+	opts := metav1.ListOptions{FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", name), unfinished).String()}
+	return r.read(ctx, true, opts, func(node string) bool { return node == name })
+}
+
+// all reads the pods of the nodes in one list of every pod, and only those: what was read
+// before is dropped.
+func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
+	r.pods, r.usage = nil, nil
+	opts := metav1.ListOptions{FieldSelector: unfinishedPods, Limit: listChunk}
+	return r.read(ctx, false, opts, func(node string) bool { return nodes[node] })
+}
+
+// read lists pods and adds those on the nodes on selects (an API server that ignores the
+// field selector gives them all).
+func (r *podReader) read(ctx context.Context, small bool, opts metav1.ListOptions, on func(string) bool) error {
+	err := r.c.listPods(ctx, small, opts, func(p *corev1.Pod) {
+		if on(p.Spec.NodeName) && !finished(p) {
+			r.add(p)
+		}
 	})
-	if err != nil {
-		return cl, c.explainList(err, listClasses)
+	return r.c.explainList(err, listPods(""))
+}
+
+func (r *podReader) add(p *corev1.Pod) {
+	requests := capacity.Requests(p)
+	var kept *corev1.Pod
+	if named(p, requests) {
+		kept = capacity.KeepPod(p)
 	}
-	return cl, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if kept != nil {
+		r.pods = append(r.pods, kept)
+		return
+	}
+	if r.usage == nil {
+		r.usage = map[string]*capacity.Usage{}
+	}
+	if r.usage[p.Spec.NodeName] == nil {
+		r.usage[p.Spec.NodeName] = &capacity.Usage{}
+	}
+	r.usage[p.Spec.NodeName].AddRequests(requests)
+}
+
+// named reports a pod that an answer names among a node's holders: one that asks for
+// device-plugin GPUs (requests are its Requests) or has claims.
+func named(p *corev1.Pod, requests corev1.ResourceList) bool {
+	return len(gpuResourceNames(requests)) > 0 || len(claimNames(p)) > 0
+}
+
+func finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// parallel runs fns at once and returns the first of their errors, in fns' order.
+func parallel(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Go(func() { errs[i] = fn() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // listAll lists in pages of listChunk, handing each page to page, which returns its continue

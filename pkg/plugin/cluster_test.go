@@ -18,9 +18,11 @@ package plugin
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,32 +32,101 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 )
 
-// The loader keeps what the scheduler reads: unfinished pods, no managed fields, no images.
-func TestLoadClusterTrims(t *testing.T) {
+// loadWhole reads the whole of what kube-scheduler decides on, as its informers hold it: every
+// Node, the unfinished Pods of every namespace, and DRA's ResourceSlices, ResourceClaims and
+// DeviceClasses (none where resource.k8s.io/v1 is not served). loadCluster's answers must
+// be the same.
+func loadWhole(ctx context.Context, c *clients, _ question) (loaded, error) {
+	l, err := readWhole(ctx, c)
+	return loaded{cluster: l}, err
+}
+
+func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
+	var cl capacity.Cluster
+	core, resource, err := c.typed()
+	if err != nil {
+		return cl, err
+	}
+	err = listAll(ctx, core.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
+		cl.Nodes = appendTrimmed(cl.Nodes, l.Items, func(n *corev1.Node) bool { n.Status.Images = nil; return true })
+		return l.Continue
+	})
+	if err != nil {
+		return cl, c.explainList(err, listNodes)
+	}
+	err = listAll(ctx, core.Pods("").List, metav1.ListOptions{FieldSelector: unfinishedPods}, func(l *corev1.PodList) string {
+		cl.Pods = appendTrimmed(cl.Pods, l.Items, func(p *corev1.Pod) bool { return !finished(p) })
+		return l.Continue
+	})
+	if err != nil {
+		return cl, c.explainList(err, listPods(""))
+	}
+	err = listAll(ctx, resource.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
+		cl.Slices = appendTrimmed(cl.Slices, l.Items, always[*resourcev1.ResourceSlice])
+		return l.Continue
+	})
+	if apierrors.IsNotFound(err) {
+		return cl, nil
+	}
+	if err != nil {
+		return cl, c.explainList(err, listSlices)
+	}
+	if cl.Claims, err = readClaims(ctx, c, resource); err != nil {
+		return cl, err
+	}
+	cl.Classes, _, err = readClasses(ctx, c, resource)
+	return cl, err
+}
+
+// The loader keeps the nodes the node-only filters leave, and only their names and reasons
+// of the others; it reads the pods of the nodes it keeps, and keeps of each object what the
+// filters read.
+func TestLoadClusterReadsWhatTheQuestionNeeds(t *testing.T) {
 	objs := whyCluster(t)
+	var trainer *corev1.Pod
 	for _, o := range objs {
 		o.(metav1.Object).SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
+		if p, ok := o.(*corev1.Pod); ok && p.Name == "trainer" {
+			trainer = p
+		}
 	}
 	c, _ := kubeClients(objs...)
-	cl, err := loadCluster(context.Background(), c)
+	l, err := loadCluster(context.Background(), c, question{pods: []*corev1.Pod{trainer}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cl.Nodes) != 6 || len(cl.Pods) != 6 || len(cl.Slices) != 1 || len(cl.Claims) != 2 || len(cl.Classes) != 1 {
-		t.Errorf("%d nodes, %d pods, %d slices, %d claims, %d classes; want 6, 6 (not ml/done-a, finished), 1, 2, 1",
-			len(cl.Nodes), len(cl.Pods), len(cl.Slices), len(cl.Claims), len(cl.Classes))
-	}
+	cl := l.cluster
+	var nodes, pods []string
 	for _, n := range cl.Nodes {
-		if n.ManagedFields != nil || n.Status.Images != nil {
-			t.Errorf("node %s keeps its managed fields or images", n.Name)
+		if n.ManagedFields != nil || n.Status.Images != nil || n.Status.Capacity != nil {
+			t.Errorf("node %s is not trimmed", n.Name)
 		}
+		nodes = append(nodes, n.Name)
 	}
 	for _, p := range cl.Pods {
-		if p.ManagedFields != nil || p.Status.Phase == corev1.PodSucceeded {
-			t.Errorf("pod %s/%s: managed fields %v, phase %s", p.Namespace, p.Name, p.ManagedFields, p.Status.Phase)
+		if p.ManagedFields != nil || p.Labels != nil || len(p.Spec.Containers[0].Image) > 0 {
+			t.Errorf("pod %s/%s is not trimmed", p.Namespace, p.Name)
 		}
+		pods = append(pods, p.Namespace+"/"+p.Name)
+	}
+	slices.Sort(nodes)
+	slices.Sort(pods)
+	if diff := cmp.Diff([]string{"dra-h100-1", "gpu-a", "gpu-b"}, nodes); diff != "" {
+		t.Errorf("nodes kept (-want +got):\n%s", diff)
+	}
+	wantRejected := []rejection{{"cordoned", []string{capacity.ReasonUnschedulable}}, {"infer-1", []string{capacity.ReasonAffinity}},
+		{"tainted", []string{capacity.ReasonTaint}}}
+	if diff := cmp.Diff(wantRejected, l.rejected, cmp.AllowUnexported(rejection{})); diff != "" {
+		t.Errorf("nodes rejected (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ml/dra-job", "ml/train-a", "monitoring/dcgm", "serving/infer-b", "serving/old-b"}, pods); diff != "" {
+		t.Errorf("pods, those of the candidates that have not finished (-want +got):\n%s", diff)
+	}
+	if len(cl.Slices) != 1 || len(cl.Claims) != 2 || len(cl.Classes) != 1 {
+		t.Errorf("%d slices, %d claims, %d classes; want 1, 2, 1", len(cl.Slices), len(cl.Claims), len(cl.Classes))
 	}
 }
 
@@ -66,7 +137,9 @@ func TestWhyWithoutDRA(t *testing.T) {
 	notServed := func(action clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: resourcev1.GroupName, Resource: action.GetResource().Resource}, "")
 	}
-	kube.PrependReactor("list", "resourceslices", notServed)
+	for _, resource := range []string{"resourceslices", "resourceclaims", "deviceclasses"} {
+		kube.PrependReactor("list", resource, notServed)
+	}
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "trainer")
 	if r.code != ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
@@ -77,8 +150,8 @@ func TestWhyWithoutDRA(t *testing.T) {
 		t.Errorf("no line %q in:\n%s", want, r.out)
 	}
 	for _, action := range kube.Actions() {
-		if r := action.GetResource().Resource; r == "resourceclaims" || r == "deviceclasses" {
-			t.Errorf("listed %s although resource.k8s.io/v1 is not served", r)
+		if r := action.GetResource().Resource; r == "resourceclaims" || r == "resourceslices" {
+			t.Errorf("listed %s although resource.k8s.io/v1 is not served (no DeviceClass list)", r)
 		}
 	}
 }

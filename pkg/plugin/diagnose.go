@@ -45,18 +45,45 @@ const namesShown = 5
 type view struct {
 	snap   *capacity.Snapshot
 	claims map[types.NamespacedName]*resourcev1.ResourceClaim
+	// rejected are the nodes outside the snapshot: those where the node-only filters reject
+	// every pod of the question, by name.
+	rejected []rejection
 	// empty is the cluster with nothing held (no pods, no claims), made on first use: a node
 	// where a pod does not fit even then is not made room on by freeing GPUs.
 	empty   *capacity.Snapshot
 	cluster capacity.Cluster
 }
 
-func newView(cl capacity.Cluster) *view {
-	v := &view{snap: capacity.NewSnapshot(cl), cluster: cl, claims: make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(cl.Claims))}
+func newView(l loaded) *view {
+	cl := l.cluster
+	v := &view{snap: capacity.NewSnapshot(cl), cluster: cl, rejected: l.rejected, claims: make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(cl.Claims))}
 	for _, c := range cl.Claims {
 		v.claims[nsName(c.Namespace, c.Name)] = c
 	}
 	return v
+}
+
+// fitAll is the scheduler's verdict on the pod on every node, in name order: the snapshot's
+// filters on its nodes, and the reason the node-only filters gave pod k of the question on
+// the rejected ones (the pod is pod k, or a replica of it).
+func (v *view) fitAll(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, k int) ([]capacity.Result, error) {
+	results, err := v.snap.FitAll(pod, claims)
+	if err != nil || len(v.rejected) == 0 {
+		return results, err
+	}
+	out := make([]capacity.Result, 0, len(results)+len(v.rejected))
+	rejected := v.rejected
+	for _, r := range results {
+		for len(rejected) > 0 && rejected[0].node < r.Node {
+			out = append(out, capacity.Result{Node: rejected[0].node, Reasons: []string{rejected[0].reasons[k]}})
+			rejected = rejected[1:]
+		}
+		out = append(out, r)
+	}
+	for _, n := range rejected {
+		out = append(out, capacity.Result{Node: n.node, Reasons: []string{n.reasons[k]}})
+	}
+	return out, nil
 }
 
 // Diagnosis is why a pod fits on no node, in the scheduler's words.

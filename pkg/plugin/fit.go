@@ -105,14 +105,14 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 	if err != nil {
 		return err
 	}
-	cl, err := loadCluster(ctx, c)
+	l, err := loadCluster(ctx, c, in.question())
 	if err != nil {
 		return err
 	}
-	if err := in.resolve(ctx, c, &cl, env.ErrOut); err != nil {
+	if err := in.resolve(ctx, c, &l.cluster, env.ErrOut); err != nil {
 		return err
 	}
-	answer, err := newView(cl).place(in)
+	answer, err := newView(l).place(in)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ type fitMiss struct {
 // place places every object's replicas, one at a time, on the snapshot.
 func (v *view) place(in *fitInput) (*fitAnswer, error) {
 	a := &fitAnswer{Objects: []fitCount{}, Pods: []fitPod{}}
-	for _, o := range in.objects {
+	for k, o := range in.objects {
 		templates := in.templatesIn(o.namespace)
 		fc := fitCount{Object: o.kind + "/" + o.name, Namespace: o.namespace, Replicas: o.replicas}
 		for i := int64(0); i < o.replicas; i++ {
@@ -196,7 +196,7 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", o, err)
 			}
-			results, err := v.snap.FitAll(pod, claims)
+			results, err := v.fitAll(pod, claims, k)
 			if err != nil {
 				return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
 			}

@@ -327,6 +327,17 @@ func count(m map[string]any, path ...string) (n int64, set bool, err error) {
 	return n, true, nil
 }
 
+// question is what placing the objects asks of the cluster: a replica of each, in order
+// (the others are the same pod to the node-only filters), the nodes' free devices (best
+// fit), the file's claims.
+func (in *fitInput) question() question {
+	q := question{freeDevices: true, claims: len(in.claims) > 0}
+	for _, o := range in.objects {
+		q.pods = append(q.pods, o.pod(0))
+	}
+	return q
+}
+
 // resolve adds the file's claims to the cluster (a claim that exists is taken as it is
 // there) and gets from the cluster the claim templates the objects name that the file lacks.
 func (in *fitInput) resolve(ctx context.Context, c *clients, cl *capacity.Cluster, errOut io.Writer) error {

@@ -63,9 +63,10 @@ GPUs there, terminating ones marked; and the scheduler's own latest FailedSchedu
 compare. A gated pod is named with its gates (the scheduler does not try it). For a pod on a
 node: the node, the device-plugin GPUs it requests, its claims' allocated devices.
 
-It reads the Nodes, the unfinished Pods of all namespaces, and DRA's ResourceSlices,
-ResourceClaims and DeviceClasses (none where resource.k8s.io/v1 is not served), and the pod's
-events.`,
+It reads the Nodes, and only as far as the filters that read the node alone need them; the
+unfinished pods of the nodes those filters leave, node by node; DRA's DeviceClasses, and its
+ResourceSlices and ResourceClaims when the answer depends on them (none where
+resource.k8s.io/v1 is not served); and the pod's events.`,
 		Example: `  kubectl gpuinv why -n ml trainer-0
   kubectl gpuinv why trainer-0 -o json | jq '.nearest[0].holders'`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -192,7 +193,7 @@ func gpuRequests(pod *corev1.Pod) map[string]int64 {
 
 // pending runs the scheduler's filters for the pod on every node.
 func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, pod *corev1.Pod) error {
-	cl, err := loadCluster(ctx, c)
+	l, err := loadCluster(ctx, c, question{pods: []*corev1.Pod{pod}})
 	if err != nil {
 		return err
 	}
@@ -200,7 +201,7 @@ func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, po
 	if err != nil {
 		return err
 	}
-	v := newView(cl)
+	v := newView(l)
 	if a.Claims, err = describeClaims(pod, v.claimLookup()); err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, po
 		a.Unresolvable = err.Error()
 		return nil
 	}
-	results, err := v.snap.FitAll(pod, claims)
+	results, err := v.fitAll(pod, claims, 0)
 	if err != nil {
 		a.Unresolvable = err.Error()
 		return nil

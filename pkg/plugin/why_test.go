@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,25 +234,31 @@ func TestWhyPendingAnswer(t *testing.T) {
 	assertListOptions(t, kube)
 }
 
-// assertListOptions checks the pods are listed as the scheduler's informer lists them, and the
-// events of the pod only.
+// assertListOptions checks the pods are listed as the scheduler's informer lists them, node by
+// node for the nodes the node-only filters leave, and the events of the pod only.
 func assertListOptions(t *testing.T, kube *fake.Clientset) {
 	t.Helper()
-	selectors := map[string]string{}
+	selectors := map[string][]string{}
 	for _, action := range kube.Actions() {
 		if l, ok := action.(clienttesting.ListAction); ok {
-			selectors[l.GetResource().Resource] = l.GetListRestrictions().Fields.String()
+			selectors[l.GetResource().Resource] = append(selectors[l.GetResource().Resource], l.GetListRestrictions().Fields.String())
 		}
 	}
-	if got := selectors["pods"]; got != fields.ParseSelectorOrDie("status.phase!=Succeeded,status.phase!=Failed").String() {
-		t.Errorf("pods listed with field selector %q", got)
+	var want []string
+	for _, node := range []string{"dra-h100-1", "gpu-a", "gpu-b"} {
+		want = append(want, fields.ParseSelectorOrDie("spec.nodeName="+node+",status.phase!=Succeeded,status.phase!=Failed").String())
 	}
-	if got := selectors["events"]; got != "involvedObject.name=trainer,involvedObject.namespace=ml,involvedObject.uid=ml-trainer" {
-		t.Errorf("events listed with field selector %q", got)
+	got := selectors["pods"]
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pods listed with field selectors (-want +got):\n%s", diff)
+	}
+	if got := selectors["events"]; !slices.Equal(got, []string{"involvedObject.name=trainer,involvedObject.namespace=ml,involvedObject.uid=ml-trainer"}) {
+		t.Errorf("events listed with field selectors %q", got)
 	}
 	for _, r := range []string{"nodes", "resourceslices", "resourceclaims", "deviceclasses"} {
-		if _, ok := selectors[r]; !ok {
-			t.Errorf("%s were not listed", r)
+		if len(selectors[r]) != 1 {
+			t.Errorf("%s were listed %d times, want once", r, len(selectors[r]))
 		}
 	}
 }

@@ -1,0 +1,175 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+)
+
+// equalObjects compares decoded objects: quantities by value, nil and empty alike, without
+// the type (a list's items do not carry it).
+var equalObjects = cmp.Options{cmpopts.EquateEmpty(), cmpopts.IgnoreTypes(metav1.TypeMeta{}),
+	cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })}
+
+// fleetNodes are nodes of the fleet fixture with their labels, some cordoned, some tainted.
+func fleetNodes() []*corev1.Node {
+	var out []*corev1.Node
+	for i := range 12 {
+		n, labels := fixtures.FleetNode(i)
+		maps.Copy(n.Labels, labels)
+		n.UID = "uid-" + n.UID
+		n.Spec.Unschedulable = i%5 == 1
+		if i%3 == 0 {
+			n.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule}, {Key: "maintenance", Value: "x", Effect: corev1.TaintEffectNoExecute}}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// The hand decoder of Nodes gives what trim keeps of the whole Node: a candidate's filters'
+// fields, a rejected node's reasons.
+func TestDecodeNodeEqualsTrim(t *testing.T) {
+	pinned := gpuPod("ml", "pinned", "", statusTime, "nvidia.com/gpu", 2)
+	pinned.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+	tolerant := pinned.DeepCopy()
+	tolerant.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	byName := gpuPod("ml", "by-name", "", statusTime)
+	byName.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn,
+			Values: []string{fixtures.FleetNodeName(2), fixtures.FleetNodeName(4)}}}}}}}}
+	for name, pods := range map[string][]*corev1.Pod{"pinned": {pinned}, "tolerant": {tolerant}, "by name": {byName}, "all": {pinned, tolerant, byName}} {
+		for _, allLabels := range []bool{false, true} {
+			p := newPlacing(pods, allLabels)
+			for _, n := range fleetNodes() {
+				raw, err := n.Marshal()
+				if err != nil {
+					t.Fatal(err)
+				}
+				decoded, err := p.decodeNode(raw)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", name, n.Name, err)
+				}
+				gotNode, gotRejected := p.trim(decoded)
+				wantNode, wantRejected := p.trim(n)
+				if diff := cmp.Diff(wantNode, gotNode, equalObjects); diff != "" {
+					t.Errorf("%s, all labels %t: %s kept (-trimmed +decoded):\n%s", name, allLabels, n.Name, diff)
+				}
+				if diff := cmp.Diff(wantRejected, gotRejected, cmp.AllowUnexported(rejection{})); diff != "" {
+					t.Errorf("%s: %s rejected (-trimmed +decoded):\n%s", name, n.Name, diff)
+				}
+			}
+		}
+	}
+}
+
+// boundPods are pods in the shapes PodRequests reads: sidecars, init containers, overhead,
+// pod-level resources, resources in the status and an infeasible resize, claims.
+func boundPods() []*corev1.Pod {
+	cpu := func(v string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}
+	}
+	plain := gpuPod("ml", "plain", "n1", statusTime, "nvidia.com/gpu", 2, "cpu", 4)
+	plain.Labels, plain.Annotations = map[string]string{"app": "x"}, map[string]string{"a": "b"}
+	plain.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	sidecar := gpuPod("ml", "sidecar", "n1", statusTime, "cpu", 2)
+	sidecar.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: cpu("6")}},
+		{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), Resources: corev1.ResourceRequirements{Requests: cpu("1")}}}
+	sidecar.Spec.Overhead = cpu("250m")
+	resized := gpuPod("ml", "resized", "n1", statusTime, "cpu", 8) // asks for 8, its resize to 8 infeasible: 4
+	resized.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", AllocatedResources: cpu("4"), Resources: &corev1.ResourceRequirements{Requests: cpu("4")}}}
+	resized.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+		{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible}}
+	podLevel := gpuPod("ml", "pod-level", "n1", statusTime, "cpu", 2)
+	podLevel.Spec.Resources = &corev1.ResourceRequirements{Requests: cpu("3")}
+	podLevel.Status.Resources = &corev1.ResourceRequirements{Requests: cpu("5")}
+	podLevel.Status.AllocatedResources = cpu("4")
+	claims := withClaim(gpuPod("ml", "claims", "n1", statusTime), "shared")
+	claims.Spec.ResourceClaims = append(claims.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "own", ResourceClaimTemplateName: ptr.To("pair")})
+	claims.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "own", ResourceClaimName: ptr.To("claims-own-x7k2p")}}
+	claims.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "claims-extended",
+		RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "main", ResourceName: "nvidia.com/gpu", RequestName: "r"}}}
+	claims.DeletionTimestamp = &metav1.Time{Time: now}
+	done := gpuPod("ml", "done", "n1", statusTime, "nvidia.com/gpu", 1)
+	done.Status.Phase = corev1.PodSucceeded
+	return []*corev1.Pod{plain, sidecar, resized, podLevel, claims, done}
+}
+
+// The hand decoder of Pods reads all that capacity keeps and counts of a bound pod.
+func TestReadPodKeepsWhatCapacityReads(t *testing.T) {
+	for _, want := range boundPods() {
+		raw, err := want.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readPod(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", want.Name, err)
+		}
+		if diff := cmp.Diff(capacity.KeepPod(want), capacity.KeepPod(got), equalObjects); diff != "" {
+			t.Errorf("%s: kept (-generated +hand):\n%s", want.Name, diff)
+		}
+		if diff := cmp.Diff(capacity.Requests(want), capacity.Requests(got), equalObjects); diff != "" {
+			t.Errorf("%s: requests (-generated +hand):\n%s", want.Name, diff)
+		}
+		if requests := capacity.Requests(got); want.Name == "resized" && requests.Cpu().Value() != 4 {
+			t.Errorf("resized: requests %v, want the 4 CPUs the infeasible resize leaves", requests)
+		}
+		if got.Spec.NodeName != want.Spec.NodeName || got.Status.Phase != want.Status.Phase || got.Labels != nil {
+			t.Errorf("%s: node %q, phase %q, labels %v", want.Name, got.Spec.NodeName, got.Status.Phase, got.Labels)
+		}
+	}
+}
+
+// The slice decoder reads a kept slice whole, and of the others where they are.
+func TestDecodeSliceKeepsCandidatesSlices(t *testing.T) {
+	onNode := draSlices(t)[0].(*resourcev1.ResourceSlice)
+	elsewhere := onNode.DeepCopy()
+	elsewhere.Spec.NodeName, elsewhere.Spec.Pool.Name, elsewhere.Spec.Pool.Generation = ptr.To("elsewhere"), "elsewhere", 3
+	network := networkSlice(t)
+	s := &slicing{candidates: map[string]bool{"dra-h100-1": true}}
+	for _, want := range []*resourcev1.ResourceSlice{onNode, elsewhere, network} {
+		raw, err := want.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.keeps(want) {
+			want = &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: want.Name}, Spec: resourcev1.ResourceSliceSpec{
+				Driver: want.Spec.Driver, Pool: want.Spec.Pool, NodeName: want.Spec.NodeName}}
+		}
+		if diff := cmp.Diff(want, got, equalObjects); diff != "" {
+			t.Errorf("%s (-want +decoded):\n%s", want.Name, diff)
+		}
+	}
+}
