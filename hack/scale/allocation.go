@@ -78,7 +78,8 @@ type allocationResult struct {
 	writesPerSec                      float64
 	exactAfter                        time.Duration // from the churn's end until the status is exact
 	wantAfter                         allocationTotals
-	afterRSS, peakRSS, afterHeap      float64 // KiB
+	after                             []*podPlan // the pods the churn left
+	afterRSS, peakRSS, afterHeap      float64    // KiB
 	informer                          *informerResult
 	informerErr                       error
 }
@@ -98,6 +99,9 @@ func allocationPhase(ctx context.Context, h *harness, env *testenv.Env, n int) e
 	}
 	if pluginBinary != "" {
 		if err := measureAllocationPlugins(env, &res.wantAfter); err != nil {
+			return err
+		}
+		if err := measureWhyFit(ctx, h, env, res.after); err != nil {
 			return err
 		}
 	}
@@ -257,7 +261,8 @@ func allocationChurn(ctx context.Context, h *harness, state *churnState, writes 
 // allocationAfterChurn waits until the status is exact for the pods the churn left, then
 // measures the operator's memory once quiet again.
 func allocationAfterChurn(ctx context.Context, h *harness, state *churnState, churnEnd time.Time, res *allocationResult) error {
-	res.wantAfter = expectAllocation(h.fleet, state.all())
+	res.after = state.all()
+	res.wantAfter = expectAllocation(h.fleet, res.after)
 	var last *allocationTotals
 	err := watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Minute, func(gi *homelabv1.GpuInventory) bool {
 		last = allocationOf(gi.Status)
