@@ -61,11 +61,10 @@ type rejection struct {
 // trim returns what the question needs of n: the node kept for the filters, or, when it is
 // no candidate, its rejection. Trimming a node trim kept gives it back the same.
 func (p *placing) trim(n *corev1.Node) (*corev1.Node, *rejection) {
-	view := capacity.StubNode(n, p.pods) // all that the node-only filters read
 	reasons := make([]string, len(p.pods))
 	candidate := false
 	for i, pod := range p.pods {
-		reasons[i] = capacity.NodeOnlyReason(pod, view)
+		reasons[i] = capacity.NodeOnlyReason(pod, n)
 		candidate = candidate || reasons[i] == ""
 	}
 	if !candidate {
@@ -73,7 +72,7 @@ func (p *placing) trim(n *corev1.Node) (*corev1.Node, *rejection) {
 	}
 	kept := capacity.KeepNode(n)
 	if !p.allLabels {
-		kept.Labels = view.Labels
+		kept.Labels = capacity.StubNode(n, p.pods).Labels // the labels the pods' selectors name
 	}
 	return kept, nil
 }
