@@ -60,6 +60,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuPartitionApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuPool"):
 		return &homelabv1.GpuPoolApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuQuota"):
+		return &homelabv1.GpuQuotaApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuSharing"):
 		return &homelabv1.GpuSharingApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MigDevice"):
@@ -70,6 +72,16 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.NamespaceUsageApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("NodeFree"):
 		return &homelabv1.NodeFreeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("QuotaCohort"):
+		return &homelabv1.QuotaCohortApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("QuotaFigures"):
+		return &homelabv1.QuotaFiguresApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("QuotaModel"):
+		return &homelabv1.QuotaModelApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("QuotaNamespace"):
+		return &homelabv1.QuotaNamespaceApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("QuotaQueue"):
+		return &homelabv1.QuotaQueueApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceFree"):
 		return &homelabv1.ResourceFreeApplyConfiguration{}
 

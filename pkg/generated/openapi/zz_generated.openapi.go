@@ -48,11 +48,17 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec":        schema_pkg_apis_homelab_v1_GpuNodeSpec(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPartition":       schema_pkg_apis_homelab_v1_GpuPartition(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool":            schema_pkg_apis_homelab_v1_GpuPool(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota":           schema_pkg_apis_homelab_v1_GpuQuota(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage":     schema_pkg_apis_homelab_v1_NamespaceUsage(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree":           schema_pkg_apis_homelab_v1_NodeFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaCohort":        schema_pkg_apis_homelab_v1_QuotaCohort(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaFigures":       schema_pkg_apis_homelab_v1_QuotaFigures(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaModel":         schema_pkg_apis_homelab_v1_QuotaModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace":     schema_pkg_apis_homelab_v1_QuotaNamespace(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue":         schema_pkg_apis_homelab_v1_QuotaQueue(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":       schema_pkg_apis_homelab_v1_ResourceFree(ref),
 		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
@@ -734,6 +740,12 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation"),
 						},
 					},
+					"quota": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Quota is what Kueue and ResourceQuotas promise of the GPUs, beside the hardware that quota reaches. Only on an inventory without a node selector (quota is the cluster's), and only when some quota names a GPU resource.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota"),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -759,7 +771,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1502,6 +1514,128 @@ func schema_pkg_apis_homelab_v1_GpuPool(ref common.ReferenceCallback) common.Ope
 	}
 }
 
+func schema_pkg_apis_homelab_v1_GpuQuota(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuQuota is what quota promises of the GPUs (Kueue's ClusterQueues and Cohorts, and ResourceQuotas), beside the hardware that quota can reach. Every figure is in the unit of its resource: GPUs for nvidia.com/gpu, MIG devices for a MIG resource, replicas for a shared resource, devices for a DRA device class.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kueue": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kueue is the kueue.x-k8s.io version read (\"v1beta2\", \"v1beta1\"); empty when the API server serves no Kueue.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"clusterQueues": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClusterQueues counts the ClusterQueues with quota for a GPU resource.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"cohorts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cohorts counts the cohorts (trees of Cohorts and ClusterQueues sharing quota; a ClusterQueue in none is its own) with quota for a GPU resource.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"namespaces": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespaces counts the namespaces whose ResourceQuotas limit a GPU resource.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"strandedNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StrandedNodes counts the Ready GPU nodes that no ResourceFlavor of any ClusterQueue selects (only while some ClusterQueue has GPU quota).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"models": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Models is quota against hardware per model and resource, for the whole cluster: exact.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaModel"),
+									},
+								},
+							},
+						},
+					},
+					"cohortModels": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "CohortModels is the same per cohort, model and resource: the largest quotas first, at most 32.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaCohort"),
+									},
+								},
+							},
+						},
+					},
+					"queues": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Queues is per ClusterQueue, model and resource: the largest quotas first, at most 32.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue"),
+									},
+								},
+							},
+						},
+					},
+					"namespaceQuotas": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "NamespaceQuotas is the ResourceQuotas' GPU limits per namespace and resource: the largest first, at most 32.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaCohort", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue"},
+	}
+}
+
 func schema_pkg_apis_homelab_v1_GpuSharing(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1693,6 +1827,511 @@ func schema_pkg_apis_homelab_v1_NodeFree(ref common.ReferenceCallback) common.Op
 					},
 				},
 				Required: []string{"name", "freeGpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_QuotaCohort(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaCohort is one cohort's quota for one model and resource.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cohort": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cohort is the root of the cohort tree, or the ClusterQueue's name when it is in none.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"queues": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Queues names the cohort's ClusterQueues with this quota (at most 8).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Resource is the resource quota is given in (nvidia.com/gpu, nvidia.com/mig-1g.10gb, a DRA device class's resource).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity, Ready and Free are the units of Resource on the nodes the quota's flavors select: all of them, those on nodes that can take pods, and those the scheduler could grant now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"nominal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nominal is the nominal quota; Borrowable what can be borrowed on top of it from the cohort (bounded by borrowingLimit; absent when nothing can be).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"borrowable": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"reserved": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reserved and Used are Kueue's own status.flavorsReservation and status.flavorsUsage (for a ResourceQuota, used).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"pendingWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingWorkloads counts the workloads Kueue holds waiting for this quota.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"admittedWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AdmittedWorkloads counts the workloads Kueue admitted.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"finding": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Finding is Overcommitted (quota larger than the Ready hardware it reaches), Stranded (quota no node can serve, or Ready hardware no quota covers) or empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"cohort", "model", "resource", "capacity", "ready", "free", "nominal", "reserved", "used"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_QuotaFigures(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaFigures are one resource's quota and the hardware it can reach.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Resource is the resource quota is given in (nvidia.com/gpu, nvidia.com/mig-1g.10gb, a DRA device class's resource).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity, Ready and Free are the units of Resource on the nodes the quota's flavors select: all of them, those on nodes that can take pods, and those the scheduler could grant now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"nominal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nominal is the nominal quota; Borrowable what can be borrowed on top of it from the cohort (bounded by borrowingLimit; absent when nothing can be).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"borrowable": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"reserved": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reserved and Used are Kueue's own status.flavorsReservation and status.flavorsUsage (for a ResourceQuota, used).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"pendingWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingWorkloads counts the workloads Kueue holds waiting for this quota.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"admittedWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AdmittedWorkloads counts the workloads Kueue admitted.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"finding": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Finding is Overcommitted (quota larger than the Ready hardware it reaches), Stranded (quota no node can serve, or Ready hardware no quota covers) or empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"resource", "capacity", "ready", "free", "nominal", "reserved", "used"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_QuotaModel(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaModel is quota against hardware for one model (the products of the nodes the flavors select, joined with \"+\" when a flavor selects several; empty when they select no GPU node).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Resource is the resource quota is given in (nvidia.com/gpu, nvidia.com/mig-1g.10gb, a DRA device class's resource).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity, Ready and Free are the units of Resource on the nodes the quota's flavors select: all of them, those on nodes that can take pods, and those the scheduler could grant now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"nominal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nominal is the nominal quota; Borrowable what can be borrowed on top of it from the cohort (bounded by borrowingLimit; absent when nothing can be).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"borrowable": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"reserved": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reserved and Used are Kueue's own status.flavorsReservation and status.flavorsUsage (for a ResourceQuota, used).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"pendingWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingWorkloads counts the workloads Kueue holds waiting for this quota.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"admittedWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AdmittedWorkloads counts the workloads Kueue admitted.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"finding": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Finding is Overcommitted (quota larger than the Ready hardware it reaches), Stranded (quota no node can serve, or Ready hardware no quota covers) or empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"strandedReady": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StrandedReady is the Ready hardware of this model and resource that no flavor selects.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+				Required: []string{"model", "resource", "capacity", "ready", "free", "nominal", "reserved", "used"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_QuotaNamespace(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaNamespace is one namespace's ResourceQuota limit of one GPU resource.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"hard": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+				},
+				Required: []string{"namespace", "resource", "hard", "used"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_QuotaQueue(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "QuotaQueue is one ClusterQueue's quota for one model and resource.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"cohort": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"flavors": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Flavors names the ResourceFlavors this quota is given in (at most 8).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Resource is the resource quota is given in (nvidia.com/gpu, nvidia.com/mig-1g.10gb, a DRA device class's resource).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"capacity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Capacity, Ready and Free are the units of Resource on the nodes the quota's flavors select: all of them, those on nodes that can take pods, and those the scheduler could grant now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"free": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"nominal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Nominal is the nominal quota; Borrowable what can be borrowed on top of it from the cohort (bounded by borrowingLimit; absent when nothing can be).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"borrowable": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"reserved": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reserved and Used are Kueue's own status.flavorsReservation and status.flavorsUsage (for a ResourceQuota, used).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"used": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"pendingWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingWorkloads counts the workloads Kueue holds waiting for this quota.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"admittedWorkloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "AdmittedWorkloads counts the workloads Kueue admitted.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"finding": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Finding is Overcommitted (quota larger than the Ready hardware it reaches), Stranded (quota no node can serve, or Ready hardware no quota covers) or empty.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "model", "resource", "capacity", "ready", "free", "nominal", "reserved", "used"},
 			},
 		},
 	}

@@ -34,6 +34,16 @@ const (
 	// ConditionFragmented is True when a model has at least spec.fragmentationGpus free GPUs
 	// but no node has that many free: a job of that size waits although the GPUs are there.
 	ConditionFragmented = "Fragmented"
+	// ConditionQuotaOvercommitted is True when a cohort (or a ResourceQuota'd namespace set)
+	// can hand out more of a model's GPUs than the Ready GPUs its flavors reach; the message
+	// names the cohorts and their queues.
+	ConditionQuotaOvercommitted = "QuotaOvercommitted"
+	// ConditionQuotaStranded is True when Ready GPU nodes are selected by no ResourceFlavor of
+	// any ClusterQueue, or when quota is given in flavors that reach no node with the resource.
+	ConditionQuotaStranded = "QuotaStranded"
+	// ConditionQuotaUnknown is True when the operator may not read Kueue's objects or the
+	// ResourceQuotas (RBAC), or cannot read them; status.quota then holds what it could read.
+	ConditionQuotaUnknown = "QuotaUnknown"
 
 	ReasonAllGPUNodesReady       = "AllGPUNodesReady"
 	ReasonNoGPUNodes             = "NoGPUNodes"
@@ -47,6 +57,13 @@ const (
 	ReasonFreeGPUsFragmented     = "FreeGPUsFragmented"
 	ReasonNotFragmented          = "NotFragmented"
 	ReasonAllocationUnknown      = "AllocationUnknown"
+	ReasonQuotaOvercommitted     = "QuotaExceedsHardware"
+	ReasonQuotaWithinHardware    = "QuotaWithinHardware"
+	ReasonQuotaStranded          = "GPUsOrQuotaStranded"
+	ReasonNothingStranded        = "NothingStranded"
+	ReasonQuotaForbidden         = "Forbidden"
+	ReasonQuotaReadError         = "ReadError"
+	ReasonQuotaRead              = "QuotaRead"
 	DefaultWorkloadConfig        = "container"
 	FieldManager                 = "gpu-inventory-operator"
 	DefaultInventoryName         = "cluster"
@@ -63,7 +80,7 @@ const DefaultFragmentationGpus = 8
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=4"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=5"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -184,6 +201,11 @@ type GpuInventoryStatus struct {
 	// absent when the operator does not read pods.
 	// +optional
 	Allocation *GpuAllocation `json:"allocation,omitempty"`
+	// Quota is what Kueue and ResourceQuotas promise of the GPUs, beside the hardware that
+	// quota reaches. Only on an inventory without a node selector (quota is the cluster's),
+	// and only when some quota names a GPU resource.
+	// +optional
+	Quota *GpuQuota `json:"quota,omitempty"`
 
 	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented.
 	// +optional
@@ -505,6 +527,131 @@ type NamespaceUsage struct {
 	// MilliGpus is the exact share in thousandths of a GPU.
 	// +optional
 	MilliGpus int64 `json:"milliGpus,omitempty"`
+}
+
+// GpuQuota is what quota promises of the GPUs (Kueue's ClusterQueues and Cohorts, and
+// ResourceQuotas), beside the hardware that quota can reach. Every figure is in the unit of
+// its resource: GPUs for nvidia.com/gpu, MIG devices for a MIG resource, replicas for a
+// shared resource, devices for a DRA device class.
+type GpuQuota struct {
+	// Kueue is the kueue.x-k8s.io version read ("v1beta2", "v1beta1"); empty when the API
+	// server serves no Kueue.
+	// +optional
+	Kueue string `json:"kueue,omitempty"`
+	// ClusterQueues counts the ClusterQueues with quota for a GPU resource.
+	// +optional
+	ClusterQueues int32 `json:"clusterQueues,omitempty"`
+	// Cohorts counts the cohorts (trees of Cohorts and ClusterQueues sharing quota; a
+	// ClusterQueue in none is its own) with quota for a GPU resource.
+	// +optional
+	Cohorts int32 `json:"cohorts,omitempty"`
+	// Namespaces counts the namespaces whose ResourceQuotas limit a GPU resource.
+	// +optional
+	Namespaces int32 `json:"namespaces,omitempty"`
+	// StrandedNodes counts the Ready GPU nodes that no ResourceFlavor of any ClusterQueue
+	// selects (only while some ClusterQueue has GPU quota).
+	// +optional
+	StrandedNodes int32 `json:"strandedNodes,omitempty"`
+	// Models is quota against hardware per model and resource, for the whole cluster: exact.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Models []QuotaModel `json:"models,omitempty"`
+	// CohortModels is the same per cohort, model and resource: the largest quotas first, at
+	// most 32.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	CohortModels []QuotaCohort `json:"cohortModels,omitempty"`
+	// Queues is per ClusterQueue, model and resource: the largest quotas first, at most 32.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Queues []QuotaQueue `json:"queues,omitempty"`
+	// NamespaceQuotas is the ResourceQuotas' GPU limits per namespace and resource: the
+	// largest first, at most 32.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	NamespaceQuotas []QuotaNamespace `json:"namespaceQuotas,omitempty"`
+}
+
+// QuotaFigures are one resource's quota and the hardware it can reach.
+type QuotaFigures struct {
+	// Resource is the resource quota is given in (nvidia.com/gpu, nvidia.com/mig-1g.10gb,
+	// a DRA device class's resource).
+	Resource string `json:"resource"`
+	// Capacity, Ready and Free are the units of Resource on the nodes the quota's flavors
+	// select: all of them, those on nodes that can take pods, and those the scheduler could
+	// grant now.
+	Capacity int64 `json:"capacity"`
+	Ready    int64 `json:"ready"`
+	Free     int64 `json:"free"`
+	// Nominal is the nominal quota; Borrowable what can be borrowed on top of it from the
+	// cohort (bounded by borrowingLimit; absent when nothing can be).
+	Nominal int64 `json:"nominal"`
+	// +optional
+	Borrowable int64 `json:"borrowable,omitempty"`
+	// Reserved and Used are Kueue's own status.flavorsReservation and status.flavorsUsage
+	// (for a ResourceQuota, used).
+	Reserved int64 `json:"reserved"`
+	Used     int64 `json:"used"`
+	// PendingWorkloads counts the workloads Kueue holds waiting for this quota.
+	// +optional
+	PendingWorkloads int32 `json:"pendingWorkloads,omitempty"`
+	// AdmittedWorkloads counts the workloads Kueue admitted.
+	// +optional
+	AdmittedWorkloads int32 `json:"admittedWorkloads,omitempty"`
+	// Finding is Overcommitted (quota larger than the Ready hardware it reaches), Stranded
+	// (quota no node can serve, or Ready hardware no quota covers) or empty.
+	// +optional
+	Finding string `json:"finding,omitempty"`
+}
+
+// QuotaModel is quota against hardware for one model (the products of the nodes the
+// flavors select, joined with "+" when a flavor selects several; empty when they select no
+// GPU node).
+type QuotaModel struct {
+	Model        string `json:"model"`
+	QuotaFigures `json:",inline"`
+	// StrandedReady is the Ready hardware of this model and resource that no flavor selects.
+	// +optional
+	StrandedReady int64 `json:"strandedReady,omitempty"`
+}
+
+// QuotaCohort is one cohort's quota for one model and resource.
+type QuotaCohort struct {
+	// Cohort is the root of the cohort tree, or the ClusterQueue's name when it is in none.
+	Cohort string `json:"cohort"`
+	Model  string `json:"model"`
+	// Queues names the cohort's ClusterQueues with this quota (at most 8).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Queues       []string `json:"queues,omitempty"`
+	QuotaFigures `json:",inline"`
+}
+
+// QuotaQueue is one ClusterQueue's quota for one model and resource.
+type QuotaQueue struct {
+	Name string `json:"name"`
+	// +optional
+	Cohort string `json:"cohort,omitempty"`
+	Model  string `json:"model"`
+	// Flavors names the ResourceFlavors this quota is given in (at most 8).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Flavors      []string `json:"flavors,omitempty"`
+	QuotaFigures `json:",inline"`
+}
+
+// QuotaNamespace is one namespace's ResourceQuota limit of one GPU resource.
+type QuotaNamespace struct {
+	Namespace string `json:"namespace"`
+	Resource  string `json:"resource"`
+	Hard      int64  `json:"hard"`
+	Used      int64  `json:"used"`
 }
 
 // GpuClique counts the nodes of one multi-node NVLink domain.

@@ -436,6 +436,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: quota
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuQuota
     - name: readyGpuNodes
       type:
         scalar: numeric
@@ -735,6 +738,48 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuQuota
+  map:
+    fields:
+    - name: clusterQueues
+      type:
+        scalar: numeric
+    - name: cohortModels
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaCohort
+          elementRelationship: atomic
+    - name: cohorts
+      type:
+        scalar: numeric
+    - name: kueue
+      type:
+        scalar: string
+    - name: models
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaModel
+          elementRelationship: atomic
+    - name: namespaceQuotas
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaNamespace
+          elementRelationship: atomic
+    - name: namespaces
+      type:
+        scalar: numeric
+    - name: queues
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaQueue
+          elementRelationship: atomic
+    - name: strandedNodes
+      type:
+        scalar: numeric
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuSharing
   map:
     fields:
@@ -808,6 +853,192 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaCohort
+  map:
+    fields:
+    - name: admittedWorkloads
+      type:
+        scalar: numeric
+    - name: borrowable
+      type:
+        scalar: numeric
+    - name: capacity
+      type:
+        scalar: numeric
+      default: 0
+    - name: cohort
+      type:
+        scalar: string
+      default: ""
+    - name: finding
+      type:
+        scalar: string
+    - name: free
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: nominal
+      type:
+        scalar: numeric
+      default: 0
+    - name: pendingWorkloads
+      type:
+        scalar: numeric
+    - name: queues
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: ready
+      type:
+        scalar: numeric
+      default: 0
+    - name: reserved
+      type:
+        scalar: numeric
+      default: 0
+    - name: resource
+      type:
+        scalar: string
+      default: ""
+    - name: used
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaModel
+  map:
+    fields:
+    - name: admittedWorkloads
+      type:
+        scalar: numeric
+    - name: borrowable
+      type:
+        scalar: numeric
+    - name: capacity
+      type:
+        scalar: numeric
+      default: 0
+    - name: finding
+      type:
+        scalar: string
+    - name: free
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: nominal
+      type:
+        scalar: numeric
+      default: 0
+    - name: pendingWorkloads
+      type:
+        scalar: numeric
+    - name: ready
+      type:
+        scalar: numeric
+      default: 0
+    - name: reserved
+      type:
+        scalar: numeric
+      default: 0
+    - name: resource
+      type:
+        scalar: string
+      default: ""
+    - name: strandedReady
+      type:
+        scalar: numeric
+    - name: used
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaNamespace
+  map:
+    fields:
+    - name: hard
+      type:
+        scalar: numeric
+      default: 0
+    - name: namespace
+      type:
+        scalar: string
+      default: ""
+    - name: resource
+      type:
+        scalar: string
+      default: ""
+    - name: used
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.QuotaQueue
+  map:
+    fields:
+    - name: admittedWorkloads
+      type:
+        scalar: numeric
+    - name: borrowable
+      type:
+        scalar: numeric
+    - name: capacity
+      type:
+        scalar: numeric
+      default: 0
+    - name: cohort
+      type:
+        scalar: string
+    - name: finding
+      type:
+        scalar: string
+    - name: flavors
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: free
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: nominal
+      type:
+        scalar: numeric
+      default: 0
+    - name: pendingWorkloads
+      type:
+        scalar: numeric
+    - name: ready
+      type:
+        scalar: numeric
+      default: 0
+    - name: reserved
+      type:
+        scalar: numeric
+      default: 0
+    - name: resource
+      type:
+        scalar: string
+      default: ""
+    - name: used
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.ResourceFree
   map:
     fields:

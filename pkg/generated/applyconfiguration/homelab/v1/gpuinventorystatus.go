@@ -71,6 +71,10 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// Allocation says which GPUs pods hold, which are free and what waiting pods ask for;
 	// absent when the operator does not read pods.
 	Allocation *GpuAllocationApplyConfiguration `json:"allocation,omitempty"`
+	// Quota is what Kueue and ResourceQuotas promise of the GPUs, beside the hardware that
+	// quota reaches. Only on an inventory without a node selector (quota is the cluster's),
+	// and only when some quota names a GPU resource.
+	Quota *GpuQuotaApplyConfiguration `json:"quota,omitempty"`
 	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented.
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
@@ -221,6 +225,14 @@ func (b *GpuInventoryStatusApplyConfiguration) WithNodes(values ...*GpuNodeEntry
 // If called multiple times, the Allocation field is set to the value of the last call.
 func (b *GpuInventoryStatusApplyConfiguration) WithAllocation(value *GpuAllocationApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
 	b.Allocation = value
+	return b
+}
+
+// WithQuota sets the Quota field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Quota field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithQuota(value *GpuQuotaApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+	b.Quota = value
 	return b
 }
 
