@@ -30,6 +30,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 )
 
 // Context is what every controller of one run of the caches is made with: the clients, the
@@ -70,6 +71,10 @@ type Facts struct {
 	// Records tells of nodes whose GpuNode record changed; Record returns a node's record.
 	Records NodeFacts
 	Record  inventory.Records
+	// Quota tells of changes to what quota promises (as node ""); QuotaNow reads it: the
+	// cluster's quota without its nodes, and why it could not be read ("" when it could).
+	Quota    NodeFacts
+	QuotaNow func() (quota.Cluster, string)
 }
 
 // Defaulted returns a copy of c with the unset optional fields filled in.

@@ -43,6 +43,8 @@ type Content struct {
 	NotReadyNodes []string
 	// FragmentationGPUs is the job size the Fragmented condition is judged for.
 	FragmentationGPUs int32
+	// Quota is the quota against hardware; nil: the inventory has none.
+	Quota *QuotaContent
 }
 
 // ModelContent is one model's figures in an inventory; LargestFit is the most free GPUs on
@@ -75,6 +77,7 @@ type contents struct {
 	sources, conditions                                           *prometheus.Desc
 	allocated, free, pending, pendingSince, namespaces            *prometheus.Desc
 	largestFit, fragmentation                                     *prometheus.Desc
+	quota                                                         quotaDescs
 }
 
 func newContents() *contents {
@@ -82,6 +85,7 @@ func newContents() *contents {
 		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, append([]string{"inventory"}, labels...), nil)
 	}
 	return &contents{
+		quota:         newQuotaDescs(desc),
 		byName:        map[string]*Content{},
 		gpuNodes:      desc("gpu_nodes", "GPU nodes covered by an inventory, by readiness.", "ready"),
 		gpus:          desc("gpus", "GPUs covered by an inventory, by readiness of their node.", "ready"),
@@ -114,6 +118,9 @@ func (c *contents) set(name string, content *Content) {
 func (c *contents) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.gpuNodes, c.gpus, c.modelGPUs, c.unhealthy, c.labelsMissing, c.notReady,
 		c.sources, c.conditions, c.allocated, c.free, c.largestFit, c.fragmentation, c.pending, c.pendingSince, c.namespaces} {
+		ch <- d
+	}
+	for _, d := range c.quota.all() {
 		ch <- d
 	}
 }
@@ -173,6 +180,7 @@ func (c *contents) collect(ch chan<- prometheus.Metric, name string, in *Content
 	for _, node := range in.NotReadyNodes {
 		gauge(c.notReady, 1, node)
 	}
+	c.quota.collect(gauge, in.Quota)
 }
 
 // SetContent replaces what the gauges report of an inventory.
