@@ -32,6 +32,9 @@ type Cluster struct {
 	ResourceQuotas []NamespaceQuota
 	// Nodes are the GPU nodes, as the inventory knows them.
 	Nodes []Node
+	// DRAResources are the resource names Kueue's deviceClassMappings count DRA GPUs in; a
+	// node's DRA whole GPUs are in its Resources under that name.
+	DRAResources []corev1.ResourceName
 }
 
 // Kueue is what Kueue's objects say, in the version the API server serves.
@@ -122,7 +125,8 @@ type Node struct {
 }
 
 // NodeResource is one GPU resource of a node: what it has and what the scheduler could
-// grant now.
+// grant now. A ResourceQuota's DRA limit (<class>.deviceclass.resource.k8s.io/devices) is
+// compared with the node resources of that same name.
 type NodeResource struct {
 	Name corev1.ResourceName
 	// Capacity is the node's allocatable count (for DRA, its devices of the class).

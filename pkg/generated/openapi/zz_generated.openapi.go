@@ -2068,6 +2068,14 @@ func schema_pkg_apis_homelab_v1_QuotaModel(ref common.ReferenceCallback) common.
 							Format:  "",
 						},
 					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source is Kueue (ClusterQueues' and Cohorts' quota against the nodes their flavors select, and the nodes of this model no flavor selects) or ResourceQuota (the namespaces' hard limits summed, against every node with the resource).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"resource": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Resource is the resource quota is given in (nvidia.com/gpu, nvidia.com/mig-1g.10gb, a DRA device class's resource).",
@@ -2150,13 +2158,13 @@ func schema_pkg_apis_homelab_v1_QuotaModel(ref common.ReferenceCallback) common.
 					},
 					"strandedReady": {
 						SchemaProps: spec.SchemaProps{
-							Description: "StrandedReady is the Ready hardware of this model and resource that no flavor selects.",
+							Description: "StrandedReady is the Ready hardware of this model and resource that no flavor of a ClusterQueue with GPU quota selects (counted in Capacity, Ready and Free too).",
 							Type:        []string{"integer"},
 							Format:      "int64",
 						},
 					},
 				},
-				Required: []string{"model", "resource", "capacity", "ready", "free", "nominal", "reserved", "used"},
+				Required: []string{"model", "source", "resource", "capacity", "ready", "free", "nominal", "reserved", "used"},
 			},
 		},
 	}
@@ -2220,8 +2228,9 @@ func schema_pkg_apis_homelab_v1_QuotaQueue(ref common.ReferenceCallback) common.
 					},
 					"cohort": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "Cohort is the root of the queue's cohort tree; empty when it is in none.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"model": {

@@ -608,13 +608,27 @@ type QuotaFigures struct {
 	Finding string `json:"finding,omitempty"`
 }
 
+// Values of QuotaFigures.Finding and QuotaModel.Source.
+const (
+	QuotaFindingOvercommitted = "Overcommitted"
+	QuotaFindingStranded      = "Stranded"
+	QuotaSourceKueue          = "Kueue"
+	QuotaSourceResourceQuota  = "ResourceQuota"
+)
+
 // QuotaModel is quota against hardware for one model (the products of the nodes the
 // flavors select, joined with "+" when a flavor selects several; empty when they select no
 // GPU node).
 type QuotaModel struct {
-	Model        string `json:"model"`
+	Model string `json:"model"`
+	// Source is Kueue (ClusterQueues' and Cohorts' quota against the nodes their flavors
+	// select, and the nodes of this model no flavor selects) or ResourceQuota (the
+	// namespaces' hard limits summed, against every node with the resource).
+	// +kubebuilder:validation:Enum=Kueue;ResourceQuota
+	Source       string `json:"source"`
 	QuotaFigures `json:",inline"`
-	// StrandedReady is the Ready hardware of this model and resource that no flavor selects.
+	// StrandedReady is the Ready hardware of this model and resource that no flavor of a
+	// ClusterQueue with GPU quota selects (counted in Capacity, Ready and Free too).
 	// +optional
 	StrandedReady int64 `json:"strandedReady,omitempty"`
 }
@@ -635,6 +649,7 @@ type QuotaCohort struct {
 // QuotaQueue is one ClusterQueue's quota for one model and resource.
 type QuotaQueue struct {
 	Name string `json:"name"`
+	// Cohort is the root of the queue's cohort tree; empty when it is in none.
 	// +optional
 	Cohort string `json:"cohort,omitempty"`
 	Model  string `json:"model"`

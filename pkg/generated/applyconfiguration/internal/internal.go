@@ -953,6 +953,10 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+    - name: source
+      type:
+        scalar: string
+      default: ""
     - name: strandedReady
       type:
         scalar: numeric

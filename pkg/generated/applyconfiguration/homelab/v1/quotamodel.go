@@ -25,9 +25,14 @@ package v1
 // flavors select, joined with "+" when a flavor selects several; empty when they select no
 // GPU node).
 type QuotaModelApplyConfiguration struct {
-	Model                          *string `json:"model,omitempty"`
+	Model *string `json:"model,omitempty"`
+	// Source is Kueue (ClusterQueues' and Cohorts' quota against the nodes their flavors
+	// select, and the nodes of this model no flavor selects) or ResourceQuota (the
+	// namespaces' hard limits summed, against every node with the resource).
+	Source                         *string `json:"source,omitempty"`
 	QuotaFiguresApplyConfiguration `json:""`
-	// StrandedReady is the Ready hardware of this model and resource that no flavor selects.
+	// StrandedReady is the Ready hardware of this model and resource that no flavor of a
+	// ClusterQueue with GPU quota selects (counted in Capacity, Ready and Free too).
 	StrandedReady *int64 `json:"strandedReady,omitempty"`
 }
 
@@ -42,6 +47,14 @@ func QuotaModel() *QuotaModelApplyConfiguration {
 // If called multiple times, the Model field is set to the value of the last call.
 func (b *QuotaModelApplyConfiguration) WithModel(value string) *QuotaModelApplyConfiguration {
 	b.Model = &value
+	return b
+}
+
+// WithSource sets the Source field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Source field is set to the value of the last call.
+func (b *QuotaModelApplyConfiguration) WithSource(value string) *QuotaModelApplyConfiguration {
+	b.Source = &value
 	return b
 }
 

@@ -23,7 +23,8 @@ package v1
 //
 // QuotaQueue is one ClusterQueue's quota for one model and resource.
 type QuotaQueueApplyConfiguration struct {
-	Name   *string `json:"name,omitempty"`
+	Name *string `json:"name,omitempty"`
+	// Cohort is the root of the queue's cohort tree; empty when it is in none.
 	Cohort *string `json:"cohort,omitempty"`
 	Model  *string `json:"model,omitempty"`
 	// Flavors names the ResourceFlavors this quota is given in (at most 8).
