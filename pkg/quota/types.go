@@ -98,7 +98,7 @@ type Cohort struct {
 // LocalQueue is a namespace's queue into a ClusterQueue.
 type LocalQueue struct {
 	Namespace, Name, ClusterQueue string
-	Pending, Admitted               int32
+	Pending, Admitted             int32
 }
 
 // NamespaceQuota is one ResourceQuota's limits of GPU resources (requests.nvidia.com/gpu,
