@@ -17,11 +17,13 @@ limitations under the License.
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,6 +93,7 @@ errors, including a --queue that the inventory does not list.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.queue, "queue", "", "Show only this ClusterQueue's rows and its cohort's; NAMESPACE/NAME reads that Kueue LocalQueue to find its ClusterQueue.")
+	_ = cmd.RegisterFlagCompletionFunc("queue", c.completeQueues)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds admitted workloads, stranded Ready units per model, the cohorts' queues and the queues' flavors), json or yaml (status.quota, only the queue's rows with --queue).")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -123,6 +126,33 @@ func (o *quotaOptions) run(ctx context.Context, env Environment, c *clients, nam
 		return writeData(env.Out, view.Quota, o.output)
 	}
 	return printer.Quota(env.Out, view, printOptions(env, o.output))
+}
+
+// completeQueues completes --queue with the ClusterQueues the inventory lists.
+func (c *clients) completeQueues(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	name := homelabv1.DefaultInventoryName
+	if len(args) == 1 {
+		name = args[0]
+	}
+	gpu, err := c.GPU()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || gi.Status.Quota == nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, q := range gi.Status.Quota.Queues {
+		if !seen[q.Name] {
+			seen[q.Name] = true
+			names = append(names, q.Name+"\tcohort "+cmp.Or(q.Cohort, "<none>"))
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // noQuota says why the inventory holds no quota: the operator could not read it, the

@@ -319,6 +319,15 @@ func TestQuotaQueueRows(t *testing.T) {
 	}
 }
 
+// --queue completes with the ClusterQueues the inventory lists, and their cohorts.
+func TestQuotaCompletesQueues(t *testing.T) {
+	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), quotaInventory()), false, nil, "__complete", "quota", "--queue", "")
+	want := "team-b\tcohort research\nteam-a\tcohort research\nserving\tcohort <none>\nghost\tcohort <none>\n:4\n"
+	if r.code != ExitOK || !strings.HasPrefix(r.out, want) {
+		t.Errorf("exit %d, output %q, want it to start %q", r.code, r.out, want)
+	}
+}
+
 // Without quota, -o json prints an empty quota for scripts and says why on stderr.
 func TestQuotaNoneJSON(t *testing.T) {
 	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), noQuotaInventory()), false, nil, "quota", "-o", "json")
