@@ -17,6 +17,9 @@ limitations under the License.
 package quota
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -230,5 +233,161 @@ func TestComputeKueue(t *testing.T) {
 			want(t, "Kueue version", r.Status.Kueue, "v1beta2")
 			tc.check(t, r)
 		})
+	}
+}
+
+func rq(namespace, name string, hard, used map[corev1.ResourceName]int64) NamespaceQuota {
+	return NamespaceQuota{Namespace: namespace, Name: name, Hard: hard, Used: used}
+}
+
+func TestComputeResourceQuotas(t *testing.T) {
+	fleet := concat(nodes("a100", a100, 1, 8, 2), nodes("h100", h100, 1, 8, 8))
+	t.Run("over the hardware", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, ResourceQuotas: []NamespaceQuota{
+			rq("ml", "gpus", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 12, "requests.cpu": 64}, map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 6}),
+			rq("cv", "gpus", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 8}, nil),
+		}}, MaxRows)
+		if r.Status == nil {
+			t.Fatal("no status for ResourceQuotas without Kueue")
+		}
+		want(t, "Kueue", r.Status.Kueue, "")
+		want(t, "Namespaces", r.Status.Namespaces, 2)
+		m := modelRow(t, r, homelabv1.QuotaSourceResourceQuota, a100+"+"+h100, gpu)
+		want(t, "row", m.QuotaFigures, homelabv1.QuotaFigures{Resource: string(gpu), Capacity: 16, Ready: 16, Free: 10,
+			Nominal: 20, Reserved: 6, Used: 6, Finding: homelabv1.QuotaFindingOvercommitted})
+		wantLine(t, "overcommitted", r.Overcommitted, "namespaces cv, ml", "hard 20 nvidia.com/gpu", "16 Ready")
+		want(t, "largest first", r.Status.NamespaceQuotas[0], homelabv1.QuotaNamespace{Namespace: "ml", Resource: "requests.nvidia.com/gpu", Hard: 12, Used: 6})
+		want(t, "namespace rows", len(r.Status.NamespaceQuotas), 2)
+	})
+	t.Run("under the hardware, two quotas in one namespace: the smaller binds", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, ResourceQuotas: []NamespaceQuota{
+			rq("ml", "team", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 12}, nil),
+			rq("ml", "gpu-cap", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 4}, nil),
+			rq("cv", "gpus", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 8}, nil),
+		}}, MaxRows)
+		wantNone(t, r)
+		want(t, "Namespaces", r.Status.Namespaces, 2)
+		want(t, "nominal", modelRow(t, r, homelabv1.QuotaSourceResourceQuota, a100+"+"+h100, gpu).Nominal, 12)
+	})
+	t.Run("a DRA device class quota no node offers", func(t *testing.T) {
+		const class corev1.ResourceName = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+		r := Compute(Cluster{Nodes: fleet, ResourceQuotas: []NamespaceQuota{rq("ml", "dra", map[corev1.ResourceName]int64{class: 4}, nil)}}, MaxRows)
+		want(t, "finding", modelRow(t, r, homelabv1.QuotaSourceResourceQuota, "", class).Finding, homelabv1.QuotaFindingStranded)
+		wantLine(t, "stranded", r.Stranded, "namespaces ml", "hard 4 "+string(class), "no node offers")
+		fleet := concat(fleet, []Node{{Name: "b200", Model: "NVIDIA-B200", Ready: true, Resources: []NodeResource{{Name: class, Capacity: 8, Free: 8}}}})
+		r = Compute(Cluster{Nodes: fleet, ResourceQuotas: []NamespaceQuota{rq("ml", "dra", map[corev1.ResourceName]int64{class: 4}, nil)}}, MaxRows)
+		wantNone(t, r)
+		want(t, "ready", modelRow(t, r, homelabv1.QuotaSourceResourceQuota, "NVIDIA-B200", class).Ready, 8)
+	})
+}
+
+func TestComputeBadInput(t *testing.T) {
+	fleet := nodes("a100", a100, 2, 8, 8)
+	flavors := []Flavor{productFlavor("a100", a100)}
+	t.Run("a negative quota counts as 0", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, Kueue: kueue(flavors, []ClusterQueue{
+			queue("team-a", "pool", Limit{Flavor: "a100", Resource: gpu, Nominal: -1, LendingLimit: ptr(-5)}), queue("team-b", "pool", quota("a100", gpu, 8))})}, MaxRows)
+		wantLine(t, "warnings", r.Warnings, "ClusterQueue team-a", "nominalQuota is negative (-1)")
+		wantLine(t, "warnings", r.Warnings, "ClusterQueue team-a", "lendingLimit is negative (-5)")
+		want(t, "cohort nominal", cohortRow(t, r, "pool", a100, gpu).Nominal, 8)
+		want(t, "team-b borrows nothing", queueRow(t, r, "team-b", a100, gpu).Borrowable, 0)
+	})
+	t.Run("a queue naming a flavor that does not exist", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, Kueue: kueue(flavors, []ClusterQueue{queue("team-a", "", quota("a100", gpu, 8), quota("h100", gpu, 8))})}, MaxRows)
+		wantLine(t, "warnings", r.Warnings, "ClusterQueue team-a", `"h100", which does not exist`)
+		wantLine(t, "stranded", r.Stranded, "ClusterQueue team-a", "quota 8 nvidia.com/gpu", "h100", "reaches no node")
+		want(t, "the rest is reported", queueRow(t, r, "team-a", a100, gpu).Nominal, 8)
+	})
+	t.Run("a flavor whose labels match no node", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, Kueue: kueue(append(flavors, productFlavor("typo", "NVIDIA-A100-SXM4-80G")),
+			[]ClusterQueue{queue("team-a", "", quota("typo", gpu, 8), quota("a100", gpu, 16))})}, MaxRows)
+		wantLine(t, "stranded", r.Stranded, "ClusterQueue team-a", "typo", "reaches no node")
+		want(t, "nodes are covered by a100", r.Status.StrandedNodes, 0)
+	})
+	t.Run("a cohort cycle", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, Kueue: kueue(flavors,
+			[]ClusterQueue{queue("team-a", "left", quota("a100", gpu, 8)), queue("team-b", "right", quota("a100", gpu, 8))},
+			Cohort{Name: "left", Parent: "right"}, Cohort{Name: "right", Parent: "left"})}, MaxRows)
+		wantLine(t, "warnings", r.Warnings, "Cohorts left, right form a parent cycle")
+		want(t, "Cohorts", r.Status.Cohorts, 2)
+		want(t, "left", cohortRow(t, r, "left", a100, gpu).Nominal, 8)
+		want(t, "no borrowing across the cycle", queueRow(t, r, "team-a", a100, gpu).Borrowable, 0)
+	})
+	t.Run("a quota too large to count", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, Kueue: kueue(flavors, []ClusterQueue{
+			queue("team-a", "pool", quota("a100", gpu, 1<<63-1)), queue("team-b", "pool", quota("a100", gpu, 1<<63-1))})}, MaxRows)
+		wantLine(t, "warnings", r.Warnings, "team-a", "too large to count")
+		want(t, "cohort nominal stops at the largest count", cohortRow(t, r, "pool", a100, gpu).Nominal, 1<<63-1)
+		wantLine(t, "overcommitted", r.Overcommitted, "cohort pool")
+	})
+	t.Run("duplicates and nameless objects", func(t *testing.T) {
+		r := Compute(Cluster{Nodes: fleet, Kueue: kueue(append(flavors, Flavor{Name: "a100"}),
+			[]ClusterQueue{queue("team-a", "", quota("a100", gpu, 4), quota("a100", gpu, 6)), queue("team-a", "", quota("a100", gpu, 2)), queue("", "", quota("a100", gpu, 1))})}, MaxRows)
+		wantLine(t, "warnings", r.Warnings, "ResourceFlavor a100 is given twice")
+		wantLine(t, "warnings", r.Warnings, "ClusterQueue team-a is given twice")
+		wantLine(t, "warnings", r.Warnings, "a ClusterQueue without a name")
+		wantLine(t, "warnings", r.Warnings, "ClusterQueue team-a gives quota of nvidia.com/gpu", "twice")
+		want(t, "the first counts", queueRow(t, r, "team-a", a100, gpu).Nominal, 4)
+	})
+}
+
+func TestComputeStatusPresence(t *testing.T) {
+	fleet := nodes("a100", a100, 1, 8, 8)
+	if r := Compute(Cluster{Nodes: fleet, ResourceQuotas: []NamespaceQuota{rq("ml", "cpu", map[corev1.ResourceName]int64{"requests.cpu": 8}, nil)}}, MaxRows); r.Status != nil {
+		t.Errorf("status without Kueue and without GPU quota: %+v", r.Status)
+	}
+	r := Compute(Cluster{Nodes: fleet, Kueue: kueue(nil, []ClusterQueue{queue("cpu-only", "", quota("default", corev1.ResourceCPU, 64))})}, MaxRows)
+	if r.Status == nil {
+		t.Fatal("no status while Kueue is served")
+	}
+	if !reflect.DeepEqual(*r.Status, homelabv1.GpuQuota{Kueue: "v1beta2"}) {
+		t.Errorf("status with Kueue and no GPU quota: %+v, want only the Kueue version", *r.Status)
+	}
+}
+
+func TestComputeBoundsListsAndKeepsTotalsExact(t *testing.T) {
+	var queues []ClusterQueue
+	for i := range 40 {
+		queues = append(queues, queue(fmt.Sprintf("team-%02d", i), "", quota("a100", gpu, int64(i))))
+	}
+	c := Cluster{Nodes: nodes("a100", a100, 100, 8, 8), Kueue: kueue([]Flavor{productFlavor("a100", a100)}, queues),
+		ResourceQuotas: []NamespaceQuota{rq("a", "q", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 1}, nil), rq("b", "q", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 2}, nil)}}
+	for _, bound := range []int{1, MaxRows, 100} {
+		r := Compute(c, bound)
+		rows := min(bound, MaxRows)
+		want(t, fmt.Sprintf("bound %d: queues", bound), len(r.Status.Queues), rows)
+		want(t, fmt.Sprintf("bound %d: cohorts", bound), len(r.Status.CohortModels), rows)
+		want(t, fmt.Sprintf("bound %d: namespaces", bound), len(r.Status.NamespaceQuotas), min(rows, 2))
+		want(t, "ClusterQueues", r.Status.ClusterQueues, 40)
+		want(t, "Cohorts", r.Status.Cohorts, 40)
+		want(t, "Namespaces", r.Status.Namespaces, 2)
+		want(t, "largest first", r.Status.Queues[0].Name, "team-39")
+		want(t, "model total", modelRow(t, r, homelabv1.QuotaSourceKueue, a100, gpu).Nominal, 39*40/2)
+	}
+}
+
+func TestComputeIgnoresInputOrder(t *testing.T) {
+	c := Cluster{
+		Nodes: concat(nodes("a100", a100, 3, 8, 1), nodes("h100", h100, 2, 8, 4), nodes("l4", l4, 2, 1, 1)),
+		Kueue: kueue([]Flavor{productFlavor("a100", a100), productFlavor("h100", h100), {Name: "default"}}, []ClusterQueue{
+			queue("a", "research", quota("a100", gpu, 16), quota("h100", gpu, 4)), queue("b", "research", quota("a100", gpu, 16)),
+			queue("c", "prod", quota("h100", gpu, 32)), queue("d", "", quota("default", gpu, 2)), queue("e", "prod", quota("gone", gpu, 1))},
+			Cohort{Name: "prod", Parent: "org"}, Cohort{Name: "research", Parent: "org", Quotas: []Limit{quota("a100", gpu, 2)}}),
+		ResourceQuotas: []NamespaceQuota{rq("x", "q", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 3}, nil), rq("y", "q", map[corev1.ResourceName]int64{"requests.nvidia.com/gpu": 3}, nil)},
+	}
+	first := Compute(c, 3)
+	reversed := c
+	reversed.Nodes = slices.Clone(c.Nodes)
+	slices.Reverse(reversed.Nodes)
+	k := *c.Kueue
+	k.Flavors, k.ClusterQueues, k.Cohorts = slices.Clone(k.Flavors), slices.Clone(k.ClusterQueues), slices.Clone(k.Cohorts)
+	slices.Reverse(k.Flavors)
+	slices.Reverse(k.ClusterQueues)
+	slices.Reverse(k.Cohorts)
+	reversed.Kueue = &k
+	reversed.ResourceQuotas = slices.Clone(c.ResourceQuotas)
+	slices.Reverse(reversed.ResourceQuotas)
+	if second := Compute(reversed, 3); !reflect.DeepEqual(first, second) {
+		t.Errorf("the same cluster listed in another order gives another result:\n%+v\n%+v", first, second)
 	}
 }

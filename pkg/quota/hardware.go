@@ -112,11 +112,12 @@ type hardware struct {
 	free      [][]int64 // per resource, per node: 0 on nodes that are not Ready
 	flavors   map[string]nodeSet
 	memo      map[string]figures
+	single    map[flavorResource]figures
 }
 
 func newHardware(nodes []Node, isGPU func(corev1.ResourceName) bool) *hardware {
 	h := &hardware{n: len(nodes), resources: map[corev1.ResourceName]int{}, byProduct: map[string]nodeSet{},
-		flavors: map[string]nodeSet{}, memo: map[string]figures{}}
+		flavors: map[string]nodeSet{}, memo: map[string]figures{}, single: map[flavorResource]figures{}}
 	h.ready, h.gpu, h.product = newNodeSet(h.n), newNodeSet(h.n), make([]int, h.n)
 	names := make([]string, h.n)
 	for i, node := range nodes {
@@ -222,6 +223,9 @@ func (h *hardware) union(flavors []string) nodeSet {
 // figuresOf is the hardware of resource r on the nodes the flavors select, memoised per
 // flavor set and resource: many queues share the same flavors.
 func (h *hardware) figuresOf(flavors []string, r corev1.ResourceName) figures {
+	if len(flavors) == 1 {
+		return h.ofFlavor(flavorResource{flavors[0], r})
+	}
 	key := string(r) + "\x00" + strings.Join(flavors, "\x00")
 	if f, ok := h.memo[key]; ok {
 		return f
@@ -266,8 +270,24 @@ func (h *hardware) sum(sel nodeSet, r corev1.ResourceName) figures {
 // everyNode is the set of all nodes.
 func (h *hardware) everyNode() nodeSet {
 	set := newNodeSet(h.n)
-	for i := range h.n {
-		set.add(i)
+	for i := range set {
+		set[i] = ^uint64(0)
+	}
+	if r := h.n % 64; r != 0 {
+		set[len(set)-1] = 1<<r - 1
 	}
 	return set
+}
+
+// ofFlavor is figuresOf for one flavor.
+func (h *hardware) ofFlavor(fr flavorResource) figures {
+	if f, ok := h.single[fr]; ok {
+		return f
+	}
+	var f figures
+	if set, ok := h.flavors[fr.flavor]; ok {
+		f = h.sum(set, fr.resource)
+	}
+	h.single[fr] = f
+	return f
 }

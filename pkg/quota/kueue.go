@@ -50,7 +50,7 @@ func (r *reader) kueueModel(f *forest, h *hardware) *kueueModel {
 			roots[c.root()] = true
 		}
 		for _, fr := range c.entries {
-			model := h.figuresOf([]string{fr.flavor}, fr.resource).model
+			model := h.ofFlavor(fr).model
 			for _, rw := range []*row{m.cohorts.get(c.root(), model, fr.resource), m.models.get(nil, model, fr.resource), m.own.get(c, model, fr.resource)} {
 				rw.addFlavor(fr.flavor)
 				rw.nominal = add(rw.nominal, c.quotas[fr].nominal)
@@ -77,7 +77,7 @@ func (m *kueueModel) addQueue(r *reader, f *forest, h *hardware, q *member) {
 	used := r.usage(q.name, "flavorsUsage", q.queue.Used)
 	root := q.root()
 	for _, fr := range q.entries {
-		model := h.figuresOf([]string{fr.flavor}, fr.resource).model
+		model := h.ofFlavor(fr).model
 		own := m.queues.get(q, model, fr.resource)
 		own.borrowable = add(own.borrowable, f.borrowable(q, fr))
 		for _, rw := range []*row{own, m.cohorts.get(root, model, fr.resource), m.models.get(nil, model, fr.resource)} {

@@ -72,7 +72,7 @@ func (r *reader) namespaceModel(in []NamespaceQuota, h *hardware) *namespaceMode
 			if !ok {
 				continue
 			}
-			what := fmt.Sprintf("ResourceQuota %s/%s, %s", q.Namespace, q.Name, key)
+			what := func() string { return fmt.Sprintf("ResourceQuota %s/%s, %s", q.Namespace, q.Name, key) }
 			v := hardUsed{r.count(what, "hard", q.Hard[key]), r.count(what, "used", q.Used[key])}
 			merge(byKey, nsKey{q.Namespace, key}, v)
 			merge(byResource, nsKey{q.Namespace, res}, v)

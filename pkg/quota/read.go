@@ -36,18 +36,19 @@ func (r *reader) warn(format string, args ...any) {
 
 // count is a quota or usage figure as counted: negative is 0 (Kueue's validation rejects it,
 // but a figure read from a broken object must not subtract hardware).
-func (r *reader) count(what, field string, v int64) int64 {
+// what names the object and entry a warning is about; it is only called for one.
+func (r *reader) count(what func() string, field string, v int64) int64 {
 	switch {
 	case v < 0:
-		r.warn("%s: %s is negative (%d); counted as 0", what, field, v)
+		r.warn("%s: %s is negative (%d); counted as 0", what(), field, v)
 		return 0
 	case v == math.MaxInt64:
-		r.warn("%s: %s is too large to count; counted as %d", what, field, v)
+		r.warn("%s: %s is too large to count; counted as %d", what(), field, v)
 	}
 	return v
 }
 
-func (r *reader) optional(what, field string, v *int64) *int64 {
+func (r *reader) optional(what func() string, field string, v *int64) *int64 {
 	if v == nil {
 		return nil
 	}
@@ -73,7 +74,7 @@ func (r *reader) limits(kind, name string, in []Limit) ([]flavorResource, map[fl
 			warned[l.Flavor] = true
 			r.warn("%s %s names ResourceFlavor %q, which does not exist: its quota reaches no node", kind, name, l.Flavor)
 		}
-		what := fmt.Sprintf("%s %s, %s in ResourceFlavor %q", kind, name, l.Resource, l.Flavor)
+		what := func() string { return fmt.Sprintf("%s %s, %s in ResourceFlavor %q", kind, name, l.Resource, l.Flavor) }
 		quotas[fr] = limit{
 			nominal:   r.count(what, "nominalQuota", l.Nominal),
 			borrowing: r.optional(what, "borrowingLimit", l.BorrowingLimit),
@@ -92,7 +93,7 @@ func (r *reader) usage(queue, field string, in []Usage) map[flavorResource]int64
 			continue
 		}
 		fr := flavorResource{u.Flavor, u.Resource}
-		what := fmt.Sprintf("ClusterQueue %s, %s in ResourceFlavor %q", queue, u.Resource, u.Flavor)
+		what := func() string { return fmt.Sprintf("ClusterQueue %s, %s in ResourceFlavor %q", queue, u.Resource, u.Flavor) }
 		out[fr] = add(out[fr], r.count(what, field, u.Total))
 	}
 	return out
