@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package quota
 
 import (
@@ -47,7 +46,7 @@ func benchCluster() Cluster {
 	for i := range 1000 {
 		f1, f2 := fmt.Sprint("flavor-", i%100), fmt.Sprint("flavor-", (i*7+3)%100)
 		c.Kueue.ClusterQueues = append(c.Kueue.ClusterQueues, ClusterQueue{Name: fmt.Sprint("queue-", i), Cohort: fmt.Sprint("cohort-", i%100),
-			Quotas: []Limit{quota(f1, gpu, 16), {Flavor: f2, Resource: gpu, Nominal: 8, BorrowingLimit: ptr(8), LendingLimit: ptr(4)}, quota(f1, corev1.ResourceCPU, 512)},
+			Quotas:   []Limit{quota(f1, gpu, 16), {Flavor: f2, Resource: gpu, Nominal: 8, BorrowingLimit: ptr(8), LendingLimit: ptr(4)}, quota(f1, corev1.ResourceCPU, 512)},
 			Reserved: []Usage{{Flavor: f1, Resource: gpu, Total: 8}}, Used: []Usage{{Flavor: f1, Resource: gpu, Total: 4}}, Pending: 3, Admitted: 2})
 	}
 	for i := range 100 {

@@ -93,7 +93,9 @@ func (r *reader) usage(queue, field string, in []Usage) map[flavorResource]int64
 			continue
 		}
 		fr := flavorResource{u.Flavor, u.Resource}
-		what := func() string { return fmt.Sprintf("ClusterQueue %s, %s in ResourceFlavor %q", queue, u.Resource, u.Flavor) }
+		what := func() string {
+			return fmt.Sprintf("ClusterQueue %s, %s in ResourceFlavor %q", queue, u.Resource, u.Flavor)
+		}
 		out[fr] = add(out[fr], r.count(what, field, u.Total))
 	}
 	return out
