@@ -75,16 +75,6 @@ func (s nodeSet) count() int {
 	return n
 }
 
-// each calls f for every node in s, in index order.
-func (s nodeSet) each(f func(i int)) {
-	for wi, w := range s {
-		for w != 0 {
-			f(wi*64 + bits.TrailingZeros64(w))
-			w &= w - 1
-		}
-	}
-}
-
 // figures is the hardware a set of nodes offers of one resource.
 type figures struct {
 	model                 string

@@ -133,11 +133,3 @@ func (r *row) label() string {
 	}
 	return fmt.Sprintf("cohort %s (ClusterQueues %s)", r.owner.name, listNames(r.queues, 8))
 }
-
-// modelOf says what hardware a line is about.
-func modelOf(model string) string {
-	if model == "" {
-		return "no node"
-	}
-	return model
-}
