@@ -143,6 +143,12 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 			"resource.k8s.io/resourceslices: get,list,watch",
 			"/pods: get,list,watch",
 			"resource.k8s.io/resourceclaims: get,list,watch",
+			"kueue.x-k8s.io/resourceflavors: get,list,watch",
+			"kueue.x-k8s.io/clusterqueues: get,list,watch",
+			"kueue.x-k8s.io/cohorts: get,list,watch",
+			"kueue.x-k8s.io/localqueues: get,list,watch",
+			"/resourcequotas: get,list,watch",
+			"apiextensions.k8s.io/customresourcedefinitions[clusterqueues.kueue.x-k8s.io]: get,list,watch",
 			"/events: create,patch",
 		},
 		"gpu-inventory-operator-crd-installer": {
