@@ -112,7 +112,7 @@ func (o *quotaOptions) run(ctx context.Context, env Environment, c *clients, nam
 	if s.InventoryHash == "" && s.ObservedAt == nil {
 		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
 	}
-	if s.Quota == nil {
+	if s.Quota == nil || (s.Quota.ClusterQueues == 0 && s.Quota.Namespaces == 0 && len(s.Quota.Models) == 0) {
 		return o.noQuota(env, gi)
 	}
 	view := printer.QuotaView{Inventory: name, Quota: s.Quota, Conditions: s.Conditions}
@@ -163,6 +163,13 @@ func (o *quotaOptions) noQuota(env Environment, gi *homelabv1.GpuInventory) erro
 			gi.Name, printer.SelectorString(sel), homelabv1.DefaultInventoryName)
 	}
 	why := NoGPUQuota
+	stored := &homelabv1.GpuQuota{}
+	if q := gi.Status.Quota; q != nil {
+		stored = q
+		if q.Kueue != "" {
+			why = fmt.Sprintf("no quota names a GPU resource: no ClusterQueue of Kueue %s has quota for one, and no ResourceQuota limits a GPU resource", q.Kueue)
+		}
+	}
 	if c := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionQuotaUnknown); c != nil && c.Status == metav1.ConditionTrue && c.Message != "" {
 		why = "quota unknown: " + c.Message
 	}
@@ -170,9 +177,9 @@ func (o *quotaOptions) noQuota(env Environment, gi *homelabv1.GpuInventory) erro
 		return fmt.Errorf("GpuInventory %q lists no ClusterQueue %q: %s", gi.Name, o.queue, why)
 	}
 	if o.output == outputJSON || o.output == outputYAML {
-		// Scripts get an empty quota on stdout; people the reason on stderr.
+		// Scripts get the quota as stored (or an empty one) on stdout; people the reason on stderr.
 		fmt.Fprintf(env.ErrOut, "GpuInventory %s: %s\n", gi.Name, why)
-		return writeData(env.Out, &homelabv1.GpuQuota{}, o.output)
+		return writeData(env.Out, stored, o.output)
 	}
 	_, err := fmt.Fprintf(env.Out, "GpuInventory %s: %s.\n", gi.Name, why)
 	return err

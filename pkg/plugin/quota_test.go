@@ -23,6 +23,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 )
 
 const (
@@ -325,6 +327,49 @@ func TestQuotaCompletesQueues(t *testing.T) {
 	want := "team-b\tcohort research\nteam-a\tcohort research\nserving\tcohort <none>\nghost\tcohort <none>\n:4\n"
 	if r.code != ExitOK || !strings.HasPrefix(r.out, want) {
 		t.Errorf("exit %d, output %q, want it to start %q", r.code, r.out, want)
+	}
+}
+
+// The plugin prints what the operator's quota.Compute writes: two queues of cohort
+// research with 16 H100s of quota each against 16 Ready (overcommitted), an L4 node no
+// flavor selects (stranded).
+func TestQuotaPrintsComputedStatus(t *testing.T) {
+	var nodes []quota.Node
+	for i, model := range []string{h100, h100, "NVIDIA-L4"} {
+		nodes = append(nodes, quota.Node{Name: fmt.Sprintf("node-%d", i), Model: model, Ready: true,
+			Labels:    map[string]string{"nvidia.com/gpu.product": model},
+			Resources: []quota.NodeResource{{Name: gpuR, Capacity: 8, Free: 4}}})
+	}
+	h100Quota := []quota.Limit{{Flavor: "h100", Resource: gpuR, Nominal: 16}}
+	res := quota.Compute(quota.Cluster{Nodes: nodes, Kueue: &quota.Kueue{Version: "v1beta2",
+		Flavors:       []quota.Flavor{{Name: "h100", NodeLabels: map[string]string{"nvidia.com/gpu.product": h100}}},
+		ClusterQueues: []quota.ClusterQueue{{Name: "team-a", Cohort: "research", Quotas: h100Quota}, {Name: "team-b", Cohort: "research", Quotas: h100Quota}},
+	}}, quota.MaxRows)
+	gi := noQuotaInventory()
+	gi.Status.Quota = res.Status
+	c := quotaClients(t, kueueV1beta1(), gi)
+
+	r := runPlugin(context.Background(), c, false, nil, "quota")
+	cohortRow := regexp.MustCompile(`(?m)^research +NVIDIA-H100-80GB-HBM3 +nvidia.com/gpu +16 +16 +8 +32 .*Overcommitted$`)
+	strandedRow := regexp.MustCompile(`(?m)^NVIDIA-L4 +Kueue +nvidia.com/gpu +8 +8 +4 +0 .*Stranded$`)
+	if r.code != ExitOK || !cohortRow.MatchString(r.out) || !strandedRow.MatchString(r.out) {
+		t.Errorf("exit %d, stderr %q; want an overcommitted research row and a stranded L4 row in:\n%s", r.code, r.err, r.out)
+	}
+	r = runPlugin(context.Background(), c, false, nil, "quota", "--queue", "team-b")
+	if r.code != ExitOK || !strings.HasPrefix(r.out, "ClusterQueue team-b in cohort research,") || !cohortRow.MatchString(r.out) ||
+		!regexp.MustCompile(`(?m)^team-b +research +NVIDIA-H100-80GB-HBM3 `).MatchString(r.out) || strings.Contains(r.out, "team-a") {
+		t.Errorf("--queue team-b: exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
+	}
+}
+
+// Kueue served without GPU quota anywhere is no quota, said as such.
+func TestQuotaKueueWithoutGPUQuota(t *testing.T) {
+	gi := noQuotaInventory()
+	gi.Status.Quota = quota.Compute(quota.Cluster{Kueue: &quota.Kueue{Version: "v1beta1"}}, quota.MaxRows).Status
+	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), gi), false, nil, "quota")
+	want := "GpuInventory cluster: no quota names a GPU resource: no ClusterQueue of Kueue v1beta1 has quota for one, and no ResourceQuota limits a GPU resource.\n"
+	if r.code != ExitOK || r.out != want {
+		t.Errorf("exit %d, stderr %q, output %q, want %q", r.code, r.err, r.out, want)
 	}
 }
 
