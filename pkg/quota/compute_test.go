@@ -221,6 +221,7 @@ func TestComputeKueue(t *testing.T) {
 		check: func(t *testing.T, r Result) {
 			want(t, "queue reaches the spot node", queueRow(t, r, "batch", a100, gpu).Capacity, 8)
 			want(t, "the other node is stranded", r.Status.StrandedNodes, 1)
+			wantLine(t, "stranded", r.Stranded, "1 Ready GPU node is selected by no ResourceFlavor", "1 "+a100+" (8 nvidia.com/gpu)")
 			want(t, "model row holds both", modelRow(t, r, homelabv1.QuotaSourceKueue, a100, gpu).Capacity, 16)
 		},
 	}}

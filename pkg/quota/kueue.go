@@ -120,8 +120,12 @@ func (m *kueueModel) strandedHardware(f *forest, h *hardware) {
 		}
 	}
 	if m.strandedNodes > 0 {
-		m.stranded = append(m.stranded, fmt.Sprintf("%d Ready GPU nodes are selected by no ResourceFlavor of a ClusterQueue with GPU quota: %s",
-			m.strandedNodes, strings.Join(parts, ", ")))
+		subject := fmt.Sprintf("%d Ready GPU nodes are", m.strandedNodes)
+		if m.strandedNodes == 1 {
+			subject = "1 Ready GPU node is"
+		}
+		m.stranded = append(m.stranded, fmt.Sprintf("%s selected by no ResourceFlavor of a ClusterQueue with GPU quota: %s",
+			subject, strings.Join(parts, ", ")))
 	}
 }
 

@@ -1563,7 +1563,7 @@ func schema_pkg_apis_homelab_v1_GpuQuota(ref common.ReferenceCallback) common.Op
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Models is quota against hardware per model and resource, for the whole cluster: exact.",
+							Description: "Models is quota against hardware per model and resource, for the whole cluster: exact. Kueue's rows first, then the ResourceQuotas' (see source); the largest quota first.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -553,6 +553,7 @@ type GpuQuota struct {
 	// +optional
 	StrandedNodes int32 `json:"strandedNodes,omitempty"`
 	// Models is quota against hardware per model and resource, for the whole cluster: exact.
+	// Kueue's rows first, then the ResourceQuotas' (see source); the largest quota first.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64

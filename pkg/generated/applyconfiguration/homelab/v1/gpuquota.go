@@ -40,6 +40,7 @@ type GpuQuotaApplyConfiguration struct {
 	// selects (only while some ClusterQueue has GPU quota).
 	StrandedNodes *int32 `json:"strandedNodes,omitempty"`
 	// Models is quota against hardware per model and resource, for the whole cluster: exact.
+	// Kueue's rows first, then the ResourceQuotas' (see source); the largest quota first.
 	Models []QuotaModelApplyConfiguration `json:"models,omitempty"`
 	// CohortModels is the same per cohort, model and resource: the largest quotas first, at
 	// most 32.
