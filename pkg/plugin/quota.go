@@ -198,7 +198,11 @@ func (o *quotaOptions) queueView(ctx context.Context, c *clients, gi *homelabv1.
 	}
 	picked, cohort, ok := pickQueue(q, view.Queue)
 	if !ok {
-		return view, notListedQueue(gi.Name, q, view)
+		err := notListedQueue(gi.Name, q, view)
+		if c := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionQuotaUnknown); c != nil && c.Status == metav1.ConditionTrue {
+			err = fmt.Errorf("%w; and the operator read only part of the quota: %s", err, c.Message)
+		}
+		return view, err
 	}
 	view.Quota, view.Cohort = picked, cohort
 	return view, nil

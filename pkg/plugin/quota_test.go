@@ -384,6 +384,10 @@ func TestQuotaNoneJSON(t *testing.T) {
 func TestQuotaErrors(t *testing.T) {
 	selected := inventoryObject("a100-pool", fixtures.MixedFleet(), nil, &metav1.LabelSelector{MatchLabels: map[string]string{"nvidia.com/gpu.family": "ampere"}})
 	fresh := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "new", ResourceVersion: "1"}}
+	partial := quotaInventory()
+	partial.Name = "partial"
+	partial.Status.Conditions = append(partial.Status.Conditions[:len(partial.Status.Conditions)-1], metav1.Condition{Type: homelabv1.ConditionQuotaUnknown,
+		Status: metav1.ConditionTrue, Reason: homelabv1.ReasonQuotaForbidden, Message: "may not list cohorts.kueue.x-k8s.io"})
 	notServed := &kueueServer{}
 	forbidden := kueueV1beta1()
 	forbidden.forbidden = true
@@ -403,6 +407,8 @@ func TestQuotaErrors(t *testing.T) {
 			"error: ClusterQueue \"team-z\" is not listed in GpuInventory \"cluster\": it lists 4 of the 41 ClusterQueues with GPU quota (those with the largest quotas); a ClusterQueue without GPU quota is not counted (`kubectl get clusterqueue team-z -o yaml` shows its quota)\n"},
 		{"LocalQueue into a queue not listed", kueueV1beta1(), true, []string{"--queue", "ml/broken"},
 			"error: ClusterQueue \"team-z\" (of LocalQueue ml/broken) is not listed in GpuInventory \"cluster\": it lists 4 of the 41 ClusterQueues with GPU quota (those with the largest quotas); a ClusterQueue without GPU quota is not counted (`kubectl get clusterqueue team-z -o yaml` shows its quota)\n"},
+		{"queue not listed, quota partly unknown", kueueV1beta1(), true, []string{"partial", "--queue", "team-z"},
+			"error: ClusterQueue \"team-z\" is not listed in GpuInventory \"partial\": it lists 4 of the 41 ClusterQueues with GPU quota (those with the largest quotas); a ClusterQueue without GPU quota is not counted (`kubectl get clusterqueue team-z -o yaml` shows its quota); and the operator read only part of the quota: may not list cohorts.kueue.x-k8s.io\n"},
 		{"no such LocalQueue", kueueV1beta1(), true, []string{"--queue", "ml/nope"},
 			"error: LocalQueue \"nope\" not found in namespace \"ml\" (`kubectl get localqueues -n ml` lists them); give a ClusterQueue's name without a namespace\n"},
 		{"Kueue not served", notServed, true, []string{"--queue", "ml/train"},
@@ -416,7 +422,7 @@ func TestQuotaErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var c *clients
 			if tc.crd {
-				c = quotaClients(t, tc.kueue, quotaInventory(), selected, fresh)
+				c = quotaClients(t, tc.kueue, quotaInventory(), selected, fresh, partial)
 			} else {
 				c = fakeClients(t, nil, false)
 			}
