@@ -18,7 +18,9 @@ package quotacache
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,7 +231,7 @@ func kueueObjects(version string) []*unstructured.Unstructured {
 				"conditions": []any{map[string]any{"type": "Active", "status": "True", "lastTransitionTime": "2026-12-05T12:00:00Z"}}},
 		}),
 		obj("Cohort", "", "research", map[string]any{"spec": map[string]any{parent: "org", "resourceGroups": []any{map[string]any{
-			"coveredResources": []any{"nvidia.com/mig-1g.10gb"},
+			"coveredResources": []any{"nvidia.com/mig-1g.10gb", "memory"},
 			"flavors": []any{map[string]any{"name": "h100", "resources": []any{
 				map[string]any{"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "7"},
 				map[string]any{"name": "memory", "nominalQuota": "1Ti"},
@@ -456,4 +458,44 @@ func TestValue(t *testing.T) {
 			t.Errorf("value(%v) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// What the cache keeps of 1,000 ClusterQueues (two flavors of two GPU resources each, and
+// CPU and memory it drops) and 100 ResourceFlavors stays well under the 8 MiB.
+func TestKeptKueueIsSmall(t *testing.T) {
+	queue := kueueObjects("v1beta2")[1]
+	spec := queue.Object["spec"].(map[string]any)
+	group := spec["resourceGroups"].([]any)[0].(map[string]any)
+	group["coveredResources"] = []any{"cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}
+	resources := []any{
+		map[string]any{"name": "cpu", "nominalQuota": "64"}, map[string]any{"name": "memory", "nominalQuota": "512Gi"},
+		map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"},
+		map[string]any{"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "14"},
+	}
+	group["flavors"] = []any{map[string]any{"name": "h100", "resources": resources}, map[string]any{"name": "a100", "resources": resources}}
+	flavor := kueueObjects("v1beta2")[0]
+
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	kept := make([]any, 0, 1100)
+	for i := range 1000 {
+		q := queue.DeepCopy()
+		q.SetName(fmt.Sprintf("team-%04d", i))
+		q.SetResourceVersion(fmt.Sprint(1000000 + i))
+		kept = append(kept, kueueResources[1].read(q, "v1beta2"))
+	}
+	for i := range 100 {
+		f := flavor.DeepCopy()
+		f.SetName(fmt.Sprintf("flavor-%03d", i))
+		kept = append(kept, kueueResources[0].read(f, "v1beta2"))
+	}
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	size := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("1,000 ClusterQueues and 100 ResourceFlavors kept in %d KiB", size>>10)
+	if size > 2<<20 {
+		t.Errorf("1,000 ClusterQueues and 100 ResourceFlavors kept in %d KiB, want under 2 MiB", size>>10)
+	}
+	goruntime.KeepAlive(kept)
 }
