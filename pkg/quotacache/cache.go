@@ -219,7 +219,7 @@ func (c *Cache) newInformer(key string, lw cache.ListerWatcher, example runtime.
 	return informer
 }
 
-// snapshotOf is the Kueue part of a snapshot, sorted by name; its informers' stores hold
+// snapshot is the Kueue part of a snapshot, sorted by name; its informers' stores hold
 // kept objects only.
 func (r *kueueRun) snapshot() *quota.Kueue {
 	k := &quota.Kueue{Version: r.version}

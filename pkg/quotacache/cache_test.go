@@ -71,7 +71,7 @@ func newFixture(t *testing.T, opts prototest.Options) *fixture {
 	f := &fixture{t: t, served: map[string][]string{}, changed: make(chan struct{}, 1), looked: make(chan struct{}, 1)}
 	f.server = prototest.NewServer(t, opts, resourceQuotas)
 	listKinds := map[schema.GroupVersionResource]string{}
-	for _, v := range Versions {
+	for _, v := range versions {
 		for r, kind := range kinds {
 			listKinds[schema.GroupVersionResource{Group: Group, Version: v, Resource: r}] = kind + "List"
 		}
@@ -262,7 +262,7 @@ func wantKueue(version string) *quota.Kueue {
 // Kueue's objects in v1beta2 and in v1beta1 come out as the same quota types, with only the
 // GPU resources (and any other extended one) kept.
 func TestKueueVersionsReadAlike(t *testing.T) {
-	for _, version := range Versions {
+	for _, version := range versions {
 		t.Run(version, func(t *testing.T) {
 			f := newFixture(t, prototest.Options{})
 			for _, u := range kueueObjects(version) {

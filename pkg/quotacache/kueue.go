@@ -48,8 +48,8 @@ const (
 	CRDName = "clusterqueues." + Group
 )
 
-// Versions are the versions the cache reads, the first one served wins.
-var Versions = []string{"v1beta2", "v1beta1"}
+// versions are the versions the cache reads, in order of preference.
+var versions = []string{"v1beta2", "v1beta1"}
 
 // kueueResource is one Kueue resource the cache reads: its plural, scope, and its reader.
 type kueueResource struct {
@@ -155,7 +155,7 @@ func (c *Cache) crdPresent() bool {
 // not show it yet (the CRD is not yet Established) or fails.
 const (
 	firstRetry = time.Second
-	maxRetry   = 30 * time.Second
+	maxRetry   = 10 * time.Second
 )
 
 // followKueue starts and stops Kueue's informers as the CRD comes and goes, until ctx is
@@ -217,10 +217,10 @@ func (c *Cache) reconcileKueue(ctx context.Context) bool {
 	return true
 }
 
-// discoverKueue finds the first of Versions that serves clusterqueues, and which of
+// discoverKueue finds the first of versions that serves clusterqueues, and which of
 // kueueResources it serves; "" when none does.
 func (c *Cache) discoverKueue(ctx context.Context) (string, []string, error) {
-	for _, version := range Versions {
+	for _, version := range versions {
 		served, err := c.discover(ctx, Group+"/"+version)
 		if err != nil {
 			return "", nil, err
