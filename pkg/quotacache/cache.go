@@ -42,8 +42,8 @@ import (
 
 // Snapshot is what the cache holds at one moment. It is shared: never modify it.
 type Snapshot struct {
-	// Kueue is what Kueue's objects say; nil when the API server does not serve Kueue, until
-	// the cache has listed them, and while one of them cannot be listed at all (Problem).
+	// Kueue is what Kueue's objects say; nil when the API server does not serve Kueue, and
+	// until the cache has listed every one of its resources (while one is forbidden, say).
 	Kueue *quota.Kueue
 	// ResourceQuotas are the ResourceQuotas that limit a GPU resource, with only those keys,
 	// by namespace and name.

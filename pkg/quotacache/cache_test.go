@@ -499,3 +499,24 @@ func TestKeptKueueIsSmall(t *testing.T) {
 	}
 	goruntime.KeepAlive(kept)
 }
+
+// A Cohort's parent is spec.parentName in both versions Kueue v0.17 serves; a v1beta1 Cohort
+// of an older Kueue wrote spec.parent.
+func TestCohortParent(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		spec    map[string]any
+		want    string
+	}{
+		{"v1beta2", map[string]any{"parentName": "org"}, "org"},
+		{"v1beta2", map[string]any{"parent": "org"}, ""},
+		{"v1beta1", map[string]any{"parentName": "org"}, "org"},
+		{"v1beta1", map[string]any{"parent": "org"}, "org"},
+		{"v1beta1", map[string]any{"parentName": 7}, ""},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": tc.spec}}
+		if got := cohortOf(u, tc.version).Parent; got != tc.want {
+			t.Errorf("%s %v: parent %q, want %q", tc.version, tc.spec, got, tc.want)
+		}
+	}
+}
