@@ -68,4 +68,22 @@ nodestages=(node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml)
 stages kwok-stages.yaml "${nodestages[@]}"
 stages kwok-pod-stages.yaml "${nodestages[@]}" pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
 
+# promtool (tests the shipped Prometheus rules) and prometheus (serves DCGM exporter's series to
+# the integration tests), from hack/testbin/prometheus (its own module), rebuilt when its go.mod
+# or go.sum differ from the ones prometheus.key was written for. Stamped with the release
+# version, which `--version` and /api/v1/status/buildinfo report.
+build_prometheus() {
+  local key moddir=$src/prometheus version
+  key=$(cd "$moddir" && cat go.mod go.sum | sha256sum | cut -c1-16)
+  if [[ "$(cat "$dir/prometheus.key" 2>/dev/null)" == "$key" && -x "$dir/promtool" && -x "$dir/prometheus" ]]; then return; fi
+  rm -f "$dir/promtool" "$dir/prometheus" "$dir/prometheus.key"
+  version=$(cat "$(cd "$moddir" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")
+  local ldflags="-s -w -X github.com/prometheus/common/version.Version=$version"
+  build promtool "$moddir" github.com/prometheus/prometheus/cmd/promtool "$ldflags"
+  build prometheus "$moddir" github.com/prometheus/prometheus/cmd/prometheus "$ldflags"
+  echo "$key" > "$dir/prometheus.key.tmp"
+  mv "$dir/prometheus.key.tmp" "$dir/prometheus.key"
+}
+build_prometheus
+
 echo "$dir"
