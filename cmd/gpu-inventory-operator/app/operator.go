@@ -72,7 +72,8 @@ type Operator struct {
 	inventory   *gpuinventory.Controller // of the current run of the informers; nil before
 	nodeStatus  *nodestatus.Controller
 	records     *gpunode.Controller
-	withRecords bool // the GpuNode CRD is served (or installed by this operator)
+	withRecords bool     // the GpuNode CRD is served (or installed by this operator)
+	askedKeys   []string // label keys runs asked the node cache to keep (ResourceFlavors')
 }
 
 // New builds an operator from options, resolving the kubeconfig.

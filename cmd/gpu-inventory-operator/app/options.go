@@ -41,21 +41,25 @@ type Options struct {
 	Allocation bool
 	// ListPodsByNamespace: the pod cache's first list is one list per namespace.
 	ListPodsByNamespace bool
-	DefaultInventory    string
-	ResyncPeriod        time.Duration
-	Workers             int
-	MaxStatusNodes      int
-	MinSyncInterval     time.Duration
-	PprofAddress        string
-	MetricsAddress      string
-	HealthAddress       string
-	PerNodeMetrics      bool
-	QPS                 float64
-	Burst               int
-	RecordQPS           float64
-	RecordBurst         int
-	Compression         bool
-	SteadyProcs         int
+	// Quota: read Kueue's queues and the ResourceQuotas; QuotaDRAResources are the resource
+	// names Kueue counts DRA GPUs in (its deviceClassMappings).
+	Quota             bool
+	QuotaDRAResources []string
+	DefaultInventory  string
+	ResyncPeriod      time.Duration
+	Workers           int
+	MaxStatusNodes    int
+	MinSyncInterval   time.Duration
+	PprofAddress      string
+	MetricsAddress    string
+	HealthAddress     string
+	PerNodeMetrics    bool
+	QPS               float64
+	Burst             int
+	RecordQPS         float64
+	RecordBurst       int
+	Compression       bool
+	SteadyProcs       int
 
 	LeaderElect      bool
 	LeaderElectionID string
@@ -76,6 +80,7 @@ func NewOptions() *Options {
 	return &Options{
 		InstallCRD:       true,
 		Allocation:       true,
+		Quota:            true,
 		DefaultInventory: homelabv1.DefaultInventoryName,
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
@@ -113,6 +118,8 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuInventory CRD at startup. Set to false when the CRD is installed with 'kubectl apply -f manifests/crd/' and the operator may not write CRDs.")
 	fs.BoolVar(&o.Allocation, "allocation", o.Allocation, "Read pods (and DRA ResourceClaims) to report which GPUs are allocated, free and waited for. Set to false where the operator may not read pods.")
 	fs.BoolVar(&o.ListPodsByNamespace, "list-pods-by-namespace", o.ListPodsByNamespace, "At start, list the pods namespace by namespace, three at a time, rather than all at once: the API server encodes them on several cores, and the first complete status comes sooner on a cluster with many pods. Needs \"list\" on namespaces (manifests/list-pods-by-namespace); without it, with fewer than two or more than 256 namespaces, the pods are listed at once.")
+	fs.BoolVar(&o.Quota, "quota", o.Quota, "Read Kueue's ResourceFlavors, ClusterQueues, Cohorts and LocalQueues (where Kueue is installed, picked up while running) and the ResourceQuotas, to put quota beside the hardware in status.quota. Set to false where the operator may not read them.")
+	fs.StringSliceVar(&o.QuotaDRAResources, "quota-dra-resources", o.QuotaDRAResources, "Resource names in which Kueue counts DRA GPUs (the names of its resources.deviceClassMappings): quota given in them is compared with the nodes' DRA GPUs.")
 	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of inventories synced in parallel.")

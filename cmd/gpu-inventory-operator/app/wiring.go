@@ -61,6 +61,8 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/quotacache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
@@ -169,7 +171,8 @@ const (
 )
 
 // selectorKeys lists the label keys that the node selectors of all GpuInventories name,
-// reading the inventories without their node lists.
+// reading the inventories without their node lists, and those a run asked for (the labels
+// ResourceFlavors select nodes by).
 func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 	light, err := inventorycache.NewInformerClient(o.config)
 	if err != nil {
@@ -190,7 +193,9 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 			keys = append(keys, r.Key())
 		}
 	}
-	return keys, nil
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append(keys, o.askedKeys...), nil
 }
 
 // caches are what one run of the controllers reads.
@@ -203,6 +208,7 @@ type caches struct {
 	tracker     *allocation.Tracker
 	pods        *podcache.Cache   // nil: --allocation=false
 	claims      *claimcache.Cache // nil: no pods read, or no resource.k8s.io/v1
+	quota       *quotacache.Cache // nil: --quota=false
 }
 
 func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer) (*caches, error) {
@@ -243,6 +249,11 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 	if o.opts.Allocation {
 		if err := o.newAllocationCaches(ctx, c); err != nil {
 			return nil, err
+		}
+	}
+	if o.opts.Quota {
+		if c.quota, err = quotacache.New(o.config); err != nil {
+			return nil, fmt.Errorf("create quota cache: %w", err)
 		}
 	}
 	return c, nil
@@ -288,6 +299,9 @@ func (c *caches) builtIn() []runningCache {
 	}
 	if c.claims != nil {
 		running = append(running, c.claims)
+	}
+	if c.quota != nil {
+		running = append(running, c.quota)
 	}
 	return running
 }
@@ -352,7 +366,10 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 		return err
 	}
 	cs, runners, err := o.newControllers(ctx, cc, c, trimmer.Keeps, func(key string) {
-		relist(fmt.Sprintf("a node selector names label %q, which the node cache drops", key))
+		o.mu.Lock()
+		o.askedKeys = append(o.askedKeys, key)
+		o.mu.Unlock()
+		relist(fmt.Sprintf("a node selector or a ResourceFlavor names label %q, which the node cache drops", key))
 	})
 	if err != nil {
 		return err
@@ -413,6 +430,9 @@ func (o *Operator) newContext(c *caches, nodeEvents *nodecache.Events, recorder 
 		}
 		facts.Holdings, facts.Pending = controller.FactsOf(c.tracker.OnChange, synced...), c.tracker.Pending
 	}
+	if c.quota != nil {
+		facts.Quota, facts.QuotaNow = c.quota, o.quotaNow(c.quota)
+	}
 	controller.Merge(facts.Devices, facts.Holdings).OnChange(entries.Changed)
 	entries.Notified()
 	if c.records != nil {
@@ -425,6 +445,18 @@ func (o *Operator) newContext(c *caches, nodeEvents *nodecache.Events, recorder 
 	return &controller.Context{Kube: o.kube, Client: o.client, Nodes: c.nodes, NodeEvents: nodeEvents,
 		Entries: entries, Facts: facts, Metrics: o.metrics, Recorder: recorder,
 		MinSyncInterval: o.opts.MinSyncInterval, MaxStatusNodes: o.opts.MaxStatusNodes}, nil
+}
+
+// quotaNow reads the cluster's quota from the quota cache.
+func (o *Operator) quotaNow(q *quotacache.Cache) func() (quota.Cluster, string) {
+	dra := make([]corev1.ResourceName, len(o.opts.QuotaDRAResources))
+	for i, name := range o.opts.QuotaDRAResources {
+		dra[i] = corev1.ResourceName(name)
+	}
+	return func() (quota.Cluster, string) {
+		s := q.Snapshot()
+		return quota.Cluster{Kueue: s.Kueue, ResourceQuotas: s.ResourceQuotas, DRAResources: dra}, s.Problem
+	}
 }
 
 // recordWorkers write GpuNode records in parallel: the first start on a large cluster

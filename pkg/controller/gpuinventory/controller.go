@@ -41,6 +41,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 )
 
@@ -90,8 +91,9 @@ type Controller struct {
 	keeps             func(string) bool
 	unknown           func(string)
 	records           inventory.Records
-	facts             controller.NodeFacts       // devices, holdings and records
-	pending           func() []allocation.Demand // nil: pods are not read
+	facts             controller.NodeFacts           // devices, holdings and records
+	pending           func() []allocation.Demand     // nil: pods are not read
+	quotaNow          func() (quota.Cluster, string) // nil: quota is not read
 
 	beforeSync func(string)
 
@@ -127,9 +129,10 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		beforeSync:        opts.BeforeSync,
 		records:           d.Facts.Record,
 		pending:           d.Facts.Pending,
+		quotaNow:          d.Facts.QuotaNow,
 	}
 	// A record is the memory of a node whose labels vanished: of a labelled one it changes nothing.
-	c.facts = controller.Merge(d.Facts.Devices, d.Facts.Holdings, controller.Only(d.Facts.Records, c.unlabelled))
+	c.facts = controller.Merge(d.Facts.Devices, d.Facts.Holdings, controller.Only(d.Facts.Records, c.unlabelled), d.Facts.Quota)
 	if err := c.addHandlers(ctx, d.NodeEvents, opts); err != nil {
 		return nil, controller.Runner{}, err
 	}

@@ -42,6 +42,7 @@ type computed struct {
 	conditions []metav1.Condition       // without transition times
 	stored     []homelabv1.GpuNodeEntry // the node list of the stored status
 	invalid    bool                     // the selector is invalid: no nodes were read
+	quota      *homelabv1.GpuQuota      // status.quota; nil: none
 }
 
 // syncHandler brings one inventory's status up to date: compute, up to date?, write, announce.
@@ -63,7 +64,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 		return err
 	}
 	defer now.content.Release() // what outlives the sync (status, memory, events) is copied
-	c.observe(gi, now.content)
+	c.observe(gi, now)
 	if upToDate(gi, now.content.Hash) {
 		c.memory.markSynced(key)
 		c.metrics.StatusWrites.WithLabelValues(gi.Name, "skipped").Inc()
@@ -104,8 +105,13 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	}
 	c.warnings.log(klog.FromContext(ctx), warnings)
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
-	return computed{content: content, listed: listed, stored: stored,
-		conditions: inventory.ConditionsFor(content, &gi.Spec, omitted, gi.Generation)}, nil
+	now := computed{content: content, listed: listed, stored: stored,
+		conditions: inventory.ConditionsFor(content, &gi.Spec, omitted, gi.Generation)}
+	if q := c.quotaFor(gi, nodes, content); q != nil && (q.status != nil || len(q.conditions) > 0) {
+		now.quota, now.conditions = q.status, append(now.conditions, q.conditions...)
+		now.content.Hash += ":quota:" + q.hash
+	}
+	return now, nil
 }
 
 // maxMessageBytes bounds a condition message that quotes user input (the CRD allows 32 KiB).
@@ -131,11 +137,18 @@ func (c *Controller) statusFor(gi *homelabv1.GpuInventory, now computed) homelab
 		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionTruncated)
 		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionFragmented)
 	}
+	if now.quota == nil && !hasQuotaCondition(now.conditions) { // no quota (any more)
+		for _, t := range quotaConditionTypes {
+			meta.RemoveStatusCondition(&conditions, t)
+		}
+	}
 	for _, cond := range now.conditions {
 		cond.LastTransitionTime = at
 		meta.SetStatusCondition(&conditions, cond)
 	}
-	return now.content.Status(now.listed, conditions, gi.Generation, observedAt)
+	status := now.content.Status(now.listed, conditions, gi.Generation, observedAt)
+	status.Quota = now.quota
+	return status
 }
 
 // write applies status and remembers what was written.
@@ -190,8 +203,10 @@ func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory
 
 // observe publishes an inventory's content as gauges. Label cardinality stays bounded: per
 // inventory and per model, and per node only with PerNodeMetrics.
-func (c *Controller) observe(gi *homelabv1.GpuInventory, content inventory.Inventory) {
+func (c *Controller) observe(gi *homelabv1.GpuInventory, now computed) {
+	content := now.content
 	out := metrics.Content{
+		Quota:    quotaMetrics(now.quota, now.conditions),
 		GPUNodes: content.TotalGpuNodes, ReadyGPUNodes: content.ReadyGpuNodes,
 		GPUs: content.TotalGpus, ReadyGPUs: content.ReadyGpus,
 		UnhealthyGPUs: content.UnhealthyGpus, LabelsMissingNodes: content.LabelsMissingNodes,
