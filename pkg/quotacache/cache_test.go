@@ -520,3 +520,30 @@ func TestCohortParent(t *testing.T) {
 		}
 	}
 }
+
+// Kueue upgraded to serve v1beta2 (its CRD changes) is read in v1beta2 from then on.
+func TestKueueUpgradeSwitchesVersion(t *testing.T) {
+	f := newFixture(t, prototest.Options{})
+	for _, v := range versions {
+		for _, u := range kueueObjects(v) {
+			f.kueueWrite(u, false)
+		}
+	}
+	f.createCRD()
+	f.serve("v1beta1")
+	f.start()
+	f.await("v1beta1 read", func(s Snapshot) bool { return s.Kueue != nil && s.Kueue.Version == "v1beta1" })
+
+	f.serve("v1beta2")
+	obj := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: CRDName, ResourceVersion: "2"},
+	}
+	if _, err := f.metadata.Resource(crd).(metadatafake.MetadataClient).UpdateFake(obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.await("v1beta2 read", func(s Snapshot) bool { return s.Kueue != nil && s.Kueue.Version == "v1beta2" })
+	if diff := cmp.Diff(wantKueue("v1beta2"), s.Kueue); diff != "" {
+		t.Errorf("Kueue (-want +got):\n%s", diff)
+	}
+}
