@@ -97,8 +97,13 @@ func (r *row) name() string {
 // sortRows orders rows largest nominal quota first, then by name, model and resource.
 func sortRows(rows []*row) {
 	slices.SortFunc(rows, func(a, b *row) int {
-		return cmp.Or(cmp.Compare(b.nominal, a.nominal), cmp.Compare(a.name(), b.name()),
-			cmp.Compare(a.model, b.model), cmp.Compare(a.resource, b.resource))
+		if c := cmp.Compare(b.nominal, a.nominal); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.name(), b.name()); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.resource, b.resource))
 	})
 }
 

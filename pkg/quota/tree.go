@@ -45,7 +45,8 @@ type member struct {
 	// entries are the GPU quota entries in the order given; quotas the same by key.
 	entries []flavorResource
 	quotas  map[flavorResource]limit
-	// subtree is Kueue's SubtreeQuota: own nominal plus what children lend.
+	// subtree is a Cohort's SubtreeQuota in Kueue: own nominal plus what children lend (a
+	// ClusterQueue's is its nominal quota: see sub).
 	subtree map[flavorResource]int64
 	depth   int
 }
@@ -57,10 +58,18 @@ func (m *member) root() *member {
 	return m
 }
 
+// sub is the member's SubtreeQuota of fr.
+func (m *member) sub(fr flavorResource) int64 {
+	if m.queue != nil {
+		return m.quotas[fr].nominal
+	}
+	return m.subtree[fr]
+}
+
 // local is Kueue's localQuota: what lendingLimit keeps inside this member's subtree.
 func (m *member) local(fr flavorResource) int64 {
 	if l := m.quotas[fr].lending; l != nil {
-		return max(0, m.subtree[fr]-*l)
+		return max(0, m.sub(fr)-*l)
 	}
 	return 0
 }
@@ -119,46 +128,58 @@ func (f *forest) breakCycles() []string {
 	return warnings
 }
 
-// accumulate computes every member's subtree quota bottom-up, as Kueue does: a child gives
-// its parent all of its subtree quota but what its lendingLimit keeps local.
+// accumulate computes every Cohort's subtree quota bottom-up, as Kueue does: a child gives
+// its parent all of its subtree quota but what its lendingLimit keeps local. Queues are
+// leaves, so they give first; then Cohorts, deepest first.
 func (f *forest) accumulate() {
-	all := append(slices.Clone(f.cohorts), f.queues...)
-	for _, m := range all {
-		m.subtree = make(map[flavorResource]int64, len(m.quotas))
-		for fr, l := range m.quotas {
-			m.subtree[fr] = l.nominal
+	for _, c := range f.cohorts {
+		c.subtree = make(map[flavorResource]int64, len(c.quotas))
+		for fr, l := range c.quotas {
+			c.subtree[fr] = l.nominal
 		}
-		m.depth = 0
-		for p := m.parent; p != nil; p = p.parent {
-			m.depth++
+		c.depth = 0
+		for p := c.parent; p != nil; p = p.parent {
+			c.depth++
 		}
 	}
-	slices.SortStableFunc(all, func(a, b *member) int { return b.depth - a.depth })
-	for _, m := range all {
-		if m.parent == nil {
-			continue
+	for _, q := range f.queues {
+		if q.parent != nil {
+			for _, fr := range q.entries {
+				q.parent.subtree[fr] = add(q.parent.subtree[fr], q.sub(fr)-q.local(fr))
+			}
 		}
-		for fr := range m.subtree {
-			m.parent.subtree[fr] = add(m.parent.subtree[fr], m.subtree[fr]-m.local(fr))
+	}
+	cohorts := slices.Clone(f.cohorts)
+	slices.SortStableFunc(cohorts, func(a, b *member) int { return b.depth - a.depth })
+	for _, c := range cohorts {
+		if c.parent != nil {
+			for fr, v := range c.subtree {
+				c.parent.subtree[fr] = add(c.parent.subtree[fr], v-c.local(fr))
+			}
 		}
 	}
 }
 
 // potential is Kueue's potentialAvailable: the most this member could use of fr with
 // nothing else in use, through its ancestors and within every borrowingLimit on the way.
+// Cohorts' answers are kept: their queues ask for the same.
 func (f *forest) potential(m *member, fr flavorResource) int64 {
 	if m.parent == nil {
-		return m.subtree[fr]
+		return m.sub(fr)
 	}
 	key := potentialKey{m, fr}
-	if v, ok := f.memo[key]; ok {
-		return v
+	if m.queue == nil {
+		if v, ok := f.memo[key]; ok {
+			return v
+		}
 	}
 	v := add(m.local(fr), f.potential(m.parent, fr))
 	if b := m.quotas[fr].borrowing; b != nil {
-		v = min(v, add(m.subtree[fr], *b))
+		v = min(v, add(m.sub(fr), *b))
 	}
-	f.memo[key] = v
+	if m.queue == nil {
+		f.memo[key] = v
+	}
 	return v
 }
 
