@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the real control-plane components (kube-apiserver, etcd, kwok, kube-scheduler and the
-# ResourceClaim controller) from the Go module proxy into a cache outside the source tree, and
+# Builds the real control-plane components (kube-apiserver, etcd, kwok, kube-scheduler, the
+# ResourceClaim and Job controllers, Kueue and its CRDs, Prometheus) from the Go module proxy
+# into a cache outside the source tree, and
 # prints the directory that holds them. A rebuild happens only when the pinned versions
 # (hack/testbin/**/go.{mod,sum}) or wrappers change. The directory's name hashes what the first
 # three are built from; the later ones are checked against their own NAME.key files, so adding
@@ -41,13 +42,71 @@ build_keyed() { # name[, ldflags]
 stamp='-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37'
 
 build etcd "$src" ./etcd
-build kube-apiserver "$src" ./kube-apiserver
+# kube-apiserver is stamped too: Kueue refuses a server whose /version it cannot parse.
+build_keyed kube-apiserver "$stamp"
 build kwok "$src/kwok" sigs.k8s.io/kwok/cmd/kwok
 build_keyed kube-scheduler "$stamp"
 # resourceclaim-controller imports client-go, klog and apiserver, which go.mod lists as
 # indirect: `go mod tidy` would mark them direct and so rebuild everything; leave that to the
 # next change of go.mod.
 build_keyed resourceclaim-controller
+# job-controller makes the pods of the Jobs that Kueue admits.
+build_keyed job-controller
+
+# Kueue's controller and CRDs, from hack/testbin/kueue (its own module, keyed on its go.mod,
+# go.sum and the two functions below). Tests read the CRDs from $dir/kueue-crds, never the
+# module cache.
+#
+# kueue_main prints Kueue's cmd/kueue/main.go with one change: the metrics certificate
+# directory, fixed at /etc/kueue/metrics/certs when internal cert management is off, is the
+# flag --metrics-cert-dir (default unchanged), so that Kueue runs as any user with a
+# self-signed pair from a temporary directory. Internal cert management is no way out: it
+# waits to inject its CA into webhook configurations and conversion CRDs, which need Kueue's
+# Service in a cluster.
+kueue_main() { # kueue module dir
+  local main=$1/cmd/kueue/main.go out
+  out=$(sed 's|metricsCertPath := "/etc/kueue/metrics/certs"|metricsCertPath := *metricsCertDir|' "$main")
+  if [[ $(grep -c 'metricsCertPath := \*metricsCertDir' <<<"$out") != 1 ]]; then
+    echo "hack/testbin.sh: $main no longer sets metricsCertPath as kueue_main expects; update kueue_main" >&2
+    return 1
+  fi
+  cat <<<"$out"
+  cat <<'EOF'
+
+var metricsCertDir = flag.String("metrics-cert-dir", "/etc/kueue/metrics/certs",
+	"directory of the metrics server's tls.crt and tls.key when internal cert management is off")
+EOF
+}
+build_kueue() {
+  local key kueuedir kueueversion tmp start=$SECONDS
+  key=$( (cd "$src/kueue" && cat go.mod go.sum; declare -f kueue_main build_kueue) | sha256sum | cut -c1-16)
+  if [[ "$(cat "$dir/kueue.key" 2>/dev/null)" == "$key" && -x "$dir/kueue" && -d "$dir/kueue-crds" ]]; then return; fi
+  echo ">> building kueue into $dir (once; about 3 to 8 minutes on 2 cores)" >&2
+  rm -rf "$dir/kueue" "$dir/kueue-crds" "$dir/kueue-crds.tmp"
+  (cd "$src/kueue" && go mod download sigs.k8s.io/kueue) # go list -m shows no Dir before
+  kueuedir=$(cd "$src/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+  kueueversion=$(cd "$src/kueue" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
+  tmp=$(mktemp -d)
+  # The patched main.go goes in by -overlay, as the file of a directory that exists only in
+  # the overlay: nothing is written to the source tree or the module cache.
+  if ! kueue_main "$kueuedir" > "$tmp/main.go"; then rm -rf "$tmp"; return 1; fi
+  printf '{"Replace":{"%s":"%s"}}\n' "$src/kueue/cmd/kueue/main.go" "$tmp/main.go" > "$tmp/overlay.json"
+  if ! (cd "$src/kueue" && CGO_ENABLED=0 go build -overlay "$tmp/overlay.json" -trimpath \
+      -ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$kueueversion" -o "$dir/kueue.tmp" ./cmd/kueue); then
+    rm -rf "$tmp"
+    return 1
+  fi
+  rm -rf "$tmp"
+  mkdir "$dir/kueue-crds.tmp"
+  cp "$kueuedir"/config/components/crd/bases/*.yaml "$dir/kueue-crds.tmp/"
+  chmod u+w "$dir"/kueue-crds.tmp/*.yaml # the module cache's files are read-only
+  mv "$dir/kueue-crds.tmp" "$dir/kueue-crds"
+  mv "$dir/kueue.tmp" "$dir/kueue"
+  echo "$key" > "$dir/kueue.key.tmp"
+  mv "$dir/kueue.key.tmp" "$dir/kueue.key"
+  echo ">> built kueue in $((SECONDS - start))s" >&2
+}
+build_kueue
 
 # kwok-stages.yaml runs nodes only (tests set pod phases themselves); kwok-pod-stages.yaml also
 # runs the pods bound to kwok's nodes: Running at once, Succeeded for a Job's, deletions done.
@@ -67,6 +126,9 @@ stages() { # file, stage files under the kwok module's kustomize/stage
 nodestages=(node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml)
 stages kwok-stages.yaml "${nodestages[@]}"
 stages kwok-pod-stages.yaml "${nodestages[@]}" pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
+# kwok-job-stages.yaml runs pods as kwok-pod-stages.yaml, but a Job's pods run until deleted, as
+# training jobs holding their GPUs do (Kueue tests count what they reserve).
+stages kwok-job-stages.yaml "${nodestages[@]}" pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml
 
 # promtool (tests the shipped Prometheus rules) and prometheus (serves DCGM exporter's series to
 # the integration tests), from hack/testbin/prometheus (its own module), rebuilt when its go.mod

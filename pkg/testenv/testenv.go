@@ -92,6 +92,8 @@ type Env struct {
 	kwokStages   string // the stages file kwok runs with
 	scheduler    *process
 	claimCtrl    *process
+	jobCtrl      *process // StartJobController
+	kueue        *process // StartKueue
 	schedulerURL string
 	stopNodes    func() // stops StartNodeLifecycle's controller
 }
@@ -421,7 +423,7 @@ func (e *Env) Stop() {
 		e.stopNodes()
 		e.stopNodes = nil
 	}
-	for _, p := range []*process{e.scheduler, e.claimCtrl, e.kwok} {
+	for _, p := range []*process{e.kueue, e.jobCtrl, e.scheduler, e.claimCtrl, e.kwok} {
 		if p != nil {
 			p.stop(3 * time.Second)
 		}
