@@ -54,6 +54,7 @@ type ruleGroups struct {
 type promRule struct {
 	Alert  string            `json:"alert"`
 	Record string            `json:"record"`
+	Expr   string            `json:"expr"`
 	For    string            `json:"for"`
 	Labels map[string]string `json:"labels"`
 }
@@ -62,7 +63,10 @@ type promRule struct {
 type ruleTestFile struct {
 	RuleFiles []string `json:"rule_files"`
 	Tests     []struct {
-		Name          string `json:"name"`
+		Name        string `json:"name"`
+		InputSeries []struct {
+			Series string `json:"series"`
+		} `json:"input_series"`
 		AlertRuleTest []struct {
 			Alertname string `json:"alertname"`
 			ExpAlerts []struct {
@@ -386,5 +390,46 @@ func TestPrometheusRulesDocumented(t *testing.T) {
 	}
 	if got, want := slices.Sorted(slices.Values(documentedRecords)), slices.Sorted(maps.Keys(records)); !slices.Equal(got, want) {
 		t.Errorf("docs/metrics.md lists the recorded series %v, the rules record %v", got, want)
+	}
+}
+
+// dcgmLabels are the labels of DCGM exporter's series: its own, those of its Kubernetes pod
+// mapping, and MIG's.
+var dcgmLabels = []string{"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION",
+	"namespace", "pod", "container", "GPU_I_PROFILE", "GPU_I_ID"}
+
+// The input series of the tests are series the rules read (or `up`), with labels the rules
+// name or the exporter's: a misspelt name or label would leave a near miss silent for the
+// wrong reason.
+func TestPrometheusRuleTestsUseRealSeries(t *testing.T) {
+	alerts, records := shippedRuleSet(t)
+	identifier := regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	named := map[string]bool{"up": true, "job": true, "instance": true}
+	for _, r := range slices.Concat(slices.Collect(maps.Values(alerts)), slices.Collect(maps.Values(records))) {
+		for _, id := range identifier.FindAllString(r.Expr, -1) {
+			named[id] = true
+		}
+	}
+	series := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}$`)
+	label := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
+	for name, data := range ruleTests(t) {
+		var f ruleTestFile
+		if err := yaml.Unmarshal(data, &f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, test := range f.Tests {
+			for _, in := range test.InputSeries {
+				m := series.FindStringSubmatch(in.Series)
+				if m == nil || !named[m[1]] {
+					t.Errorf("%s, %q: input series %s is none the rules read", name, test.Name, in.Series)
+					continue
+				}
+				for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+					if !named[l[1]] && !(strings.HasPrefix(m[1], "DCGM_") && slices.Contains(dcgmLabels, l[1])) {
+						t.Errorf("%s, %q: input series %s has the label %s, which neither the rules nor the exporter name", name, test.Name, in.Series, l[1])
+					}
+				}
+			}
+		}
 	}
 }
