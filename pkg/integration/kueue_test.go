@@ -268,6 +268,60 @@ func TestKueueAdmitsJobOntoFlavorNodes(t *testing.T) {
 	}
 }
 
+// Kueue installed on a running cluster is served and picked up: its CRDs alone serve
+// ClusterQueues that nothing marks Active, Kueue's controller started later marks the queue
+// already there Active, stops cleanly, and removing the CRDs removes the API even though
+// Kueue's finalizers were left on its objects.
+func TestKueueInstalledAndRemoved(t *testing.T) {
+	c := startCluster(t)
+	ctx := testContext(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of Kueue's log:\n%s", c.env.KueueLogTail())
+		}
+	})
+	start := time.Now()
+	if err := c.env.InstallKueueCRDs(ctx); err != nil {
+		t.Fatalf("install Kueue's CRDs: %v", err)
+	}
+	t.Logf("Kueue's CRDs installed in %s", time.Since(start).Round(10*time.Millisecond))
+	c.createFlavor(t, "l4", map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"})
+	c.applyKueue(t, testenv.KueueClusterQueue{Name: "inference",
+		Quotas: []testenv.KueueQuota{{Flavor: "l4", Resource: gpuResource, Nominal: "4"}}}.Object())
+
+	start = time.Now()
+	if err := c.env.StartKueue(ctx, testenv.KueueOptions{}); err != nil {
+		t.Fatalf("start Kueue: %v", err)
+	}
+	t.Logf("Kueue ready in %s (CRDs installed already)", time.Since(start).Round(10*time.Millisecond))
+	cq := c.waitClusterQueue(t, "inference", "Active", func(cq *unstructured.Unstructured) bool {
+		return testenv.KueueConditionTrue(cq, "Active")
+	})
+	if len(cq.GetFinalizers()) == 0 {
+		t.Fatalf("ClusterQueue inference has no finalizer from Kueue; this test removes CRDs with finalizers left")
+	}
+	start = time.Now()
+	if err := c.env.StopKueue(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Kueue stopped in %s", time.Since(start).Round(10*time.Millisecond))
+
+	start = time.Now()
+	if err := c.env.UninstallKueueCRDs(ctx); err != nil {
+		t.Fatalf("uninstall Kueue's CRDs: %v", err)
+	}
+	t.Logf("Kueue's CRDs removed in %s", time.Since(start).Round(10*time.Millisecond))
+	groups, err := c.kube.Discovery().ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups.Groups {
+		if g.Name == testenv.KueueGroup {
+			t.Errorf("API group %s still served after its CRDs were removed: %v", g.Name, g.Versions)
+		}
+	}
+}
+
 // hasCondition reports whether a Kueue object has a condition of that type, of any status.
 func hasCondition(obj *unstructured.Unstructured, conditionType string) bool {
 	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")

@@ -186,18 +186,23 @@ func (e *Env) StartKueue(ctx context.Context, opts KueueOptions) error {
 		return err
 	}
 	if err := e.waitKueueActive(ctx); err != nil {
-		e.StopKueue()
+		e.kueue.stop(3 * time.Second)
 		return err
 	}
 	return nil
 }
 
 // StopKueue stops Kueue's controller (SIGTERM; SIGKILL after 10 seconds); its CRDs and
-// objects stay, and so does the Job controller.
-func (e *Env) StopKueue() {
-	if e.kueue != nil {
-		e.kueue.stop(10 * time.Second)
+// objects stay, and so does the Job controller. It fails when Kueue did not exit cleanly.
+func (e *Env) StopKueue() error {
+	if e.kueue == nil {
+		return nil
 	}
+	e.kueue.stop(10 * time.Second)
+	if e.kueue.exitErr != nil {
+		return fmt.Errorf("Kueue did not stop cleanly (%v); last lines of %s:\n%s", e.kueue.exitErr, e.kueue.logPath, e.kueue.logTail())
+	}
+	return nil
 }
 
 // KueueLogTail returns the last lines of Kueue's log, for a test's failure message.
@@ -406,9 +411,9 @@ func (e *Env) InstallKueueCRDs(ctx context.Context) error {
 	return nil
 }
 
-// UninstallKueueCRDs deletes Kueue's CRDs and returns once the API server no longer has them.
-// The objects left keep no one waiting: their finalizers (Kueue's, which a stopped Kueue no
-// longer removes) are cleared, as an administrator clears them when removing Kueue.
+// UninstallKueueCRDs deletes Kueue's objects and CRDs, and returns once the API server no
+// longer has them. Finalizers left on the objects (Kueue's, which a stopped Kueue no longer
+// removes) are cleared, as an administrator clears them when removing Kueue.
 func (e *Env) UninstallKueueCRDs(ctx context.Context) error {
 	crds, err := e.kueueCRDs()
 	if err != nil {
@@ -422,19 +427,22 @@ func (e *Env) UninstallKueueCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, e.startTimeout)
+	defer cancel()
+	// Objects first: a CRD deleted with objects left waits for them in 5-second polls.
+	for _, c := range crds {
+		if err := deleteObjects(ctx, dyn, c); err != nil {
+			return err
+		}
+	}
 	for _, c := range crds {
 		err := apiext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, c.GetName(), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete CRD %s: %w", c.GetName(), err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.startTimeout)
-	defer cancel()
 	crdResource := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	for _, c := range crds {
-		if err := clearFinalizers(ctx, dyn, c); err != nil {
-			return err
-		}
 		if _, err := WaitObject(ctx, e.Config, crdResource, "", c.GetName(), func(o *unstructured.Unstructured) bool { return o == nil }); err != nil {
 			return fmt.Errorf("uninstall Kueue's CRDs: %w", err)
 		}
@@ -442,8 +450,9 @@ func (e *Env) UninstallKueueCRDs(ctx context.Context) error {
 	return nil
 }
 
-// clearFinalizers removes the finalizers of every object of the kind that CRD c defines.
-func clearFinalizers(ctx context.Context, dyn dynamic.Interface, c *unstructured.Unstructured) error {
+// deleteObjects deletes every object of the kind that CRD c defines, and clears the
+// finalizers of those deleted (none can be added once an object is being deleted).
+func deleteObjects(ctx context.Context, dyn dynamic.Interface, c *unstructured.Unstructured) error {
 	group, _, _ := unstructured.NestedString(c.Object, "spec", "group")
 	plural, _, _ := unstructured.NestedString(c.Object, "spec", "names", "plural")
 	versions, _, _ := unstructured.NestedSlice(c.Object, "spec", "versions")
@@ -456,18 +465,21 @@ func clearFinalizers(ctx context.Context, dyn dynamic.Interface, c *unstructured
 		gvr := schema.GroupVersionResource{Group: group, Version: name, Resource: plural}
 		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil // already gone
+			return nil // not installed
 		}
 		if err != nil {
 			return fmt.Errorf("list %s: %w", plural, err)
 		}
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		for _, obj := range list.Items {
+			client := dyn.Resource(gvr).Namespace(obj.GetNamespace())
+			if err := client.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete %s %s: %w", plural, obj.GetName(), err)
+			}
 			if len(obj.GetFinalizers()) == 0 {
 				continue
 			}
-			_, err := dyn.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
+			if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("clear the finalizers of %s %s: %w", plural, obj.GetName(), err)
 			}
 		}
