@@ -269,8 +269,8 @@ func TestKueueAdmitsJobOntoFlavorNodes(t *testing.T) {
 }
 
 // Kueue installed on a running cluster is served and picked up: its CRDs alone serve
-// ClusterQueues that nothing marks Active, Kueue's controller started later marks the queue
-// already there Active, stops cleanly, and removing the CRDs removes the API even though
+// ClusterQueues and Cohorts, Kueue's controller started later marks the queue already there
+// (in a cohort, with borrowing and lending limits and a MIG flavor) Active, stops cleanly, and removing the CRDs removes the API even though
 // Kueue's finalizers were left on its objects.
 func TestKueueInstalledAndRemoved(t *testing.T) {
 	c := startCluster(t)
@@ -286,8 +286,11 @@ func TestKueueInstalledAndRemoved(t *testing.T) {
 	}
 	t.Logf("Kueue's CRDs installed in %s", time.Since(start).Round(10*time.Millisecond))
 	c.createFlavor(t, "l4", map[string]string{"nvidia.com/gpu.product": "NVIDIA-L4"})
-	c.applyKueue(t, testenv.KueueClusterQueue{Name: "inference",
-		Quotas: []testenv.KueueQuota{{Flavor: "l4", Resource: gpuResource, Nominal: "4"}}}.Object())
+	c.createFlavor(t, "mig-1g", map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"})
+	c.applyKueue(t, testenv.KueueClusterQueue{Name: "lab", Quotas: []testenv.KueueQuota{{Flavor: "l4", Resource: gpuResource, Nominal: "2"}}}.CohortObject(),
+		testenv.KueueClusterQueue{Name: "inference", Cohort: "lab", Quotas: []testenv.KueueQuota{
+			{Flavor: "l4", Resource: gpuResource, Nominal: "4", BorrowingLimit: "2", LendingLimit: "1"},
+			{Flavor: "mig-1g", Resource: "nvidia.com/mig-1g.10gb", Nominal: "14"}}}.Object())
 
 	start = time.Now()
 	if err := c.env.StartKueue(ctx, testenv.KueueOptions{}); err != nil {

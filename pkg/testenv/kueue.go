@@ -656,9 +656,12 @@ func KueueFlavorTotal(obj *unstructured.Unstructured, field, flavor, res string)
 // KueueCount is one of a queue's workload counts in its status ("pendingWorkloads",
 // "reservingWorkloads", "admittedWorkloads"); -1 when the status has none yet.
 func KueueCount(obj *unstructured.Unstructured, field string) int64 {
-	n, found, err := unstructured.NestedInt64(obj.Object, "status", field)
-	if !found || err != nil {
-		return -1
+	n, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", field)
+	switch n := n.(type) {
+	case int64: // as the API machinery decodes JSON numbers
+		return n
+	case float64: // as encoding/json does
+		return int64(n)
 	}
-	return n
+	return -1
 }
