@@ -351,6 +351,31 @@ func TestKueueComesAndGoes(t *testing.T) {
 	}
 }
 
+// Kueue's CRDs are installed together but served one by one: a cache that saw only
+// ClusterQueues served waits for the ResourceFlavors, and reads them once served.
+func TestKueueServedOneCRDAtATime(t *testing.T) {
+	f := newFixture(t, prototest.Options{})
+	f.start()
+	f.await("synced", func(Snapshot) bool { return true })
+	for _, u := range kueueObjects("v1beta2") {
+		f.kueueWrite(u, false)
+	}
+	f.mu.Lock()
+	f.served = map[string][]string{Group + "/v1beta2": {"clusterqueues"}}
+	f.mu.Unlock()
+	f.createCRD()
+	<-f.looked
+	f.mu.Lock()
+	f.served = map[string][]string{Group + "/v1beta2": {"clusterqueues", "resourceflavors"}}
+	f.mu.Unlock()
+	s := f.await("flavors read", func(s Snapshot) bool { return s.Kueue != nil && len(s.Kueue.Flavors) > 0 })
+	if len(s.Kueue.ClusterQueues) == 0 {
+		t.Errorf("Kueue read without its ClusterQueues: %+v", s.Kueue)
+	}
+	f.serve("v1beta2")
+	f.await("every resource read", func(s Snapshot) bool { return s.Kueue != nil && len(s.Kueue.LocalQueues) > 0 })
+}
+
 func rq(namespace, name string, hard, used corev1.ResourceList) *corev1.ResourceQuota {
 	return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: corev1.ResourceQuotaSpec{Hard: hard}, Status: corev1.ResourceQuotaStatus{Hard: hard, Used: used}}

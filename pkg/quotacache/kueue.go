@@ -204,17 +204,20 @@ func (c *Cache) reconcileKueue(ctx context.Context) bool {
 		logger(ctx).V(1).Info("Cannot discover Kueue's version; will retry", "err", err)
 		return false
 	}
+	// Kueue's CRDs become served one by one: until all are, look again (a flavor read later
+	// restarts the run with it).
+	complete := len(resources) == len(kueueResources)
 	run := c.currentRun()
 	if run != nil && run.version == version && slices.Equal(run.resources, resources) {
-		return true
+		return complete
 	}
 	c.stopKueue(ctx)
-	if version == "" {
-		logger(ctx).V(1).Info("Kueue's CRD exists but is not served yet; will retry", "crd", CRDName)
+	if version == "" || !slices.Contains(resources, "resourceflavors") {
+		logger(ctx).V(1).Info("Kueue's CRDs exist but are not all served yet; will retry", "crd", CRDName, "served", resources)
 		return false
 	}
 	c.startKueue(ctx, version, resources)
-	return true
+	return complete
 }
 
 // discoverKueue finds the first of versions that serves clusterqueues, and which of
