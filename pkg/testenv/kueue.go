@@ -200,7 +200,7 @@ func (e *Env) StopKueue() error {
 	}
 	e.kueue.stop(10 * time.Second)
 	if e.kueue.exitErr != nil {
-		return fmt.Errorf("Kueue did not stop cleanly (%v); last lines of %s:\n%s", e.kueue.exitErr, e.kueue.logPath, e.kueue.logTail())
+		return fmt.Errorf("kueue did not stop cleanly (%v); last lines of %s:\n%s", e.kueue.exitErr, e.kueue.logPath, e.kueue.logTail())
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func writeKueueConfig(path, certDir string, healthPort, webhookPort int, resourc
 	}
 	data, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {
-		return fmt.Errorf("Kueue configuration: %w", err)
+		return fmt.Errorf("write kueue's configuration: %w", err)
 	}
 	return os.WriteFile(path, data, 0o644)
 }
@@ -302,7 +302,7 @@ func (e *Env) waitKueueActive(ctx context.Context) error {
 	if _, err := WaitObject(ctx, e.Config, ClusterQueuesResource, "", kueueProbeQueue, func(cq *unstructured.Unstructured) bool {
 		return cq != nil && KueueConditionTrue(cq, "Active")
 	}); err != nil {
-		return fmt.Errorf("Kueue did not mark ClusterQueue %s Active: %w; last lines of %s:\n%s", kueueProbeQueue, err, e.kueue.logPath, e.kueue.logTail())
+		return fmt.Errorf("kueue did not mark ClusterQueue %s Active: %w; last lines of %s:\n%s", kueueProbeQueue, err, e.kueue.logPath, e.kueue.logTail())
 	}
 	if err := queues.Delete(ctx, kueueProbeQueue, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete ClusterQueue %s: %w", kueueProbeQueue, err)
@@ -310,7 +310,7 @@ func (e *Env) waitKueueActive(ctx context.Context) error {
 	if _, err := WaitObject(ctx, e.Config, ClusterQueuesResource, "", kueueProbeQueue, func(cq *unstructured.Unstructured) bool {
 		return cq == nil
 	}); err != nil {
-		return fmt.Errorf("Kueue did not release ClusterQueue %s: %w; last lines of %s:\n%s", kueueProbeQueue, err, e.kueue.logPath, e.kueue.logTail())
+		return fmt.Errorf("kueue did not release ClusterQueue %s: %w; last lines of %s:\n%s", kueueProbeQueue, err, e.kueue.logPath, e.kueue.logTail())
 	}
 	return nil
 }
@@ -384,7 +384,7 @@ func WaitObject(ctx context.Context, cfg *rest.Config, gvr schema.GroupVersionRe
 func (e *Env) kueueCRDs() ([]*unstructured.Unstructured, error) {
 	dir := filepath.Join(e.binDir, "kueue-crds")
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("Kueue's CRDs not found in %s=%s (run `make testbin`): %w", BinDirEnv, e.binDir, err)
+		return nil, fmt.Errorf("kueue-crds not found in %s=%s (run `make testbin`): %w", BinDirEnv, e.binDir, err)
 	}
 	return ReadManifests(dir)
 }
