@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Command job-controller runs kube-controller-manager's Job controller on its own
 // (k8s.io/kubernetes/pkg/controller/job): it makes the pods of a Job that is not suspended,
 // so a Job that Kueue admits (unsuspends) gets pods for the scheduler to place, and a Job

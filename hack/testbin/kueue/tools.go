@@ -16,7 +16,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package kueue only records the kueue command as a dependency of this module.
 package kueue
 
