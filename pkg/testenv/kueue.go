@@ -205,12 +205,10 @@ func (e *Env) StopKueue() error {
 	return nil
 }
 
-// KueueLogTail returns the last lines of Kueue's log, for a test's failure message.
+// KueueLogTail returns the last lines of Kueue's log (Dir/logs/kueue.log), for a test's
+// failure message.
 func (e *Env) KueueLogTail() string {
-	if e.kueue == nil {
-		return "(Kueue was not started)"
-	}
-	return e.kueue.logTail()
+	return (&process{logPath: filepath.Join(e.Dir, "logs", "kueue.log")}).logTail()
 }
 
 // gateList writes feature gates as --feature-gates wants them, sorted by name.
