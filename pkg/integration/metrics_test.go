@@ -30,7 +30,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -69,6 +71,12 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 	// series the alerts read exist.
 	c.createPod(t, gpuPod("ml", "notebook", "nuc1", "nvidia.com/gpu", 1))
 	c.createPod(t, gpuPod("ml", "waiting", "", "nvidia.com/gpu", 1))
+	// A ResourceQuota promising more GPUs than are Ready, so that the quota series exist.
+	gpuQuota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "gpus"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse("4")}}}
+	if _, err := c.kube.CoreV1().ResourceQuotas("ml").Create(context.Background(), gpuQuota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	op := startOperator(t, c.env.Config, testOptions())
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})
 
@@ -100,6 +108,9 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 		if !strings.Contains(text, `gpu_inventory_pending_gpus{`) {
 			return fmt.Errorf("no pending GPUs exported yet")
 		}
+		if !strings.Contains(text, `finding="Overcommitted"`) {
+			return fmt.Errorf("no quota finding exported yet")
+		}
 		return nil
 	})
 	for _, want := range []string{
@@ -116,6 +127,8 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 		`gpu_inventory_pending_gpus{inventory="cluster",product=""} 1`,
 		`gpu_inventory_pending_oldest_timestamp_seconds{inventory="cluster",product=""} `,
 		`gpu_inventory_namespace_gpus{inventory="cluster",namespace="ml"} 1`,
+		`gpu_inventory_quota_stranded_nodes{inventory="cluster"} 0`,
+		`gpu_inventory_quota_unknown{inventory="cluster"} 0`,
 		"# TYPE gpu_inventory_leader gauge",
 		"gpu_inventory_leader 1",
 		"# TYPE gpu_inventory_syncs_total counter",

@@ -1,0 +1,207 @@
+//go:build integration
+
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+)
+
+// quotaOf finds status.quota's row of model and resource in rows (by source when given).
+func quotaRow(q *homelabv1.GpuQuota, model, res string) (homelabv1.QuotaModel, bool) {
+	for _, m := range q.Models {
+		if m.Model == model && m.Resource == res && m.Source != "ResourceQuota" {
+			return m, true
+		}
+	}
+	return homelabv1.QuotaModel{}, false
+}
+
+func cohortRow(q *homelabv1.GpuQuota, cohort, res string) (homelabv1.QuotaCohort, bool) {
+	for _, c := range q.CohortModels {
+		if c.Cohort == cohort && c.Resource == res {
+			return c, true
+		}
+	}
+	return homelabv1.QuotaCohort{}, false
+}
+
+func queueRow(q *homelabv1.GpuQuota, queue, res string) (homelabv1.QuotaQueue, bool) {
+	for _, r := range q.Queues {
+		if r.Name == queue && r.Resource == res {
+			return r, true
+		}
+	}
+	return homelabv1.QuotaQueue{}, false
+}
+
+func conditionIs(gi *homelabv1.GpuInventory, t string, status metav1.ConditionStatus, contains string) error {
+	c := meta.FindStatusCondition(gi.Status.Conditions, t)
+	if c == nil || c.Status != status || !strings.Contains(c.Message, contains) {
+		return fmt.Errorf("condition %s = %+v, want %s naming %q", t, c, status, contains)
+	}
+	return nil
+}
+
+// Kueue installed while the operator runs is read without a restart: a ClusterQueue promising
+// more H100s than exist makes the inventory say so; Kueue removed takes it all away again.
+// Before Kueue the operator logs no error about it.
+func TestKueueAppearingWhileTheOperatorRuns(t *testing.T) {
+	c := startCluster(t)
+	c.createH100Nodes(t, "h100-a", "h100-b")
+	op := startOperator(t, c.env.Config, testOptions())
+	c.waitInventory(t, "the fleet without quota", func(gi *homelabv1.GpuInventory) error {
+		if gi.Status.TotalGpus != 16 || gi.Status.Quota != nil {
+			return fmt.Errorf("%d GPUs, quota %+v; want 16 and none", gi.Status.TotalGpus, gi.Status.Quota)
+		}
+		return nil
+	})
+
+	ctx := testContext(t)
+	if err := c.env.InstallKueueCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.applyKueue(t, testenv.KueueResourceFlavor("h100", map[string]string{"nvidia.com/gpu.product": h100Product}),
+		testenv.KueueClusterQueue{Name: "team", Quotas: []testenv.KueueQuota{{Flavor: "h100", Resource: gpuResource, Nominal: "24"}}}.Object())
+	c.waitInventory(t, "quota read from the Kueue installed meanwhile", func(gi *homelabv1.GpuInventory) error {
+		q := gi.Status.Quota
+		if q == nil || q.Kueue != testenv.KueueVersion {
+			return fmt.Errorf("status.quota = %+v, want Kueue %s", q, testenv.KueueVersion)
+		}
+		row, ok := quotaRow(q, h100Product, gpuResource)
+		if !ok || row.Nominal != 24 || row.Ready != 16 || row.Free != 16 || row.Finding != "Overcommitted" {
+			return fmt.Errorf("H100 row %+v; want nominal 24 against 16 ready and free, Overcommitted (quota %+v)", row, q)
+		}
+		return conditionIs(gi, homelabv1.ConditionQuotaOvercommitted, metav1.ConditionTrue, "team")
+	})
+	waitMetrics(t, op, `gpu_inventory_quota_nominal{inventory="cluster",model="`+h100Product+`",resource="nvidia.com/gpu"} 24`)
+
+	if err := c.env.UninstallKueueCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.waitInventory(t, "Kueue removed", func(gi *homelabv1.GpuInventory) error {
+		if gi.Status.Quota != nil || meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionQuotaOvercommitted) != nil {
+			return fmt.Errorf("status.quota = %+v, conditions %v; want neither", gi.Status.Quota, gi.Status.Conditions)
+		}
+		return nil
+	})
+	for _, line := range strings.Split(op.logs(), "\n") {
+		if strings.HasPrefix(line, "E") && strings.Contains(strings.ToLower(line), "kueue") {
+			t.Errorf("logged at error level about Kueue: %s", line)
+		}
+	}
+}
+
+// Without Kueue, ResourceQuotas on GPU resources are set against the cluster's GPUs: two
+// namespaces promised more H100s than exist make the cluster's row overcommitted, and what a
+// namespace uses is the quota's own status.
+func TestResourceQuotasBesideTheHardware(t *testing.T) {
+	c := startCluster(t)
+	c.createH100Nodes(t, "h100-a", "h100-b")
+	startOperator(t, c.env.Config, testOptions())
+	ctx := testContext(t)
+	for ns, hard := range map[string]int64{"team-a": 8, "team-b": 12} {
+		c.ensureNamespace(t, ns)
+		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests.nvidia.com/gpu": *resource.NewQuantity(hard, resource.DecimalSI),
+				corev1.ResourcePods: resource.MustParse("100")}}}
+		created, err := c.kube.CoreV1().ResourceQuotas(ns).Create(ctx, rq, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the ResourceQuota controller (not run here) writes: hard, and what is used.
+		created.Status = corev1.ResourceQuotaStatus{Hard: created.Spec.Hard, Used: corev1.ResourceList{"requests.nvidia.com/gpu": resource.MustParse("2")}}
+		if _, err := c.kube.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitInventory(t, "ResourceQuotas beside the H100s", func(gi *homelabv1.GpuInventory) error {
+		q := gi.Status.Quota
+		if q == nil || q.Kueue != "" || q.Namespaces != 2 || len(q.NamespaceQuotas) != 2 {
+			return fmt.Errorf("status.quota = %+v; want 2 namespaces' quotas and no Kueue", q)
+		}
+		for _, n := range q.NamespaceQuotas {
+			if n.Resource != "requests."+gpuResource || n.Used != 2 || (n.Namespace == "team-a") != (n.Hard == 8) {
+				return fmt.Errorf("namespace quota %+v", n)
+			}
+		}
+		var found bool
+		for _, m := range q.Models {
+			if m.Source == "ResourceQuota" && m.Resource == gpuResource {
+				found = m.Nominal == 20 && m.Ready == 16 && m.Used == 4 && m.Finding == "Overcommitted"
+			}
+		}
+		if !found {
+			return fmt.Errorf("models %+v; want a ResourceQuota row of 20 nvidia.com/gpu against 16 ready, 4 used, Overcommitted", q.Models)
+		}
+		return conditionIs(gi, homelabv1.ConditionQuotaOvercommitted, metav1.ConditionTrue, "")
+	})
+}
+
+// An operator whose ClusterRole lacks Kueue's objects says so in a condition and reports the
+// rest as always.
+func TestQuotaForbiddenIsACondition(t *testing.T) {
+	c := startCluster(t)
+	c.createH100Nodes(t, "h100-a")
+	ctx := testContext(t)
+	if err := c.env.InstallKueueCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.ApplyManifests(ctx, c.env.Config, "integration-test", "../../manifests/namespace.yaml", "../../manifests/rbac"); err != nil {
+		t.Fatal(err)
+	}
+	role, err := c.kube.RbacV1().ClusterRoles().Get(ctx, "gpu-inventory-operator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(role.Rules)
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.APIGroups, testenv.KueueGroup) })
+	if len(role.Rules) == n {
+		t.Fatal("the ClusterRole has no Kueue rule to take away")
+	}
+	if _, err := c.kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	saConfig, err := c.env.ServiceAccountConfig(ctx, operatorNamespace, "gpu-inventory-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, saConfig, testOptions())
+	c.waitInventory(t, "the fleet, and quota unknown", func(gi *homelabv1.GpuInventory) error {
+		if gi.Status.TotalGpus != 8 {
+			return fmt.Errorf("%d GPUs, want 8", gi.Status.TotalGpus)
+		}
+		c := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionQuotaUnknown)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != homelabv1.ReasonQuotaForbidden || !strings.Contains(c.Message, "forbidden") {
+			return fmt.Errorf("QuotaUnknown = %+v, want True, Forbidden", c)
+		}
+		return nil
+	})
+}
