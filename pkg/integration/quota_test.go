@@ -205,3 +205,90 @@ func TestQuotaForbiddenIsACondition(t *testing.T) {
 		return nil
 	})
 }
+
+// Quota against hardware with Kueue's own controller and the real scheduler: a queue that
+// fits its H100s, a cohort of two queues promising more than the H100s there are, one of them
+// borrowing from the other, a MIG flavor, and an L4 node no flavor selects. Kueue admits a
+// Job of "solo" with quota to spare, yet no node has room for its pod: quota says yes, the
+// hardware says no, and the inventory shows both. The figures are Kueue's and the
+// scheduler's, not the test's.
+func TestQuotaBesideKueueAndTheScheduler(t *testing.T) {
+	c := startKueueCluster(t)
+	const a100 = "NVIDIA-A100-SXM4-80GB"
+	c.gfdNode(t, "h100-1", h100Product, 8)
+	c.gfdNode(t, "h100-2", h100Product, 8)
+	c.gfdNode(t, "l4-1", "NVIDIA-L4", 4)
+	mig := kwokNode("a100-mig", corev1.ResourceList{migResource: resource.MustParse("7")})
+	for k, v := range map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": a100,
+		"nvidia.com/gpu.count": "1", "nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.count": "7"} {
+		mig.Labels[k] = v
+	}
+	if _, err := c.kube.CoreV1().Nodes().Create(testContext(t), mig, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitSchedulable(t, "a100-mig")
+
+	c.createFlavor(t, "h100", map[string]string{"nvidia.com/gpu.product": h100Product})
+	c.createFlavor(t, "a100-mig", map[string]string{"nvidia.com/gpu.product": a100})
+	for _, q := range []testenv.KueueClusterQueue{
+		{Name: "solo", Quotas: []testenv.KueueQuota{{Flavor: "h100", Resource: gpuResource, Nominal: "4"}}},
+		{Name: "research-a", Cohort: "research", Quotas: []testenv.KueueQuota{{Flavor: "h100", Resource: gpuResource, Nominal: "8", BorrowingLimit: "4"}}},
+		{Name: "research-b", Cohort: "research", Quotas: []testenv.KueueQuota{{Flavor: "h100", Resource: gpuResource, Nominal: "12", LendingLimit: "6"}}},
+		{Name: "mig", Quotas: []testenv.KueueQuota{{Flavor: "a100-mig", Resource: migResource, Nominal: "7"}}},
+	} {
+		c.createClusterQueue(t, q)
+		c.createLocalQueue(t, "ml", q.Name, q.Name)
+	}
+	op := startOperator(t, c.env.Config, testOptions())
+
+	borrow := c.createQueuedJob(t, "ml", "borrow", "research-a", 2, 5) // 10 of a nominal 8
+	c.waitReservation(t, "research-a", "h100", gpuResource, 10)
+	c.waitJobPodsRunning(t, borrow, 2)
+	migJob := testenv.KueueJob("ml", "mig", "mig", 1, corev1.ResourceList{migResource: resource.MustParse("2")})
+	if _, err := c.kube.BatchV1().Jobs("ml").Create(testContext(t), migJob, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReservation(t, "mig", "a100-mig", migResource, 2)
+	c.createQueuedJob(t, "ml", "solo", "solo", 1, 4) // 3 H100s free on each node: no room
+	c.waitReservation(t, "solo", "h100", gpuResource, 4)
+
+	gi := c.waitInventory(t, "quota beside Kueue's admissions and the scheduler's placements", func(gi *homelabv1.GpuInventory) error {
+		q := gi.Status.Quota
+		if q == nil || q.Kueue != testenv.KueueVersion || q.ClusterQueues != 4 || q.Cohorts != 3 || q.StrandedNodes != 1 {
+			return fmt.Errorf("status.quota = %+v; want Kueue %s, 4 queues in 3 cohorts, 1 stranded node", q, testenv.KueueVersion)
+		}
+		if a := gi.Status.Allocation; a == nil || a.PendingGpus != 4 {
+			return fmt.Errorf("allocation %+v; want solo's 4 GPUs pending in the scheduler", a)
+		}
+		research, _ := cohortRow(q, "research", gpuResource)
+		if research.Nominal != 20 || research.Ready != 16 || research.Reserved != 10 || research.Finding != homelabv1.QuotaFindingOvercommitted {
+			return fmt.Errorf("cohort research %+v; want 20 promised against 16 ready, 10 reserved, Overcommitted", research)
+		}
+		solo, _ := cohortRow(q, "solo", gpuResource)
+		if solo.Nominal != 4 || solo.Reserved != 4 || solo.Free != 6 || solo.Finding != "" {
+			return fmt.Errorf("cohort solo %+v; want 4 promised and reserved, 6 free, no finding", solo)
+		}
+		a, _ := queueRow(q, "research-a", gpuResource)
+		if a.Nominal != 8 || a.Borrowable != 4 || a.Reserved != 10 || a.AdmittedWorkloads != 1 {
+			return fmt.Errorf("queue research-a %+v; want nominal 8, 4 borrowable, 10 reserved (2 borrowed), 1 admitted", a)
+		}
+		m, _ := queueRow(q, "mig", migResource)
+		if m.Model != a100 || m.Nominal != 7 || m.Capacity != 7 || m.Reserved != 2 || m.Free != 5 || m.Finding != "" {
+			return fmt.Errorf("queue mig %+v; want 7 MIG devices of %s promised and there, 2 reserved, 5 free", m, a100)
+		}
+		if h, _ := quotaRow(q, h100Product, gpuResource); h.Nominal != 24 || h.Capacity != 16 || h.Free != 6 || h.Reserved != 14 || h.Finding != homelabv1.QuotaFindingOvercommitted {
+			return fmt.Errorf("H100 row %+v; want 24 promised, 16 there, 6 free, 14 reserved, Overcommitted", h)
+		}
+		if l4, ok := quotaRow(q, "NVIDIA-L4", gpuResource); !ok || l4.StrandedReady != 4 || l4.Finding != homelabv1.QuotaFindingStranded {
+			return fmt.Errorf("L4 row %+v; want its 4 GPUs stranded", l4)
+		}
+		if err := conditionIs(gi, homelabv1.ConditionQuotaOvercommitted, metav1.ConditionTrue, "research"); err != nil {
+			return err
+		}
+		return conditionIs(gi, homelabv1.ConditionQuotaStranded, metav1.ConditionTrue, "NVIDIA-L4")
+	})
+	t.Logf("QuotaOvercommitted: %s", meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionQuotaOvercommitted).Message)
+	waitMetrics(t, op, `gpu_inventory_quota_cohort_nominal{cohort="research",inventory="cluster",model="`+h100Product+`",resource="nvidia.com/gpu"} 20`)
+}
+
+const migResource = "nvidia.com/mig-1g.10gb"
