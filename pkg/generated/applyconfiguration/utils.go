@@ -64,6 +64,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuQuotaApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuSharing"):
 		return &homelabv1.GpuSharingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuUsage"):
+		return &homelabv1.GpuUsageApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("IdleHolder"):
+		return &homelabv1.IdleHolderApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MigDevice"):
 		return &homelabv1.MigDeviceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("MigInfo"):
@@ -84,6 +88,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.QuotaQueueApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceFree"):
 		return &homelabv1.ResourceFreeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("UsageNamespace"):
+		return &homelabv1.UsageNamespaceApplyConfiguration{}
 
 	}
 	return nil

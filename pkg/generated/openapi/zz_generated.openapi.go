@@ -50,6 +50,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool":            schema_pkg_apis_homelab_v1_GpuPool(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota":           schema_pkg_apis_homelab_v1_GpuQuota(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage":           schema_pkg_apis_homelab_v1_GpuUsage(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.IdleHolder":         schema_pkg_apis_homelab_v1_IdleHolder(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage":     schema_pkg_apis_homelab_v1_NamespaceUsage(ref),
@@ -60,6 +62,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace":     schema_pkg_apis_homelab_v1_QuotaNamespace(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue":         schema_pkg_apis_homelab_v1_QuotaQueue(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":       schema_pkg_apis_homelab_v1_ResourceFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.UsageNamespace":     schema_pkg_apis_homelab_v1_UsageNamespace(ref),
 		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroupList(ref),
@@ -746,6 +749,12 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota"),
 						},
 					},
+					"usage": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Usage is how much of the GPUs pods hold they use, from DCGM exporter's utilisation series in Prometheus; absent unless the operator reads Prometheus (--prometheus-url) and pods on the inventory's nodes hold GPUs DCGM exporter reports on.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage"),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -756,7 +765,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions: Degraded, LabelsMissing, Truncated and Fragmented.",
+							Description: "Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota* and UsageUnknown conditions where quota or usage is read).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -771,7 +780,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1663,6 +1672,155 @@ func schema_pkg_apis_homelab_v1_GpuSharing(ref common.ReferenceCallback) common.
 	}
 }
 
+func schema_pkg_apis_homelab_v1_GpuUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuUsage is what the pods that hold GPUs use of them, over a window. Hours are rounded down to whole hours, so that the status changes when a figure does, not every minute.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"window": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Window is the span the hours are counted over (--idle-window), e.g. 24h0m0s.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"idleAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdleAfter is how long a holder must be idle to count in idleGpus (--idle-after).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metric": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Metric is the DCGM exporter series read: DCGM_FI_PROF_GR_ENGINE_ACTIVE where every GPU has it, else DCGM_FI_DEV_GPU_UTIL (each GPU is read by the first it has).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"heldGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HeldGpus counts the GPUs (a MIG device counts as one) pods hold now that DCGM exporter reports on.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"idleGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdleGpus counts those of them held by pods idle for longer than idleAfter.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"namespaces": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespaces is per namespace and model: the most idle GPU-hours first, at most 32.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.UsageNamespace"),
+									},
+								},
+							},
+						},
+					},
+					"idleHolders": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "IdleHolders are the pods idle now: the longest idle first, at most 20.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.IdleHolder"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"window", "idleAfter", "heldGpus", "idleGpus"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.IdleHolder", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.UsageNamespace"},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_IdleHolder(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "IdleHolder is a pod that holds GPUs and has not used them since IdleSince.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"pod": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Gpus counts the GPUs (MIG devices) the pod holds there.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"idleSince": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdleSince is when its GPUs were last busy (or when DCGM exporter first reported them held, within the window).",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"namespace", "pod", "node", "model", "gpus", "idleSince"},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_homelab_v1_MigDevice(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2370,6 +2528,58 @@ func schema_pkg_apis_homelab_v1_ResourceFree(ref common.ReferenceCallback) commo
 					},
 				},
 				Required: []string{"resource", "free"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_UsageNamespace(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UsageNamespace is what one namespace's pods hold of one model and use, over the window.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Model is the product as GPU Feature Discovery writes it (NVIDIA-H100-80GB-HBM3).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"heldGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HeldGpus counts the GPUs (MIG devices) the namespace's pods hold now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"heldGpuHours": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HeldGpuHours and IdleGpuHours are GPU-hours held, and held below --idle-below utilisation, over the window by the pods holding now; rounded down.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"idleGpuHours": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+				},
+				Required: []string{"namespace", "model", "heldGpus", "heldGpuHours", "idleGpuHours"},
 			},
 		},
 	}

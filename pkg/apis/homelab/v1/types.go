@@ -44,6 +44,10 @@ const (
 	// ConditionQuotaUnknown is True when the operator may not read Kueue's objects or the
 	// ResourceQuotas (RBAC), or cannot read them; status.quota then holds what it could read.
 	ConditionQuotaUnknown = "QuotaUnknown"
+	// ConditionUsageUnknown is True when the operator reads GPU utilisation from Prometheus
+	// (--prometheus-url) and its last query failed: Prometheus unreachable or too slow, an
+	// error answer, or no DCGM exporter series. status.usage then keeps the last good answer.
+	ConditionUsageUnknown = "UsageUnknown"
 
 	ReasonAllGPUNodesReady       = "AllGPUNodesReady"
 	ReasonNoGPUNodes             = "NoGPUNodes"
@@ -64,6 +68,10 @@ const (
 	ReasonQuotaForbidden         = "Forbidden"
 	ReasonQuotaReadError         = "ReadError"
 	ReasonQuotaRead              = "QuotaRead"
+	ReasonPrometheusUnreachable  = "PrometheusUnreachable"
+	ReasonPrometheusError        = "PrometheusError"
+	ReasonNoDCGMSeries           = "NoDCGMSeries"
+	ReasonUsageRead              = "UsageRead"
 	DefaultWorkloadConfig        = "container"
 	FieldManager                 = "gpu-inventory-operator"
 	DefaultInventoryName         = "cluster"
@@ -80,7 +88,7 @@ const DefaultFragmentationGpus = 8
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=5"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=6"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -206,8 +214,14 @@ type GpuInventoryStatus struct {
 	// and only when some quota names a GPU resource.
 	// +optional
 	Quota *GpuQuota `json:"quota,omitempty"`
+	// Usage is how much of the GPUs pods hold they use, from DCGM exporter's utilisation
+	// series in Prometheus; absent unless the operator reads Prometheus (--prometheus-url)
+	// and pods on the inventory's nodes hold GPUs DCGM exporter reports on.
+	// +optional
+	Usage *GpuUsage `json:"usage,omitempty"`
 
-	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented.
+	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota* and
+	// UsageUnknown conditions where quota or usage is read).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -668,6 +682,69 @@ type QuotaNamespace struct {
 	Resource  string `json:"resource"`
 	Hard      int64  `json:"hard"`
 	Used      int64  `json:"used"`
+}
+
+// GpuUsage is what the pods that hold GPUs use of them, over a window. Hours are rounded
+// down to whole hours, so that the status changes when a figure does, not every minute.
+type GpuUsage struct {
+	// Window is the span the hours are counted over (--idle-window), e.g. 24h0m0s.
+	// +kubebuilder:validation:MaxLength=32
+	Window string `json:"window"`
+	// IdleAfter is how long a holder must be idle to count in idleGpus (--idle-after).
+	// +kubebuilder:validation:MaxLength=32
+	IdleAfter string `json:"idleAfter"`
+	// Metric is the DCGM exporter series read: DCGM_FI_PROF_GR_ENGINE_ACTIVE where every
+	// GPU has it, else DCGM_FI_DEV_GPU_UTIL (each GPU is read by the first it has).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Metric string `json:"metric,omitempty"`
+	// HeldGpus counts the GPUs (a MIG device counts as one) pods hold now that DCGM exporter
+	// reports on.
+	HeldGpus int32 `json:"heldGpus"`
+	// IdleGpus counts those of them held by pods idle for longer than idleAfter.
+	IdleGpus int32 `json:"idleGpus"`
+	// Namespaces is per namespace and model: the most idle GPU-hours first, at most 32.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Namespaces []UsageNamespace `json:"namespaces,omitempty"`
+	// IdleHolders are the pods idle now: the longest idle first, at most 20.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	IdleHolders []IdleHolder `json:"idleHolders,omitempty"`
+}
+
+// UsageNamespace is what one namespace's pods hold of one model and use, over the window.
+type UsageNamespace struct {
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Model is the product as GPU Feature Discovery writes it (NVIDIA-H100-80GB-HBM3).
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model"`
+	// HeldGpus counts the GPUs (MIG devices) the namespace's pods hold now.
+	HeldGpus int32 `json:"heldGpus"`
+	// HeldGpuHours and IdleGpuHours are GPU-hours held, and held below --idle-below
+	// utilisation, over the window by the pods holding now; rounded down.
+	HeldGpuHours int64 `json:"heldGpuHours"`
+	IdleGpuHours int64 `json:"idleGpuHours"`
+}
+
+// IdleHolder is a pod that holds GPUs and has not used them since IdleSince.
+type IdleHolder struct {
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model"`
+	// Gpus counts the GPUs (MIG devices) the pod holds there.
+	Gpus int32 `json:"gpus"`
+	// IdleSince is when its GPUs were last busy (or when DCGM exporter first reported them
+	// held, within the window).
+	IdleSince metav1.Time `json:"idleSince"`
 }
 
 // GpuClique counts the nodes of one multi-node NVLink domain.

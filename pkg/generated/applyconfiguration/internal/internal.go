@@ -464,6 +464,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: unlabeledGpus
       type:
         scalar: numeric
+    - name: usage
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuUsage
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuModel
   map:
     fields:
@@ -789,6 +792,66 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: strategy
       type:
         scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuUsage
+  map:
+    fields:
+    - name: heldGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: idleAfter
+      type:
+        scalar: string
+      default: ""
+    - name: idleGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: idleHolders
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.IdleHolder
+          elementRelationship: atomic
+    - name: metric
+      type:
+        scalar: string
+    - name: namespaces
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.UsageNamespace
+          elementRelationship: atomic
+    - name: window
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.IdleHolder
+  map:
+    fields:
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: idleSince
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: namespace
+      type:
+        scalar: string
+      default: ""
+    - name: node
+      type:
+        scalar: string
+      default: ""
+    - name: pod
+      type:
+        scalar: string
+      default: ""
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.MigDevice
   map:
     fields:
@@ -1051,6 +1114,29 @@ var schemaYAML = typed.YAMLObject(`types:
         scalar: numeric
       default: 0
     - name: resource
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.UsageNamespace
+  map:
+    fields:
+    - name: heldGpuHours
+      type:
+        scalar: numeric
+      default: 0
+    - name: heldGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: idleGpuHours
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: namespace
       type:
         scalar: string
       default: ""

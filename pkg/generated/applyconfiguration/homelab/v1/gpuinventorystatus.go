@@ -75,7 +75,12 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// quota reaches. Only on an inventory without a node selector (quota is the cluster's),
 	// and only when some quota names a GPU resource.
 	Quota *GpuQuotaApplyConfiguration `json:"quota,omitempty"`
-	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented.
+	// Usage is how much of the GPUs pods hold they use, from DCGM exporter's utilisation
+	// series in Prometheus; absent unless the operator reads Prometheus (--prometheus-url)
+	// and pods on the inventory's nodes hold GPUs DCGM exporter reports on.
+	Usage *GpuUsageApplyConfiguration `json:"usage,omitempty"`
+	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota* and
+	// UsageUnknown conditions where quota or usage is read).
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
@@ -233,6 +238,14 @@ func (b *GpuInventoryStatusApplyConfiguration) WithAllocation(value *GpuAllocati
 // If called multiple times, the Quota field is set to the value of the last call.
 func (b *GpuInventoryStatusApplyConfiguration) WithQuota(value *GpuQuotaApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
 	b.Quota = value
+	return b
+}
+
+// WithUsage sets the Usage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Usage field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithUsage(value *GpuUsageApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+	b.Usage = value
 	return b
 }
 
