@@ -40,9 +40,9 @@ release: ## Release VERSION (a v-tag) into bin/release: tar.gz of both binaries 
 	$(GO) run ./hack/release --version '$(VERSION)' --ldflags '-s -w $(LDFLAGS)' --date '$(BUILD_DATE)' --image '$(RELEASE_IMAGE)' --go '$(GO)' --output $(RELEASE_DIR) --oci-layout $(BIN)/release-oci
 
 .PHONY: demo
-demo: build testbin ## Run the operator on a local control plane loaded with the home lab (Ctrl-C to stop).
+demo: build ## Run the operator on a local control plane loaded with the home lab and Kueue queues (Ctrl-C to stop).
 	$(GO) build -o $(BIN)/demo ./hack/demo
-	TESTBIN_DIR="$(TESTBIN)" $(BIN)/demo --operator $(BIN)/gpu-inventory-operator
+	dir=$$(bash hack/testbin.sh demo) && TESTBIN_DIR="$$dir" $(BIN)/demo --operator $(BIN)/gpu-inventory-operator
 
 .PHONY: test
 test: test-unit test-integration ## Unit tests, then integration tests against a real kube-apiserver.

@@ -7,8 +7,24 @@
 # three are built from; the later ones are checked against their own NAME.key files, so adding
 # them did not rebuild kube-apiserver.
 #
+#   hack/testbin.sh            builds everything (make test needs all of it)
+#   hack/testbin.sh NAME...    builds only those: etcd, kube-apiserver, kwok, kube-scheduler,
+#                              resourceclaim-controller, job-controller, kueue, prometheus, or
+#                              demo (what `make demo` runs: etcd, kube-apiserver, kwok,
+#                              kube-scheduler, job-controller and kueue)
 #   TESTBIN_DIR=/path  overrides the cache location
 set -euo pipefail
+
+all=(etcd kube-apiserver kwok kube-scheduler resourceclaim-controller job-controller kueue prometheus)
+declare -A wanted=()
+for arg in "${@:-${all[@]}}"; do
+  case $arg in
+    demo) for n in etcd kube-apiserver kwok kube-scheduler job-controller kueue; do wanted[$n]=1; done ;;
+    etcd|kube-apiserver|kwok|kube-scheduler|resourceclaim-controller|job-controller|kueue|prometheus) wanted[$arg]=1 ;;
+    *) echo "hack/testbin.sh: unknown component \"$arg\"; want any of: ${all[*]} demo" >&2; exit 2 ;;
+  esac
+done
+want() { [[ -n ${wanted[$1]:-} ]]; }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 src="$root/hack/testbin"
@@ -41,17 +57,17 @@ build_keyed() { # name[, ldflags]
 # stamp gives a server the release version: unstamped it reports v0.0.0-master+$Format:%H$.
 stamp='-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37'
 
-build etcd "$src" ./etcd
+if want etcd; then build etcd "$src" ./etcd; fi
 # kube-apiserver is stamped too: Kueue refuses a server whose /version it cannot parse.
-build_keyed kube-apiserver "$stamp"
-build kwok "$src/kwok" sigs.k8s.io/kwok/cmd/kwok
-build_keyed kube-scheduler "$stamp"
+if want kube-apiserver; then build_keyed kube-apiserver "$stamp"; fi
+if want kwok; then build kwok "$src/kwok" sigs.k8s.io/kwok/cmd/kwok; fi
+if want kube-scheduler; then build_keyed kube-scheduler "$stamp"; fi
 # resourceclaim-controller imports client-go, klog and apiserver, which go.mod lists as
 # indirect: `go mod tidy` would mark them direct and so rebuild everything; leave that to the
 # next change of go.mod.
-build_keyed resourceclaim-controller
+if want resourceclaim-controller; then build_keyed resourceclaim-controller; fi
 # job-controller makes the pods of the Jobs that Kueue admits.
-build_keyed job-controller
+if want job-controller; then build_keyed job-controller; fi
 
 # Kueue's controller and CRDs, from hack/testbin/kueue (its own module, keyed on its go.mod,
 # go.sum and the two functions below). Tests read the CRDs from $dir/kueue-crds, never the
@@ -106,7 +122,7 @@ build_kueue() {
   mv "$dir/kueue.key.tmp" "$dir/kueue.key"
   echo ">> built kueue in $((SECONDS - start))s" >&2
 }
-build_kueue
+if want kueue; then build_kueue; fi
 
 # kwok-stages.yaml runs nodes only (tests set pod phases themselves); kwok-pod-stages.yaml also
 # runs the pods bound to kwok's nodes: Running at once, Succeeded for a Job's, deletions done.
@@ -146,6 +162,6 @@ build_prometheus() {
   echo "$key" > "$dir/prometheus.key.tmp"
   mv "$dir/prometheus.key.tmp" "$dir/prometheus.key"
 }
-build_prometheus
+if want prometheus; then build_prometheus; fi
 
 echo "$dir"

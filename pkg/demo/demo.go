@@ -16,8 +16,9 @@ limitations under the License.
 
 // Package demo is `make demo`: a local control plane loaded with the home lab and a few
 // healthy GPU nodes kept Ready by kwok (among them a DRA node whose GPUs are in a
-// ResourceSlice and a GKE node), the operator running against it, and the inventory printed
-// as a table whenever it changes.
+// ResourceSlice and a GKE node), kube-scheduler and Kueue with a queue of each kind quota
+// against hardware tells apart, the operator running against it, and the inventory and its
+// quota printed as tables whenever they change.
 package demo
 
 import (
@@ -28,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,12 +70,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if _, err := os.Stat(opts.Operator); err != nil {
 		return fmt.Errorf("operator binary: %w (run `make build`)", err)
 	}
-	fmt.Fprintln(out, "Starting a local control plane (etcd, kube-apiserver, kwok)...")
+	fmt.Fprintln(out, "Starting a local control plane (etcd, kube-apiserver, kwok, kube-scheduler, Kueue)...")
 	env, err := testenv.Start(ctx, testenv.Options{})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
+	// The scheduler and Kueue start while the cluster is loaded and the operator starts.
+	scheduling := make(chan error, 1)
+	go func() { scheduling <- startScheduling(ctx, env) }()
+	waitScheduling := sync.OnceValue(func() error { return <-scheduling })
+	defer waitScheduling() // before env.Stop
 	c, err := load(ctx, out, env)
 	if err != nil {
 		return err
@@ -90,6 +97,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}()
 	fmt.Fprintf(out, "Operator running; its log: %s\n", logPath)
+	if err := waitScheduling(); err != nil {
+		return err
+	}
+	if err := submitQueues(ctx, env, c.kube); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Started kube-scheduler and Kueue with %d ClusterQueues (cohorts research and notebooks) and sent them %d Jobs; no flavor selects %s or %s.\n",
+		len(clusterQueues()), len(queueJobs()), GKENode, DRANode)
 
 	gi, err := waitForInventory(ctx, c.gpu, c.converged)
 	if err != nil {
@@ -108,16 +123,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 
 // cluster is the loaded control plane: its clients and what it holds.
 type cluster struct {
+	kube     kubernetes.Interface
 	gpu      versioned.Interface
 	healthy  int // GPU nodes kwok keeps Ready
 	draGPUs  int // in DRANode's ResourceSlice
-	heldPods int // pods holding GPUs
+	heldPods int // pods holding GPUs, besides the queues' Jobs
+	queues   queueLoad
 }
 
 // load starts kwok and loads the control plane: the home lab, the healthy GPU nodes, the
 // DRA node's slice (where resource.k8s.io/v1 is served) and the workloads.
 func load(ctx context.Context, out io.Writer, env *testenv.Env) (*cluster, error) {
-	if err := env.StartKwok(ctx); err != nil {
+	if err := env.StartKwokWithRunningJobs(ctx); err != nil {
 		return nil, err
 	}
 	kube, err := kubernetes.NewForConfig(env.Config)
@@ -153,15 +170,18 @@ func load(ctx context.Context, out io.Writer, env *testenv.Env) (*cluster, error
 	}
 	fmt.Fprintf(out, "Started %d pods holding GPUs in namespaces %s and %s, and one 8-GPU pod waiting for an H100 node with 8 free GPUs.\n",
 		heldPods, trainingNamespace, inferenceNamespace)
-	return &cluster{gpu: gpu, healthy: len(healthy), draGPUs: draGPUs, heldPods: heldPods}, nil
+	return &cluster{kube: kube, gpu: gpu, healthy: len(healthy), draGPUs: draGPUs, heldPods: heldPods, queues: expectedLoad()}, nil
 }
 
 // converged reports whether the operator has reported the cluster: kwok has made the healthy
-// nodes Ready, the DRA node has its slice's GPUs, and the pods are counted.
+// nodes Ready, the DRA node has its slice's GPUs, the pods are counted (the queues' too) and
+// the quota shows what Kueue reserves and holds.
 func (c *cluster) converged(gi *homelabv1.GpuInventory) bool {
+	a := gi.Status.Allocation
 	return gi.Status.InventoryHash != "" && gi.Status.ReadyGpuNodes == int32(c.healthy) &&
 		entryGPUs(gi, DRANode) == int32(c.draGPUs) &&
-		gi.Status.Allocation != nil && gi.Status.Allocation.GpuPods == int32(c.heldPods) && gi.Status.Allocation.PendingPods == 1
+		a != nil && a.GpuPods == int32(c.heldPods)+c.queues.runningPods && a.PendingPods == 1+c.queues.waitingPods &&
+		c.queues.quotaConverged(gi.Status.Quota)
 }
 
 // printTryThis says what to try while the demo follows the inventory.
@@ -174,6 +194,8 @@ The cluster is yours until Ctrl-C. In another terminal:
   bin/kubectl-gpuinv nodes -o wide         # one GpuNode record per GPU node, with its source
   bin/kubectl-gpuinv free --count 2        # where a 2-GPU job could start now
   bin/kubectl-gpuinv who --by-namespace    # who holds the GPUs
+  bin/kubectl-gpuinv quota --queue research-a   # one ClusterQueue beside its cohort
+  kubectl get clusterqueues                # Kueue's own view: PENDING WORKLOADS, ADMITTED WORKLOADS
   kubectl get gpuinv                       # GPU-NODES, READY, GPUS, READY-GPUS, DEGRADED
   kubectl get gpunodes                     # the records: PRODUCT, GPUS, ..., SOURCE
   kubectl get resourceslices               # %s's GPUs as the DRA driver published them
@@ -196,9 +218,18 @@ func entryGPUs(gi *homelabv1.GpuInventory, node string) int32 {
 	return -1
 }
 
-// report prints what `kubectl gpuinv` (-o wide with opts.Wide) prints for the inventory.
+// report prints what `kubectl gpuinv` (-o wide with opts.Wide) prints for the inventory,
+// then what `kubectl gpuinv quota` prints.
 func report(out io.Writer, gi *homelabv1.GpuInventory, opts Options) error {
-	return printer.Report(out, gi, printer.Options{Color: opts.Color, Wide: opts.Wide, Now: time.Now()})
+	popts := printer.Options{Color: opts.Color, Wide: opts.Wide, Now: time.Now()}
+	if err := printer.Report(out, gi, popts); err != nil {
+		return err
+	}
+	if gi.Status.Quota == nil {
+		return nil
+	}
+	fmt.Fprintln(out, "\n$ kubectl gpuinv quota")
+	return printer.Quota(out, printer.QuotaView{Inventory: gi.Name, Quota: gi.Status.Quota, Conditions: gi.Status.Conditions}, popts)
 }
 
 // startOperator runs the operator binary against kubeconfig and returns a function that
