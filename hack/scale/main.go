@@ -20,7 +20,8 @@ limitations under the License.
 // fleet; with --pods, the allocation phase: pods bound to the fleet's nodes, the operator's
 // start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
 // free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
-// several kube-apiservers (fleet.go). It prints the table of the README's "Performance"
+// several kube-apiservers (fleet.go); with --quota-queues, the quota phase: Kueue's objects
+// beside the fleet (quota.go). It prints the table of the README's "Performance"
 // section. `make bench` runs it; `make bench-large`, its first phases on 20,000 nodes.
 package main
 
@@ -84,6 +85,9 @@ func main() {
 	flag.Float64Var(&podChurnRate, "pod-churn", 100, "Pod creations and deletions a second (half each) in the allocation phase, GPU pods in their share of --pods.")
 	flag.DurationVar(&podChurnFor, "pod-churn-duration", 30*time.Second, "Length of the allocation phase's pod churn.")
 	flag.IntVar(&podWorkers, "pod-workers", 64, "Parallel creations of the allocation phase's pods.")
+	flag.IntVar(&quotaQueues, "quota-queues", 1000, "ClusterQueues of the quota phase, after the last phases and before the allocation phase: Kueue's CRDs installed while the operator runs, --quota-flavors ResourceFlavors, the queues in cohorts, a LocalQueue each, --quota-workloads Workloads; the operator's memory and quiet status writes with them, and `kubectl gpuinv quota` (0: skip).")
+	flag.IntVar(&quotaFlavors, "quota-flavors", 100, "ResourceFlavors of the quota phase, by GPU product, zone and node pool (at least 5: one per GPU model of the fleet).")
+	flag.IntVar(&quotaWorkloads, "quota-workloads", 10000, "Kueue Workloads of the quota phase, spread over its LocalQueues.")
 	flag.IntVar(&fleetContexts, "fleet-contexts", 10, "Clusters of the fleet phase, the first (needs --plugin): as many kube-apiservers on one etcd, each a kubeconfig context with a GpuInventory, read by `kubectl gpuinv --all-contexts` (0: skip).")
 	flag.IntVar(&fleetGPUNodes, "fleet-gpu-nodes", 1000, "GPU nodes that each fleet-phase inventory covers (it lists at most 500 of them, as the operator does).")
 	flag.BoolVar(&fleetOnly, "fleet-only", false, "Run the fleet phase alone.")
@@ -91,6 +95,10 @@ func main() {
 	flag.Parse()
 	if fleetOnly && (pluginBinary == "" || fleetContexts <= 0) {
 		fmt.Fprintln(os.Stderr, "scale: --fleet-only needs --plugin and --fleet-contexts above 0")
+		os.Exit(2)
+	}
+	if quotaQueues > 0 && (quotaFlavors < len(fixtures.GPUModels) || quotaWorkloads < 0) {
+		fmt.Fprintf(os.Stderr, "scale: the quota phase needs --quota-flavors of at least %d (one per GPU model) and --quota-workloads of 0 or more\n", len(fixtures.GPUModels))
 		os.Exit(2)
 	}
 	if pluginBinary != "" && fleetContexts > 0 {

@@ -110,6 +110,9 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 	}
 	h.quietRSS = f.quiet.rss
 	err = lastPhases(ctx, h)
+	if quotaQueues > 0 {
+		err = errors.Join(err, quotaPhase(ctx, h, env))
+	}
 	if podTotal > 0 {
 		err = errors.Join(err, allocationPhase(ctx, h, env, n))
 	}
