@@ -194,7 +194,8 @@ The cluster is yours until Ctrl-C. In another terminal:
   bin/kubectl-gpuinv nodes -o wide         # one GpuNode record per GPU node, with its source
   bin/kubectl-gpuinv free --count 2        # where a 2-GPU job could start now
   bin/kubectl-gpuinv who --by-namespace    # who holds the GPUs
-  bin/kubectl-gpuinv quota --queue research-a   # one ClusterQueue beside its cohort
+  # one ClusterQueue beside its cohort (Kueue admitted research-b's Job; its pod waits for an H100):
+  bin/kubectl-gpuinv quota --queue research-b
   kubectl get clusterqueues                # Kueue's own view: PENDING WORKLOADS, ADMITTED WORKLOADS
   kubectl get gpuinv                       # GPU-NODES, READY, GPUS, READY-GPUS, DEGRADED
   kubectl get gpunodes                     # the records: PRODUCT, GPUS, ..., SOURCE
