@@ -88,13 +88,15 @@ bench-compare: ## This build's Go benchmarks against REF's (a git ref, checked o
 	bash hack/bench-compare --count $(BENCH_COUNT) $(if $(SCALE),--scale) $(REF)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, clientset, listers, informers, apply configurations and the CRD.
+generate: ## Regenerate deepcopy, clientset, listers, informers, apply configurations, the CRD and the Grafana dashboard.
 	bash hack/update-codegen.sh
+	$(GO) run ./hack/dashboard
 	$(GO) mod tidy
 
 .PHONY: verify
 verify: ## Fail when generated files are stale, go.mod is untidy, code is unformatted or lacks the licence notice, or go vet or staticcheck complain.
 	bash hack/verify-codegen.sh
+	$(GO) run ./hack/dashboard --verify
 	bash hack/verify-boilerplate.sh
 	@$(GO) mod tidy -diff >/dev/null || { $(GO) mod tidy -diff; echo "go.mod/go.sum: run 'go mod tidy'"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run 'gofmt -w' on the files above"; exit 1; }

@@ -47,13 +47,14 @@ func TestChartEqualsKustomize(t *testing.T) {
 	}{
 		{name: "defaults"},
 		{name: "installCRD=false", values: "installCRD: false", components: []string{"without-crd-install"}},
-		{name: "ServiceMonitor and PrometheusRule",
-			values:     "monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}}",
+		{name: "ServiceMonitor, PrometheusRule and dashboard",
+			values:     "monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {enabled: true}}",
 			components: []string{"monitoring"}},
+		{name: "dashboard", values: "monitoring: {dashboard: {enabled: true}}", components: []string{"monitoring/dashboard"}},
 		{name: "DCGM rules", values: "monitoring: {dcgmRules: {enabled: true}}", components: []string{"monitoring/dcgm"}},
 		{name: "listPodsByNamespace", values: "listPodsByNamespace: true", components: []string{"list-pods-by-namespace"}},
 		{name: "every option",
-			values:     "installCRD: false\nlistPodsByNamespace: true\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}",
+			values:     "installCRD: false\nlistPodsByNamespace: true\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, dashboard: {enabled: true}}",
 			components: []string{"without-crd-install", "list-pods-by-namespace", "monitoring", "monitoring/dcgm"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,14 +94,16 @@ func TestChartEqualsKustomize(t *testing.T) {
 }
 
 // Files the chart holds as copies, since a chart cannot read outside its directory: the CRDs
-// (crds/ is applied as is) and the PrometheusRules (files/, given their namespace and labels
-// by templates/). `make generate` rewrites manifests/crd; copy the result.
+// (crds/ is applied as is), the PrometheusRules and the dashboard (files/, given their
+// namespace and labels by templates/). `make generate` rewrites manifests/crd; copy the
+// result. It writes both dashboards itself.
 func TestChartCopiesAreCurrent(t *testing.T) {
 	for copied, original := range map[string]string{
 		"chart/crds/homelab.youngju.dev_gpuinventories.yaml": "crd/homelab.youngju.dev_gpuinventories.yaml",
 		"chart/crds/homelab.youngju.dev_gpunodes.yaml":       "crd/homelab.youngju.dev_gpunodes.yaml",
 		"chart/files/prometheusrule.yaml":                    "monitoring/prometheusrule.yaml",
 		"chart/files/dcgm-prometheusrule.yaml":               "monitoring/dcgm/prometheusrule.yaml",
+		"chart/files/gpu-inventory.json":                     "monitoring/dashboard/gpu-inventory.json",
 	} {
 		a, err := os.ReadFile(copied)
 		if err != nil {
@@ -131,7 +134,7 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 func TestChartLint(t *testing.T) {
 	for _, values := range []string{
 		"",
-		"installCRD: false\nlistPodsByNamespace: true\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, labels: {release: prometheus}}",
+		"installCRD: false\nlistPodsByNamespace: true\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, dashboard: {enabled: true}, labels: {release: prometheus}}",
 		"replicas: 1\nleaderElection: {enabled: false}\nserviceAccount: {create: false, name: existing}",
 		"image: {repository: registry.example.com/gpu-inventory-operator, tag: v0.1.0, pullSecrets: [regcred]}\n" +
 			"extraArgs: [--max-status-nodes=200]\npodAnnotations: {a: b}\nnodeSelector: {kubernetes.io/os: linux}\n" +
