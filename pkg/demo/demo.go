@@ -77,10 +77,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	defer env.Stop()
 	// The scheduler and Kueue start while the cluster is loaded and the operator starts.
+	schedulingCtx, cancelScheduling := context.WithCancel(ctx)
 	scheduling := make(chan error, 1)
-	go func() { scheduling <- startScheduling(ctx, env) }()
+	go func() { scheduling <- startScheduling(schedulingCtx, env) }()
 	waitScheduling := sync.OnceValue(func() error { return <-scheduling })
 	defer waitScheduling() // before env.Stop
+	defer cancelScheduling() // a failed start need not wait for Kueue
 	c, err := load(ctx, out, env)
 	if err != nil {
 		return err
@@ -98,6 +100,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}()
 	fmt.Fprintf(out, "Operator running; its log: %s\n", logPath)
 	if err := waitScheduling(); err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C while Kueue started
+		}
 		return err
 	}
 	if err := submitQueues(ctx, env, c.kube); err != nil {
