@@ -81,7 +81,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	scheduling := make(chan error, 1)
 	go func() { scheduling <- startScheduling(schedulingCtx, env) }()
 	waitScheduling := sync.OnceValue(func() error { return <-scheduling })
-	defer waitScheduling() // before env.Stop
+	defer waitScheduling()   // before env.Stop
 	defer cancelScheduling() // a failed start need not wait for Kueue
 	c, err := load(ctx, out, env)
 	if err != nil {
