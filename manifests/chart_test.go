@@ -18,6 +18,7 @@ package manifests_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -454,14 +455,29 @@ securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true,
 			t.Errorf("ServiceAccount annotations %v", got)
 		}
 	})
+	t.Run("the dashboard for a sidecar with another label", func(t *testing.T) {
+		objs := render(t, "grafana", `monitoring: {dashboard: {enabled: true, labels: {grafana_dashboard: null, dashboards: grafana}}}`)
+		cm := find(t, objs, "ConfigMap", "gpu-inventory-operator-dashboard")
+		if got, want := cm.GetLabels(), map[string]string{"app.kubernetes.io/name": "gpu-inventory-operator", "dashboards": "grafana"}; !cmp.Equal(got, want) || cm.GetNamespace() != "grafana" {
+			t.Errorf("dashboard ConfigMap in %q with labels %v, want in grafana with %v", cm.GetNamespace(), got, want)
+		}
+		data, _, _ := unstructured.NestedString(cm.Object, "data", "gpu-inventory.json")
+		var board struct{ UID string }
+		if err := json.Unmarshal([]byte(data), &board); err != nil || board.UID != "gpu-inventory-operator" {
+			t.Errorf("the ConfigMap's gpu-inventory.json: uid %q, %v; want the dashboard", board.UID, err)
+		}
+	})
 	t.Run("monitoring labels and interval", func(t *testing.T) {
-		objs := render(t, operatorNamespace, "monitoring: {serviceMonitor: {enabled: true, interval: 1m}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, labels: {release: prometheus}}")
+		objs := render(t, operatorNamespace, "monitoring: {serviceMonitor: {enabled: true, interval: 1m}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}, dashboard: {enabled: true}, labels: {release: prometheus}}")
 		want := map[string]string{"app.kubernetes.io/name": "gpu-inventory-operator", "release": "prometheus"}
 		for _, key := range []string{"ServiceMonitor/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator", "PrometheusRule/gpu-inventory-operator-dcgm"} {
 			kind, name, _ := strings.Cut(key, "/")
 			if got := find(t, objs, kind, name).GetLabels(); !cmp.Equal(got, want) {
 				t.Errorf("%s labels %v, want %v", key, got, want)
 			}
+		}
+		if got := find(t, objs, "ConfigMap", "gpu-inventory-operator-dashboard").GetLabels(); !cmp.Equal(got, map[string]string{"app.kubernetes.io/name": "gpu-inventory-operator", "grafana_dashboard": "1"}) {
+			t.Errorf("the dashboard's labels %v, want only the sidecar's beside the name: monitoring.labels are Prometheus'", got)
 		}
 		endpoints, _, _ := unstructured.NestedSlice(find(t, objs, "ServiceMonitor", "gpu-inventory-operator").Object, "spec", "endpoints")
 		if len(endpoints) != 1 || endpoints[0].(map[string]any)["interval"] != "1m" {
@@ -486,6 +502,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"resources: {limit: {memory: 1Gi}}", "limit"},
 		{"monitoring: {serviceMonitor: {interval: 30 seconds}}", "/monitoring/serviceMonitor/interval"},
 		{"monitoring: {prometheusRules: {enabled: true}}", "prometheusRules"},
+		{"monitoring: {dashboard: {enabled: \"yes\"}}", "/monitoring/dashboard/enabled"},
+		{"monitoring: {dashboard: {labels: {grafana_dashboard: 1}}}", "/monitoring/dashboard/labels/grafana_dashboard"},
 	} {
 		_, err := helmchart.Render("chart", helmchart.Options{Namespace: operatorNamespace, Values: parseValues(t, tc.values)})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
