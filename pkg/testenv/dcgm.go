@@ -64,9 +64,18 @@ type DCGMGPU struct {
 	// Namespace, Pod and Container are the exporter's Kubernetes pod mapping; empty when no
 	// pod holds the device (or the mapping is off, as for DRA devices by default).
 	Namespace, Pod, Container string
+	// DRA is the claim a DRA-allocated device is reported with when the exporter runs with
+	// --kubernetes-enable-dra; nil for devices of the device plugin.
+	DRA *DCGMClaim
 	// Util is the utilisation as a 0-1 fraction: DCGM_FI_PROF_GR_ENGINE_ACTIVE as is,
 	// DCGM_FI_DEV_GPU_UTIL as a whole percent.
 	Util float64
+}
+
+// DCGMClaim is the ResourceClaim allocation DCGM exporter names a DRA device's series by.
+type DCGMClaim struct {
+	Namespace, Name string // dra_claim_namespace, dra_claim_name
+	Pool, Device    string // dra_pool_name, dra_device_name (the driver is gpu.nvidia.com)
 }
 
 // validate says what is wrong with g, if anything.
@@ -89,6 +98,9 @@ func (g DCGMGPU) validate() error {
 	}
 	if (g.Pod == "") != (g.Namespace == "") {
 		problems = append(problems, "a pod without a namespace or a namespace without a pod")
+	}
+	if g.DRA != nil && g.Pod == "" {
+		problems = append(problems, "a DRA claim without the pod it is mapped to")
 	}
 	if len(problems) == 0 {
 		return nil
@@ -120,7 +132,12 @@ func (g DCGMGPU) labels() string {
 	}
 	fmt.Fprintf(&b, `,Hostname=%s,DCGM_FI_DRIVER_VERSION=%s`, quote(g.Node), quote(driver))
 	if g.Pod != "" {
-		fmt.Fprintf(&b, `,container=%s,namespace=%s,pod=%s`, quote(g.Container), quote(g.Namespace), quote(g.Pod))
+		fmt.Fprintf(&b, `,container=%s`, quote(g.Container))
+		if c := g.DRA; c != nil {
+			fmt.Fprintf(&b, `,dra_claim_name=%s,dra_claim_namespace=%s,dra_device_name=%s,dra_driver_name="gpu.nvidia.com",dra_pool_name=%s`,
+				quote(c.Name), quote(c.Namespace), quote(c.Device), quote(c.Pool))
+		}
+		fmt.Fprintf(&b, `,namespace=%s,pod=%s`, quote(g.Namespace), quote(g.Pod))
 	}
 	return b.String()
 }

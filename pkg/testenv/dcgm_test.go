@@ -72,6 +72,28 @@ DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",UUID="GPU-f6a9069a-e282-52a0-8761-13049d9d
 	}
 }
 
+// A DRA device mapped with --kubernetes-enable-dra carries its claim's attributes between
+// container and namespace, sorted as the exporter sorts them.
+func TestDCGMExporterNamesDRAClaims(t *testing.T) {
+	g := DCGMGPU{Node: "dra-h100-1", Index: 0, UUID: "GPU-a8c294d0-6b80-5491-8500-21f3285de696", Model: "NVIDIA H100 80GB HBM3",
+		Namespace: "dra", Pod: "worker", Container: "main", DRA: &DCGMClaim{Namespace: "dra", Name: "one-gpu", Pool: "dra-h100-1", Device: "gpu-0"}}
+	x, err := StartDCGMExporter(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	want := `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-a8c294d0-6b80-5491-8500-21f3285de696",pci_bus_id="00000000:18:00.0",device="nvidia0",` +
+		`modelName="NVIDIA H100 80GB HBM3",Hostname="dra-h100-1",DCGM_FI_DRIVER_VERSION="580.105.08",container="main",dra_claim_name="one-gpu",` +
+		`dra_claim_namespace="dra",dra_device_name="gpu-0",dra_driver_name="gpu.nvidia.com",dra_pool_name="dra-h100-1",namespace="dra",pod="worker"} 0.000000` + "\n"
+	if got := string(x.Exposition()); !strings.Contains(got, want) {
+		t.Errorf("/metrics:\n%s\nwant the line:\n%s", got, want)
+	}
+	g.Pod, g.Namespace = "", ""
+	if err := x.SetGPUs(g); err == nil || !strings.Contains(err.Error(), "DRA claim without the pod") {
+		t.Errorf("a claim without a pod: %v", err)
+	}
+}
+
 // A test changes devices while the exporter runs; WaitScrape returns once a reader has seen
 // the change.
 func TestDCGMExporterChangesWhileRunning(t *testing.T) {
