@@ -137,7 +137,10 @@ func TestComputeKueue(t *testing.T) {
 				QuotaFigures: homelabv1.QuotaFigures{Resource: string(gpu), Capacity: 24, Ready: 16, Free: 16, Finding: homelabv1.QuotaFindingStranded}})
 			want(t, "A100 finding", modelRow(t, r, homelabv1.QuotaSourceKueue, a100, gpu).Finding, "")
 			want(t, "stranded lines", len(r.Stranded), 1)
-			wantLine(t, "stranded", r.Stranded, "2 Ready GPU nodes", "2 "+h100+" (16 nvidia.com/gpu)")
+			wantLine(t, "stranded", r.Stranded, "2 Ready GPU nodes", "2 "+h100+" (16 nvidia.com/gpu)", "(h100-0, h100-1)")
+			if strings.Contains(r.Stranded[0], "h100-down") {
+				t.Errorf("the NotReady node is named stranded: %s", r.Stranded[0])
+			}
 			want(t, "overcommitted lines", len(r.Overcommitted), 0)
 		},
 	}, {

@@ -67,6 +67,17 @@ func (s nodeSet) and(o nodeSet) {
 	}
 }
 
+// first returns the indices of at most n members, lowest first.
+func (s nodeSet) first(n int) []int {
+	var out []int
+	for i := 0; i < len(s)*64 && len(out) < n; i++ {
+		if s.has(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 func (s nodeSet) count() int {
 	n := 0
 	for _, w := range s {
@@ -91,6 +102,7 @@ type taintKey struct {
 // their products. Sets are bitsets over the nodes so that unions of flavors stay cheap.
 type hardware struct {
 	n         int
+	names     []string // per node
 	products  []string // sorted
 	product   []int    // per node, an index into products
 	byProduct map[string]nodeSet
@@ -109,8 +121,10 @@ func newHardware(nodes []Node, isGPU func(corev1.ResourceName) bool) *hardware {
 	h := &hardware{n: len(nodes), resources: map[corev1.ResourceName]int{}, byProduct: map[string]nodeSet{},
 		flavors: map[string]nodeSet{}, memo: map[string]figures{}, single: map[flavorResource]figures{}}
 	h.ready, h.gpu, h.product = newNodeSet(h.n), newNodeSet(h.n), make([]int, h.n)
+	h.names = make([]string, h.n)
 	names := make([]string, h.n)
 	for i, node := range nodes {
+		h.names[i] = node.Name
 		names[i] = cmp.Or(node.Model, unknownProduct)
 		for _, r := range node.Resources {
 			if !isGPU(r.Name) || r.Capacity <= 0 {

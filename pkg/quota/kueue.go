@@ -90,6 +90,9 @@ func (m *kueueModel) addQueue(r *reader, f *forest, h *hardware, q *member) {
 	}
 }
 
+// strandedNamed is how many stranded nodes a finding names.
+const strandedNamed = 5
+
 // strandedHardware finds the GPU nodes no flavor of a ClusterQueue with GPU quota selects,
 // adds them to their model's rows and says which of them are Ready.
 func (m *kueueModel) strandedHardware(f *forest, h *hardware) {
@@ -124,8 +127,15 @@ func (m *kueueModel) strandedHardware(f *forest, h *hardware) {
 		if m.strandedNodes == 1 {
 			subject = "1 Ready GPU node is"
 		}
-		m.stranded = append(m.stranded, fmt.Sprintf("%s selected by no ResourceFlavor of a ClusterQueue with GPU quota: %s",
-			subject, strings.Join(parts, ", ")))
+		var named []string
+		for _, i := range stranded.first(strandedNamed) {
+			named = append(named, h.names[i])
+		}
+		if m.strandedNodes > len(named) {
+			named = append(named, "...")
+		}
+		m.stranded = append(m.stranded, fmt.Sprintf("%s selected by no ResourceFlavor of a ClusterQueue with GPU quota: %s (%s)",
+			subject, strings.Join(parts, ", "), strings.Join(named, ", ")))
 	}
 }
 
