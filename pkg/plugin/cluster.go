@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 )
@@ -84,7 +85,13 @@ type question struct {
 	freeDevices bool
 	// claims: the question brings claims of its own (fit's file), which may exist already.
 	claims bool
+	// compressionSet: --disable-compression was given, and the Nodes and pods are read
+	// compressed or not as it and the kubeconfig say; else uncompressed (readConfig).
+	compressionSet bool
 }
+
+// disableCompressionFlag is kubectl's flag that turns the API server's gzip off, or on.
+const disableCompressionFlag = "disable-compression"
 
 // loaded is what loadCluster read for a question: the cluster the filters run on, and the
 // nodes where the node-only filters reject every pod of the question, in name order.
@@ -109,8 +116,11 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 	}
 	var l loaded
 	_, resource, err := c.typed()
+	var cfg *rest.Config // of the Node and pod reads; nil for the fake clientset
 	if err == nil && c.kube == nil {
-		_, err = c.smallLists() // made before the lists that share it start
+		if _, err = c.smallLists(); err == nil { // made before the lists that share it start
+			cfg, err = c.readConfig(q.compressionSet)
+		}
 	}
 	if err != nil {
 		return l, err
@@ -128,7 +138,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 		return err
 	}
 	err = parallel(func() error {
-		return readNodesAndPods(ctx, c, newPlacing(q.pods, dra), &l, afterNodes)
+		return readNodesAndPods(ctx, &podReader{c: c, cfg: cfg}, newPlacing(q.pods, dra), &l, afterNodes)
 	}, func() (err error) {
 		if claimsFirst {
 			l.cluster.Claims, err = readClaims(ctx, c, resource)
@@ -150,15 +160,15 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 // soon as it is read: one list per node, podLists at a time (the API server's watch cache
 // finds a node's pods by an index), or, past maxNodeLists candidates, one list of every pod.
 // afterNodes runs once the nodes are read, beside the pod lists.
-func readNodesAndPods(ctx context.Context, c *clients, p *placing, l *loaded, afterNodes func(map[string]bool) error) error {
-	r := &podReader{c: c}
+func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *loaded, afterNodes func(map[string]bool) error) error {
+	c := r.c
 	listsCtx, stopLists := context.WithCancel(ctx)
 	defer stopLists()
 	found := make(chan string, maxNodeLists)
 	candidates := map[string]bool{}
 	readNodes := func() error {
 		defer close(found)
-		err := c.listNodes(ctx, p, func(n *corev1.Node) {
+		err := c.listNodes(ctx, r.cfg, p, func(n *corev1.Node) {
 			kept, rejected := p.trim(n)
 			if rejected != nil {
 				l.rejected = append(l.rejected, *rejected)
@@ -284,6 +294,7 @@ func readClaims(ctx context.Context, c *clients, resource resourcev1client.Resou
 // per node.
 type podReader struct {
 	c     *clients
+	cfg   *rest.Config // of the list of every pod (readConfig); nil for the fake clientset
 	mu    sync.Mutex
 	pods  []*corev1.Pod
 	usage map[string]*capacity.Usage
@@ -306,7 +317,7 @@ func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 // read lists pods and adds those on the nodes on selects (an API server that ignores the
 // field selector gives them all).
 func (r *podReader) read(ctx context.Context, small bool, opts metav1.ListOptions, on func(string) bool) error {
-	err := r.c.listPods(ctx, small, opts, func(p *corev1.Pod) {
+	err := r.c.listPods(ctx, r.cfg, small, opts, func(p *corev1.Pod) {
 		if on(p.Spec.NodeName) && !finished(p) {
 			r.add(p)
 		}

@@ -37,6 +37,8 @@ type fitOptions struct {
 	file      string
 	namespace string
 	output    string
+	// compressionSet: --disable-compression was given (question.compressionSet).
+	compressionSet bool
 }
 
 func newFitCommand(env Environment, c *clients) *cobra.Command {
@@ -83,6 +85,7 @@ cannot be read or holds something it cannot place, an API error).`,
 			if o.file == "" {
 				return usagef("fit needs -f FILE (- reads standard input)")
 			}
+			o.compressionSet = cmd.Flags().Changed(disableCompressionFlag)
 			return o.run(cmd.Context(), env, c)
 		},
 	}
@@ -105,7 +108,9 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 	if err != nil {
 		return err
 	}
-	l, err := loadCluster(ctx, c, in.question())
+	q := in.question()
+	q.compressionSet = o.compressionSet
+	l, err := loadCluster(ctx, c, q)
 	if err != nil {
 		return err
 	}

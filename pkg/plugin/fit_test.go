@@ -20,17 +20,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // trainerDeployment is 3 replicas of 4 GPUs, given as limits only.
@@ -320,5 +326,59 @@ func TestFitZeroReplicas(t *testing.T) {
 	r := runFit(t, c, strings.Replace(trainerDeployment, "replicas: 3", "replicas: 0", 1), "-f", "-")
 	if r.code != ExitOK || !strings.HasPrefix(r.out, "No replicas to place: every object asks for 0.\n") {
 		t.Errorf("exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
+	}
+}
+
+// fit and why read the Nodes and pods uncompressed, unless --disable-compression is given:
+// =false asks the API server for gzip, as kubectl does by default.
+func TestFitReadsUncompressedUnlessAsked(t *testing.T) {
+	var mu sync.Mutex
+	var encodings []string // Accept-Encoding of the Node reads
+	server := prototest.NewServer(t, prototest.Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/api/v1/nodes" {
+				mu.Lock()
+				encodings = append(encodings, r.Header.Get("Accept-Encoding"))
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	}}, prototest.Nodes, prototest.Pods, prototest.ResourceSlices, prototest.ResourceClaims, deviceClasses)
+	server.Set(twoNodes("gpu-a", 8)...)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: server.Config().Host}
+	kc.AuthInfos["c"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "c"}
+	kc.CurrentContext = "c"
+	dir := t.TempDir()
+	kubeconfig, file := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "trainer.yaml")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(trainerDeployment), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"--disable-compression"}, ""},
+		{[]string{"--disable-compression=false"}, "gzip"},
+	} {
+		mu.Lock()
+		encodings = nil
+		mu.Unlock()
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), append([]string{"--kubeconfig", kubeconfig, "fit", "-f", file}, c.flags...),
+			Environment{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }})
+		if code != ExitDoesNotFit || !strings.Contains(out.String(), "2 of 3 replicas fit now") {
+			t.Fatalf("fit %v: exit %d, want %d (2 of 3 replicas fit, on gpu-b); stdout:\n%s\nstderr:\n%s", c.flags, code, ExitDoesNotFit, out.String(), errOut.String())
+		}
+		mu.Lock()
+		if len(encodings) == 0 || slices.ContainsFunc(encodings, func(e string) bool { return e != c.want }) {
+			t.Errorf("fit %v: the Nodes were read with Accept-Encoding %q, want %q", c.flags, encodings, c.want)
+		}
+		mu.Unlock()
 	}
 }

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
@@ -41,7 +42,7 @@ import (
 // each Node as it already serialized it for its watchers; where the watch is refused (the
 // feature off, an older server, no right to watch) from a list read as a protobuf stream.
 // In unit tests they come from the fake clientset.
-func (c *clients) listNodes(ctx context.Context, p *placing, fn func(*corev1.Node)) error {
+func (c *clients) listNodes(ctx context.Context, cfg *rest.Config, p *placing, fn func(*corev1.Node)) error {
 	if c.kube != nil {
 		return listAll(ctx, c.kube.CoreV1().Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
 			for i := range l.Items {
@@ -49,10 +50,6 @@ func (c *clients) listNodes(ctx context.Context, p *placing, fn func(*corev1.Nod
 			}
 			return l.Continue
 		})
-	}
-	cfg, err := c.config()
-	if err != nil {
-		return err
 	}
 	client, err := kubeproto.NewClient(cfg, p.codec())
 	if err != nil {
@@ -96,10 +93,22 @@ func initialEvents(ctx context.Context, w watch.Interface, fn func(*corev1.Node)
 // nodeStream reads Node lists as protobuf streams; a Node's message is at most 64 MiB.
 var nodeStream = kubeproto.List{Resource: "nodes", MaxItemBytes: nodecache.MaxNodeBytes}
 
+// readConfig is the config of the Node and pod reads. Unless --disable-compression was
+// given (compressionSet), they are read uncompressed: the API server's gzip of the Nodes (a
+// WatchList is gzipped too) takes longer than sending them as they are over any link of
+// more than a few hundred Mbit/s.
+func (c *clients) readConfig(compressionSet bool) (*rest.Config, error) {
+	cfg, err := c.config()
+	if err == nil && !compressionSet {
+		cfg.DisableCompression = true
+	}
+	return cfg, err
+}
+
 // listPods lists the pods of every namespace and hands each to fn: from an API server as a
-// protobuf stream, one pod's bytes at a time (small: through a client for many small lists
-// at once); in unit tests, from the fake clientset.
-func (c *clients) listPods(ctx context.Context, small bool, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
+// protobuf stream, one pod's bytes at a time, through a client of cfg (small: through the
+// client for many small lists at once); in unit tests, from the fake clientset.
+func (c *clients) listPods(ctx context.Context, cfg *rest.Config, small bool, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
 	if c.kube != nil {
 		return listAll(ctx, c.kube.CoreV1().Pods("").List, opts, func(l *corev1.PodList) string {
 			for i := range l.Items {
@@ -108,7 +117,7 @@ func (c *clients) listPods(ctx context.Context, small bool, opts metav1.ListOpti
 			return l.Continue
 		})
 	}
-	stream, clientOf := podStream, c.Core
+	stream, clientOf := podStream, func() (rest.Interface, error) { return streamClient(cfg) }
 	if small {
 		stream, clientOf = smallPodStream, c.smallLists
 	}
@@ -120,6 +129,15 @@ func (c *clients) listPods(ctx context.Context, small bool, opts metav1.ListOpti
 		fn(p)
 		return nil
 	}))
+}
+
+// streamClient is a core REST client of cfg for large lists read as protobuf streams.
+func streamClient(cfg *rest.Config) (rest.Interface, error) {
+	core, err := corev1client.NewForConfig(kubeproto.StreamConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	return core.RESTClient(), nil
 }
 
 // listSlices lists the ResourceSlices and hands each to fn: from an API server as a protobuf

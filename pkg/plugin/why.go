@@ -48,6 +48,8 @@ const (
 type whyOptions struct {
 	namespace string
 	output    string
+	// compressionSet: --disable-compression was given (question.compressionSet).
+	compressionSet bool
 }
 
 func newWhyCommand(env Environment, c *clients) *cobra.Command {
@@ -81,6 +83,7 @@ resource.k8s.io/v1 is not served); and the pod's events.`,
 			default:
 				return usagef("unknown output format %q: use json or yaml", o.output)
 			}
+			o.compressionSet = cmd.Flags().Changed(disableCompressionFlag)
 			return o.run(cmd.Context(), env, c, args[0])
 		},
 	}
@@ -166,7 +169,7 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 		}
 	default:
 		a.State = statePending
-		err = a.pending(ctx, env, c, pod)
+		err = a.pending(ctx, env, c, question{pods: []*corev1.Pod{pod}, compressionSet: o.compressionSet})
 	}
 	if err != nil {
 		return err
@@ -191,9 +194,10 @@ func gpuRequests(pod *corev1.Pod) map[string]int64 {
 	return out
 }
 
-// pending runs the scheduler's filters for the pod on every node.
-func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, pod *corev1.Pod) error {
-	l, err := loadCluster(ctx, c, question{pods: []*corev1.Pod{pod}})
+// pending runs the scheduler's filters for q's pod on every node.
+func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, q question) error {
+	pod := q.pods[0]
+	l, err := loadCluster(ctx, c, q)
 	if err != nil {
 		return err
 	}
