@@ -1,0 +1,78 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+
+package usage
+
+import (
+	"fmt"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// fleet is a large cluster's answer: 20,000 holders of two GPUs each on 5,000 nodes, in 200
+// namespaces, one in four idle for six hours.
+func fleet() ([]Device, holders) {
+	const pods, perPod, nodes = 20000, 2, 5000
+	devices := make([]Device, 0, pods*perPod)
+	known := holders{}
+	namespaces := make([]string, 200)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("team-%03d", i)
+	}
+	nodeNames := make([]string, nodes)
+	for i := range nodeNames {
+		nodeNames[i] = fmt.Sprintf("gpu-node-%04d", i)
+	}
+	for p := range pods {
+		ns, node, pod := namespaces[p%len(namespaces)], nodeNames[p%nodes], fmt.Sprintf("job-%05d-worker", p)
+		known[[3]string{ns, pod, node}] = true
+		idle := time.Duration(0)
+		if p%4 == 0 {
+			idle = 6 * time.Hour
+		}
+		for g := range perPod {
+			devices = append(devices, device(node, ns, pod, fmt.Sprintf("GPU-%08x-%d", p, g), idle))
+		}
+	}
+	return devices, known
+}
+
+// BenchmarkCompute is one refresh at that size: the holders, the digest that decides a
+// change, and one inventory's status; snapshot-bytes is what a snapshot keeps.
+func BenchmarkCompute(b *testing.B) {
+	devices, known := fleet()
+	prev := &Snapshot{At: t0, Settings: settings, Holders: Compute(devices, known, settings, t0, nil)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s := &Snapshot{At: t0, Settings: settings, Holders: Compute(devices, known, settings, t0, prev)}
+		_ = s.Digest()
+		_ = Summarize(s, all)
+	}
+	b.ReportMetric(float64(snapshotBytes(prev)), "snapshot-bytes")
+}
+
+// snapshotBytes is what a snapshot keeps: its holders and their pods' names (the other
+// strings are interned, one copy for all).
+func snapshotBytes(s *Snapshot) uintptr {
+	n := uintptr(cap(s.Holders)) * unsafe.Sizeof(Holder{})
+	for i := range s.Holders {
+		n += uintptr(len(s.Holders[i].Pod))
+	}
+	return n
+}

@@ -1,0 +1,261 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+
+package usage
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
+)
+
+// DCGM exporter's labels the queries keep: what tells one held device from another.
+const deviceLabels = "Hostname, UUID, GPU_I_PROFILE, GPU_I_ID, namespace, pod, modelName"
+
+// sourceLabel marks which series a step was read from: p for the profiling one, u for the
+// utilisation percent.
+const sourceLabel = "usage_source"
+
+// Queries are the PromQL the reader asks, evaluated at one instant.
+type Queries struct {
+	// Held and Idle count the window's steps each held device was seen, and seen idle;
+	// FirstSeen and LastBusy are the first step seen and the last step busy (Unix seconds).
+	Held, Idle, FirstSeen, LastBusy string
+	// Present finds any DCGM series at all, asked only when no device is held.
+	Present string
+}
+
+// QueriesFor writes the queries for the settings. Each keeps one series per held device and
+// only the devices held at the instant asked (the answer is bounded by the GPUs held now,
+// not by every pod of the window).
+func QueriesFor(s Settings) Queries {
+	threshold := strconv.FormatFloat(s.IdleBelow, 'g', -1, 64)
+	util := fmt.Sprintf(`label_replace(%s{pod!=""}, "%s", "p", "", "") or ignoring(%s) label_replace(%s{pod!=""} / 100, "%s", "u", "", "")`,
+		MetricEngineActive, sourceLabel, sourceLabel, MetricGPUUtil, sourceLabel)
+	perDevice := fmt.Sprintf("max by (%s, %s) (%s)", deviceLabels, sourceLabel, util)
+	window := fmt.Sprintf("[%ds:%ds]", int64(s.Window/time.Second), int64(Step/time.Second))
+	heldNow := fmt.Sprintf(" and on (%s) (%s)", deviceLabels, perDevice)
+	return Queries{
+		Held:      "count_over_time((" + perDevice + ")" + window + ")" + heldNow,
+		Idle:      "count_over_time((" + perDevice + " < " + threshold + ")" + window + ")" + heldNow,
+		FirstSeen: "min_over_time(timestamp(" + perDevice + ")" + window + ")" + heldNow,
+		LastBusy:  "max_over_time(timestamp(" + perDevice + " >= " + threshold + ")" + window + ")" + heldNow,
+		Present:   fmt.Sprintf("count(%s) or count(%s)", MetricEngineActive, MetricGPUUtil),
+	}
+}
+
+// ReaderConfig is how to reach Prometheus.
+type ReaderConfig struct {
+	URL string
+	// BearerTokenFile is read at each query (a rotated token is picked up); CAFile verifies
+	// Prometheus' certificate. Both optional.
+	BearerTokenFile, CAFile string
+	Timeout             time.Duration
+}
+
+// Reader asks Prometheus for the held devices' use over the window.
+type Reader struct {
+	api      promv1.API
+	url      string
+	timeout  time.Duration
+	queries  Queries
+	settings Settings
+	strings  intern.Strings
+}
+
+// NewReader builds a reader; it asks nothing yet.
+func NewReader(c ReaderConfig, s Settings) (*Reader, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read Prometheus CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("the Prometheus CA file %s holds no PEM certificate", c.CAFile)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	var rt http.RoundTripper = transport
+	if c.BearerTokenFile != "" {
+		rt = bearerFile{file: c.BearerTokenFile, next: transport}
+	}
+	client, err := api.NewClient(api.Config{Address: c.URL, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("client for Prometheus at %q: %w", c.URL, err)
+	}
+	return &Reader{api: promv1.NewAPI(client), url: c.URL, timeout: c.Timeout, queries: QueriesFor(s), settings: s}, nil
+}
+
+// bearerFile sends the token in file with each request.
+type bearerFile struct {
+	file string
+	next http.RoundTripper
+}
+
+func (b bearerFile) RoundTrip(req *http.Request) (*http.Response, error) {
+	token, err := os.ReadFile(b.file)
+	if err != nil {
+		return nil, fmt.Errorf("read Prometheus bearer token: %w", err)
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	return b.next.RoundTrip(req)
+}
+
+// Read asks the queries at at, within the reader's timeout. A failure is a Problem.
+func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	devices := map[string]*Device{} // by deviceKey and source
+	var order []*Device
+	for _, q := range []struct {
+		query string
+		set   func(d *Device, v int64)
+	}{
+		{r.queries.Held, func(d *Device, v int64) { d.HeldSteps += int32(v) }},
+		{r.queries.Idle, func(d *Device, v int64) { d.IdleSteps += int32(v) }},
+		{r.queries.FirstSeen, func(d *Device, v int64) {
+			if d.FirstSeen == 0 || v < d.FirstSeen {
+				d.FirstSeen = v
+			}
+		}},
+		{r.queries.LastBusy, func(d *Device, v int64) { d.LastBusy = max(d.LastBusy, v) }},
+	} {
+		vector, p := r.query(ctx, q.query, at)
+		if p.Reason != "" {
+			return nil, p
+		}
+		for _, sample := range vector {
+			key := deviceKey(sample.Metric)
+			d := devices[key]
+			if d == nil {
+				d = r.device(sample.Metric)
+				devices[key] = d
+				order = append(order, d)
+			}
+			q.set(d, int64(sample.Value))
+		}
+	}
+	if len(order) == 0 {
+		return nil, r.noDevices(ctx, at)
+	}
+	return preferProfiling(devices, order), Problem{}
+}
+
+// preferProfiling keeps of a device read from both series the profiling one's figures.
+func preferProfiling(devices map[string]*Device, order []*Device) []Device {
+	out := make([]Device, 0, len(order))
+	for _, d := range order {
+		if !d.Profiling && devices[deviceKeyOf(d, true)] != nil {
+			continue
+		}
+		out = append(out, *d)
+	}
+	return out
+}
+
+// noDevices tells an answer of no held device (no Problem) from one of no DCGM series.
+func (r *Reader) noDevices(ctx context.Context, at time.Time) Problem {
+	vector, p := r.query(ctx, r.queries.Present, at)
+	if p.Reason != "" {
+		return p
+	}
+	if len(vector) == 0 {
+		return Problem{homelabv1.ReasonNoDCGMSeries, fmt.Sprintf("Prometheus at %s has no %s or %s series: is DCGM exporter scraped?", r.url, MetricEngineActive, MetricGPUUtil)}
+	}
+	return Problem{}
+}
+
+// query asks one instant query that must answer a vector.
+func (r *Reader) query(ctx context.Context, query string, at time.Time) (model.Vector, Problem) {
+	var opts []promv1.Option
+	if r.timeout > 0 {
+		opts = append(opts, promv1.WithTimeout(r.timeout))
+	}
+	value, _, _, err := r.api.Query(ctx, query, at, opts...)
+	if err != nil {
+		return nil, r.problemOf(err)
+	}
+	vector, ok := value.(model.Vector)
+	if !ok {
+		return nil, Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s answered a %s, not an instant vector", r.url, value.Type())}
+	}
+	return vector, Problem{}
+}
+
+// problemOf says what went wrong: no answer in time or none at all, or a wrong one.
+func (r *Reader) problemOf(err error) Problem {
+	var apiErr *promv1.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &apiErr) && apiErr.Type == promv1.ErrTimeout:
+		return Problem{homelabv1.ReasonPrometheusUnreachable, fmt.Sprintf("Prometheus at %s did not answer within %s", r.url, r.timeout)}
+	case errors.As(err, &apiErr):
+		return Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s answered an error: %s", r.url, cut(apiErr.Error(), 512))}
+	}
+	return Problem{homelabv1.ReasonPrometheusUnreachable, fmt.Sprintf("Prometheus at %s is unreachable: %s", r.url, cut(err.Error(), 512))}
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// deviceKey tells held devices and the series they were read from apart.
+func deviceKey(m model.Metric) string {
+	return string(m["Hostname"]) + "\x00" + string(m["UUID"]) + "\x00" + string(m["GPU_I_ID"]) + "\x00" +
+		string(m["namespace"]) + "\x00" + string(m["pod"]) + "\x00" + string(m[sourceLabel])
+}
+
+// deviceKeyOf is the deviceKey of d's labels, read from the profiling series or not.
+func deviceKeyOf(d *Device, profiling bool) string {
+	source := "u"
+	if profiling {
+		source = "p"
+	}
+	return d.Node + "\x00" + d.UUID + "\x00" + d.Instance + "\x00" + d.Namespace + "\x00" + d.Pod + "\x00" + source
+}
+
+// device is a held device of a series' labels, its repeated strings interned.
+func (r *Reader) device(m model.Metric) *Device {
+	return &Device{
+		Node: r.strings.Intern(string(m["Hostname"])), Namespace: r.strings.Intern(string(m["namespace"])),
+		Pod: string(m["pod"]), UUID: string(m["UUID"]), Profile: r.strings.Intern(string(m["GPU_I_PROFILE"])),
+		Instance: r.strings.Intern(string(m["GPU_I_ID"])), Model: r.strings.Intern(string(m["modelName"])),
+		Profiling: m[sourceLabel] != "u",
+	}
+}
