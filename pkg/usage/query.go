@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package usage
 
 import (
@@ -78,7 +77,7 @@ type ReaderConfig struct {
 	// BearerTokenFile is read at each query (a rotated token is picked up); CAFile verifies
 	// Prometheus' certificate. Both optional.
 	BearerTokenFile, CAFile string
-	Timeout             time.Duration
+	Timeout                 time.Duration
 }
 
 // Reader asks Prometheus for the held devices' use over the window.

@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package usage reads what the pods that hold GPUs use of them: DCGM exporter's utilisation
 // series from Prometheus, matched to the holders the operator knows, summed per holder. The
 // computation (Compute, Summarize) is pure; Reader asks Prometheus; Cache runs the two once

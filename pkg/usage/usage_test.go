@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package usage
 
 import (
@@ -23,9 +22,10 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var (
@@ -64,7 +64,9 @@ func holdersOf(keys ...string) holders {
 	return h
 }
 
-func (h holders) Holds(namespace, pod, node, _, _ string) bool { return h[[3]string{namespace, pod, node}] }
+func (h holders) Holds(namespace, pod, node, _, _ string) bool {
+	return h[[3]string{namespace, pod, node}]
+}
 
 func all(string) bool { return true }
 
