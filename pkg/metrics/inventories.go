@@ -45,6 +45,8 @@ type Content struct {
 	FragmentationGPUs int32
 	// Quota is the quota against hardware; nil: the inventory has none.
 	Quota *QuotaContent
+	// Usage is what the pods holding GPUs use of them; nil: not read (no --prometheus-url).
+	Usage *UsageContent
 }
 
 // ModelContent is one model's figures in an inventory; LargestFit is the most free GPUs on
@@ -78,6 +80,7 @@ type contents struct {
 	allocated, free, pending, pendingSince, namespaces            *prometheus.Desc
 	largestFit, fragmentation                                     *prometheus.Desc
 	quota                                                         quotaDescs
+	usage                                                         usageDescs
 }
 
 func newContents() *contents {
@@ -86,6 +89,7 @@ func newContents() *contents {
 	}
 	return &contents{
 		quota:         newQuotaDescs(desc),
+		usage:         newUsageDescs(desc),
 		byName:        map[string]*Content{},
 		gpuNodes:      desc("gpu_nodes", "GPU nodes covered by an inventory, by readiness.", "ready"),
 		gpus:          desc("gpus", "GPUs covered by an inventory, by readiness of their node.", "ready"),
@@ -120,7 +124,7 @@ func (c *contents) Describe(ch chan<- *prometheus.Desc) {
 		c.sources, c.conditions, c.allocated, c.free, c.largestFit, c.fragmentation, c.pending, c.pendingSince, c.namespaces} {
 		ch <- d
 	}
-	for _, d := range c.quota.all() {
+	for _, d := range append(c.quota.all(), c.usage.all()...) {
 		ch <- d
 	}
 }
@@ -181,6 +185,7 @@ func (c *contents) collect(ch chan<- prometheus.Metric, name string, in *Content
 		gauge(c.notReady, 1, node)
 	}
 	c.quota.collect(gauge, in.Quota)
+	c.usage.collect(gauge, in.Usage)
 }
 
 // SetContent replaces what the gauges report of an inventory.
