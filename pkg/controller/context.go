@@ -31,6 +31,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
 // Context is what every controller of one run of the caches is made with: the clients, the
@@ -75,6 +76,10 @@ type Facts struct {
 	// cluster's quota without its nodes, and why it could not be read ("" when it could).
 	Quota    NodeFacts
 	QuotaNow func() (quota.Cluster, string)
+	// Usage tells of changes to what the pods holding GPUs use of them (as node "");
+	// UsageNow reads it: never nil once set, and never modified.
+	Usage    NodeFacts
+	UsageNow func() *usage.Snapshot
 }
 
 // Defaulted returns a copy of c with the unset optional fields filled in.

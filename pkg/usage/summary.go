@@ -78,13 +78,37 @@ func Summarize(s *Snapshot, covers func(node string) bool) *homelabv1.GpuUsage {
 	return out
 }
 
-// namespaceRows are the holders' figures per namespace and model, the most idle GPU-hours
-// first; covers nil: every node.
+// Row is a namespace's figures for one model, with the GPUs of its long-idle holders.
+type Row struct {
+	homelabv1.UsageNamespace
+	IdleGpus int32
+}
+
+// Rows are the snapshot's figures per namespace and model on the nodes covers accepts, the
+// most idle GPU-hours first; nil when the snapshot holds no good answer.
+func Rows(s *Snapshot, covers func(node string) bool) []Row {
+	if s == nil || !s.Known() {
+		return nil
+	}
+	return rows(s.Holders, covers)
+}
+
+// namespaceRows are the rows as status.usage lists them.
 func namespaceRows(holders []Holder, covers func(string) bool) []homelabv1.UsageNamespace {
+	all := rows(holders, covers)
+	out := make([]homelabv1.UsageNamespace, len(all))
+	for i := range all {
+		out[i] = all[i].UsageNamespace
+	}
+	return out
+}
+
+// rows sums the holders per namespace and model; covers nil: every node.
+func rows(holders []Holder, covers func(string) bool) []Row {
 	type key struct{ namespace, model string }
 	type sum struct {
-		gpus       int32
-		held, idle int64
+		gpus, idleGpus int32
+		held, idle     int64
 	}
 	sums := map[key]*sum{}
 	for i := range holders {
@@ -101,14 +125,17 @@ func namespaceRows(holders []Holder, covers func(string) bool) []homelabv1.Usage
 		s.gpus += h.GPUs
 		s.held += int64(h.HeldSteps)
 		s.idle += int64(h.IdleSteps)
+		if h.LongIdle {
+			s.idleGpus += h.GPUs
+		}
 	}
 	stepsPerHour := int64(time.Hour / Step)
-	out := make([]homelabv1.UsageNamespace, 0, len(sums))
+	out := make([]Row, 0, len(sums))
 	for k, s := range sums {
-		out = append(out, homelabv1.UsageNamespace{Namespace: k.namespace, Model: k.model, HeldGpus: s.gpus,
-			HeldGpuHours: s.held / stepsPerHour, IdleGpuHours: s.idle / stepsPerHour})
+		out = append(out, Row{UsageNamespace: homelabv1.UsageNamespace{Namespace: k.namespace, Model: k.model, HeldGpus: s.gpus,
+			HeldGpuHours: s.held / stepsPerHour, IdleGpuHours: s.idle / stepsPerHour}, IdleGpus: s.idleGpus})
 	}
-	slices.SortFunc(out, func(a, b homelabv1.UsageNamespace) int {
+	slices.SortFunc(out, func(a, b Row) int {
 		return cmp.Or(cmp.Compare(b.IdleGpuHours, a.IdleGpuHours), cmp.Compare(b.HeldGpuHours, a.HeldGpuHours),
 			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Model, b.Model))
 	})

@@ -230,7 +230,7 @@ func (s *Snapshot) Digest() uint64 {
 			writeInt(2)
 		}
 	}
-	for _, row := range namespaceRows(s.Holders, nil) {
+	for _, row := range rows(s.Holders, nil) {
 		write(row.Namespace, row.Model)
 		writeInt(row.HeldGpuHours)
 		writeInt(row.IdleGpuHours)

@@ -43,6 +43,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
 // Name names the controller and its workqueue.
@@ -94,6 +95,7 @@ type Controller struct {
 	facts             controller.NodeFacts           // devices, holdings and records
 	pending           func() []allocation.Demand     // nil: pods are not read
 	quotaNow          func() (quota.Cluster, string) // nil: quota is not read
+	usageNow          func() *usage.Snapshot         // nil: usage is not read
 
 	beforeSync func(string)
 
@@ -130,9 +132,10 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		records:           d.Facts.Record,
 		pending:           d.Facts.Pending,
 		quotaNow:          d.Facts.QuotaNow,
+		usageNow:          d.Facts.UsageNow,
 	}
 	// A record is the memory of a node whose labels vanished: of a labelled one it changes nothing.
-	c.facts = controller.Merge(d.Facts.Devices, d.Facts.Holdings, controller.Only(d.Facts.Records, c.unlabelled), d.Facts.Quota)
+	c.facts = controller.Merge(d.Facts.Devices, d.Facts.Holdings, controller.Only(d.Facts.Records, c.unlabelled), d.Facts.Quota, d.Facts.Usage)
 	if err := c.addHandlers(ctx, d.NodeEvents, opts); err != nil {
 		return nil, controller.Runner{}, err
 	}

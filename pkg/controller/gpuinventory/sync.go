@@ -43,6 +43,7 @@ type computed struct {
 	stored     []homelabv1.GpuNodeEntry // the node list of the stored status
 	invalid    bool                     // the selector is invalid: no nodes were read
 	quota      *homelabv1.GpuQuota      // status.quota; nil: none
+	usage      *computedUsage           // status.usage and UsageUnknown; nil: not read
 }
 
 // syncHandler brings one inventory's status up to date: compute, up to date?, write, announce.
@@ -111,6 +112,10 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 		now.quota, now.conditions = q.status, append(now.conditions, q.conditions...)
 		now.content.Hash += ":quota:" + q.hash
 	}
+	if u := c.usageFor(gi, nodes, content); u != nil {
+		now.usage, now.conditions = u, append(now.conditions, u.condition)
+		now.content.Hash += ":usage:" + u.hash
+	}
 	return now, nil
 }
 
@@ -142,12 +147,16 @@ func (c *Controller) statusFor(gi *homelabv1.GpuInventory, now computed) homelab
 			meta.RemoveStatusCondition(&conditions, t)
 		}
 	}
+	withoutUsage(&conditions, now)
 	for _, cond := range now.conditions {
 		cond.LastTransitionTime = at
 		meta.SetStatusCondition(&conditions, cond)
 	}
 	status := now.content.Status(now.listed, conditions, gi.Generation, observedAt)
 	status.Quota = now.quota
+	if now.usage != nil {
+		status.Usage = now.usage.status
+	}
 	return status
 }
 
@@ -207,6 +216,7 @@ func (c *Controller) observe(gi *homelabv1.GpuInventory, now computed) {
 	content := now.content
 	out := metrics.Content{
 		Quota:    quotaMetrics(now.quota, now.conditions),
+		Usage:    usageMetrics(now.usage),
 		GPUNodes: content.TotalGpuNodes, ReadyGPUNodes: content.ReadyGpuNodes,
 		GPUs: content.TotalGpus, ReadyGPUs: content.ReadyGpus,
 		UnhealthyGPUs: content.UnhealthyGpus, LabelsMissingNodes: content.LabelsMissingNodes,
