@@ -61,6 +61,9 @@ type Options struct {
 	Compression       bool
 	SteadyProcs       int
 
+	// Usage: reading DCGM exporter's utilisation from Prometheus (--prometheus-url).
+	Usage UsageOptions
+
 	LeaderElect      bool
 	LeaderElectionID string
 	LeaseDuration    time.Duration
@@ -81,6 +84,7 @@ func NewOptions() *Options {
 		InstallCRD:       true,
 		Allocation:       true,
 		Quota:            true,
+		Usage:            defaultUsageOptions(),
 		DefaultInventory: homelabv1.DefaultInventoryName,
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
@@ -108,6 +112,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.addGenericFlags(fss.FlagSet("generic"))
 	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
 	o.addMetricsFlags(fss.FlagSet("metrics"))
+	o.Usage.addFlags(fss.FlagSet("usage"))
 	logsapi.AddFlags(o.Logging, fss.FlagSet("logging"))
 	return fss
 }
@@ -178,6 +183,7 @@ func (o *Options) Validate() error {
 	if o.LeaderElect {
 		errs = append(errs, o.validateLeaderElection()...)
 	}
+	errs = append(errs, o.Usage.validate(o.Allocation)...)
 	return errors.Join(errs...)
 }
 

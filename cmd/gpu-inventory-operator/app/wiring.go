@@ -66,6 +66,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
 // configMapSyncFactor: under churn the ConfigMap (a secondary mirror of up to 256 KiB) is
@@ -209,6 +210,7 @@ type caches struct {
 	pods        *podcache.Cache   // nil: --allocation=false
 	claims      *claimcache.Cache // nil: no pods read, or no resource.k8s.io/v1
 	quota       *quotacache.Cache // nil: --quota=false
+	usage       *usage.Cache      // nil: no --prometheus-url
 }
 
 func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer) (*caches, error) {
@@ -256,6 +258,9 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 			return nil, fmt.Errorf("create quota cache: %w", err)
 		}
 	}
+	if c.usage, err = o.newUsageCache(c); err != nil {
+		return nil, fmt.Errorf("create usage cache: %w", err)
+	}
 	return c, nil
 }
 
@@ -302,6 +307,9 @@ func (c *caches) builtIn() []runningCache {
 	}
 	if c.quota != nil {
 		running = append(running, c.quota)
+	}
+	if c.usage != nil {
+		running = append(running, c.usage)
 	}
 	return running
 }
@@ -432,6 +440,9 @@ func (o *Operator) newContext(c *caches, nodeEvents *nodecache.Events, recorder 
 	}
 	if c.quota != nil {
 		facts.Quota, facts.QuotaNow = c.quota, o.quotaNow(c.quota)
+	}
+	if c.usage != nil {
+		facts.Usage, facts.UsageNow = c.usage, c.usage.Snapshot
 	}
 	controller.Merge(facts.Devices, facts.Holdings).OnChange(entries.Changed)
 	entries.Notified()
