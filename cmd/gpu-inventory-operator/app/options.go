@@ -61,8 +61,8 @@ type Options struct {
 	Compression       bool
 	SteadyProcs       int
 
-	// Usage: reading DCGM exporter's utilisation from Prometheus (--prometheus-url).
-	Usage UsageOptions
+	// UsageOptions: reading DCGM exporter's utilisation from Prometheus (--prometheus-url).
+	UsageOptions
 
 	LeaderElect      bool
 	LeaderElectionID string
@@ -84,7 +84,7 @@ func NewOptions() *Options {
 		InstallCRD:       true,
 		Allocation:       true,
 		Quota:            true,
-		Usage:            defaultUsageOptions(),
+		UsageOptions:     defaultUsageOptions(),
 		DefaultInventory: homelabv1.DefaultInventoryName,
 		ResyncPeriod:     30 * time.Second,
 		Workers:          2,
@@ -112,7 +112,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.addGenericFlags(fss.FlagSet("generic"))
 	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
 	o.addMetricsFlags(fss.FlagSet("metrics"))
-	o.Usage.addFlags(fss.FlagSet("usage"))
+	o.addUsageFlags(fss.FlagSet("usage"))
 	logsapi.AddFlags(o.Logging, fss.FlagSet("logging"))
 	return fss
 }
@@ -183,7 +183,7 @@ func (o *Options) Validate() error {
 	if o.LeaderElect {
 		errs = append(errs, o.validateLeaderElection()...)
 	}
-	errs = append(errs, o.Usage.validate(o.Allocation)...)
+	errs = append(errs, o.validateUsage(o.Allocation)...)
 	return errors.Join(errs...)
 }
 

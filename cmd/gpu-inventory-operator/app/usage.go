@@ -46,7 +46,7 @@ func defaultUsageOptions() UsageOptions {
 		IdleBelow: 0.05, IdleAfter: 4 * time.Hour}
 }
 
-func (o *UsageOptions) addFlags(fs *pflag.FlagSet) {
+func (o *UsageOptions) addUsageFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus (or a Prometheus-compatible API) that scrapes DCGM exporter, e.g. http://prometheus-operated.monitoring:9090: the operator asks it, read-only, what the pods that hold GPUs use of them, for status.usage. Empty: off.")
 	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile, "File holding a bearer token sent to Prometheus, read at each query.")
 	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile, "PEM file of the CA certificates that verify Prometheus' serving certificate.")
@@ -57,7 +57,7 @@ func (o *UsageOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.IdleAfter, "idle-after", o.IdleAfter, "How long a pod's GPUs must be idle for them to count in idleGpus and gpu_inventory_idle_gpus (and the GpuHeldIdle alert).")
 }
 
-func (o *UsageOptions) validate(allocation bool) []error {
+func (o *UsageOptions) validateUsage(allocation bool) []error {
 	if o.PrometheusURL == "" {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (o *UsageOptions) validate(allocation bool) []error {
 // newUsageCache makes the usage cache of a run: it reads the holders from the allocation
 // tracker and, on DRA nodes, the slices' device UUIDs. nil without --prometheus-url or pods.
 func (o *Operator) newUsageCache(c *caches) (*usage.Cache, error) {
-	u := o.opts.Usage
+	u := o.opts.UsageOptions
 	if u.PrometheusURL == "" || c.pods == nil {
 		return nil, nil
 	}
