@@ -131,7 +131,7 @@ func newRootCommand(env Environment, fake *clients) *cobra.Command {
 	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
 	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c), newWhoCommand(env, c),
-		newWhyCommand(env, c), newFitCommand(env, c), newQuotaCommand(env, c))
+		newWhyCommand(env, c), newFitCommand(env, c), newQuotaCommand(env, c), newIdleCommand(env, c))
 	return cmd
 }
 

@@ -1,0 +1,141 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+)
+
+// NoUsageRead is what `idle` says of an inventory the operator reads no utilisation for.
+const NoUsageRead = "the operator does not read GPU utilisation: run it with --prometheus-url pointing at the Prometheus that scrapes DCGM exporter (docs/metrics.md)"
+
+type idleOptions struct {
+	output string
+}
+
+func newIdleCommand(env Environment, c *clients) *cobra.Command {
+	o := &idleOptions{}
+	cmd := &cobra.Command{
+		Use:   "idle [NAME] [flags]",
+		Short: "Pods that hold GPUs they do not use, the longest idle first",
+		Long: `List the pods that hold GPUs DCGM exporter reports idle, from one GET of the GpuInventory NAME
+(default: cluster): its status.usage, which the operator fills when it reads GPU utilisation
+from Prometheus (--prometheus-url). Per pod: namespace, node, model, the GPUs it holds (a MIG
+device counts as one) and since when they have been idle (below the operator's --idle-below
+utilisation), the longest idle first; the inventory lists at most 20, idle for ten minutes or
+more. A summary line counts the GPUs held and those idle for longer than --idle-after.
+
+Exit status: 0 when the usage was printed, also when nothing is idle or no usage is read (a
+line says why); 1 on errors.`,
+		Example: `  kubectl gpuinv idle                      # idle holders in the whole cluster's inventory
+  kubectl gpuinv idle -o json | jq -r '.idleHolders[] | "\(.namespace)/\(.pod)"'`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: c.completeInventoryNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch o.output {
+			case outputTable, outputJSON, outputYAML:
+			default:
+				return usagef("unknown output format %q: use json or yaml", o.output)
+			}
+			name := homelabv1.DefaultInventoryName
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return o.run(cmd.Context(), env, c, name)
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (status.usage).")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (o *idleOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+	gpu, err := c.GPU()
+	if err != nil {
+		return err
+	}
+	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return c.explain(err, getInventory(name))
+	}
+	s := &gi.Status
+	if s.InventoryHash == "" && s.ObservedAt == nil {
+		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
+	}
+	unknown := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionUsageUnknown)
+	if s.Usage == nil {
+		why := NoUsageRead
+		switch {
+		case unknown != nil && unknown.Status == metav1.ConditionTrue:
+			why = "usage unknown: " + unknown.Message
+		case unknown != nil:
+			why = "no pod holds GPUs that DCGM exporter reports on"
+		}
+		if o.output == outputJSON || o.output == outputYAML {
+			fmt.Fprintf(env.ErrOut, "GpuInventory %s: %s\n", name, why)
+			return writeData(env.Out, &homelabv1.GpuUsage{}, o.output)
+		}
+		_, err := fmt.Fprintf(env.Out, "GpuInventory %s: %s.\n", name, why)
+		return err
+	}
+	if o.output == outputJSON || o.output == outputYAML {
+		return writeData(env.Out, s.Usage, o.output)
+	}
+	return writeIdle(env, name, s.Usage, unknown)
+}
+
+// writeIdle prints the idle holders, the summary, and why the figures may be old.
+func writeIdle(env Environment, name string, u *homelabv1.GpuUsage, unknown *metav1.Condition) error {
+	var b strings.Builder
+	now := env.now()
+	if len(u.IdleHolders) == 0 {
+		fmt.Fprintf(&b, "No pod in GpuInventory %s has held GPUs idle for ten minutes or more.\n", name)
+	} else {
+		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tMODEL\tGPUS\tIDLE SINCE")
+		for _, h := range u.IdleHolders {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s (%s)\n", h.Namespace, h.Pod, h.Node, h.Model, h.Gpus,
+				h.IdleSince.UTC().Format("2006-01-02T15:04:05Z"), age(h.IdleSince.Time, now))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "%s held, %d of them by pods idle for longer than %s (utilisation below the operator's --idle-below, from %s).\n",
+		countOf(int64(u.HeldGpus), "GPU", "GPUs"), u.IdleGpus, u.IdleAfter, u.Metric)
+	if len(u.Namespaces) > 0 {
+		top := u.Namespaces[0]
+		fmt.Fprintf(&b, "Over the last %s, namespace %s held %d GPU-hours of %s, %d of them idle (status.usage.namespaces lists %s).\n",
+			u.Window, top.Namespace, top.HeldGpuHours, top.Model, top.IdleGpuHours, countOf(int64(len(u.Namespaces)), "row", "rows"))
+	}
+	if unknown != nil && unknown.Status == metav1.ConditionTrue {
+		fmt.Fprintf(&b, "Usage unknown (%s): %s\n", unknown.Reason, unknown.Message)
+	}
+	_, err := io.WriteString(env.Out, b.String())
+	return err
+}
