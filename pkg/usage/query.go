@@ -22,7 +22,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -30,7 +32,6 @@ import (
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
@@ -82,7 +83,8 @@ type ReaderConfig struct {
 
 // Reader asks Prometheus for the held devices' use over the window.
 type Reader struct {
-	api      promv1.API
+	client   api.Client   // builds the URLs
+	http     *http.Client // reads the answers as they arrive
 	url      string
 	timeout  time.Duration
 	queries  Queries
@@ -112,7 +114,7 @@ func NewReader(c ReaderConfig, s Settings) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for Prometheus at %q: %w", c.URL, err)
 	}
-	return &Reader{api: promv1.NewAPI(client), url: c.URL, timeout: c.Timeout, queries: QueriesFor(s), settings: s}, nil
+	return &Reader{client: client, http: &http.Client{Transport: rt}, url: c.URL, timeout: c.Timeout, queries: QueriesFor(s), settings: s}, nil
 }
 
 // bearerFile sends the token in file with each request.
@@ -153,19 +155,18 @@ func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
 		}},
 		{r.queries.LastBusy, func(d *Device, v int64) { d.LastBusy = max(d.LastBusy, v) }},
 	} {
-		vector, p := r.query(ctx, q.query, at)
-		if p.Reason != "" {
-			return nil, p
-		}
-		for _, sample := range vector {
-			key := deviceKey(sample.Metric)
+		p := r.query(ctx, q.query, at, func(m *seriesLabels, v float64) {
+			key := deviceKey(m)
 			d := devices[key]
 			if d == nil {
-				d = r.device(sample.Metric)
+				d = r.device(m)
 				devices[key] = d
 				order = append(order, d)
 			}
-			q.set(d, int64(sample.Value))
+			q.set(d, int64(v))
+		})
+		if p.Reason != "" {
+			return nil, p
 		}
 	}
 	if len(order) == 0 {
@@ -188,41 +189,57 @@ func preferProfiling(devices map[string]*Device, order []*Device) []Device {
 
 // noDevices tells an answer of no held device (no Problem) from one of no DCGM series.
 func (r *Reader) noDevices(ctx context.Context, at time.Time) Problem {
-	vector, p := r.query(ctx, r.queries.Present, at)
-	if p.Reason != "" {
+	found := false
+	if p := r.query(ctx, r.queries.Present, at, func(*seriesLabels, float64) { found = true }); p.Reason != "" {
 		return p
 	}
-	if len(vector) == 0 {
+	if !found {
 		return Problem{homelabv1.ReasonNoDCGMSeries, fmt.Sprintf("Prometheus at %s has no %s or %s series: is DCGM exporter scraped?", r.url, MetricEngineActive, MetricGPUUtil)}
 	}
 	return Problem{}
 }
 
-// query asks one instant query that must answer a vector.
-func (r *Reader) query(ctx context.Context, query string, at time.Time) (model.Vector, Problem) {
-	var opts []promv1.Option
+// query asks one instant query that must answer a vector, and calls each with its series.
+func (r *Reader) query(ctx context.Context, query string, at time.Time, each func(*seriesLabels, float64)) Problem {
+	u := r.client.URL("/api/v1/query", nil)
+	params := url.Values{"query": {query}, "time": {strconv.FormatInt(at.Unix(), 10)}}
 	if r.timeout > 0 {
-		opts = append(opts, promv1.WithTimeout(r.timeout))
+		params.Set("timeout", r.timeout.String())
 	}
-	value, _, _, err := r.api.Query(ctx, query, at, opts...)
+	u.RawQuery = params.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, r.problemOf(err)
+		return Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s: %v", r.url, err)}
 	}
-	vector, ok := value.(model.Vector)
-	if !ok {
-		return nil, Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s answered a %s, not an instant vector", r.url, value.Type())}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return r.unreachable(err)
 	}
-	return vector, Problem{}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16)) // the connection is kept
+		_ = resp.Body.Close()
+	}()
+	if resp.StatusCode/100 != 2 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		errorType, message := errorAnswer(resp.StatusCode, body)
+		if errorType == promv1.ErrTimeout {
+			return r.unreachable(context.DeadlineExceeded)
+		}
+		return Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s answered an error: %s", r.url, cut(message, 512))}
+	}
+	if err := decodeVector(resp.Body, each); err != nil {
+		if ctx.Err() != nil {
+			return r.unreachable(ctx.Err())
+		}
+		return Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s answered an error: not Prometheus' answer of an instant vector: %s", r.url, cut(err.Error(), 256))}
+	}
+	return Problem{}
 }
 
-// problemOf says what went wrong: no answer in time or none at all, or a wrong one.
-func (r *Reader) problemOf(err error) Problem {
-	var apiErr *promv1.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &apiErr) && apiErr.Type == promv1.ErrTimeout:
+// unreachable is the problem of no answer: none in time, or none at all.
+func (r *Reader) unreachable(err error) Problem {
+	if errors.Is(err, context.DeadlineExceeded) {
 		return Problem{homelabv1.ReasonPrometheusUnreachable, fmt.Sprintf("Prometheus at %s did not answer within %s", r.url, r.timeout)}
-	case errors.As(err, &apiErr):
-		return Problem{homelabv1.ReasonPrometheusError, fmt.Sprintf("Prometheus at %s answered an error: %s", r.url, cut(apiErr.Error(), 512))}
 	}
 	return Problem{homelabv1.ReasonPrometheusUnreachable, fmt.Sprintf("Prometheus at %s is unreachable: %s", r.url, cut(err.Error(), 512))}
 }
@@ -235,9 +252,8 @@ func cut(s string, n int) string {
 }
 
 // deviceKey tells held devices and the series they were read from apart.
-func deviceKey(m model.Metric) string {
-	return string(m["Hostname"]) + "\x00" + string(m["UUID"]) + "\x00" + string(m["GPU_I_ID"]) + "\x00" +
-		string(m["namespace"]) + "\x00" + string(m["pod"]) + "\x00" + string(m[sourceLabel])
+func deviceKey(m *seriesLabels) string {
+	return m.Hostname + "\x00" + m.UUID + "\x00" + m.Instance + "\x00" + m.Name + "\x00" + m.Pod + "\x00" + m.Source
 }
 
 // deviceKeyOf is the deviceKey of d's labels, read from the profiling series or not.
@@ -250,11 +266,10 @@ func deviceKeyOf(d *Device, profiling bool) string {
 }
 
 // device is a held device of a series' labels, its repeated strings interned.
-func (r *Reader) device(m model.Metric) *Device {
+func (r *Reader) device(m *seriesLabels) *Device {
 	return &Device{
-		Node: r.strings.Intern(string(m["Hostname"])), Namespace: r.strings.Intern(string(m["namespace"])),
-		Pod: string(m["pod"]), UUID: string(m["UUID"]), Profile: r.strings.Intern(string(m["GPU_I_PROFILE"])),
-		Instance: r.strings.Intern(string(m["GPU_I_ID"])), Model: r.strings.Intern(string(m["modelName"])),
-		Profiling: m[sourceLabel] != "u",
+		Node: r.strings.Intern(m.Hostname), Namespace: r.strings.Intern(m.Name), Pod: m.Pod, UUID: m.UUID,
+		Profile: r.strings.Intern(m.Profile), Instance: r.strings.Intern(m.Instance), Model: r.strings.Intern(m.Model),
+		Profiling: m.Source != "u",
 	}
 }
