@@ -39,9 +39,6 @@ import (
 // dcgmH100 is DCGM exporter's modelName of an H100.
 const dcgmH100 = "NVIDIA H100 80GB HBM3"
 
-// usageSeries are the held-but-idle series, exported only with --prometheus-url.
-var usageSeries = regexp.MustCompile(`^gpu_inventory_(held_|idle_|usage_unknown)`)
-
 // dashboardTarget is a query of a panel of the shipped dashboard.
 type dashboardTarget struct {
 	Panel, RefID, Expr string
@@ -90,7 +87,8 @@ func serveOperatorMetrics(t *testing.T, m *metrics.Metrics) string {
 
 // dashboardFleet is what the operator exports for the inventory "cluster" in this test: H100s
 // fragmented (10 free, at most 4 on a node, spec.fragmentationGpus 8), L4s not, waiting pods
-// for the H100 and for any model, an overcommitted cohort, a not-Ready node.
+// for the H100 and for any model, an overcommitted cohort, a not-Ready node, GPUs held idle
+// in two namespaces.
 func dashboardFleet(now time.Time) metrics.Content {
 	return metrics.Content{
 		GPUNodes: 5, ReadyGPUNodes: 4, GPUs: 36, ReadyGPUs: 28, UnhealthyGPUs: 1, LabelsMissingNodes: 1,
@@ -108,6 +106,11 @@ func dashboardFleet(now time.Time) metrics.Content {
 			Models:  []metrics.QuotaRow{{Model: "NVIDIA-H100-80GB-HBM3", Resource: "nvidia.com/gpu", Capacity: 32, Ready: 24, Free: 10, Nominal: 40, Reserved: 13, Used: 13, Pending: 2}},
 			Cohorts: []metrics.QuotaRow{{Cohort: "research", Model: "NVIDIA-H100-80GB-HBM3", Resource: "nvidia.com/gpu", Ready: 24, Nominal: 40, Finding: "Overcommitted"}},
 		},
+		Usage: &metrics.UsageContent{Rows: []metrics.UsageRow{
+			{Namespace: "ml", Model: "NVIDIA-H100-80GB-HBM3", Held: 8, Idle: 2, HeldHours: 192, IdleHours: 60},
+			{Namespace: "ml", Model: "NVIDIA-L4", Held: 1, Idle: 1, HeldHours: 24, IdleHours: 24},
+			{Namespace: "notebooks", Model: "NVIDIA-H100-80GB-HBM3", Held: 5, HeldHours: 100, IdleHours: 3},
+		}},
 	}
 }
 
@@ -148,13 +151,12 @@ func TestDashboardQueriesOnRealPrometheus(t *testing.T) {
 			continue
 		}
 		results[q.Panel+"/"+q.RefID] = samples
-		// A filter (> 0) may leave nothing, and so may a held-but-idle series (it needs
-		// --prometheus-url, which this test's content does not have).
-		mayBeEmpty := strings.Contains(q.Expr, "> 0")
 		for _, name := range series.FindAllString(q.Expr, -1) {
-			mayBeEmpty = mayBeEmpty || (!scraped[name] && usageSeries.MatchString(name))
+			if !scraped[name] {
+				t.Errorf("panel %q query %s reads %s, which Prometheus did not scrape", q.Panel, q.RefID, name)
+			}
 		}
-		if len(samples) == 0 && !mayBeEmpty {
+		if len(samples) == 0 && !strings.Contains(q.Expr, "> 0") { // a filter may leave nothing
 			t.Errorf("panel %q query %s gives nothing: %s", q.Panel, q.RefID, q.Expr)
 		}
 	}
@@ -174,7 +176,7 @@ func queryAll(t *testing.T, p *testenv.Prometheus, expr string) []testenv.Sample
 }
 
 // checkDashboardFigures compares panels' figures with dashboardFleet: by panel/refId, the
-// value for each label value of key (one sample for "").
+// value for each value of the labels of key, comma-separated (one sample for "").
 func checkDashboardFigures(t *testing.T, results map[string][]testenv.Sample) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -193,6 +195,10 @@ func checkDashboardFigures(t *testing.T, results map[string][]testenv.Sample) {
 		{"Fragmented models/C", "product", map[string]float64{"NVIDIA-H100-80GB-HBM3": 10}},
 		{"Quota findings/A", "finding", map[string]float64{"Overcommitted": 1}},
 		{"Nominal quota against Ready and free GPUs, per model/A", "model", map[string]float64{"NVIDIA-H100-80GB-HBM3": 40}},
+		{"Idle GPU-hours per namespace/A", "namespace", map[string]float64{"ml": 84, "notebooks": 3}},
+		{"GPUs held idle per namespace/A", "namespace", map[string]float64{"ml": 3, "notebooks": 0}},
+		{"Held and idle per namespace and model/D", "namespace,model", map[string]float64{"ml/NVIDIA-H100-80GB-HBM3": 60, "ml/NVIDIA-L4": 24, "notebooks/NVIDIA-H100-80GB-HBM3": 3}},
+		{"Usage unknown/A", "", map[string]float64{"": 0}},
 		{"GPU utilisation per model (DCGM exporter)/A", "modelName", map[string]float64{dcgmH100: 50}},
 		{"GPU nodes by condition/A", "condition", map[string]float64{"NotReady": 1, "XIDError": 1}},
 		{"Not Ready GPU nodes, by name/A", "node", map[string]float64{"gpu-4": 1}},
@@ -204,7 +210,11 @@ func checkDashboardFigures(t *testing.T, results map[string][]testenv.Sample) {
 		}
 		got := map[string]float64{}
 		for _, s := range samples {
-			got[s.Labels[tc.key]] = s.Value
+			var key []string
+			for _, label := range strings.Split(tc.key, ",") {
+				key = append(key, s.Labels[label])
+			}
+			got[strings.Join(key, "/")] = s.Value
 		}
 		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s shows %v, want %v", tc.query, got, tc.want)
