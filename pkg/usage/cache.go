@@ -56,6 +56,8 @@ type CacheConfig struct {
 	Source   Source
 	Holders  func() Holders
 	Settings Settings
+	// Interval is the time between readings (0: Step); the operator's flag allows no less
+	// than Step, tests may.
 	Interval time.Duration
 	// Clock is the time source; nil: the real clock.
 	Clock clock.WithTicker
@@ -68,7 +70,10 @@ func NewCache(c CacheConfig) *Cache {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	out := &Cache{source: c.Source, holders: c.Holders, settings: c.Settings, interval: max(c.Interval, Step), clock: c.Clock, synced: c.Synced}
+	if c.Interval <= 0 {
+		c.Interval = Step
+	}
+	out := &Cache{source: c.Source, holders: c.Holders, settings: c.Settings, interval: c.Interval, clock: c.Clock, synced: c.Synced}
 	out.snapshot.Store(&Snapshot{Settings: c.Settings})
 	return out
 }

@@ -18,10 +18,13 @@ package usage
 
 import (
 	"context"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -219,5 +222,44 @@ func TestCacheChangesOnlyWithWhatTheStatusShows(t *testing.T) {
 	c.Refresh(ctx)
 	if changes != 3 {
 		t.Error("the same failure again changed the snapshot")
+	}
+}
+
+// readSignal is a Source that tells the test of each reading.
+type readSignal chan time.Time
+
+func (r readSignal) Read(_ context.Context, at time.Time) ([]Device, Problem) {
+	r <- at
+	return nil, Problem{}
+}
+
+// Run reads once its holders' caches have synced, then once per interval, in its own
+// goroutine, until its context ends.
+func TestCacheRunReadsOncePerInterval(t *testing.T) {
+	clock := clocktesting.NewFakeClock(t0)
+	reads := make(readSignal, 4)
+	var synced atomic.Bool
+	c := NewCache(CacheConfig{Source: reads, Holders: func() Holders { return holdersOf() }, Settings: settings,
+		Interval: 2 * time.Minute, Clock: clock, Synced: []cache.InformerSynced{synced.Load}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	synced.Store(true)
+	if at := <-reads; !at.Equal(t0) {
+		t.Errorf("first reading at %s, want %s", at, t0)
+	}
+	for i := 1; i <= 2; i++ {
+		for !clock.HasWaiters() { // the ticker is set after the reading
+			runtime.Gosched()
+		}
+		clock.Step(2 * time.Minute)
+		if at := <-reads; !at.Equal(t0.Add(time.Duration(i) * 2 * time.Minute)) {
+			t.Errorf("reading %d at %s, want one interval after the one before", i, at)
+		}
+	}
+	cancel()
+	<-done
+	if len(reads) != 0 {
+		t.Errorf("%d readings more than one per interval", len(reads))
 	}
 }

@@ -50,11 +50,14 @@ func (c *Controller) usageFor(gi *homelabv1.GpuInventory, nodes []*corev1.Node, 
 	if !s.Known() && s.Problem.Reason == "" {
 		return nil // not asked yet
 	}
-	names := make(map[string]struct{}, len(nodes))
-	for _, n := range nodes {
-		names[n.Name] = struct{}{}
+	covers := func(string) bool { return true } // the whole cluster's inventory
+	if gi.Spec.NodeSelector != nil {
+		names := make(map[string]struct{}, len(nodes))
+		for _, n := range nodes {
+			names[n.Name] = struct{}{}
+		}
+		covers = func(node string) bool { _, ok := names[node]; return ok }
 	}
-	covers := func(node string) bool { _, ok := names[node]; return ok }
 	u := &computedUsage{status: usage.Summarize(s, covers), rows: usage.Rows(s, covers),
 		condition: usageCondition(s, gi.Generation)}
 	data, _ := json.Marshal(struct {
