@@ -21,11 +21,24 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -159,5 +172,330 @@ func TestPrometheusHoldsDCGMHistoryAndLiveSeries(t *testing.T) {
 		if got := queryOne(t, p, `DCGM_FI_PROF_GR_ENGINE_ACTIVE{pod="left-open"} offset 11h`).Value; got != 0.8 {
 			t.Errorf("after a restart, the idle GPU 11 hours ago: %v, want 0.8", got)
 		}
+	})
+}
+
+// The nodes of TestHeldButIdle.
+const (
+	usageIdleNode = "h100-idle" // eight H100s through the device plugin
+	usageBusyNode = "h100-busy" // eight H100s through the device plugin
+	usageMIGNode  = "h100-mig"  // one H100 cut into seven 1g.10gb MIG devices (mixed strategy)
+	usageDRANode  = "dra-h100-1"
+)
+
+// usageSettled bounds a wait for the operator's next usage read: it reads Prometheus once a
+// minute (--usage-interval's minimum), and a status write follows.
+const usageSettled = 100 * time.Second
+
+// createMIGNode creates a Ready node whose one H100 is cut into seven 1g.10gb devices, as GPU
+// Feature Discovery and the device plugin report it with the mixed strategy.
+func (c *cluster) createMIGNode(t *testing.T, name string) {
+	t.Helper()
+	node := readyNode(name, map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": h100Product,
+		"nvidia.com/gpu.count": "1", "nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "mixed",
+		"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success",
+		"nvidia.com/mig-1g.10gb.count": "7", "nvidia.com/mig-1g.10gb.memory": "9856"}, 0)
+	node.Status.Capacity[migResource] = resource.MustParse("7")
+	node.Status.Allocatable[migResource] = resource.MustParse("7")
+	if err := testenv.CreateNodes(testContext(t), c.kube, []*corev1.Node{node}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUsage polls the inventory "cluster" until check accepts it, for up to timeout.
+func (c *cluster) waitUsage(t *testing.T, what string, timeout time.Duration, check func(gi *homelabv1.GpuInventory) error) *homelabv1.GpuInventory {
+	t.Helper()
+	var gi *homelabv1.GpuInventory
+	eventually(t, timeout, what, func() error {
+		var err error
+		if gi, err = c.gpu.HomelabV1().GpuInventories().Get(context.Background(), "cluster", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		return check(gi)
+	})
+	return gi
+}
+
+// usageCondition checks the UsageUnknown condition's status and reason.
+func usageCondition(gi *homelabv1.GpuInventory, status metav1.ConditionStatus, reason string) error {
+	cond := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionUsageUnknown)
+	if cond == nil || cond.Status != status || cond.Reason != reason {
+		return fmt.Errorf("condition %s = %+v, want %s with reason %s", homelabv1.ConditionUsageUnknown, cond, status, reason)
+	}
+	return nil
+}
+
+// ignoreIdleSince leaves IdleSince out of a usage comparison (checked with a tolerance apart).
+var ignoreIdleSince = cmpopts.IgnoreFields(homelabv1.IdleHolder{}, "IdleSince")
+
+// checkIdleSince checks that each idle holder's IdleSince is within three minutes of want (by
+// pod): the history and the operator's reads are a minute apart each, and a holder is idle
+// from the step after its last busy one.
+func checkIdleSince(u *homelabv1.GpuUsage, want map[string]time.Time) error {
+	for _, h := range u.IdleHolders {
+		w, ok := want[h.Pod]
+		if !ok {
+			return fmt.Errorf("idle holder %s/%s is not expected", h.Namespace, h.Pod)
+		}
+		if d := h.IdleSince.Sub(w); d < -3*time.Minute || d > 3*time.Minute {
+			return fmt.Errorf("%s/%s idle since %s, want about %s", h.Namespace, h.Pod, h.IdleSince.UTC().Format(time.RFC3339), w.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// withoutUsage is a status less its usage, its UsageUnknown condition and the usage part of
+// its hash (":usage:<digest>", which covers the condition): what a Prometheus failure must
+// leave as it was.
+func withoutUsage(s homelabv1.GpuInventoryStatus) homelabv1.GpuInventoryStatus {
+	s = *s.DeepCopy()
+	s.Usage = nil
+	s.InventoryHash, _, _ = strings.Cut(s.InventoryHash, ":usage:")
+	meta.RemoveStatusCondition(&s.Conditions, homelabv1.ConditionUsageUnknown)
+	return s
+}
+
+// Held but idle, end to end: DCGM exporter's series of a day (promtool's backfill) and live
+// (scraped every second by a real Prometheus) for a notebook idle for ten and a half hours, a
+// training job busy all day on two GPUs, a MIG device idle for two and a half hours, a DRA
+// device idle for six and a half hours, a free GPU and a pod that no longer exists. The status,
+// /metrics and kubectl gpuinv idle name the idle holders and count the hours per namespace;
+// with Prometheus down the condition says so and the rest of the status stays, and it
+// recovers when Prometheus is back.
+func TestHeldButIdle(t *testing.T) {
+	c := startCluster(t)
+	ctx := testContext(t)
+	c.createH100Nodes(t, usageIdleNode, usageBusyNode)
+	c.createMIGNode(t, usageMIGNode)
+	if err := testenv.CreateNodes(ctx, c.kube, []*corev1.Node{readyNode(usageDRANode, draModeLabels, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	published := driverSlices(t, dra.H100, usageDRANode)
+	c.publish(t, published...)
+	draUUID := *published[0].Spec.Devices[0].Attributes["uuid"].StringValue // gpu-0's
+	c.createGPUDeviceClass(t)
+
+	c.createPod(t, gpuPod("notebooks", "left-open", usageIdleNode, "nvidia.com/gpu", 1))
+	c.createPod(t, gpuPod("train", "llm-0", usageBusyNode, "nvidia.com/gpu", 2))
+	c.createPod(t, gpuPod("infer", "small", usageMIGNode, migResource, 1))
+	claim := c.createClaim(t, gpuClaim("dra", "one-gpu", 1, ""))
+	worker := c.createPod(t, claimPod("dra", "worker", usageDRANode, claim.Name))
+	c.allocateClaim(t, claim, usageDRANode, []string{"gpu-0"}, worker)
+
+	now := time.Now()
+	idleSince := map[string]time.Time{
+		"left-open": now.Add(-10*time.Hour - 30*time.Minute),
+		"worker":    now.Add(-6*time.Hour - 30*time.Minute),
+		"small":     now.Add(-2*time.Hour - 30*time.Minute), // idle, but not for --idle-after (4h)
+	}
+	x := startDCGM(t,
+		testenv.DCGMGPU{Node: usageIdleNode, Index: 0, UUID: "GPU-0d1f3a52-8c4e-4b7a-9e21-5f6a7b8c9d01", Model: h100Model,
+			Namespace: "notebooks", Pod: "left-open", Container: "jupyter"},
+		testenv.DCGMGPU{Node: usageIdleNode, Index: 1, UUID: "GPU-0d1f3a52-8c4e-4b7a-9e21-5f6a7b8c9d02", Model: h100Model}, // free
+		testenv.DCGMGPU{Node: usageIdleNode, Index: 2, UUID: "GPU-0d1f3a52-8c4e-4b7a-9e21-5f6a7b8c9d03", Model: h100Model,
+			Namespace: "gone", Pod: "finished-yesterday", Container: "main"}, // the pod mapping lags a deleted pod
+		testenv.DCGMGPU{Node: usageBusyNode, Index: 0, UUID: "GPU-1e2f3a52-8c4e-4b7a-9e21-5f6a7b8c9d01", Model: h100Model,
+			Namespace: "train", Pod: "llm-0", Container: "trainer", Util: 0.93},
+		testenv.DCGMGPU{Node: usageBusyNode, Index: 1, UUID: "GPU-1e2f3a52-8c4e-4b7a-9e21-5f6a7b8c9d02", Model: h100Model,
+			Namespace: "train", Pod: "llm-0", Container: "trainer", Util: 0.88},
+		testenv.DCGMGPU{Node: usageMIGNode, Index: 0, UUID: "GPU-2f3a4b52-8c4e-4b7a-9e21-5f6a7b8c9d01", Model: h100Model,
+			MIGProfile: "1g.10gb", MIGInstance: 13, Namespace: "infer", Pod: "small", Container: "server"},
+		testenv.DCGMGPU{Node: usageDRANode, Index: 0, UUID: draUUID, Model: h100Model, Namespace: "dra", Pod: "worker", Container: "main",
+			DRA: &testenv.DCGMClaim{Namespace: "dra", Name: claim.Name, Pool: usageDRANode, Device: "gpu-0"}},
+	)
+	// A day and an hour of past, so that the whole 24-hour window is covered.
+	p := startPrometheus(t, x, &testenv.DCGMHistory{From: now.Add(-25 * time.Hour), To: now, Step: time.Minute, Profiling: true,
+		At: func(at time.Time, g testenv.DCGMGPU) (testenv.DCGMGPU, bool) {
+			if since, ok := idleSince[g.Pod]; ok && at.Before(since) {
+				g.Util = 0.7
+			}
+			return g, true
+		}})
+
+	opts := testOptions()
+	opts.PrometheusURL = p.URL
+	op := startOperator(t, c.env.Config, opts)
+
+	want := &homelabv1.GpuUsage{Window: "24h0m0s", IdleAfter: "4h0m0s", Metric: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+		HeldGpus: 5, IdleGpus: 2, // the notebook's and the DRA worker's
+		Namespaces: []homelabv1.UsageNamespace{
+			{Namespace: "notebooks", Model: h100Product, HeldGpus: 1, HeldGpuHours: 24, IdleGpuHours: 10},
+			{Namespace: "dra", Model: h100Product, HeldGpus: 1, HeldGpuHours: 24, IdleGpuHours: 6},
+			{Namespace: "infer", Model: h100Product, HeldGpus: 1, HeldGpuHours: 24, IdleGpuHours: 2},
+			{Namespace: "train", Model: h100Product, HeldGpus: 2, HeldGpuHours: 48},
+		},
+		IdleHolders: []homelabv1.IdleHolder{ // the longest idle first
+			{Namespace: "notebooks", Pod: "left-open", Node: usageIdleNode, Model: h100Product, Gpus: 1},
+			{Namespace: "dra", Pod: "worker", Node: usageDRANode, Model: h100Product, Gpus: 1},
+			{Namespace: "infer", Pod: "small", Node: usageMIGNode, Model: h100Product, Gpus: 1},
+		},
+	}
+	checkUsage := func(gi *homelabv1.GpuInventory) error {
+		if gi.Status.Usage == nil {
+			return fmt.Errorf("no status.usage; conditions %+v", gi.Status.Conditions)
+		}
+		if diff := cmp.Diff(want, gi.Status.Usage, ignoreIdleSince); diff != "" {
+			return fmt.Errorf("status.usage (-want +got):\n%s", diff)
+		}
+		return checkIdleSince(gi.Status.Usage, idleSince)
+	}
+	read := c.waitUsage(t, "usage read from Prometheus", 30*time.Second, func(gi *homelabv1.GpuInventory) error {
+		if err := usageCondition(gi, metav1.ConditionFalse, homelabv1.ReasonUsageRead); err != nil {
+			return err
+		}
+		return checkUsage(gi)
+	})
+	const h100 = `inventory="cluster",model="NVIDIA-H100-80GB-HBM3"`
+	waitMetrics(t, op,
+		`gpu_inventory_held_gpus{`+h100+`,namespace="notebooks"} 1`,
+		`gpu_inventory_idle_gpus{`+h100+`,namespace="notebooks"} 1`,
+		`gpu_inventory_idle_gpus{`+h100+`,namespace="dra"} 1`,
+		`gpu_inventory_idle_gpus{`+h100+`,namespace="infer"} 0`,
+		`gpu_inventory_held_gpus{`+h100+`,namespace="train"} 2`,
+		`gpu_inventory_held_gpu_hours{`+h100+`,namespace="train"} 48`,
+		`gpu_inventory_idle_gpu_hours{`+h100+`,namespace="notebooks"} 10`,
+		`gpu_inventory_idle_gpu_hours{`+h100+`,namespace="train"} 0`,
+		`gpu_inventory_usage_unknown{inventory="cluster"} 0`,
+	)
+	if _, body, err := get("http://" + op.MetricsAddress() + "/metrics"); err != nil || strings.Contains(body, `namespace="gone"`) {
+		t.Errorf("/metrics names the pod that no longer exists (%v):\n%s", err, grepLines(body, `namespace="gone"`))
+	}
+
+	t.Run("kubectl gpuinv idle", func(t *testing.T) {
+		checkIdleCommand(t, c.env.KubeconfigPath(), want)
+	})
+
+	t.Run("Prometheus down, then back", func(t *testing.T) {
+		p.StopServer()
+		down := c.waitUsage(t, "UsageUnknown with Prometheus down", usageSettled, func(gi *homelabv1.GpuInventory) error {
+			return usageCondition(gi, metav1.ConditionTrue, homelabv1.ReasonPrometheusUnreachable)
+		})
+		if diff := cmp.Diff(read.Status.Usage, down.Status.Usage); diff != "" {
+			t.Errorf("status.usage changed with Prometheus down (-before +after):\n%s", diff)
+		}
+		if diff := cmp.Diff(withoutUsage(read.Status), withoutUsage(down.Status), ignoreTimes); diff != "" {
+			t.Errorf("the rest of the status changed with Prometheus down (-before +after):\n%s", diff)
+		}
+		waitMetrics(t, op, `gpu_inventory_usage_unknown{inventory="cluster"} 1`,
+			`gpu_inventory_idle_gpus{`+h100+`,namespace="notebooks"} 1`)
+		if r := runPlugin(ctx, c.env.KubeconfigPath(), "idle"); r.code != plugin.ExitOK || !strings.Contains(r.out, "Usage unknown (PrometheusUnreachable)") ||
+			!strings.Contains(r.out, "left-open") {
+			t.Errorf("kubectl gpuinv idle with Prometheus down: exit %d\n%s%s\nwant the last good holders and why they may be old", r.code, r.out, r.err)
+		}
+
+		if err := p.StartServer(testContext(t)); err != nil {
+			t.Fatal(err)
+		}
+		c.waitUsage(t, "usage read again with Prometheus back", usageSettled, func(gi *homelabv1.GpuInventory) error {
+			if err := usageCondition(gi, metav1.ConditionFalse, homelabv1.ReasonUsageRead); err != nil {
+				return err
+			}
+			return checkUsage(gi)
+		})
+		waitMetrics(t, op, `gpu_inventory_usage_unknown{inventory="cluster"} 0`)
+	})
+}
+
+// checkIdleCommand runs kubectl gpuinv idle in the test process: the table lists want's idle
+// holders in order (namespace, pod, node, model, GPUs, idle since), the summary counts its GPUs,
+// and -o json prints want.
+func checkIdleCommand(t *testing.T, kubeconfig string, want *homelabv1.GpuUsage) {
+	t.Helper()
+	r := runPlugin(context.Background(), kubeconfig, "idle")
+	if r.code != plugin.ExitOK {
+		t.Fatalf("kubectl gpuinv idle: exit %d, stderr %s", r.code, r.err)
+	}
+	table, summary, _ := strings.Cut(r.out, "\n\n")
+	lines := strings.Split(table, "\n")
+	if len(lines) != len(want.IdleHolders)+1 || !strings.HasPrefix(lines[0], "NAMESPACE") || !strings.HasSuffix(lines[0], "IDLE SINCE") {
+		t.Fatalf("kubectl gpuinv idle printed:\n%s\nwant a header and %d holders", r.out, len(want.IdleHolders))
+	}
+	for i, h := range want.IdleHolders {
+		fields := strings.Fields(lines[i+1])
+		if len(fields) != 7 || fields[0] != h.Namespace || fields[1] != h.Pod || fields[2] != h.Node || fields[3] != h.Model || fields[4] != fmt.Sprint(h.Gpus) {
+			t.Errorf("row %d: %q, want %s %s %s %s %d, the time and the age", i+1, lines[i+1], h.Namespace, h.Pod, h.Node, h.Model, h.Gpus)
+		}
+	}
+	if wantSummary := fmt.Sprintf("%d GPUs held, %d of them by pods idle for longer than %s", want.HeldGpus, want.IdleGpus, want.IdleAfter); !strings.HasPrefix(summary, wantSummary) {
+		t.Errorf("kubectl gpuinv idle summary:\n%s\nwant it to start %q", summary, wantSummary)
+	}
+
+	r = runPlugin(context.Background(), kubeconfig, "idle", "-o", "json")
+	if r.code != plugin.ExitOK {
+		t.Fatalf("kubectl gpuinv idle -o json: exit %d, stderr %s", r.code, r.err)
+	}
+	var got homelabv1.GpuUsage
+	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+		t.Fatalf("kubectl gpuinv idle -o json: %v\n%s", err, r.out)
+	}
+	if diff := cmp.Diff(want, &got, ignoreIdleSince); diff != "" {
+		t.Errorf("kubectl gpuinv idle -o json (-want +got):\n%s", diff)
+	}
+}
+
+// A Prometheus that cannot tell never holds back the status: unreachable from the start, or
+// scraping no DCGM exporter series, the inventory is written as fast as without it, with no
+// usage and the UsageUnknown condition saying why. Without --prometheus-url neither appears.
+func TestUsageUnknownWhenPrometheusCannotTell(t *testing.T) {
+	c := startCluster(t)
+	c.createH100Nodes(t, "h100-a")
+	c.createPod(t, gpuPod("notebooks", "left-open", "h100-a", "nvidia.com/gpu", 1))
+	noUsage := func(gi *homelabv1.GpuInventory) error {
+		if gi.Status.Usage != nil {
+			return fmt.Errorf("status.usage %+v", gi.Status.Usage)
+		}
+		return nil
+	}
+	run := func(t *testing.T, url string, check func(gi *homelabv1.GpuInventory) error) *runningOperator {
+		opts := testOptions()
+		opts.PrometheusURL = url
+		op := startOperator(t, c.env.Config, opts)
+		c.waitTotals(t, "cluster", totals{Nodes: 1, ReadyNodes: 1, Gpus: 8, ReadyGpus: 8})
+		c.waitUsage(t, "usage of "+url, 5*time.Second, func(gi *homelabv1.GpuInventory) error {
+			if err := noUsage(gi); err != nil {
+				return err
+			}
+			return check(gi)
+		})
+		return op
+	}
+
+	t.Run("without --prometheus-url", func(t *testing.T) {
+		op := run(t, "", func(gi *homelabv1.GpuInventory) error {
+			if cond := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionUsageUnknown); cond != nil {
+				return fmt.Errorf("condition %+v without --prometheus-url", cond)
+			}
+			return nil
+		})
+		if _, body, err := get("http://" + op.MetricsAddress() + "/metrics"); err != nil || strings.Contains(body, "gpu_inventory_usage_unknown{") {
+			t.Errorf("/metrics without --prometheus-url (%v):\n%s", err, grepLines(body, "gpu_inventory_usage"))
+		}
+		if err := op.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("unreachable", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := "http://" + l.Addr().String()
+		l.Close()
+		op := run(t, closed, func(gi *homelabv1.GpuInventory) error {
+			return usageCondition(gi, metav1.ConditionTrue, homelabv1.ReasonPrometheusUnreachable)
+		})
+		waitMetrics(t, op, `gpu_inventory_usage_unknown{inventory="cluster"} 1`)
+		if err := op.stop(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("no DCGM series", func(t *testing.T) {
+		p := startPrometheus(t, startDCGM(t), nil) // an exporter that reports no GPU
+		op := run(t, p.URL, func(gi *homelabv1.GpuInventory) error {
+			return usageCondition(gi, metav1.ConditionTrue, homelabv1.ReasonNoDCGMSeries)
+		})
+		waitMetrics(t, op, `gpu_inventory_usage_unknown{inventory="cluster"} 1`)
 	})
 }
