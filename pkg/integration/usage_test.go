@@ -183,9 +183,9 @@ const (
 	usageDRANode  = "dra-h100-1"
 )
 
-// usageSettled bounds a wait for the operator's next usage read: it reads Prometheus once a
-// minute (--usage-interval's minimum), and a status write follows.
-const usageSettled = 100 * time.Second
+// usageInterval is how often the operators of these tests ask Prometheus: the flag refuses
+// less than a minute, a test need not wait that long to see an outage.
+const usageInterval = 2 * time.Second
 
 // createMIGNode creates a Ready node whose one H100 is cut into seven 1g.10gb devices, as GPU
 // Feature Discovery and the device plugin report it with the mixed strategy.
@@ -313,7 +313,7 @@ func TestHeldButIdle(t *testing.T) {
 		}})
 
 	opts := testOptions()
-	opts.PrometheusURL = p.URL
+	opts.PrometheusURL, opts.Interval = p.URL, usageInterval
 	op := startOperator(t, c.env.Config, opts)
 
 	want := &homelabv1.GpuUsage{Window: "24h0m0s", IdleAfter: "4h0m0s", Metric: "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -367,7 +367,7 @@ func TestHeldButIdle(t *testing.T) {
 
 	t.Run("Prometheus down, then back", func(t *testing.T) {
 		p.StopServer()
-		down := c.waitUsage(t, "UsageUnknown with Prometheus down", usageSettled, func(gi *homelabv1.GpuInventory) error {
+		down := c.waitUsage(t, "UsageUnknown with Prometheus down", 20*time.Second, func(gi *homelabv1.GpuInventory) error {
 			return usageCondition(gi, metav1.ConditionTrue, homelabv1.ReasonPrometheusUnreachable)
 		})
 		if diff := cmp.Diff(read.Status.Usage, down.Status.Usage); diff != "" {
@@ -386,7 +386,7 @@ func TestHeldButIdle(t *testing.T) {
 		if err := p.StartServer(testContext(t)); err != nil {
 			t.Fatal(err)
 		}
-		c.waitUsage(t, "usage read again with Prometheus back", usageSettled, func(gi *homelabv1.GpuInventory) error {
+		c.waitUsage(t, "usage read again with Prometheus back", 20*time.Second, func(gi *homelabv1.GpuInventory) error {
 			if err := usageCondition(gi, metav1.ConditionFalse, homelabv1.ReasonUsageRead); err != nil {
 				return err
 			}
@@ -497,5 +497,51 @@ func TestUsageUnknownWhenPrometheusCannotTell(t *testing.T) {
 			return usageCondition(gi, metav1.ConditionTrue, homelabv1.ReasonNoDCGMSeries)
 		})
 		waitMetrics(t, op, `gpu_inventory_usage_unknown{inventory="cluster"} 1`)
+	})
+}
+
+// Where DCGM exporter reports no profiling metrics, utilisation is read from
+// DCGM_FI_DEV_GPU_UTIL, a percent: a notebook at 3% for five hours is idle (below --idle-below's
+// 5%, not 3 times over it), a job at 50% is busy, and status.usage says which series it read.
+func TestUsageFromGPUUtilWithoutProfiling(t *testing.T) {
+	c := startCluster(t)
+	c.createH100Nodes(t, "h100-a")
+	c.createPod(t, gpuPod("notebooks", "left-open", "h100-a", "nvidia.com/gpu", 1))
+	c.createPod(t, gpuPod("train", "llm-0", "h100-a", "nvidia.com/gpu", 1))
+	now := time.Now()
+	since := now.Add(-5*time.Hour - 30*time.Minute)
+	x := startDCGM(t,
+		testenv.DCGMGPU{Node: "h100-a", Index: 0, UUID: "GPU-3a4b5c52-8c4e-4b7a-9e21-5f6a7b8c9d01", Model: h100Model,
+			Namespace: "notebooks", Pod: "left-open", Container: "jupyter", Util: 0.03},
+		testenv.DCGMGPU{Node: "h100-a", Index: 1, UUID: "GPU-3a4b5c52-8c4e-4b7a-9e21-5f6a7b8c9d02", Model: h100Model,
+			Namespace: "train", Pod: "llm-0", Container: "trainer", Util: 0.5},
+	)
+	x.SetProfiling(false)
+	p := startPrometheus(t, x, &testenv.DCGMHistory{From: now.Add(-25 * time.Hour), To: now, Step: time.Minute,
+		At: func(at time.Time, g testenv.DCGMGPU) (testenv.DCGMGPU, bool) {
+			if g.Pod == "left-open" && at.Before(since) {
+				g.Util = 0.6
+			}
+			return g, true
+		}})
+	opts := testOptions()
+	opts.PrometheusURL, opts.Interval = p.URL, usageInterval
+	startOperator(t, c.env.Config, opts)
+
+	want := &homelabv1.GpuUsage{Window: "24h0m0s", IdleAfter: "4h0m0s", Metric: "DCGM_FI_DEV_GPU_UTIL", HeldGpus: 2, IdleGpus: 1,
+		Namespaces: []homelabv1.UsageNamespace{
+			{Namespace: "notebooks", Model: h100Product, HeldGpus: 1, HeldGpuHours: 24, IdleGpuHours: 5},
+			{Namespace: "train", Model: h100Product, HeldGpus: 1, HeldGpuHours: 24},
+		},
+		IdleHolders: []homelabv1.IdleHolder{{Namespace: "notebooks", Pod: "left-open", Node: "h100-a", Model: h100Product, Gpus: 1}},
+	}
+	c.waitUsage(t, "usage read from DCGM_FI_DEV_GPU_UTIL", 30*time.Second, func(gi *homelabv1.GpuInventory) error {
+		if err := usageCondition(gi, metav1.ConditionFalse, homelabv1.ReasonUsageRead); err != nil {
+			return err
+		}
+		if diff := cmp.Diff(want, gi.Status.Usage, ignoreIdleSince); diff != "" {
+			return fmt.Errorf("status.usage (-want +got):\n%s", diff)
+		}
+		return checkIdleSince(gi.Status.Usage, map[string]time.Time{"left-open": since})
 	})
 }
