@@ -417,6 +417,16 @@ securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true,
 			t.Errorf("container (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("held but idle from Prometheus", func(t *testing.T) {
+		if args := args(t, render(t, operatorNamespace, "")); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--prometheus-url") }) {
+			t.Errorf("args %q ask Prometheus by default", args)
+		}
+		objs := render(t, operatorNamespace, "usage: {prometheusURL: http://prometheus-operated.monitoring:9090, idleAfter: 2h}")
+		want := []string{"--prometheus-url=http://prometheus-operated.monitoring:9090", "--idle-window=24h", "--idle-after=2h"}
+		if got := args(t, objs); !slices.Equal(got[len(got)-3:], want) {
+			t.Errorf("args %q, want them to end with %q", got, want)
+		}
+	})
 	t.Run("another namespace and an existing ServiceAccount", func(t *testing.T) {
 		objs := render(t, "gpu", "serviceAccount: {create: false, name: gpu-operator}\nmonitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dcgmRules: {enabled: true}}")
 		for _, obj := range objs {
@@ -503,6 +513,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"monitoring: {serviceMonitor: {interval: 30 seconds}}", "/monitoring/serviceMonitor/interval"},
 		{"monitoring: {prometheusRules: {enabled: true}}", "prometheusRules"},
 		{"monitoring: {dashboard: {enabled: \"yes\"}}", "/monitoring/dashboard/enabled"},
+		{"usage: {prometheusURL: prometheus:9090}", "/usage/prometheusURL"},
+		{"usage: {idleAfter: 4 hours}", "/usage/idleAfter"},
 		{"monitoring: {dashboard: {labels: {grafana_dashboard: 1}}}", "/monitoring/dashboard/labels/grafana_dashboard"},
 	} {
 		_, err := helmchart.Render("chart", helmchart.Options{Namespace: operatorNamespace, Values: parseValues(t, tc.values)})
