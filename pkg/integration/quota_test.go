@@ -292,3 +292,45 @@ func TestQuotaBesideKueueAndTheScheduler(t *testing.T) {
 }
 
 const migResource = "nvidia.com/mig-1g.10gb"
+
+// A ResourceFlavor selects nodes by labels the node cache would drop (a pool, a zone): an
+// operator started with the flavor there keeps the label from its first list, without a
+// re-list; a flavor made while it runs costs one re-list; both read their nodes right.
+func TestFlavorsSelectByLabelsTheNodeCacheKeeps(t *testing.T) {
+	c := startCluster(t)
+	h100 := map[string]string{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": h100Product, "nvidia.com/gpu.count": "8"}
+	nodes := []*corev1.Node{readyNode("h100-a", h100, 8), readyNode("h100-b", h100, 8)}
+	nodes[0].Labels["example.com/pool"], nodes[1].Labels["example.com/zone"] = "a", "b"
+	if err := testenv.CreateNodes(testContext(t), c.kube, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.env.InstallKueueCRDs(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	c.applyKueue(t, testenv.KueueResourceFlavor("pool-a", map[string]string{"example.com/pool": "a"}),
+		testenv.KueueClusterQueue{Name: "team-a", Quotas: []testenv.KueueQuota{{Flavor: "pool-a", Resource: gpuResource, Nominal: "8"}}}.Object())
+	op := startOperator(t, c.env.Config, testOptions())
+	c.waitInventory(t, "pool-a's node read at start", func(gi *homelabv1.GpuInventory) error {
+		q := gi.Status.Quota
+		if row, ok := queueRow(q, "team-a", gpuResource); q == nil || !ok || row.Capacity != 8 || row.Finding != "" || q.StrandedNodes != 1 {
+			return fmt.Errorf("status.quota = %+v; want team-a's 8 GPUs on h100-a, h100-b stranded", q)
+		}
+		return nil
+	})
+	if strings.Contains(op.logs(), "Re-listing") {
+		t.Errorf("the operator re-listed for a flavor that was there at start:\n%s", op.logs())
+	}
+
+	c.applyKueue(t, testenv.KueueResourceFlavor("zone-b", map[string]string{"example.com/zone": "b"}),
+		testenv.KueueClusterQueue{Name: "team-b", Quotas: []testenv.KueueQuota{{Flavor: "zone-b", Resource: gpuResource, Nominal: "8"}}}.Object())
+	c.waitInventory(t, "zone-b's node read after a re-list", func(gi *homelabv1.GpuInventory) error {
+		q := gi.Status.Quota
+		if row, ok := queueRow(q, "team-b", gpuResource); q == nil || !ok || row.Capacity != 8 || row.Finding != "" || q.StrandedNodes != 0 {
+			return fmt.Errorf("status.quota = %+v; want team-b's 8 GPUs on h100-b, nothing stranded", q)
+		}
+		return nil
+	})
+	if n := strings.Count(op.logs(), "Re-listing"); n != 1 {
+		t.Errorf("%d re-lists for one new flavor label, want 1", n)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,6 +135,7 @@ func (o *Operator) runRelisting(ctx context.Context, crds crdsServed, noInventor
 				return err
 			}
 		}
+		keys = append(keys, o.flavorKeys(ctx)...)
 		noInventories = false
 		relist := make(chan string, 1)
 		runCtx, cancel := context.WithCancel(ctx)
@@ -172,8 +174,7 @@ const (
 )
 
 // selectorKeys lists the label keys that the node selectors of all GpuInventories name,
-// reading the inventories without their node lists, and those a run asked for (the labels
-// ResourceFlavors select nodes by).
+// reading the inventories without their node lists.
 func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 	light, err := inventorycache.NewInformerClient(o.config)
 	if err != nil {
@@ -194,9 +195,22 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 			keys = append(keys, r.Key())
 		}
 	}
+	return keys, nil
+}
+
+// flavorKeys lists the label keys Kueue's ResourceFlavors select nodes by, and those runs
+// asked for, so that the node cache keeps them from its first list.
+func (o *Operator) flavorKeys(ctx context.Context) []string {
+	var keys []string
+	if o.opts.Quota {
+		var err error
+		if keys, err = quotacache.FlavorLabelKeys(ctx, o.config); err != nil { // a flavor's key then costs a re-list
+			klog.FromContext(ctx).V(2).Info("Cannot list Kueue's ResourceFlavors for their node labels", "err", err)
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append(keys, o.askedKeys...), nil
+	return append(keys, o.askedKeys...)
 }
 
 // caches are what one run of the controllers reads.
@@ -375,7 +389,9 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	}
 	cs, runners, err := o.newControllers(ctx, cc, c, trimmer.Keeps, func(key string) {
 		o.mu.Lock()
-		o.askedKeys = append(o.askedKeys, key)
+		if !slices.Contains(o.askedKeys, key) {
+			o.askedKeys = append(o.askedKeys, key)
+		}
 		o.mu.Unlock()
 		relist(fmt.Sprintf("a node selector or a ResourceFlavor names label %q, which the node cache drops", key))
 	})

@@ -76,8 +76,8 @@ func (c *Controller) quotaFor(gi *homelabv1.GpuInventory, nodes []*corev1.Node, 
 	return q
 }
 
-// keepFlavorLabels tells the owner of the node cache of a label a ResourceFlavor selects
-// nodes by that the cache drops.
+// keepFlavorLabels tells the owner of the node cache of every label ResourceFlavors select
+// nodes by that the cache drops, all at once: one re-list keeps them all.
 func (c *Controller) keepFlavorLabels(k *quota.Kueue) {
 	if k == nil || c.keeps == nil || c.unknown == nil {
 		return
@@ -86,7 +86,6 @@ func (c *Controller) keepFlavorLabels(k *quota.Kueue) {
 		for key := range f.NodeLabels {
 			if !c.keeps(key) {
 				c.unknown(key)
-				return
 			}
 		}
 	}
