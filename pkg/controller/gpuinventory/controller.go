@@ -95,7 +95,8 @@ type Controller struct {
 	facts             controller.NodeFacts           // devices, holdings and records
 	pending           func() []allocation.Demand     // nil: pods are not read
 	quotaNow          func() (quota.Cluster, string) // nil: quota is not read
-	usageNow          func() *usage.Snapshot         // nil: usage is not read
+	quotaMemo         quotaMemo
+	usageNow          func() *usage.Snapshot // nil: usage is not read
 
 	beforeSync func(string)
 
@@ -259,6 +260,7 @@ func (c *Controller) inventoryDeleted(obj any) {
 	c.limiter.Forget(key)
 	c.memory.forget(key)
 	c.selectors.forget(key)
+	c.quotaMemo.forget(key.Name)
 }
 
 // handleNode enqueues the inventories whose selector matches the node before or after the

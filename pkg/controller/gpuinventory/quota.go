@@ -20,7 +20,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"hash/fnv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,6 +63,14 @@ func (c *Controller) quotaFor(gi *homelabv1.GpuInventory, nodes []*corev1.Node, 
 		return nil // no quota: nothing to compare
 	}
 	c.keepFlavorLabels(cluster.Kueue)
+	key := quotaKey{kueue: cluster.Kueue, quotas: len(cluster.ResourceQuotas), problem: problem,
+		content: content.Hash, nodes: nodesDigest(nodes), generation: gi.Generation}
+	if len(cluster.ResourceQuotas) > 0 {
+		key.firstQuota = &cluster.ResourceQuotas[0]
+	}
+	if q := c.quotaMemo.get(gi.Name, key); q != nil {
+		return q // the same quota, nodes and entries as the last sync: the same answer
+	}
 	cluster.Nodes = quotaNodes(nodes, content.Nodes, cluster.DRAResources)
 	res := quota.Compute(cluster, quotaRows)
 	q := &computedQuota{status: res.Status, conditions: quotaConditions(res, problem, gi.Generation)}
@@ -73,6 +83,7 @@ func (c *Controller) quotaFor(gi *homelabv1.GpuInventory, nodes []*corev1.Node, 
 	}{q.status, q.conditions})
 	sum := sha256.Sum256(data)
 	q.hash = hex.EncodeToString(sum[:8])
+	c.quotaMemo.put(gi.Name, key, q)
 	return q
 }
 
@@ -207,4 +218,65 @@ func quotaMetrics(q *homelabv1.GpuQuota, conditions []metav1.Condition) *metrics
 		out.Cohorts = append(out.Cohorts, row(q.CohortModels[i].Cohort, q.CohortModels[i].Model, &q.CohortModels[i].QuotaFigures))
 	}
 	return out
+}
+
+// quotaKey is what an inventory's quota is computed from: the quota cache's snapshot (its
+// parts are rebuilt, so new pointers, whenever it changes), the entries' hash and the Nodes'
+// versions (a flavor's label is no part of an entry), and the generation the conditions name.
+type quotaKey struct {
+	kueue      *quota.Kueue
+	firstQuota *quota.NamespaceQuota
+	quotas     int
+	problem    string
+	content    string
+	nodes      uint64
+	generation int64
+}
+
+// quotaMemo keeps each inventory's last quota, so that a resync of an unchanged cluster does
+// not compute it again.
+type quotaMemo struct {
+	mu   sync.Mutex
+	last map[string]memoized
+}
+
+type memoized struct {
+	key quotaKey
+	q   *computedQuota
+}
+
+func (m *quotaMemo) get(inventory string, key quotaKey) *computedQuota {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.last[inventory]; ok && e.key == key {
+		return e.q
+	}
+	return nil
+}
+
+func (m *quotaMemo) put(inventory string, key quotaKey, q *computedQuota) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		m.last = map[string]memoized{}
+	}
+	m.last[inventory] = memoized{key, q}
+}
+
+func (m *quotaMemo) forget(inventory string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.last, inventory)
+}
+
+// nodesDigest identifies the Nodes by name and resourceVersion.
+func nodesDigest(nodes []*corev1.Node) uint64 {
+	h := fnv.New64a()
+	for _, n := range nodes {
+		h.Write([]byte(n.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(n.ResourceVersion))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }

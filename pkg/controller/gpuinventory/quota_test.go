@@ -99,6 +99,20 @@ func TestQuotaReachesTheWholeClusterInventory(t *testing.T) {
 		t.Errorf("an inventory with a node selector got quota: %+v", poolStatus.Quota)
 	}
 
+	// A node relabelled into the flavor (an entry unchanged, its Node not): no longer stranded.
+	moved := h100("gpu-b", "a")
+	moved.ResourceVersion = "2"
+	if err := f.nodeIndexer.Update(moved); err != nil {
+		t.Fatal(err)
+	}
+	relabelled := f.appliedStatus(f.sync("all"), "all")
+	if relabelled.Quota == nil || relabelled.Quota.StrandedNodes != 0 {
+		t.Errorf("after gpu-b joined pool a: status.quota = %+v, want nothing stranded", relabelled.Quota)
+	}
+	if err := f.nodeIndexer.Update(nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+
 	// Unchanged quota: no write.
 	f = newFixtureWith(t, withQuota(src), nodes, gpuInventory("all", 1, status))
 	if actions := f.sync("all"); len(actions) != 0 || len(f.writer.written) != 0 {
