@@ -76,7 +76,7 @@ bench-large: build testbin ## Not part of bench: the scale run's first phases on
 	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --nodes 20000 --churn $(CHURN) --flip-duration 30s --republish-duration 30s --relabel-duration 0 --hostile-duration 0 --inventories 0 --outage-duration 0
 
 .PHONY: testbin
-testbin: ## Build kube-apiserver, etcd and kwok from the Go module proxy into a cache (once, ~6 min).
+testbin: ## Build the test bed from the Go module proxy into a cache (once; about 25 min cold on 2 cores): kube-apiserver, etcd, kwok, kube-scheduler, the ResourceClaim and Job controllers, Kueue and its CRDs, Prometheus and promtool.
 	@bash hack/testbin.sh >/dev/null
 
 REF         ?=
