@@ -21,8 +21,9 @@ limitations under the License.
 // start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
 // free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
 // several kube-apiservers (fleet.go); with --quota-queues, the quota phase: Kueue's objects
-// beside the fleet (quota.go). It prints the table of the README's "Performance"
-// section. `make bench` runs it; `make bench-large`, its first phases on 20,000 nodes.
+// beside the fleet (quota.go); after the allocation phase, unless --usage-window is 0, the
+// usage phase: a real Prometheus with DCGM history for the pods' GPUs (usage.go). It prints
+// the table of the README's "Performance" section. `make bench` runs it; `make bench-large`, its first phases on 20,000 nodes.
 package main
 
 import (
@@ -91,6 +92,8 @@ func main() {
 	flag.IntVar(&fleetContexts, "fleet-contexts", 10, "Clusters of the fleet phase, the first (needs --plugin): as many kube-apiservers on one etcd, each a kubeconfig context with a GpuInventory, read by `kubectl gpuinv --all-contexts` (0: skip).")
 	flag.IntVar(&fleetGPUNodes, "fleet-gpu-nodes", 1000, "GPU nodes that each fleet-phase inventory covers (it lists at most 500 of them, as the operator does).")
 	flag.BoolVar(&fleetOnly, "fleet-only", false, "Run the fleet phase alone.")
+	flag.DurationVar(&usageWindow, "usage-window", time.Hour, "The usage phase, after the allocation phase (needs --gpu-pods): a real Prometheus with this much DCGM history backfilled, the operator's --idle-window (at least 1h; 0: skip).")
+	flag.DurationVar(&usageQuiet, "usage-quiet", 5*time.Minute, "The usage phase's quiet period: the operator's readings (one a minute) whose status writes, RSS and CPU are counted.")
 	flag.BoolVar(&hold, "hold", false, "After the last phase, keep the API server and the operator running until interrupted, for experiments against them (its kubeconfig is printed).")
 	flag.Parse()
 	if fleetOnly && (pluginBinary == "" || fleetContexts <= 0) {
@@ -109,6 +112,10 @@ func main() {
 	}
 	if fleetOnly {
 		return
+	}
+	if usageWindow != 0 && (usageWindow < time.Hour || usageWindow%time.Minute != 0 || usageQuiet < time.Minute) {
+		fmt.Fprintln(os.Stderr, "scale: --usage-window must be whole minutes, at least 1h (or 0: skip), and --usage-quiet at least 1m")
+		os.Exit(2)
 	}
 	if err := run(*n, *rate, *churnFor, *operator, *probes); err != nil {
 		fmt.Fprintf(os.Stderr, "scale: %v\n", err)

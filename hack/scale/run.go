@@ -114,7 +114,11 @@ func run(n int, rate float64, churnFor time.Duration, operator string, probes in
 		err = errors.Join(err, quotaPhase(ctx, h, env))
 	}
 	if podTotal > 0 {
-		err = errors.Join(err, allocationPhase(ctx, h, env, n))
+		allocErr := allocationPhase(ctx, h, env, n)
+		if allocErr == nil && gpuPodTotal > 0 && usageWindow > 0 {
+			allocErr = usagePhase(ctx, h, env) // on the allocation phase's pods
+		}
+		err = errors.Join(err, allocErr)
 	}
 	if hold {
 		holdUntilInterrupted(ctx, env)

@@ -1,0 +1,505 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
+)
+
+// The usage phase's flags (main's): --usage-window 0 skips it.
+var (
+	usageWindow time.Duration
+	usageQuiet  time.Duration
+)
+
+const (
+	usageScrape    = time.Minute      // the history's step and Prometheus' scrape interval
+	usageInterval  = time.Minute      // the operator's default --usage-interval, the least it allows
+	usageIdleAfter = 30 * time.Minute // below the window: the idle holders count in idleGpus from the first reading
+	usageBudgetKiB = 8 * 1024         // what reading usage may add to the steady RSS
+	usageBaseline  = time.Minute      // the RSS window without usage
+	usageSettle    = 2                // readings after the first before the quiet period
+	usageRuns      = 3                // the harness's own readings and queries
+	usageIdle      = 0.01             // the utilisation of an idle pod's GPUs
+	usageBusy      = 0.62             // and of a busy one's
+	usageQueryPath = "/api/v1/query"
+)
+
+// usageResult is what the usage phase measured.
+type usageResult struct {
+	pods, devices, idleDevices, series int
+	historyBytes                       int64
+	historyWrite, backfill, promStart  time.Duration
+	promtoolKiB                        int64
+	before, after                      rssSpan
+	heapBefore, heapAfter              float64 // MiB: go_memstats_heap_inuse_bytes at the end of each window
+	firstUsage                         time.Duration
+	quietWrites                        int
+	quietRecords                       writeCounts
+	readings                           float64       // the operator's readings in the quiet period (its queries / 4)
+	promPerReading                     time.Duration // Prometheus' time answering one reading's four queries
+	cpuPerReading                      float64       // the operator's CPU seconds per reading, quiet period
+	reader                             []time.Duration
+	queries                            [4][]time.Duration // Held, Idle, FirstSeen, LastBusy, each answered and read whole
+	answerBytes                        int
+	promRSS                            float64 // MiB
+	status                             *homelabv1.GpuUsage
+	unknown                            string // the UsageUnknown condition, when True
+}
+
+// usagePhase runs after the allocation phase, on its pods: a DCGM exporter double reports a
+// device per GPU unit each running GPU pod holds (a third of the pods idle, the rest busy,
+// unchanging), a real Prometheus scrapes it with usageWindow of its history backfilled by
+// promtool, and the operator is restarted with --prometheus-url. It measures the steady RSS
+// without and with usage, the status writes of a quiet period of readings, the time of a
+// reading and Prometheus' answers, and prints its table.
+func usagePhase(ctx context.Context, h *harness, env *testenv.Env) error {
+	res := &usageResult{}
+	x, err := startUsageExporter(ctx, h, res)
+	if err != nil {
+		return fmt.Errorf("usage phase: %w", err)
+	}
+	defer x.Close()
+	dir := filepath.Join(env.Dir, "prometheus")
+	defer os.RemoveAll(dir)
+	if err := backfillUsage(ctx, dir, x, res); err != nil {
+		return fmt.Errorf("usage phase: %w", err)
+	}
+	start := time.Now()
+	prom, err := testenv.StartPrometheus(ctx, testenv.PrometheusOptions{Dir: dir, Targets: []testenv.ScrapeTarget{{Addr: x.Addr()}},
+		ScrapeInterval: usageScrape, StartTimeout: 5 * time.Minute})
+	if err != nil {
+		return fmt.Errorf("usage phase: %w", err)
+	}
+	defer prom.Stop()
+	res.promStart = time.Since(start)
+	fmt.Fprintf(os.Stderr, "usage: %d devices of %d pods, %s of history in %s, backfilled in %s, Prometheus up in %s\n",
+		res.devices, res.pods, usageWindow, res.historyWrite.Round(time.Second), res.backfill.Round(time.Second), res.promStart.Round(time.Second))
+
+	if err := measureUsage(ctx, h, prom, res); err != nil {
+		return fmt.Errorf("usage phase: %w", err)
+	}
+	if err := measureUsageReads(ctx, prom, res); err != nil {
+		return fmt.Errorf("usage phase: %w", err)
+	}
+	printUsage(res)
+	return nil
+}
+
+// startUsageExporter starts the DCGM exporter double with the devices of the running GPU
+// pods.
+func startUsageExporter(ctx context.Context, h *harness, res *usageResult) (*testenv.DCGMExporter, error) {
+	gpus, pods, err := usageDevices(ctx, h.kube, h.fleet)
+	if err != nil {
+		return nil, err
+	}
+	if len(gpus) == 0 {
+		return nil, fmt.Errorf("no running pod holds GPUs of the device plugin: the phase needs --pods and --gpu-pods")
+	}
+	res.pods, res.devices = pods, len(gpus)
+	for _, g := range gpus {
+		if g.Util == usageIdle {
+			res.idleDevices++
+		}
+	}
+	return testenv.StartDCGMExporter(gpus...)
+}
+
+// usageDevices returns a DCGM device for each GPU unit (a whole GPU, MIG device or
+// time-sliced replica) that a running GPU pod of the allocation phase holds, and the pods.
+// A time-sliced replica is a device of its own, with a UUID of its own: the double reports
+// a device once.
+func usageDevices(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) ([]testenv.DCGMGPU, int, error) {
+	byName := map[string]fleetNode{}
+	for _, n := range fleet {
+		byName[n.name] = n
+	}
+	next := map[string]int{} // a node's units handed out
+	var out []testenv.DCGMGPU
+	pods := 0
+	for k := range gpuNamespaces {
+		ns := fmt.Sprintf("ml-%02d", k)
+		list, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, 0, fmt.Errorf("list the pods of %s: %w", ns, err)
+		}
+		for i := range list.Items {
+			pod := &list.Items[i]
+			n, onGPUNode := byName[pod.Spec.NodeName]
+			resource, count := heldUnits(pod)
+			if !onGPUNode || count == 0 || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+				continue
+			}
+			pods++
+			util := usageBusy
+			if idlePod(pod) {
+				util = usageIdle
+			}
+			for range count {
+				out = append(out, dcgmDevice(n, next[n.name], resource, pod, util))
+				next[n.name]++
+			}
+		}
+	}
+	return out, pods, nil
+}
+
+// heldUnits is the GPU resource of the device plugin a pod's containers ask for, and how many.
+func heldUnits(pod *corev1.Pod) (string, int64) {
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Limits {
+			if name == resourceGPU || strings.HasPrefix(string(name), "nvidia.com/mig-") {
+				return string(name), q.Value()
+			}
+		}
+	}
+	return "", 0
+}
+
+// idlePod makes one GPU pod in three idle, by its name.
+func idlePod(pod *corev1.Pod) bool {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(pod.Namespace + "/" + pod.Name))
+	return h.Sum32()%3 == 0
+}
+
+// dcgmDevice is unit i of node n as DCGM exporter reports it: a MIG device (a mixed-strategy
+// resource, or a single-strategy MIG product) with its parent GPU's index and UUID, seven to
+// a GPU; a whole GPU or replica its own.
+func dcgmDevice(n fleetNode, i int, resource string, pod *corev1.Pod, util float64) testenv.DCGMGPU {
+	base := baseProduct(n.product)
+	profile, _ := strings.CutPrefix(resource, "nvidia.com/mig-")
+	if p, found := strings.CutPrefix(n.product, base+"-MIG-"); found {
+		profile = p
+	}
+	g := testenv.DCGMGPU{Node: n.name, Index: i, Model: strings.ReplaceAll(base, "-", " "),
+		Namespace: pod.Namespace, Pod: pod.Name, Container: pod.Spec.Containers[0].Name, Util: util}
+	if profile != "" {
+		g.Index, g.MIGProfile, g.MIGInstance = i/7, profile, i
+	}
+	g.UUID = "GPU-" + uuidOf(n.name+"/"+strconv.Itoa(g.Index))
+	return g
+}
+
+// backfillUsage writes the exporter's devices' past (usageWindow up to now, a sample per
+// usageScrape, both series of every whole GPU as on data-centre GPUs) into a file and
+// promtool turns it into TSDB blocks in dir/data.
+func backfillUsage(ctx context.Context, dir string, x *testenv.DCGMExporter, res *usageResult) error {
+	binDir := os.Getenv(testenv.BinDirEnv)
+	if binDir == "" {
+		return fmt.Errorf("no promtool: set %s (`make bench` does)", testenv.BinDirEnv)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return err
+	}
+	file := filepath.Join(dir, "history.om")
+	defer os.Remove(file)
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	to := start.Truncate(usageScrape)
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = x.WriteHistory(w, testenv.DCGMHistory{From: to.Add(-usageWindow), To: to, Step: usageScrape, Profiling: true})
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the DCGM history: %w", err)
+	}
+	res.historyWrite = time.Since(start)
+	if st, err := os.Stat(file); err == nil {
+		res.historyBytes = st.Size()
+	}
+	start = time.Now()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet", file, filepath.Join(dir, "data"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("backfill the history with promtool: %w: %s", err, out)
+	}
+	res.backfill = time.Since(start)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.promtoolKiB = ru.Maxrss
+	}
+	return nil
+}
+
+// measureUsage restarts the operator without usage and measures its steady RSS, then with
+// --prometheus-url: its first status with usage, and over a quiet period of readings its
+// RSS, status and record writes, readings and CPU.
+func measureUsage(ctx context.Context, h *harness, prom *testenv.Prometheus, res *usageResult) error {
+	if _, _, err := restartOperator(ctx, h, "usage phase, without Prometheus"); err != nil {
+		return err
+	}
+	settleCPU(h.op.pid, 15*time.Second)
+	res.before = rssSpanOver(h.op, usageBaseline)
+	res.heapBefore = h.op.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
+	fetchProfile(pprofAddr, "/debug/pprof/heap", "usage-before-heap.pprof")
+
+	args := h.launcher.args
+	defer func() { h.launcher.args = args }()
+	h.launcher.args = append(slices.Clone(args), "--prometheus-url="+prom.URL, "--idle-window="+usageWindow.String(),
+		"--idle-after="+usageIdleAfter.String())
+	reads0, _, err := promQueries(prom)
+	if err != nil {
+		return err
+	}
+	res.firstUsage, _, err = restartOperatorUntil(ctx, h, "usage phase, with Prometheus", func(gi *homelabv1.GpuInventory) bool {
+		return gi.Status.Usage != nil && gi.Status.Usage.HeldGpus > 0
+	})
+	if err != nil {
+		return fmt.Errorf("first status with usage: %w", err)
+	}
+	// The readings after the first, so that the quiet period is the settled operator's.
+	if err := waitQueries(ctx, prom, reads0+4*(1+usageSettle), usageInterval*(usageSettle+2)); err != nil {
+		return err
+	}
+	return usageQuietPeriod(ctx, h, prom, res)
+}
+
+// usageQuietPeriod counts the status and record writes, the operator's readings, CPU and
+// RSS over usageQuiet, nothing changing.
+func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus, res *usageResult) error {
+	quiet, stop := context.WithCancel(ctx)
+	defer stop()
+	writes, err := countStatusWrites(quiet, h)
+	if err != nil {
+		return err
+	}
+	count0, seconds0, err := promQueries(prom)
+	if err != nil {
+		return err
+	}
+	ticks0 := cpuTicks(h.op.pid)
+	res.quietRecords, err = countWrites(h.op, func() error {
+		res.after = rssSpanOver(h.op, usageQuiet) // a quiet period: no change is expected to watch for
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res.quietWrites = writes.count()
+	count, seconds, err := promQueries(prom)
+	if err != nil {
+		return err
+	}
+	res.readings = (count - count0) / 4
+	if res.readings > 0 {
+		res.promPerReading = time.Duration((seconds - seconds0) / res.readings * float64(time.Second))
+		res.cpuPerReading = float64(cpuTicks(h.op.pid)-ticks0) / 100 / res.readings // clock ticks are 1/100 s
+	}
+	res.heapAfter = h.op.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
+	fetchProfile(pprofAddr, "/debug/pprof/heap", "usage-heap.pprof")
+	gi, err := h.gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	res.status = gi.Status.Usage
+	for _, c := range gi.Status.Conditions {
+		if c.Type == homelabv1.ConditionUsageUnknown && c.Status == metav1.ConditionTrue {
+			res.unknown = c.Reason + ": " + c.Message
+		}
+	}
+	return nil
+}
+
+// measureUsageReads times, after the quiet period, usageRuns readings by the operator's own
+// reader in the harness's process, and each of the reading's queries answered and read whole.
+func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, res *usageResult) error {
+	settings := usage.Settings{Window: usageWindow, IdleBelow: 0.05, IdleAfter: usageIdleAfter}
+	reader, err := usage.NewReader(usage.ReaderConfig{URL: prom.URL, Timeout: time.Minute}, settings)
+	if err != nil {
+		return err
+	}
+	q := usage.QueriesFor(settings)
+	for range usageRuns {
+		at := time.Now().Truncate(usage.Step)
+		start := time.Now()
+		devices, problem := reader.Read(ctx, at)
+		if problem.Reason != "" {
+			return fmt.Errorf("the reader: %s: %s", problem.Reason, problem.Message)
+		}
+		res.reader = append(res.reader, time.Since(start))
+		res.series = len(devices)
+		for k, query := range []string{q.Held, q.Idle, q.FirstSeen, q.LastBusy} {
+			took, size, err := timeQuery(ctx, prom.URL, query, at)
+			if err != nil {
+				return err
+			}
+			res.queries[k] = append(res.queries[k], took)
+			res.answerBytes = max(res.answerBytes, size)
+		}
+	}
+	gauges, err := promMetrics(prom)
+	if err != nil {
+		return err
+	}
+	res.promRSS = gauges["process_resident_memory_bytes"] / (1 << 20)
+	return nil
+}
+
+// timeQuery asks Prometheus one instant query at at and returns the time until the answer
+// was read whole, and its size.
+func timeQuery(ctx context.Context, base, query string, at time.Time) (time.Duration, int, error) {
+	u := base + usageQueryPath + "?" + url.Values{"query": {query}, "time": {strconv.FormatInt(at.Unix(), 10)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("query Prometheus: %w", err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	took := time.Since(start)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("query Prometheus: %s %v", resp.Status, err)
+	}
+	return took, int(n), nil
+}
+
+// promQueries reads from Prometheus' own metrics the instant queries it has answered and
+// the seconds it took.
+func promQueries(prom *testenv.Prometheus) (count, seconds float64, err error) {
+	gauges, err := promMetrics(prom)
+	if err != nil {
+		return 0, 0, err
+	}
+	handler := `{handler="` + usageQueryPath + `"}`
+	return gauges["prometheus_http_request_duration_seconds_count"+handler], gauges["prometheus_http_request_duration_seconds_sum"+handler], nil
+}
+
+// waitQueries polls Prometheus' metrics until it has answered at least want instant
+// queries, for at most timeout.
+func waitQueries(ctx context.Context, prom *testenv.Prometheus, want float64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		count, _, err := promQueries(prom)
+		if err != nil {
+			return err
+		}
+		if count >= want {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("Prometheus answered %.0f instant queries within %s, want %.0f: does the operator read usage once per --usage-interval?", count, timeout, want)
+		}
+		time.Sleep(time.Second) // Prometheus announces nothing
+	}
+}
+
+// promMetrics reads Prometheus' own /metrics: every series with its labels as written.
+func promMetrics(prom *testenv.Prometheus) (map[string]float64, error) {
+	resp, err := http.Get(prom.URL + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("read Prometheus' metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			out[line[:i]], _ = strconv.ParseFloat(line[i+1:], 64)
+		}
+	}
+	return out, s.Err()
+}
+
+// rssSpan is VmRSS sampled once a second over a window (KiB).
+type rssSpan struct{ median, low, high float64 }
+
+func (r rssSpan) String() string {
+	return fmt.Sprintf("%.1f MiB (%.1f–%.1f)", r.median/1024, r.low/1024, r.high/1024)
+}
+
+// rssSpanOver samples the operator's VmRSS once a second for d: a reading's garbage comes
+// and goes between collections, so one sample can sit anywhere in that cycle and the
+// median of the window does not.
+func rssSpanOver(op *operatorProc, d time.Duration) rssSpan {
+	var samples []float64
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		samples = append(samples, readStatus(op.pid, "VmRSS"))
+		time.Sleep(time.Second) // sampling a process that announces nothing
+	}
+	slices.Sort(samples)
+	return rssSpan{median: samples[len(samples)/2], low: samples[0], high: samples[len(samples)-1]}
+}
+
+// printUsage prints the usage phase's table.
+func printUsage(r *usageResult) {
+	mib := func(kib float64) float64 { return kib / 1024 }
+	fmt.Printf("\nUsage: DCGM exporter double reporting a device per GPU unit the running GPU pods hold (a third of the pods idle at %g, the rest at %g, unchanging); a real Prometheus scraping it once a minute with %s of history backfilled; the operator restarted with `--prometheus-url`, `--idle-window %s`, `--idle-after %s`, the default `--usage-interval` (1m) and `--prometheus-timeout` (10s)\n\n",
+		usageIdle, usageBusy, usageWindow, usageWindow, usageIdleAfter)
+	fmt.Println("| figure | measured | target |")
+	fmt.Println("|---|---|---|")
+	fmt.Printf("| held devices (pods): DCGM series (both series of a whole GPU, profiling only of a MIG device) | %d devices of %d pods (%d idle) | |\n", r.devices, r.pods, r.idleDevices)
+	fmt.Printf("| history: %s at one sample a minute, written / `promtool tsdb create-blocks-from openmetrics` | %.0f MiB in %.0f s / %.0f s, promtool max RSS %.0f MiB | |\n",
+		usageWindow, float64(r.historyBytes)/(1<<20), r.historyWrite.Seconds(), r.backfill.Seconds(), mib(float64(r.promtoolKiB)))
+	fmt.Printf("| Prometheus start to first scrape of the double / its RSS at the end | %.0f s / %.0f MiB | |\n", r.promStart.Seconds(), r.promRSS)
+	fmt.Printf("| restart with `--prometheus-url`: start to the first status with usage | %.1f s | |\n", r.firstUsage.Seconds())
+	fmt.Printf("| steady RSS without usage, after a restart (median of %s, range; Go heap in use) | %s; %.1f MiB | |\n", usageBaseline, r.before, r.heapBefore)
+	fmt.Printf("| steady RSS with usage (median of the quiet %s, range; Go heap in use) | %s; %.1f MiB: %+.1f MiB | ≤ +8 MiB: %s |\n",
+		usageQuiet, r.after, r.heapAfter, mib(r.after.median-r.before.median), verdict(r.after.median-r.before.median <= usageBudgetKiB))
+	fmt.Printf("| status writes while quiet (%s, %.0f readings, no class change) | %d (record writes %d) | 0: %s |\n",
+		usageQuiet, r.readings, r.quietWrites, r.quietRecords.writes(), verdict(r.quietWrites == 0 && r.quietRecords.writes() == 0))
+	fmt.Printf("| readings a minute while quiet (Prometheus' instant queries / 4) | %.2f | ≤ 1: %s |\n",
+		r.readings/usageQuiet.Minutes(), verdict(r.readings/usageQuiet.Minutes() <= 1.01))
+	fmt.Printf("| one reading of the operator: Prometheus' time answering its 4 queries (its own request-duration metric) / the operator's CPU in the quiet period per reading | %.2f s / %.2f s | within `--prometheus-timeout` 10 s: %s |\n",
+		r.promPerReading.Seconds(), r.cpuPerReading, verdict(r.promPerReading < 10*time.Second))
+	fmt.Printf("| one reading by the operator's `usage.Reader` in the harness, median of %d (range) | %s: %d devices | |\n", usageRuns, spread(r.reader), r.series)
+	fmt.Printf("| Prometheus' answer, read whole, median of %d: held / idle / first seen / last busy (largest answer) | %s / %s / %s / %s (%.1f MiB) | |\n",
+		usageRuns, median(r.queries[0]), median(r.queries[1]), median(r.queries[2]), median(r.queries[3]), float64(r.answerBytes)/(1<<20))
+	if u := r.status; u != nil {
+		fmt.Printf("\nstatus.usage: %s, heldGpus %d, idleGpus %d, %d namespace rows, %d idle holders listed", u.Metric, u.HeldGpus, u.IdleGpus, len(u.Namespaces), len(u.IdleHolders))
+	}
+	if r.unknown != "" {
+		fmt.Printf("; UsageUnknown: %s", r.unknown)
+	}
+	fmt.Println()
+}
