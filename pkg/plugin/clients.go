@@ -56,7 +56,6 @@ type clients struct {
 	host      string
 	gpu       versioned.Interface
 	core      rest.Interface
-	small     rest.Interface // for many small lists at once
 	resource  rest.Interface
 	discovery discovery.DiscoveryInterface
 	// kube, in unit tests, is a fake clientset that typed serves instead of core and resource.
@@ -143,26 +142,6 @@ func (c *clients) Resource() (rest.Interface, error) {
 		c.resource = client.RESTClient()
 	}
 	return c.resource, nil
-}
-
-// smallLists returns the core REST client of many small lists at once (a node's pods):
-// protobuf over HTTP/2, where they share one connection, without the client's rate limit
-// (the caller bounds how many run at once).
-func (c *clients) smallLists() (rest.Interface, error) {
-	if c.small == nil {
-		cfg, err := c.config()
-		if err != nil {
-			return nil, err
-		}
-		cfg.ContentType, cfg.AcceptContentTypes = kubeproto.ContentType, kubeproto.ContentType+",application/json"
-		cfg.QPS = -1
-		client, err := corev1client.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		c.small = client.RESTClient()
-	}
-	return c.small, nil
 }
 
 // namespace is the namespace of the kubeconfig's current context ("default" when it names

@@ -116,10 +116,10 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 	}
 	var l loaded
 	_, resource, err := c.typed()
-	var cfg *rest.Config // of the Node and pod reads; nil for the fake clientset
+	r := &podReader{c: c}
 	if err == nil && c.kube == nil {
-		if _, err = c.smallLists(); err == nil { // made before the lists that share it start
-			cfg, err = c.readConfig(q.compressionSet)
+		if r.cfg, err = c.readConfig(q.compressionSet); err == nil {
+			r.small, err = smallListsClient(r.cfg) // made before the lists that share it start
 		}
 	}
 	if err != nil {
@@ -138,7 +138,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 		return err
 	}
 	err = parallel(func() error {
-		return readNodesAndPods(ctx, &podReader{c: c, cfg: cfg}, newPlacing(q.pods, dra), &l, afterNodes)
+		return readNodesAndPods(ctx, r, newPlacing(q.pods, dra), &l, afterNodes)
 	}, func() (err error) {
 		if claimsFirst {
 			l.cluster.Claims, err = readClaims(ctx, c, resource)
@@ -294,7 +294,8 @@ func readClaims(ctx context.Context, c *clients, resource resourcev1client.Resou
 // per node.
 type podReader struct {
 	c     *clients
-	cfg   *rest.Config // of the list of every pod (readConfig); nil for the fake clientset
+	cfg   *rest.Config   // of the Node and pod reads (readConfig); nil for the fake clientset
+	small rest.Interface // of the lists of one node's pods (smallListsClient)
 	mu    sync.Mutex
 	pods  []*corev1.Pod
 	usage map[string]*capacity.Usage
@@ -317,7 +318,11 @@ func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 // read lists pods and adds those on the nodes on selects (an API server that ignores the
 // field selector gives them all).
 func (r *podReader) read(ctx context.Context, small bool, opts metav1.ListOptions, on func(string) bool) error {
-	err := r.c.listPods(ctx, r.cfg, small, opts, func(p *corev1.Pod) {
+	client, stream := r.small, smallPodStream
+	if !small {
+		client, stream = nil, podStream
+	}
+	err := r.c.listPods(ctx, r.cfg, client, stream, opts, func(p *corev1.Pod) {
 		if on(p.Spec.NodeName) && !finished(p) {
 			r.add(p)
 		}

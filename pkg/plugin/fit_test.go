@@ -333,10 +333,10 @@ func TestFitZeroReplicas(t *testing.T) {
 // =false asks the API server for gzip, as kubectl does by default.
 func TestFitReadsUncompressedUnlessAsked(t *testing.T) {
 	var mu sync.Mutex
-	var encodings []string // Accept-Encoding of the Node reads
+	var encodings []string // Accept-Encoding of the Node and pod reads
 	server := prototest.NewServer(t, prototest.Options{Wrap: func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/api/v1/nodes" {
+			if r.URL.Path == "/api/v1/nodes" || r.URL.Path == "/api/v1/pods" {
 				mu.Lock()
 				encodings = append(encodings, r.Header.Get("Accept-Encoding"))
 				mu.Unlock()
@@ -362,8 +362,8 @@ func TestFitReadsUncompressedUnlessAsked(t *testing.T) {
 		flags []string
 		want  string
 	}{
-		{nil, ""},
-		{[]string{"--disable-compression"}, ""},
+		{nil, "identity"},
+		{[]string{"--disable-compression"}, "identity"},
 		{[]string{"--disable-compression=false"}, "gzip"},
 	} {
 		mu.Lock()
@@ -377,7 +377,7 @@ func TestFitReadsUncompressedUnlessAsked(t *testing.T) {
 		}
 		mu.Lock()
 		if len(encodings) == 0 || slices.ContainsFunc(encodings, func(e string) bool { return e != c.want }) {
-			t.Errorf("fit %v: the Nodes were read with Accept-Encoding %q, want %q", c.flags, encodings, c.want)
+			t.Errorf("fit %v: the Nodes and pods were read with Accept-Encoding %q, want %q", c.flags, encodings, c.want)
 		}
 		mu.Unlock()
 	}

@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -38,10 +39,10 @@ import (
 // lists.
 
 // listNodes reads the Nodes, decoded for p, and hands each to fn. From an API server they
-// come from a watch that sends the Nodes that exist first (WatchList): the API server sends
-// each Node as it already serialized it for its watchers; where the watch is refused (the
-// feature off, an older server, no right to watch) from a list read as a protobuf stream.
-// In unit tests they come from the fake clientset.
+// come, through a client of cfg, from a watch that sends the Nodes that exist first
+// (WatchList; one list is sent a little sooner but takes the plugin more memory); where the
+// watch is refused (the feature off, an older server, no right to watch) from a list read
+// as a protobuf stream. In unit tests they come from the fake clientset.
 func (c *clients) listNodes(ctx context.Context, cfg *rest.Config, p *placing, fn func(*corev1.Node)) error {
 	if c.kube != nil {
 		return listAll(ctx, c.kube.CoreV1().Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
@@ -94,21 +95,52 @@ func initialEvents(ctx context.Context, w watch.Interface, fn func(*corev1.Node)
 var nodeStream = kubeproto.List{Resource: "nodes", MaxItemBytes: nodecache.MaxNodeBytes}
 
 // readConfig is the config of the Node and pod reads. Unless --disable-compression was
-// given (compressionSet), they are read uncompressed: the API server's gzip of the Nodes (a
-// WatchList is gzipped too) takes longer than sending them as they are over any link of
-// more than a few hundred Mbit/s.
+// given (compressionSet), they are read uncompressed: on a link faster than about 1 Gbit/s
+// the API server's gzip of the Nodes (a WatchList's too) takes longer than sending them
+// as they are (docs/design/why-fit.md).
 func (c *clients) readConfig(compressionSet bool) (*rest.Config, error) {
 	cfg, err := c.config()
-	if err == nil && !compressionSet {
+	if err != nil {
+		return nil, err
+	}
+	if !compressionSet {
 		cfg.DisableCompression = true
 	}
-	return cfg, err
+	if cfg.DisableCompression {
+		// Said in the request too: over plain HTTP (kubectl proxy) client-go uses Go's
+		// default transport, which asks for gzip whatever the config says.
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return identityEncoding{rt} })
+	}
+	return cfg, nil
+}
+
+// identityEncoding asks the API server not to compress its answers.
+type identityEncoding struct{ rt http.RoundTripper }
+
+func (t identityEncoding) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept-Encoding", "identity")
+	return t.rt.RoundTrip(req)
+}
+
+// smallListsClient returns a core REST client of cfg for many small lists at once (a
+// node's pods): protobuf over HTTP/2, where they share one connection, without the client's
+// rate limit (the caller bounds how many run at once).
+func smallListsClient(cfg *rest.Config) (rest.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType, cfg.AcceptContentTypes = kubeproto.ContentType, kubeproto.ContentType+",application/json"
+	cfg.QPS = -1
+	client, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return client.RESTClient(), nil
 }
 
 // listPods lists the pods of every namespace and hands each to fn: from an API server as a
-// protobuf stream, one pod's bytes at a time, through a client of cfg (small: through the
-// client for many small lists at once); in unit tests, from the fake clientset.
-func (c *clients) listPods(ctx context.Context, cfg *rest.Config, small bool, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
+// protobuf stream, one pod's bytes at a time, through client (nil: a client of cfg for one
+// large list); in unit tests, from the fake clientset.
+func (c *clients) listPods(ctx context.Context, cfg *rest.Config, client rest.Interface, stream kubeproto.List, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
 	if c.kube != nil {
 		return listAll(ctx, c.kube.CoreV1().Pods("").List, opts, func(l *corev1.PodList) string {
 			for i := range l.Items {
@@ -117,13 +149,11 @@ func (c *clients) listPods(ctx context.Context, cfg *rest.Config, small bool, op
 			return l.Continue
 		})
 	}
-	stream, clientOf := podStream, func() (rest.Interface, error) { return streamClient(cfg) }
-	if small {
-		stream, clientOf = smallPodStream, c.smallLists
-	}
-	client, err := clientOf()
-	if err != nil {
-		return err
+	if client == nil {
+		var err error
+		if client, err = streamClient(cfg); err != nil {
+			return err
+		}
 	}
 	return stream.Stream(ctx, client, "", opts, kubeproto.Decoded("pod", readPod, func(p *corev1.Pod) error {
 		fn(p)
