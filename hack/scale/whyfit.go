@@ -51,14 +51,17 @@ const (
 	whyGPUs      = 8 // what the pending pod that `why` explains asks for
 	fitReplicas  = 4 // the Deployment that `fit` places: replicas of fitGPUs H100s each
 	fitGPUs      = 2
+	// the Deployment that `fit` places on any node: replicas of whyGPUs GPUs each
+	anywhereReplicas = 2
 )
 
 // measureWhyFit measures `kubectl gpuinv why` on a pending pod and `fit -f` on a small
-// Deployment, both pinned to the H100s by node selector, with pods (the pods that exist)
-// in place, once the Ready nodes have lost the not-ready taint and draPods DRA pods hold
-// GPUs through allocated claims; each as kubectl asks (gzip) and with
-// --disable-compression. It prints their table and whether their answers agree with the
-// pods.
+// Deployment, both pinned to the H100s by node selector, and `fit -f` on a Deployment that
+// names no node (every node a candidate), with pods (the pods that exist) in place, once
+// the Ready nodes have lost the not-ready taint and draPods DRA pods hold GPUs through
+// allocated claims; each as the plugin reads by default (uncompressed) and with
+// --disable-compression=false (gzip, as kubectl asks). It prints their table and whether
+// the pinned answers agree with the pods.
 func measureWhyFit(ctx context.Context, h *harness, env *testenv.Env, pods []*podPlan) error {
 	fmt.Printf("\n`kubectl gpuinv why` and `fit` with the pods in place (%d runs each, output to /dev/null; median wall time, largest max RSS)\n\n", pluginRuns)
 	fmt.Println("| command | wall time | max RSS | target |")
@@ -74,8 +77,11 @@ func measureWhyFit(ctx context.Context, h *harness, env *testenv.Env, pods []*po
 	if pending == nil {
 		return fmt.Errorf("no pending pod asks for %d GPUs of %s", whyGPUs, h100)
 	}
-	file := filepath.Join(env.Dir, "trainer-h100.yaml")
+	file, anywhere := filepath.Join(env.Dir, "trainer-h100.yaml"), filepath.Join(env.Dir, "trainer-anywhere.yaml")
 	if err := os.WriteFile(file, []byte(fitDeployment), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(anywhere, []byte(fitAnywhere), 0o644); err != nil {
 		return err
 	}
 	kubeconfig := env.KubeconfigPath()
@@ -86,8 +92,9 @@ func measureWhyFit(ctx context.Context, h *harness, env *testenv.Env, pods []*po
 	}{
 		{[]string{"why", "-n", pending.namespace, pending.name}, []int{0}, fmt.Sprintf("a pending pod asking for %d H100s by node selector", whyGPUs)},
 		{[]string{"fit", "-f", file}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d H100s by node selector", fitReplicas, fitGPUs)},
+		{[]string{"fit", "-f", anywhere}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d GPUs, no node selector: every node's pods", anywhereReplicas, whyGPUs)},
 	} {
-		for _, extra := range [][]string{nil, {"--disable-compression"}} {
+		for _, extra := range [][]string{nil, {"--disable-compression=false"}} {
 			runs, err := measurePluginExits(env.Dir, pluginBinary, kubeconfig, pluginRuns, c.exits, slices.Concat(c.args, extra)...)
 			if err != nil {
 				return err
@@ -141,6 +148,26 @@ spec:
           requests: {cpu: "4", memory: 32Gi}
           limits: {%s: %d, memory: 32Gi}
 `, fitReplicas, productLabel, h100, resourceGPU, resourceGPU, fitGPUs)
+
+// fitAnywhere is a file `fit` places on any node: every Ready node passes the node-only
+// filters, so the pods of all of them are read.
+var fitAnywhere = fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer-anywhere, namespace: ml-00}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: trainer-anywhere}}
+  template:
+    metadata: {labels: {app: trainer-anywhere}}
+    spec:
+      tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: trainer
+        image: registry.example.com/ml/trainer:1.0
+        resources:
+          requests: {cpu: "4", memory: 32Gi}
+          limits: {%s: %d, memory: 32Gi}
+`, anywhereReplicas, resourceGPU, resourceGPU, whyGPUs)
 
 // pendingPlan is the first pod of pods waiting to be scheduled that pins product by node
 // selector and asks for gpus.
