@@ -318,3 +318,23 @@ func TestWhyErrors(t *testing.T) {
 		}
 	}
 }
+
+// why hands kubectl's --disable-compression, when given, to its reads of the cluster (what
+// the reads then ask an API server for: TestFitReadsUncompressedUnlessAsked).
+func TestWhyKeepsAGivenCompressionFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		set   bool
+	}{{nil, false}, {[]string{"--disable-compression=false"}, true}, {[]string{"--disable-compression"}, true}} {
+		c, _ := kubeClients(whyCluster(t)...)
+		var asked []bool
+		c.load = func(ctx context.Context, c *clients, q question) (loaded, error) {
+			asked = append(asked, q.compressionSet)
+			return loadWhole(ctx, c, q)
+		}
+		r := runPlugin(context.Background(), c, false, nil, append([]string{"why", "-n", "ml", "trainer"}, tc.flags...)...)
+		if r.code != ExitOK || !slices.Equal(asked, []bool{tc.set}) {
+			t.Errorf("why %v: exit %d (stderr %q), the reads were told the flag was given: %v, want [%t]", tc.flags, r.code, r.err, asked, tc.set)
+		}
+	}
+}
