@@ -83,8 +83,11 @@ func TestDemoPrintsTheInventory(t *testing.T) {
 		"NVIDIA-H100-80GB-HBM3                           2/2          16/16       0          81559 MiB",
 		"NVIDIA-L4                                       2/2          3/3         0          23034 MiB",
 		"NODE        READY  PRODUCT                                    GPUS  ALLOC  FREE  MEMORY     WORKLOAD        NOTES",
-		"a100-mig-1  true   NVIDIA-A100-SXM4-40GB-MIG-1g.5gb           14    1      0     4864 MiB   container       MIG 14x1g.5gb, free 13x1g.5gb",
-		"dgx-h100-1  true   NVIDIA-H100-80GB-HBM3                      8     6      2     81559 MiB  container",
+		"a100-mig-1  true   NVIDIA-A100-SXM4-40GB-MIG-1g.5gb           14    7      0     4864 MiB   container       MIG 14x1g.5gb, free 7x1g.5gb",
+		"dgx-h100-1  true   NVIDIA-H100-80GB-HBM3                      8     8      0     81559 MiB  container",
+		// The quota of Kueue's queues, beside the hardware (kubectl gpuinv quota).
+		"QuotaOvercommitted:  cohort research (ClusterQueues research-a, research-b): quota 16 nvidia.com/gpu of NVIDIA-H100-80GB-HBM3, more than the 8 Ready its flavors reach",
+		"(dra-h100-1, gke-l4-1)",
 		"nuc1        false  NVIDIA-GeForce-RTX-4070-Laptop-GPU-SHARED  1     0      0     8188 MiB   vm-passthrough  NotReady",
 		"omen2       false  <unlabeled>                                0     0      0                container       NotReady, Unreachable",
 	} {

@@ -357,9 +357,11 @@ func TestHeldButIdle(t *testing.T) {
 		`gpu_inventory_idle_gpu_hours{`+h100+`,namespace="train"} 0`,
 		`gpu_inventory_usage_unknown{inventory="cluster"} 0`,
 	)
-	if _, body, err := get("http://" + op.MetricsAddress() + "/metrics"); err != nil || strings.Contains(body, `namespace="gone"`) {
+	_, body, err := get("http://" + op.MetricsAddress() + "/metrics")
+	if err != nil || strings.Contains(body, `namespace="gone"`) {
 		t.Errorf("/metrics names the pod that no longer exists (%v):\n%s", err, grepLines(body, `namespace="gone"`))
 	}
+	checkAlertRules(t, body, func(group string) bool { return group == usageRuleGroup })
 
 	t.Run("kubectl gpuinv idle", func(t *testing.T) {
 		checkIdleCommand(t, c.env.KubeconfigPath(), want)
