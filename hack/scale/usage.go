@@ -423,7 +423,7 @@ func waitQueries(ctx context.Context, prom *testenv.Prometheus, want float64, ti
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("Prometheus answered %.0f instant queries within %s, want %.0f: does the operator read usage once per --usage-interval?", count, timeout, want)
+			return fmt.Errorf("%.0f instant queries reached Prometheus within %s, want %.0f: does the operator read usage once per --usage-interval?", count, timeout, want)
 		}
 		time.Sleep(time.Second) // Prometheus announces nothing
 	}
