@@ -140,7 +140,7 @@ func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	devices := map[string]*Device{} // by deviceKey and source
+	devices := map[deviceID]*Device{}
 	var order []*Device
 	for _, q := range []struct {
 		query string
@@ -176,7 +176,7 @@ func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
 }
 
 // preferProfiling keeps of a device read from both series the profiling one's figures.
-func preferProfiling(devices map[string]*Device, order []*Device) []Device {
+func preferProfiling(devices map[deviceID]*Device, order []*Device) []Device {
 	out := make([]Device, 0, len(order))
 	for _, d := range order {
 		if !d.Profiling && devices[deviceKeyOf(d, true)] != nil {
@@ -251,18 +251,20 @@ func cut(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// deviceKey tells held devices and the series they were read from apart.
-func deviceKey(m *seriesLabels) string {
-	return m.Hostname + "\x00" + m.UUID + "\x00" + m.Instance + "\x00" + m.Name + "\x00" + m.Pod + "\x00" + m.Source
+// deviceID tells held devices and the series they were read from apart. Its strings are
+// the labels' own: no key is built per series.
+type deviceID struct {
+	node, uuid, instance, namespace, pod string
+	profiling                            bool
+}
+
+func deviceKey(m *seriesLabels) deviceID {
+	return deviceID{m.Hostname, m.UUID, m.Instance, m.Name, m.Pod, m.Source != "u"}
 }
 
 // deviceKeyOf is the deviceKey of d's labels, read from the profiling series or not.
-func deviceKeyOf(d *Device, profiling bool) string {
-	source := "u"
-	if profiling {
-		source = "p"
-	}
-	return d.Node + "\x00" + d.UUID + "\x00" + d.Instance + "\x00" + d.Namespace + "\x00" + d.Pod + "\x00" + source
+func deviceKeyOf(d *Device, profiling bool) deviceID {
+	return deviceID{d.Node, d.UUID, d.Instance, d.Namespace, d.Pod, profiling}
 }
 
 // device is a held device of a series' labels, its repeated strings interned.
