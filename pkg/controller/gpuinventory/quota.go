@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -54,7 +55,7 @@ type computedQuota struct {
 
 // quotaFor puts the cluster's quota beside the inventory's GPU nodes. Only an inventory
 // without a node selector has quota: quota is the cluster's.
-func (c *Controller) quotaFor(gi *homelabv1.GpuInventory, nodes []*corev1.Node, content inventory.Inventory) *computedQuota {
+func (c *Controller) quotaFor(logger klog.Logger, gi *homelabv1.GpuInventory, nodes []*corev1.Node, content inventory.Inventory) *computedQuota {
 	if c.quotaNow == nil || gi.Spec.NodeSelector != nil {
 		return nil
 	}
@@ -73,6 +74,9 @@ func (c *Controller) quotaFor(gi *homelabv1.GpuInventory, nodes []*corev1.Node, 
 	}
 	cluster.Nodes = quotaNodes(nodes, content.Nodes, cluster.DRAResources)
 	res := quota.Compute(cluster, quotaRows)
+	for _, w := range res.Warnings { // bad quota input, said once per change of it
+		logger.Info("Quota cannot be read as given", "warning", w)
+	}
 	q := &computedQuota{status: res.Status, conditions: quotaConditions(res, problem, gi.Generation)}
 	if q.status == nil && problem == "" {
 		q.conditions = nil

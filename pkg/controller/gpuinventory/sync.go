@@ -108,7 +108,7 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
 	now := computed{content: content, listed: listed, stored: stored,
 		conditions: inventory.ConditionsFor(content, &gi.Spec, omitted, gi.Generation)}
-	if q := c.quotaFor(gi, nodes, content); q != nil && (q.status != nil || len(q.conditions) > 0) {
+	if q := c.quotaFor(klog.FromContext(ctx), gi, nodes, content); q != nil && (q.status != nil || len(q.conditions) > 0) {
 		now.quota, now.conditions = q.status, append(now.conditions, q.conditions...)
 		now.content.Hash += ":quota:" + q.hash
 	}
