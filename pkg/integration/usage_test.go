@@ -362,6 +362,9 @@ func TestHeldButIdle(t *testing.T) {
 		t.Errorf("/metrics names the pod that no longer exists (%v):\n%s", err, grepLines(body, `namespace="gone"`))
 	}
 	checkAlertRules(t, body, func(group string) bool { return group == usageRuleGroup })
+	if !strings.Contains(body, `gpu_inventory_usage_reading_duration_seconds_count{result="ok"} `) {
+		t.Errorf("/metrics times no reading of Prometheus:\n%s", grepLines(body, "usage_reading"))
+	}
 
 	t.Run("kubectl gpuinv idle", func(t *testing.T) {
 		checkIdleCommand(t, c.env.KubeconfigPath(), want)

@@ -59,6 +59,9 @@ type Metrics struct {
 	LastSuccessfulSync *prometheus.GaugeVec
 	// Leader is 1 while this instance leads (or runs without leader election).
 	Leader prometheus.Gauge
+	// UsageReadings observes how long each reading of GPU usage from Prometheus took, by
+	// result (ok, or the UsageUnknown reason).
+	UsageReadings *prometheus.HistogramVec
 
 	// contents are the gauges of each inventory's content (SetContent).
 	contents *contents
@@ -90,6 +93,9 @@ func New() *Metrics {
 			Help: "Unix time of the last successful sync of each inventory (alert on time() minus this)."}, []string{"inventory"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "leader",
 			Help: "1 while this instance is the leader (or runs without leader election), else 0."}),
+		UsageReadings: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "usage_reading_duration_seconds",
+			Help:    "Duration of each reading of GPU usage from Prometheus (--prometheus-url), by result: ok, or why it failed.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 10)}, []string{"result"}),
 		contents: newContents(),
 		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "rest_client", Name: "request_duration_seconds",
 			Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"}),
@@ -99,7 +105,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
-		m.contents, m.requestLatency, m.requestResult)
+		m.UsageReadings, m.contents, m.requestLatency, m.requestResult)
 	m.queues.register(m.Registry)
 	for _, outcome := range GpuNodeOutcomes {
 		m.GpuNodeWrites.WithLabelValues(outcome) // every series from the start, for rate()

@@ -17,6 +17,7 @@ limitations under the License.
 package usage
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ type Cache struct {
 	interval time.Duration
 	clock    clock.WithTicker
 	synced   []cache.InformerSynced
+	observe  func(time.Duration, string)
 
 	snapshot  atomic.Pointer[Snapshot]
 	mu        sync.Mutex // one refresh at a time
@@ -63,6 +65,9 @@ type CacheConfig struct {
 	Clock clock.WithTicker
 	// Synced are the caches Holders reads: the first query waits for them.
 	Synced []cache.InformerSynced
+	// Observe, when set, is told how long each reading took and its result ("ok", or the
+	// problem's reason).
+	Observe func(took time.Duration, result string)
 }
 
 // NewCache makes a cache; nothing is asked until Run.
@@ -73,7 +78,7 @@ func NewCache(c CacheConfig) *Cache {
 	if c.Interval <= 0 {
 		c.Interval = Step
 	}
-	out := &Cache{source: c.Source, holders: c.Holders, settings: c.Settings, interval: c.Interval, clock: c.Clock, synced: c.Synced}
+	out := &Cache{source: c.Source, holders: c.Holders, settings: c.Settings, interval: c.Interval, clock: c.Clock, synced: c.Synced, observe: c.Observe}
 	out.snapshot.Store(&Snapshot{Settings: c.Settings})
 	return out
 }
@@ -109,8 +114,12 @@ func (c *Cache) Run(ctx context.Context) {
 func (c *Cache) Refresh(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	at := c.clock.Now().Truncate(Step)
+	start := c.clock.Now()
+	at := start.Truncate(Step)
 	devices, problem := c.source.Read(ctx, at)
+	if c.observe != nil {
+		c.observe(c.clock.Since(start), cmp.Or(problem.Reason, "ok"))
+	}
 	next := *c.Snapshot()
 	next.Problem = problem
 	if problem.Reason == "" {

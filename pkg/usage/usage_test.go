@@ -18,7 +18,9 @@ package usage
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -222,6 +224,33 @@ func TestCacheChangesOnlyWithWhatTheStatusShows(t *testing.T) {
 	c.Refresh(ctx)
 	if changes != 3 {
 		t.Error("the same failure again changed the snapshot")
+	}
+}
+
+// slowSource is a Source whose every reading takes a minute of the fake clock.
+type slowSource struct {
+	clock   *clocktesting.FakeClock
+	problem Problem
+}
+
+func (s *slowSource) Read(context.Context, time.Time) ([]Device, Problem) {
+	s.clock.Step(time.Minute)
+	return nil, s.problem
+}
+
+// Each reading's duration and result are told to Observe (the operator's
+// gpu_inventory_usage_reading_duration_seconds): ok, or why it failed.
+func TestCacheObservesEachReading(t *testing.T) {
+	clock := clocktesting.NewFakeClock(t0)
+	src := &slowSource{clock: clock}
+	var seen []string
+	c := NewCache(CacheConfig{Source: src, Holders: func() Holders { return holdersOf() }, Settings: settings, Clock: clock,
+		Observe: func(took time.Duration, result string) { seen = append(seen, fmt.Sprintf("%s %s", took, result)) }})
+	c.Refresh(t.Context())
+	src.problem = Problem{homelabv1.ReasonPrometheusUnreachable, "down"}
+	c.Refresh(t.Context())
+	if want := []string{"1m0s ok", "1m0s " + homelabv1.ReasonPrometheusUnreachable}; !slices.Equal(seen, want) {
+		t.Errorf("observed %q, want %q", seen, want)
 	}
 }
 

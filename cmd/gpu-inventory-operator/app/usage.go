@@ -110,5 +110,8 @@ func (o *Operator) newUsageCache(c *caches) (*usage.Cache, error) {
 	}
 	tracker := c.tracker
 	return usage.NewCache(usage.CacheConfig{Source: reader, Settings: settings, Interval: u.Interval, Synced: synced,
-		Holders: func() usage.Holders { return usage.NewKnown(tracker, devices) }}), nil
+		Holders: func() usage.Holders { return usage.NewKnown(tracker, devices) },
+		Observe: func(took time.Duration, result string) {
+			o.metrics.UsageReadings.WithLabelValues(result).Observe(took.Seconds())
+		}}), nil
 }
