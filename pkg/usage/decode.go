@@ -58,39 +58,49 @@ type apiError struct {
 // that is not Prometheus' answer of a vector is an error.
 func decodeVector(body io.Reader, each func(*seriesLabels, float64)) error {
 	dec := json.NewDecoder(body)
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return err
-		}
+	return decodeObject(dec, func(key string) (bool, error) {
 		switch key {
 		case "status":
 			var status string
 			if err := dec.Decode(&status); err != nil {
-				return err
+				return true, err
 			}
 			if status != "success" {
-				return fmt.Errorf("status %q", status)
+				return true, fmt.Errorf("status %q", status)
 			}
 		case "data":
-			if err := decodeData(dec, each); err != nil {
-				return err
-			}
+			return true, decodeData(dec, each)
 		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return err
-			}
+			return false, nil
 		}
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // decodeData reads {"resultType": "vector", "result": [...]}.
 func decodeData(dec *json.Decoder, each func(*seriesLabels, float64)) error {
+	return decodeObject(dec, func(key string) (bool, error) {
+		switch key {
+		case "resultType":
+			var t string
+			if err := dec.Decode(&t); err != nil {
+				return true, err
+			}
+			if t != "vector" {
+				return true, fmt.Errorf("a %s, not an instant vector", t)
+			}
+		case "result":
+			return true, decodeResult(dec, each)
+		default:
+			return false, nil
+		}
+		return true, nil
+	})
+}
+
+// decodeObject reads one JSON object, handing each key to field, which decodes its value
+// and says so; the values of the keys it does not read are skipped.
+func decodeObject(dec *json.Decoder, field func(key string) (read bool, err error)) error {
 	if err := expectDelim(dec, '{'); err != nil {
 		return err
 	}
@@ -99,20 +109,12 @@ func decodeData(dec *json.Decoder, each func(*seriesLabels, float64)) error {
 		if err != nil {
 			return err
 		}
-		switch key {
-		case "resultType":
-			var t string
-			if err := dec.Decode(&t); err != nil {
-				return err
-			}
-			if t != "vector" {
-				return fmt.Errorf("a %s, not an instant vector", t)
-			}
-		case "result":
-			if err := decodeResult(dec, each); err != nil {
-				return err
-			}
-		default:
+		name, _ := key.(string)
+		read, err := field(name)
+		if err != nil {
+			return err
+		}
+		if !read {
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
 				return err
