@@ -105,7 +105,9 @@ const maxFreeResources = 16
 // freeOf is what the scheduler could give a pod on the node now, its conditions aside: whole
 // GPUs, and units of each device-plugin GPU resource. Device-plugin units are the node's
 // allocatable minus what its bound pods request (NodeResourcesFit); whole DRA GPUs are the
-// published gpu-<n> devices that are untainted and of which no device is allocated.
+// published gpu-<n> devices that are untainted, of which no device is allocated and whose
+// shared counters (if any) are all left; DRA partitions are counted per profile
+// (CounterFacts.free).
 func freeOf(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node, facts *DeviceFacts) (whole int32, units []homelabv1.ResourceFree) {
 	requested := map[string]int64{}
 	if held != nil {
@@ -125,14 +127,33 @@ func freeOf(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node,
 			}
 		}
 	}
+	if facts != nil && !facts.Pending {
+		blocked, partitions := facts.Counters.free(held)
+		whole = addSaturating(whole, int32(bits.OnesCount64(facts.WholeGPUs&^facts.TaintedGPUs&^held.HeldGPUs()&^blocked)))
+		units = append(units, partitions...)
+	}
 	slices.SortFunc(units, func(a, b homelabv1.ResourceFree) int { return strings.Compare(a.Resource, b.Resource) })
 	if len(units) > maxFreeResources {
 		units = units[:maxFreeResources]
 	}
-	if facts != nil && !facts.Pending {
-		whole = addSaturating(whole, int32(bits.OnesCount64(facts.WholeGPUs&^facts.TaintedGPUs&^held.HeldGPUs())))
-	}
 	return whole, units
+}
+
+// heldDevices is the set of DRA devices held on the node; nil when none.
+func heldDevices(held *allocation.Held) map[string]bool {
+	if held == nil {
+		return nil
+	}
+	var out map[string]bool
+	for i := range held.Namespaces {
+		for _, d := range held.Namespaces[i].Devices {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[d] = true
+		}
+	}
+	return out
 }
 
 // wholeUnits reports whether a unit of the node's nvidia.com/gpu is a whole GPU: neither a

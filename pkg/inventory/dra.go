@@ -155,6 +155,7 @@ func DeviceFactsOf(slices []*resourcev1.ResourceSlice) *DeviceFacts {
 	b.physical(devs)
 	b.mig(devs)
 	b.list(devs)
+	b.counters(slices, pools, devs)
 	b.summarise()
 	return b.facts
 }

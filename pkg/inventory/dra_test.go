@@ -106,6 +106,7 @@ func TestDeviceFactsOfFixtures(t *testing.T) {
 			}
 			summary := *got
 			summary.Devices = nil
+			summary.Counters = nil // TestDynamicMIGPartitionsFree
 			if !reflect.DeepEqual(summary, tc.want) {
 				t.Errorf("facts\n got %+v\nwant %+v", summary, tc.want)
 			}

@@ -61,6 +61,9 @@ func (p *pooler) add(e *homelabv1.GpuNodeEntry) {
 	}
 	for _, r := range e.Free {
 		profile, mig := strings.CutPrefix(r.Resource, allocation.ResourceMIGPrefix)
+		if !mig {
+			profile, mig = strings.CutPrefix(r.Resource, DRAPartitionPrefix)
+		}
 		if r.Resource == allocation.ResourceGPU {
 			// With MIG's single strategy (a <model>-MIG-<profile> product, as ShapeOf reads
 			// it) each nvidia.com/gpu is a MIG device.

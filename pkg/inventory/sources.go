@@ -51,6 +51,9 @@ type DeviceFacts struct {
 	// TaintedGPUs when that device itself carries a NoSchedule or NoExecute taint. A claim
 	// can get a whole GPU that is published, untainted and of which nothing is allocated.
 	WholeGPUs, TaintedGPUs uint64
+	// Counters are the partitionable devices (DynamicMIG) and their counter sets; nil when
+	// no device consumes counters.
+	Counters *CounterFacts
 	// Warnings say what could not be read (devices of several products, bad attributes).
 	Warnings []string
 }

@@ -21,7 +21,9 @@ limitations under the License.
 package slicecache
 
 import (
+	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,7 +38,9 @@ import (
 )
 
 // The keep-rules: what the cache holds of a device is what inventory.DeviceFactsOf reads,
-// the attributes inventory.Attr* and the capacity inventory.CapMemory, each as it reads them.
+// the attributes inventory.Attr* and the capacity inventory.CapMemory, each as it reads them,
+// and the counters it consumes; of a slice, its shared counter sets. Counter values are kept
+// as inventory.CounterMilli reads them.
 
 // memoryBytes is the device's memory capacity as DeviceFactsOf reads it: in bytes, rounded
 // up as Quantity.Value does; a negative capacity is kept as -1 and one beyond int64 as
@@ -70,6 +74,7 @@ type compactSlice struct {
 	node              string // spec.nodeName; "" when not node-local
 	pool              pool
 	devices           []device
+	counterSets       *[]counterSet // spec.sharedCounters, shared; nil when none
 }
 
 type pool struct {
@@ -85,14 +90,34 @@ type device struct {
 	taints                           []taint
 	memory                           int64 // bytes, see memoryBytes; only if hasMemory
 	hasMemory                        bool
-	consumesCounters                 bool // it draws on shared counters (a DynamicMIG partition or its GPU)
 }
 
-// model is what devices of one GPU model, driver and MIG profile have in common. Models are
-// shared by the cached slices: read-only.
+// model is what devices of one GPU model, driver and MIG profile, drawing the same counters,
+// have in common. Models are shared by the cached slices: read-only.
 type model struct {
 	kind, productName, architecture, computeCapability string
 	driverVersion, cudaDriverVersion, profile          string
+	consumes                                           *[]consumption // shared; nil when it draws on no counters
+}
+
+// counter is a counter of a set, or what a device consumes of it: its value as
+// inventory.CounterMilli reads it. Lists of counters are sorted by name.
+type counter struct {
+	name  string
+	milli int64
+}
+
+// counterSet is one of a slice's shared counter sets.
+type counterSet struct {
+	name     string
+	counters []counter
+}
+
+// consumption is what a device consumes of one counter set (a DynamicMIG partition or its
+// GPU).
+type consumption struct {
+	set      string
+	counters []counter
 }
 
 type taint struct {
@@ -115,10 +140,6 @@ func (s *compactSlice) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-// consumesCounters stands in for a device's counter consumption when a slice is expanded:
-// DeviceFactsOf reads only whether there is any.
-var consumesCounters = []resourcev1.DeviceCounterConsumption{{}}
-
 // expand returns the slice as a ResourceSlice holding what DeviceFactsOf reads, for
 // computing its node's facts. The ResourceSlice shares strings with the cached slice and is
 // read-only.
@@ -132,6 +153,12 @@ func (s *compactSlice) expand() *resourcev1.ResourceSlice {
 	}
 	out.Spec.NodeName = &s.node
 	out.Spec.Pool = resourcev1.ResourcePool{Name: s.pool.name, Generation: s.pool.generation, ResourceSliceCount: s.pool.resourceSliceCount}
+	if s.counterSets != nil {
+		out.Spec.SharedCounters = make([]resourcev1.CounterSet, len(*s.counterSets))
+		for i, cs := range *s.counterSets {
+			out.Spec.SharedCounters[i] = resourcev1.CounterSet{Name: cs.name, Counters: expandCounters(cs.counters)}
+		}
+	}
 	if len(s.devices) > 0 {
 		out.Spec.Devices = make([]resourcev1.Device, len(s.devices))
 		for i := range s.devices {
@@ -162,14 +189,25 @@ func (d *device) expand() resourcev1.Device {
 			inventory.CapMemory.Name: {Value: *resource.NewQuantity(d.memory, resource.BinarySI)},
 		}
 	}
-	if d.consumesCounters {
-		out.ConsumesCounters = consumesCounters
+	if d.model.consumes != nil {
+		out.ConsumesCounters = make([]resourcev1.DeviceCounterConsumption, len(*d.model.consumes))
+		for i, c := range *d.model.consumes {
+			out.ConsumesCounters[i] = resourcev1.DeviceCounterConsumption{CounterSet: c.set, Counters: expandCounters(c.counters)}
+		}
 	}
 	if len(d.taints) > 0 {
 		out.Taints = make([]resourcev1.DeviceTaint, len(d.taints))
 		for i, t := range d.taints {
 			out.Taints[i] = resourcev1.DeviceTaint{Key: t.key, Effect: t.effect}
 		}
+	}
+	return out
+}
+
+func expandCounters(cs []counter) map[string]resourcev1.Counter {
+	out := make(map[string]resourcev1.Counter, len(cs))
+	for _, c := range cs {
+		out[c.name] = resourcev1.Counter{Value: *resource.NewMilliQuantity(c.milli, resource.DecimalSI)}
 	}
 	return out
 }
@@ -194,8 +232,13 @@ func (t *trimmer) trim(s *resourcev1.ResourceSlice) *compactSlice {
 	if out.pool.name == out.node {
 		out.pool.name = out.node // the driver names a node's pool after it: one copy
 	}
-	// A counters slice (DynamicMIG) counts towards its pool by its pool alone: its counter
-	// sets are not read.
+	if len(s.Spec.SharedCounters) > 0 {
+		sets := make([]counterSet, len(s.Spec.SharedCounters))
+		for i, cs := range s.Spec.SharedCounters {
+			sets[i] = counterSet{name: t.intern(cs.Name), counters: t.counterMap(cs.Counters)}
+		}
+		out.counterSets = t.sharedSets(sets)
+	}
 	if len(s.Spec.Devices) > 0 {
 		out.devices = make([]device, len(s.Spec.Devices))
 		for i := range s.Spec.Devices {
@@ -219,8 +262,8 @@ func (t *trimmer) device(d *resourcev1.Device) device {
 			driverVersion:     inventory.AttrDriver.Value(d),
 			cudaDriverVersion: inventory.AttrCuda.Value(d),
 			profile:           inventory.AttrProfile.Value(d),
+			consumes:          t.consumption(d.ConsumesCounters),
 		}),
-		consumesCounters: len(d.ConsumesCounters) > 0,
 	}
 	out.memory, out.hasMemory = memoryBytes(d)
 	if len(d.Taints) > 0 {
@@ -237,12 +280,13 @@ func (t *trimmer) device(d *resourcev1.Device) device {
 const maxModels = 4096
 
 // trimmer holds what cached slices share: device names, PCI bus IDs, parent UUIDs, taint
-// keys and models, each as one copy.
+// keys, counter names, models, counter sets and consumptions, each as one copy.
 type trimmer struct {
 	strings intern.Strings
 
-	mu     sync.Mutex
-	models map[model]*model
+	mu       sync.Mutex
+	models   map[model]*model
+	counters map[string]any // counter lists, set lists and consumption lists, by content
 }
 
 // intern returns the one copy of s that the cached slices share. s may be a view of bytes
@@ -274,6 +318,93 @@ func (m model) copy() *model {
 	return &model{
 		kind: strings.Clone(m.kind), productName: strings.Clone(m.productName), architecture: strings.Clone(m.architecture),
 		computeCapability: strings.Clone(m.computeCapability), driverVersion: strings.Clone(m.driverVersion),
-		cudaDriverVersion: strings.Clone(m.cudaDriverVersion), profile: strings.Clone(m.profile),
+		cudaDriverVersion: strings.Clone(m.cudaDriverVersion), profile: strings.Clone(m.profile), consumes: m.consumes,
 	}
+}
+
+// counterMap is a counter map as the cache keeps it: sorted, shared.
+func (t *trimmer) counterMap(in map[string]resourcev1.Counter) []counter {
+	cs := make([]counter, 0, len(in))
+	for name, c := range in {
+		cs = append(cs, counter{name: t.intern(name), milli: inventory.CounterMilli(c.Value)})
+	}
+	return t.sharedCounters(cs)
+}
+
+// consumption is a device's counter consumption as the cache keeps it: nil when none.
+func (t *trimmer) consumption(in []resourcev1.DeviceCounterConsumption) *[]consumption {
+	if len(in) == 0 {
+		return nil
+	}
+	cs := make([]consumption, len(in))
+	for i, c := range in {
+		cs[i] = consumption{set: t.intern(c.CounterSet), counters: t.counterMap(c.Counters)}
+	}
+	return t.sharedConsumption(cs)
+}
+
+// sharedCounters sorts a list of counters by name (of a name given twice, the last is
+// kept, as a map keeps it) and returns the one copy of it the cached slices share. Its
+// names must be interned already.
+func (t *trimmer) sharedCounters(cs []counter) []counter {
+	slices.SortStableFunc(cs, func(a, b counter) int { return strings.Compare(a.name, b.name) })
+	out := cs[:0]
+	for i, c := range cs {
+		if i+1 < len(cs) && cs[i+1].name == c.name {
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	key := appendCounters([]byte{'c'}, out)
+	return t.share(key, out).([]counter)
+}
+
+// sharedSets returns the one copy of a list of counter sets the cached slices share. Its
+// names and counters must be shared already.
+func (t *trimmer) sharedSets(sets []counterSet) *[]counterSet {
+	key := []byte{'s'}
+	for _, s := range sets {
+		key = appendCounters(appendString(key, s.name), s.counters)
+	}
+	return t.share(key, &sets).(*[]counterSet)
+}
+
+// sharedConsumption returns the one copy of a device's consumption the cached slices share.
+// Its names and counters must be shared already.
+func (t *trimmer) sharedConsumption(cs []consumption) *[]consumption {
+	key := []byte{'u'}
+	for _, c := range cs {
+		key = appendCounters(appendString(key, c.set), c.counters)
+	}
+	return t.share(key, &cs).(*[]consumption)
+}
+
+// share returns what the table holds under key, storing v there first if nothing is; a full
+// table starts over, as the models' does.
+func (t *trimmer) share(key []byte, v any) any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.counters[string(key)]; ok {
+		return p
+	}
+	if t.counters == nil || len(t.counters) >= maxModels {
+		t.counters = map[string]any{}
+	}
+	t.counters[string(key)] = v
+	return v
+}
+
+func appendCounters(key []byte, cs []counter) []byte {
+	key = binary.AppendUvarint(key, uint64(len(cs)))
+	for _, c := range cs {
+		key = binary.AppendVarint(appendString(key, c.name), c.milli)
+	}
+	return key
+}
+
+func appendString(key []byte, s string) []byte {
+	return append(binary.AppendUvarint(key, uint64(len(s))), s...)
 }

@@ -41,6 +41,14 @@ const (
 	specPool     = 2
 	specNodeName = 3
 	specDevices  = 6
+	specCounters = 8 // sharedCounters
+
+	counterSetName     = 1
+	counterSetCounters = 2
+	counterValue       = 1
+
+	consumptionSet      = 1 // DeviceCounterConsumption.counterSet
+	consumptionCounters = 2
 
 	poolNameField          = 1
 	poolGeneration         = 2
@@ -76,7 +84,8 @@ const sliceDevices = 16
 type sliceMessage struct {
 	meta                       kubeproto.ObjectMeta
 	driver, nodeName, poolName []byte
-	pool                       pool // its generation and resourceSliceCount
+	pool                       pool     // its generation and resourceSliceCount
+	counterSets                [][]byte // the CounterSet messages
 }
 
 // decodeSlice decodes a protobuf ResourceSlice (the message, without the envelope) straight
@@ -114,6 +123,16 @@ func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
 	if string(s.poolName) != out.node {
 		out.pool.name = string(s.poolName)
 	}
+	if len(s.counterSets) > 0 {
+		sets := make([]counterSet, len(s.counterSets))
+		for i, b := range s.counterSets {
+			var err error
+			if sets[i], err = t.decodeCounterSet(b); err != nil {
+				return nil, fmt.Errorf("counter set %d: %w", i, err)
+			}
+		}
+		out.counterSets = t.sharedSets(sets)
+	}
 	if len(devices) > 0 {
 		out.devices = make([]device, len(devices))
 		for i, d := range devices {
@@ -145,6 +164,11 @@ func (s *sliceMessage) readSpec(b []byte, devices [][]byte) ([][]byte, error) {
 				return nil, errTooManyDevices
 			}
 			devices = append(devices, m.Value())
+		case kubeproto.Bytes(specCounters):
+			if len(s.counterSets) == maxCounterLists {
+				return nil, errTooManyCounters
+			}
+			s.counterSets = append(s.counterSets, m.Value())
 		}
 	}
 	return devices, m.Err()
@@ -256,7 +280,7 @@ type deviceMessage struct {
 	name              []byte
 	attrs             [attrCount]attribute
 	memory, memoryAlt capacityEntry
-	consumesCounters  bool
+	consumes          [][]byte // the DeviceCounterConsumption messages
 	taints            [][]byte // the DeviceTaint messages
 }
 
@@ -264,6 +288,10 @@ type deviceMessage struct {
 func (t *trimmer) decodeDevice(b []byte) (device, error) {
 	var d deviceMessage
 	if err := d.read(b); err != nil {
+		return device{}, err
+	}
+	consumes, err := t.decodeConsumption(d.consumes)
+	if err != nil {
 		return device{}, err
 	}
 	out := device{
@@ -279,14 +307,13 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 			driverVersion:     kubeproto.View(d.attrs[attrDriver].value()),
 			cudaDriverVersion: kubeproto.View(d.attrs[attrCuda].value()),
 			profile:           kubeproto.View(d.attrs[attrProfile].value()),
+			consumes:          consumes,
 		}),
-		consumesCounters: d.consumesCounters,
 	}
 	capacity := d.memory
 	if !capacity.present {
 		capacity = d.memoryAlt
 	}
-	var err error
 	if capacity.present {
 		out.hasMemory = true
 		if out.memory, err = capacityBytes(capacity.value); err != nil {
@@ -334,7 +361,10 @@ func (d *deviceMessage) read(b []byte) error {
 				d.memoryAlt = capacityEntry{present: true, value: value}
 			}
 		case kubeproto.Bytes(deviceConsumesCounters):
-			d.consumesCounters = true
+			if len(d.consumes) == maxCounterLists {
+				return errTooManyCounters
+			}
+			d.consumes = append(d.consumes, m.Value())
 		case kubeproto.Bytes(deviceTaints):
 			if len(d.taints) == maxDeviceTaints {
 				return errTooManyTaints
@@ -366,6 +396,105 @@ func (t *trimmer) decodeTaint(b []byte) (taint, error) {
 		return taint{}, err
 	}
 	return taint{key: t.intern(kubeproto.View(key)), effect: resourcev1.DeviceTaintEffect(t.intern(kubeproto.View(effect)))}, nil
+}
+
+// maxCounterLists bounds the counter sets of a slice, the consumptions of a device and the
+// counters of either that are decoded (the API allows 8, 2 and 32).
+const maxCounterLists = 1024
+
+var errTooManyCounters = fmt.Errorf("more than %d counter sets or counters in one list", maxCounterLists)
+
+// decodeCounterSet decodes one CounterSet message as trimmer.trim keeps it.
+func (t *trimmer) decodeCounterSet(b []byte) (counterSet, error) {
+	var name []byte
+	var entries [][]byte
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(counterSetName):
+			name = m.Value()
+		case kubeproto.Bytes(counterSetCounters):
+			if len(entries) == maxCounterLists {
+				return counterSet{}, errTooManyCounters
+			}
+			entries = append(entries, m.Value())
+		}
+	}
+	if err := m.Err(); err != nil {
+		return counterSet{}, err
+	}
+	counters, err := t.decodeCounters(entries)
+	return counterSet{name: t.intern(kubeproto.View(name)), counters: counters}, err
+}
+
+// decodeConsumption decodes a device's DeviceCounterConsumption messages as
+// trimmer.consumption keeps them.
+func (t *trimmer) decodeConsumption(msgs [][]byte) (*[]consumption, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]consumption, len(msgs))
+	for i, b := range msgs {
+		var set []byte
+		var entries [][]byte
+		m := kubeproto.NewMessage(b)
+		for m.Next() {
+			switch m.Tag() {
+			case kubeproto.Bytes(consumptionSet):
+				set = m.Value()
+			case kubeproto.Bytes(consumptionCounters):
+				if len(entries) == maxCounterLists {
+					return nil, errTooManyCounters
+				}
+				entries = append(entries, m.Value())
+			}
+		}
+		if err := m.Err(); err != nil {
+			return nil, err
+		}
+		counters, err := t.decodeCounters(entries)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = consumption{set: t.intern(kubeproto.View(set)), counters: counters}
+	}
+	return t.sharedConsumption(out), nil
+}
+
+// decodeCounters decodes the entries of a map<string, Counter> as trimmer.counterMap keeps
+// them.
+func (t *trimmer) decodeCounters(entries [][]byte) ([]counter, error) {
+	cs := make([]counter, len(entries))
+	for i, e := range entries {
+		key, value, err := kubeproto.MapEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		cs[i].name = t.intern(kubeproto.View(key))
+		if cs[i].milli, err = counterMilli(value); err != nil {
+			return nil, err
+		}
+	}
+	return t.sharedCounters(cs), nil
+}
+
+// counterMilli is a Counter message's value as inventory.CounterMilli reads it. A quantity
+// too long to parse safely is taken as too large (math.MaxInt64).
+func counterMilli(b []byte) (int64, error) {
+	var q resource.Quantity
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() == kubeproto.Bytes(counterValue) {
+			err := kubeproto.Quantity(m.Value(), &q) // occurrences merge, as the generated decoder's do
+			if errors.Is(err, kubeproto.ErrAbsurdQuantity) {
+				return math.MaxInt64, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	return inventory.CounterMilli(q), m.Err()
 }
 
 // capacityBytes is a DeviceCapacity message's value as memoryBytes reads it. A quantity too

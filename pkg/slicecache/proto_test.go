@@ -78,6 +78,21 @@ func shapes(t testing.TB) map[string]*resourcev1.ResourceSlice {
 	d[2].ConsumesCounters = []resourcev1.DeviceCounterConsumption{{CounterSet: "gpu-2"}}
 	out["spellings"] = spellings
 
+	counters := slice("counters", "n1", 4, 2, "580.126.9")
+	counter := func(q string) resourcev1.Counter { return resourcev1.Counter{Value: resource.MustParse(q)} }
+	counters.Spec.SharedCounters = []resourcev1.CounterSet{
+		{Name: "gpu-0", Counters: map[string]resourcev1.Counter{"memory": counter("80Gi"), "fraction": counter("1.5m"), "negative": counter("-3"), "huge": counter("100E"), "none": {}}},
+		{Name: "gpu-1"},
+	}
+	out["counter sets"] = counters
+	consumer := slice("consumer", "n1", 4, 2, "580.126.9", "gpu-0-mig-1", "gpu-0-mig-2")
+	consumer.Spec.Devices[0].ConsumesCounters = []resourcev1.DeviceCounterConsumption{
+		{CounterSet: "gpu-0", Counters: map[string]resourcev1.Counter{"memory": counter("10Gi"), "huge": counter("9e18")}},
+		{CounterSet: "gpu-1", Counters: map[string]resourcev1.Counter{}},
+	}
+	consumer.Spec.Devices[1].ConsumesCounters = consumer.Spec.Devices[0].ConsumesCounters[:1]
+	out["counter consumers"] = consumer
+
 	other := slice("other-driver", "n1", 1, 1, "1", "dev-0")
 	other.Spec.Driver = "example.com/fpga"
 	out["other driver"] = other

@@ -262,7 +262,8 @@ func (c *Cache) unchanged(old, cur any) bool {
 	a, ok := old.(*compactSlice)
 	b, ok2 := cur.(*compactSlice)
 	if !ok || !ok2 || a.node == "" || a.node != b.node || a.driver != b.driver || a.pool.name != b.pool.name ||
-		a.pool.resourceSliceCount != 1 || b.pool.resourceSliceCount != 1 || !slices.EqualFunc(a.devices, b.devices, sameDevice) {
+		a.pool.resourceSliceCount != 1 || b.pool.resourceSliceCount != 1 || !slices.EqualFunc(a.devices, b.devices, sameDevice) ||
+		!reflect.DeepEqual(a.counterSets, b.counterSets) {
 		return false
 	}
 	objs, err := c.informer.GetIndexer().ByIndex(byNode, b.node)
@@ -272,7 +273,7 @@ func (c *Cache) unchanged(old, cur any) bool {
 func sameDevice(a, b device) bool {
 	return a.name == b.name && a.uuid == b.uuid && a.parentUUID == b.parentUUID && a.pciBusID == b.pciBusID &&
 		(a.model == b.model || a.model != nil && b.model != nil && *a.model == *b.model) && slices.Equal(a.taints, b.taints) && a.memory == b.memory &&
-		a.hasMemory == b.hasMemory && a.consumesCounters == b.consumesCounters
+		a.hasMemory == b.hasMemory
 }
 
 func (c *Cache) sliceDeleted(obj any) {

@@ -482,13 +482,14 @@ func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
 	h100 := &model{
 		kind: "gpu", productName: "NVIDIA B200", architecture: "Blackwell", computeCapability: "10.0.0",
 		driverVersion: "580.126.9", cudaDriverVersion: "13.0.0",
+		consumes: &[]consumption{{set: "gpu-0-counters", counters: []counter{{name: "memory", milli: 10 << 30 * 1000}}}},
 	}
 	want := &compactSlice{
 		Compact: kubeproto.Compact{Name: "dra-1-gpu", ResourceVersion: obj.(*compactSlice).ResourceVersion}, driver: inventory.DRADriver,
 		node: "dra-1", pool: pool{name: "dra-1", generation: 3, resourceSliceCount: 2},
 		devices: []device{{
 			name: "gpu-0", uuid: "GPU-dra-1-gpu-0", pciBusID: "0000:1b:00.0", model: h100,
-			memory: 183359 << 20, hasMemory: true, consumesCounters: true,
+			memory: 183359 << 20, hasMemory: true,
 			taints: []taint{{key: "gpu.nvidia.com/xid", effect: resourcev1.DeviceTaintEffectNoSchedule}},
 		}},
 	}
@@ -496,8 +497,10 @@ func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
 		t.Errorf("cached slice:\n%+v\nwant:\n%+v", obj, want)
 	}
 	obj, _, _ = f.cache.Informer().GetIndexer().GetByKey("dra-1-counters")
-	if got := obj.(*compactSlice); got.devices != nil || got.pool != (pool{name: "dra-1", generation: 3, resourceSliceCount: 2}) {
-		t.Errorf("cached counters slice: %+v, want its pool and no devices", got)
+	sets := &[]counterSet{{name: "gpu-0-counters", counters: []counter{{name: "memory", milli: 80 << 30 * 1000}}}}
+	if got := obj.(*compactSlice); got.devices != nil || got.pool != (pool{name: "dra-1", generation: 3, resourceSliceCount: 2}) ||
+		!reflect.DeepEqual(got.counterSets, sets) {
+		t.Errorf("cached counters slice: %+v, want its pool, its counter set and no devices", got)
 	}
 	f.wantFacts(t, "dra-1", s, counters)
 

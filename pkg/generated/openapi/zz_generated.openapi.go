@@ -1116,7 +1116,7 @@ func schema_pkg_apis_homelab_v1_GpuNodeEntry(ref common.ReferenceCallback) commo
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Free is what a pod could still get of each device-plugin GPU resource the node allocates, in the resource's own unit (a GPU, a MIG device, a shared replica): allocatable minus what the node's bound pods request, as the scheduler counts it.",
+							Description: "Free is what a pod could still get of each device-plugin GPU resource the node allocates, in the resource's own unit (a GPU, a MIG device, a shared replica): allocatable minus what the node's bound pods request, as the scheduler counts it; and per DRA partition profile (mig.nvidia.com/<profile>), the partitions the node's shared counters still allow once the allocated devices took theirs.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -1444,7 +1444,7 @@ func schema_pkg_apis_homelab_v1_GpuPartition(ref common.ReferenceCallback) commo
 					},
 					"free": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Free is the MIG devices of this profile not requested by bound pods.",
+							Description: "Free is the MIG devices of this profile a pod could still get: device-plugin units not requested by bound pods, and DRA partitions the shared counters still allow.",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int32",
@@ -1503,7 +1503,7 @@ func schema_pkg_apis_homelab_v1_GpuPool(ref common.ReferenceCallback) common.Ope
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Partitions is, per MIG profile, how many MIG devices a pod could get now on the model's Ready, uncordoned nodes (device plugin only), sorted by profile, at most 16.",
+							Description: "Partitions is, per MIG profile, how many MIG devices a pod could get now on the model's Ready, uncordoned nodes (device-plugin MIG devices and DRA partitions), sorted by profile, at most 16.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -88,7 +88,7 @@ const DefaultFragmentationGpus = 8
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=6"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=7"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -300,7 +300,9 @@ type GpuNodeEntry struct {
 	UnschedulableFreeGpus int32 `json:"unschedulableFreeGpus,omitempty"`
 	// Free is what a pod could still get of each device-plugin GPU resource the node
 	// allocates, in the resource's own unit (a GPU, a MIG device, a shared replica):
-	// allocatable minus what the node's bound pods request, as the scheduler counts it.
+	// allocatable minus what the node's bound pods request, as the scheduler counts it; and
+	// per DRA partition profile (mig.nvidia.com/<profile>), the partitions the node's shared
+	// counters still allow once the allocated devices took theirs.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
@@ -444,7 +446,8 @@ type GpuPool struct {
 	// monitor's fault) and every GPU not held on a NotReady or cordoned node.
 	UnavailableDevices int32 `json:"unavailableDevices"`
 	// Partitions is, per MIG profile, how many MIG devices a pod could get now on the
-	// model's Ready, uncordoned nodes (device plugin only), sorted by profile, at most 16.
+	// model's Ready, uncordoned nodes (device-plugin MIG devices and DRA partitions), sorted
+	// by profile, at most 16.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
@@ -456,7 +459,8 @@ type GpuPartition struct {
 	// Profile is the MIG profile, e.g. 1g.10gb.
 	// +kubebuilder:validation:MaxLength=16
 	Profile string `json:"profile"`
-	// Free is the MIG devices of this profile not requested by bound pods.
+	// Free is the MIG devices of this profile a pod could still get: device-plugin units not
+	// requested by bound pods, and DRA partitions the shared counters still allow.
 	Free int32 `json:"free"`
 }
 

@@ -25,7 +25,8 @@ package v1
 type GpuPartitionApplyConfiguration struct {
 	// Profile is the MIG profile, e.g. 1g.10gb.
 	Profile *string `json:"profile,omitempty"`
-	// Free is the MIG devices of this profile not requested by bound pods.
+	// Free is the MIG devices of this profile a pod could still get: device-plugin units not
+	// requested by bound pods, and DRA partitions the shared counters still allow.
 	Free *int32 `json:"free,omitempty"`
 }
 

@@ -36,7 +36,8 @@ type GpuPoolApplyConfiguration struct {
 	// monitor's fault) and every GPU not held on a NotReady or cordoned node.
 	UnavailableDevices *int32 `json:"unavailableDevices,omitempty"`
 	// Partitions is, per MIG profile, how many MIG devices a pod could get now on the
-	// model's Ready, uncordoned nodes (device plugin only), sorted by profile, at most 16.
+	// model's Ready, uncordoned nodes (device-plugin MIG devices and DRA partitions), sorted
+	// by profile, at most 16.
 	Partitions []GpuPartitionApplyConfiguration `json:"partitions,omitempty"`
 }
 
