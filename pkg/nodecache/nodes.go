@@ -34,6 +34,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // NodeTrimmer is an informer transform: it keeps only what the inventory and the node
@@ -55,6 +56,8 @@ type NodeTrimmer struct {
 	resourceLists  sharedSets[corev1.ResourceList]
 	taintLists     sharedSets[[]corev1.Taint]
 	conditionLists sharedSets[[]corev1.NodeCondition]
+
+	passing nodeChunks // DecodeNode's Nodes that are no GPU nodes
 }
 
 // NewNodeTrimmer returns a trimmer that also keeps the given label keys (those that node
@@ -134,7 +137,6 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	trimmed := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              node.Name,
-			UID:               node.UID, // a GpuNode record's owner reference names it
 			ResourceVersion:   node.ResourceVersion,
 			Labels:            kept,
 			CreationTimestamp: node.CreationTimestamp,
@@ -153,6 +155,9 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 		}
 	}
 	trimmed.Status.Conditions = conditions.list
+	if inventory.IsGPUNode(trimmed) {
+		trimmed.UID = node.UID // a GpuNode record's owner reference names it
+	}
 	if v, ok := node.Annotations[metav1.InitialEventsAnnotationKey]; ok {
 		// The watch-list bookmark's marker: the reflector waits for it.
 		trimmed.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
@@ -161,21 +166,30 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 }
 
 // cacheForm is the node informer's transform: the cache keeps a GPU node as the trimmed Node
-// it comes as, and any other node as metadata only (no inventory counts it). Anything else
-// passes untouched, so it may run twice.
+// it comes as, and any other node as its name and resourceVersion only (an otherNode: no
+// inventory counts it). Anything else passes untouched, so it may run twice.
 func cacheForm(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok || inventory.IsGPUNode(node) {
 		return obj, nil
 	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name: node.Name, ResourceVersion: node.ResourceVersion, DeletionTimestamp: node.DeletionTimestamp,
-	}}, nil
+	return &otherNode{Compact: kubeproto.CompactOfMeta(&node.ObjectMeta)}, nil
+}
+
+// otherNode is what the cache holds of a node that is no GPU node: what the informer reads
+// (name, resourceVersion) and no more.
+type otherNode struct {
+	kubeproto.Compact
+}
+
+func (n *otherNode) DeepCopyObject() runtime.Object {
+	c := *n
+	return &c
 }
 
 // NewNodeInformer returns the node cache's informer for client (whose decoder should trim
-// nodes, see NodeTrimmer.Codec). The cache holds a *corev1.Node for each GPU node and a
-// *metav1.PartialObjectMetadata for every other (see cacheForm), so the informer has no
+// nodes, see NodeTrimmer.Codec). The cache holds a *corev1.Node for each GPU node and the
+// name and resourceVersion of every other (see cacheForm), so the informer has no
 // example object (it would drop events of any other type than its example's); read it with
 // a NodeLister, as client-go's NodeLister fails on the metadata. No namespace index: nodes
 // have none.

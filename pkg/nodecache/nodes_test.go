@@ -184,7 +184,7 @@ func testNodeCacheKeepsOtherNodesAsMetadata(t *testing.T, source func(*testing.T
 	}
 
 	cached, _, _ := informer.GetIndexer().GetByKey(cpuNode.Name)
-	wantCached := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpuNode.Name, ResourceVersion: nodes.resourceVersion(cpuNode.Name)}}
+	wantCached := &otherNode{kubeproto.Compact{Name: cpuNode.Name, ResourceVersion: nodes.resourceVersion(cpuNode.Name)}}
 	if diff := cmp.Diff(wantCached, cached); diff != "" {
 		t.Errorf("CPU node cached as (-want +got):\n%s", diff)
 	}
@@ -208,7 +208,7 @@ func testNodeCacheKeepsOtherNodesAsMetadata(t *testing.T, source func(*testing.T
 	select {
 	case call := <-calls:
 		old, isNode := call[0].(*corev1.Node)
-		if _, nowMetadata := call[1].(*metav1.PartialObjectMetadata); !isNode || old.Name != gpuNode.Name || !nowMetadata {
+		if _, nowMetadata := call[1].(*otherNode); !isNode || old.Name != gpuNode.Name || !nowMetadata {
 			t.Errorf("the handlers heard first of %T -> %T; want the GPU node becoming metadata", call[0], call[1])
 		}
 	case <-time.After(10 * time.Second):

@@ -18,6 +18,8 @@ package nodecache
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
@@ -90,10 +93,33 @@ const (
 // the other labels are skipped unread. Label sets, resource lists and taint lists that other
 // nodes already have are shared with them (see sharedSets); label strings are interned.
 // TestDecodeNodeEqualsTrim keeps the result equal to Trim of the fully decoded Node.
+//
+// The node is decoded into scratch first, so that only a GPU node gets a Node of its own:
+// any other is handed out from a chunk of passing Nodes (see nodeChunks), as the cache keeps
+// of it its name and resourceVersion only.
 func (t *NodeTrimmer) DecodeNode(b []byte) (*corev1.Node, error) {
-	node := &corev1.Node{}
-	return node, t.decodeNode(b, node, &nodeScratch{})
+	scratch, _ := scratchPool.Get().(*nodeScratch)
+	if scratch == nil {
+		scratch = &nodeScratch{}
+	}
+	defer scratchPool.Put(scratch)
+	decoded := &scratch.node
+	defer func() { *decoded = corev1.Node{} }() // the pool keeps nothing of it
+	if err := t.decodeNode(b, decoded, scratch); err != nil {
+		return nil, err
+	}
+	var node *corev1.Node
+	if inventory.IsGPUNode(decoded) {
+		node = &corev1.Node{}
+	} else {
+		node = t.passing.next()
+	}
+	*node = *decoded
+	return node, nil
 }
+
+// scratchPool recycles the scratch of DecodeNode.
+var scratchPool sync.Pool // of *nodeScratch
 
 // decodeNode is DecodeNode into node, with scratch's room (reset first).
 func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScratch) error {
@@ -104,11 +130,7 @@ func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScrat
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(nodeMetadata):
-			// Set at once (and again if the metadata comes twice): the labels' key is the
-			// largest, and the resources and conditions then reuse its room.
-			if err = kubeproto.ReadObjectMeta(m.Value(), t.Keeps, &meta); err == nil {
-				err = t.setMeta(&node.ObjectMeta, &meta, scratch)
-			}
+			err = kubeproto.ReadObjectMeta(m.Value(), t.Keeps, &meta) // merges, if it comes twice
 		case kubeproto.Bytes(nodeSpec):
 			err = t.readSpec(m.Value(), &node.Spec)
 		case kubeproto.Bytes(nodeStatus):
@@ -118,11 +140,16 @@ func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScrat
 			return err
 		}
 	}
-	return m.Err()
+	if err := m.Err(); err != nil {
+		return err
+	}
+	return t.setMeta(node, &meta, scratch)
 }
 
-// nodeScratch collects the raw map entries of one node before they are shared or decoded.
+// nodeScratch collects the raw map entries of one node before they are shared or decoded,
+// and the node itself until it is known to be a GPU node.
 type nodeScratch struct {
+	node        corev1.Node
 	key         []byte
 	capacity    [][]byte
 	allocatable [][]byte
@@ -135,6 +162,28 @@ type nodeScratch struct {
 func (s *nodeScratch) reset() {
 	s.capacity, s.allocatable = s.capacity[:0], s.allocatable[:0]
 	s.conditions = s.condBuf[:0]
+}
+
+// nodeChunks hands out the Nodes the cache does not keep (no GPU node) from chunks of their
+// own. They are garbage as soon as cacheForm has read them; in chunks they are collected as
+// a whole and leave no holes between the GPU nodes the cache keeps, which the heap would
+// otherwise hold on to.
+type nodeChunks struct {
+	mu   sync.Mutex
+	free []corev1.Node
+}
+
+const nodeChunk = 32 // Nodes a chunk
+
+func (c *nodeChunks) next() *corev1.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.free) == 0 {
+		c.free = make([]corev1.Node, nodeChunk)
+	}
+	node := &c.free[0]
+	c.free = c.free[1:]
+	return node
 }
 
 // setKey is the identity of a list of raw protobuf entries: each length-prefixed, so that
@@ -154,11 +203,21 @@ func (s *nodeScratch) setKey(entries [][]byte) []byte {
 	return s.key
 }
 
-// setMeta sets what Trim keeps of a Node's ObjectMeta from what was read of it.
-func (t *NodeTrimmer) setMeta(meta *metav1.ObjectMeta, read *kubeproto.ObjectMeta, scratch *nodeScratch) error {
-	meta.Name = string(read.Name)
-	meta.UID = types.UID(read.UID)
-	meta.ResourceVersion = string(read.ResourceVersion)
+// setMeta sets what Trim keeps of a Node's ObjectMeta from what was read of it, once the
+// rest of the node is read: whether it is a GPU node decides whether its UID is kept.
+func (t *NodeTrimmer) setMeta(node *corev1.Node, read *kubeproto.ObjectMeta, scratch *nodeScratch) error {
+	meta := &node.ObjectMeta
+	if len(read.Labels) > 0 {
+		var err error
+		if meta.Labels, err = t.labelSet(read.Labels, scratch); err != nil {
+			return err
+		}
+	}
+	uid := read.UID
+	if !inventory.IsGPUNode(node) {
+		uid = nil
+	}
+	meta.Name, meta.UID, meta.ResourceVersion = identity(read.Name, uid, read.ResourceVersion)
 	if read.CreationTimestamp != nil {
 		if err := meta.CreationTimestamp.Unmarshal(read.CreationTimestamp); err != nil {
 			return err
@@ -173,12 +232,20 @@ func (t *NodeTrimmer) setMeta(meta *metav1.ObjectMeta, read *kubeproto.ObjectMet
 	if read.InitialEventsEnd != nil { // the watch-list bookmark's marker: the reflector waits for it
 		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(read.InitialEventsEnd)}
 	}
-	if len(read.Labels) == 0 {
-		return nil
-	}
-	var err error
-	meta.Labels, err = t.labelSet(read.Labels, scratch)
-	return err
+	return nil
+}
+
+// identity returns a node's name, UID and resourceVersion as parts of one string: one
+// allocation a node, not three.
+func identity(name, uid, resourceVersion []byte) (string, types.UID, string) {
+	var b strings.Builder
+	b.Grow(len(name) + len(uid) + len(resourceVersion))
+	b.Write(name)
+	b.Write(uid)
+	b.Write(resourceVersion)
+	s := b.String()
+	n, u := len(name), len(name)+len(uid)
+	return s[:n], types.UID(s[n:u]), s[u:]
 }
 
 // labelSet builds (or shares) the kept labels among a node's raw entries.

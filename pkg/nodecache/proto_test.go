@@ -35,6 +35,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // A Node decoded from protobuf by the trimming decoder is exactly what Trim makes of the fully
@@ -104,8 +105,10 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: trimming decoder differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
 		}
-		if got.(*corev1.Node).UID != n.UID {
+		if wantUID := n.UID; inventory.IsGPUNode(n) && got.(*corev1.Node).UID != wantUID {
 			t.Errorf("%s: UID %q not kept (a GpuNode record's owner reference needs it)", n.Name, got.(*corev1.Node).UID)
+		} else if !inventory.IsGPUNode(n) && got.(*corev1.Node).UID != "" {
+			t.Errorf("%s: UID %q kept of a node that is no GPU node (nothing reads it)", n.Name, got.(*corev1.Node).UID)
 		}
 		if health := inventory.ReadHealth(n); !cmp.Equal(health, inventory.ReadHealth(got.(*corev1.Node))) {
 			t.Errorf("%s: the cached node says %+v of its health; the node %+v", n.Name, inventory.ReadHealth(got.(*corev1.Node)), health)
@@ -341,7 +344,7 @@ func TestNonGPUNodesKeepOnlyWhatMakesThemSo(t *testing.T) {
 	cpu.Labels["topology.kubernetes.io/zone"] = "zone-a"
 	cpu.Spec.Taints = []corev1.Taint{{Key: inventory.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}}
 	before := cached(cpu)
-	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: cpu.Name, ResourceVersion: "5"}}
+	want := &otherNode{kubeproto.Compact{Name: cpu.Name, ResourceVersion: "5"}}
 	if diff := cmp.Diff(want, before); diff != "" {
 		t.Errorf("CPU node cached as (-want +got):\n%s", diff)
 	}
