@@ -34,6 +34,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -56,8 +57,9 @@ const (
 	usageBaseline  = time.Minute      // the RSS window without usage
 	usageSettle    = 2                // readings after the first before the quiet period
 	usageRuns      = 3                // the harness's own readings and queries
-	usageIdle      = 0.01             // the utilisation of an idle pod's GPUs
-	usageBusy      = 0.62             // and of a busy one's
+	usageReadings  = `gpu_inventory_usage_reading_duration_seconds_count{result="ok"}`
+	usageIdle      = 0.01 // the utilisation of an idle pod's GPUs
+	usageBusy      = 0.62 // and of a busy one's
 	usageQueryPath = "/api/v1/query"
 )
 
@@ -68,15 +70,17 @@ type usageResult struct {
 	historyWrite, backfill, promStart  time.Duration
 	promtoolKiB                        int64
 	before, after                      rssSpan
-	heapBefore, heapAfter              float64 // MiB: go_memstats_heap_inuse_bytes at the end of each window
-	firstUsage                         time.Duration
+	heapBefore, heapAfter              float64       // MiB: go_memstats_heap_inuse_bytes at the end of each window
+	firstUsage, wholeWindow            time.Duration // restart to the first status with usage, and to the whole window's
 	quietWrites                        int
 	quietRecords                       writeCounts
-	readings                           float64       // the operator's readings in the quiet period (its queries / 4)
-	promPerReading                     time.Duration // Prometheus' time answering one reading's four queries
-	cpuPerReading                      float64       // the operator's CPU seconds per reading, quiet period
-	reader                             []time.Duration
-	queries                            [4][]time.Duration // Held, Idle, FirstSeen, LastBusy, each answered and read whole
+	readings                           float64            // the operator's readings in the quiet period
+	queriesPerReading                  float64            // Prometheus' instant queries per reading, quiet period
+	promPerReading                     time.Duration      // Prometheus' time answering one reading's queries
+	cpuPerReading                      float64            // the operator's CPU seconds per reading, quiet period
+	chunks                             []time.Duration    // a new usage.Reader's readings of the window's past
+	reader                             []time.Duration    // its readings after, a minute apart
+	queries                            [5][]time.Duration // Now, then Held, Idle, FirstSeen, LastBusy over a chunk, each answered and read whole
 	answerBytes                        int
 	promRSS                            float64 // MiB
 	status                             *homelabv1.GpuUsage
@@ -279,21 +283,57 @@ func measureUsage(ctx context.Context, h *harness, prom *testenv.Prometheus, res
 	defer func() { h.launcher.args = args }()
 	h.launcher.args = append(slices.Clone(args), "--prometheus-url="+prom.URL, "--idle-window="+usageWindow.String(),
 		"--idle-after="+usageIdleAfter.String())
-	reads0, _, err := promQueries(prom)
-	if err != nil {
-		return err
-	}
+	start := time.Now()
+	var err error
 	res.firstUsage, _, err = restartOperatorUntil(ctx, h, "usage phase, with Prometheus", func(gi *homelabv1.GpuInventory) bool {
 		return gi.Status.Usage != nil && gi.Status.Usage.HeldGpus > 0
 	})
 	if err != nil {
 		return fmt.Errorf("first status with usage: %w", err)
 	}
-	// The readings after the first, so that the quiet period is the settled operator's.
-	if err := waitQueries(ctx, prom, reads0+4*(1+usageSettle), usageInterval*(usageSettle+2)); err != nil {
+	if err := waitWholeWindow(ctx, h, 15*time.Minute); err != nil {
+		return err
+	}
+	res.wholeWindow = time.Since(start)
+	// The readings after the backfill, so that the quiet period is the settled operator's.
+	if err := waitReadings(ctx, h.op, h.op.metric(usageReadings)+usageSettle, usageInterval*(usageSettle+2)); err != nil {
 		return err
 	}
 	return usageQuietPeriod(ctx, h, prom, res)
+}
+
+// waitWholeWindow polls the inventory until its usage counts the whole window: the
+// UsageUnknown condition no longer says its past is being read.
+func waitWholeWindow(ctx context.Context, h *harness, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; {
+		gi, err := h.gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(gi.Status.Conditions, homelabv1.ConditionUsageUnknown)
+		if c != nil && c.Status == metav1.ConditionFalse && !strings.Contains(c.Message, "still being read") {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the usage did not count the whole window within %s: %+v", timeout, c)
+		}
+		time.Sleep(time.Second) // the status changes once, at the end of the backfill
+	}
+}
+
+// waitReadings polls the operator's metrics until it has read usage want times, for at
+// most timeout.
+func waitReadings(ctx context.Context, op *operatorProc, want float64, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; {
+		count := op.metric(usageReadings)
+		if count >= want {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%.0f readings of Prometheus within %s, want %.0f: does the operator read usage once per --usage-interval?", count, timeout, want)
+		}
+		time.Sleep(time.Second) // the operator announces nothing
+	}
 }
 
 // usageQuietPeriod counts the status and record writes, the operator's readings, CPU and
@@ -309,6 +349,7 @@ func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus,
 	if err != nil {
 		return err
 	}
+	readings0 := h.op.metric(usageReadings)
 	ticks0 := cpuTicks(h.op.pid)
 	res.quietRecords, err = countWrites(h.op, func() error {
 		res.after = rssSpanOver(h.op, usageQuiet) // a quiet period: no change is expected to watch for
@@ -322,8 +363,9 @@ func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus,
 	if err != nil {
 		return err
 	}
-	res.readings = (count - count0) / 4
+	res.readings = h.op.metric(usageReadings) - readings0
 	if res.readings > 0 {
+		res.queriesPerReading = (count - count0) / res.readings
 		res.promPerReading = time.Duration((seconds - seconds0) / res.readings * float64(time.Second))
 		res.cpuPerReading = float64(cpuTicks(h.op.pid)-ticks0) / 100 / res.readings // clock ticks are 1/100 s
 	}
@@ -342,25 +384,45 @@ func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus,
 	return nil
 }
 
-// measureUsageReads times, after the quiet period, usageRuns readings by the operator's own
-// reader in the harness's process, and each of the reading's queries answered and read whole.
+// measureUsageReads times, after the quiet period, a new usage.Reader in the harness's
+// process (the operator's reader after a restart): its readings of the window's past, chunk
+// by chunk, then usageRuns readings a minute apart; and each query of a chunk's reading
+// answered and read whole.
 func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, res *usageResult) error {
 	settings := usage.Settings{Window: usageWindow, IdleBelow: 0.05, IdleAfter: usageIdleAfter}
 	reader, err := usage.NewReader(usage.ReaderConfig{URL: prom.URL, Timeout: time.Minute}, settings)
 	if err != nil {
 		return err
 	}
-	q := usage.QueriesFor(settings)
-	for range usageRuns {
-		at := time.Now().Truncate(usage.Step)
+	at := time.Now().Truncate(usage.Step).Add(-usageRuns * usage.Step) // the later readings' steps are scraped
+	read := func() error {
 		start := time.Now()
 		devices, problem := reader.Read(ctx, at)
 		if problem.Reason != "" {
 			return fmt.Errorf("the reader: %s: %s", problem.Reason, problem.Message)
 		}
-		res.reader = append(res.reader, time.Since(start))
 		res.series = len(devices)
-		for k, query := range []string{q.Held, q.Idle, q.FirstSeen, q.LastBusy} {
+		if reader.Covered() < usageWindow {
+			res.chunks = append(res.chunks, time.Since(start))
+		} else {
+			res.reader = append(res.reader, time.Since(start))
+		}
+		return nil
+	}
+	for len(res.chunks) <= int(usageWindow/usage.Chunk)+1 && reader.Covered() < usageWindow {
+		if err := read(); err != nil {
+			return err
+		}
+	}
+	for range usageRuns {
+		at = at.Add(usage.Step)
+		if err := read(); err != nil {
+			return err
+		}
+	}
+	q := usage.QueriesFor(settings, usage.Chunk)
+	for range usageRuns {
+		for k, query := range []string{q.Now, q.Held, q.Idle, q.FirstSeen, q.LastBusy} {
 			took, size, err := timeQuery(ctx, prom.URL, query, at)
 			if err != nil {
 				return err
@@ -408,25 +470,6 @@ func promQueries(prom *testenv.Prometheus) (count, seconds float64, err error) {
 	}
 	handler := `{handler="` + usageQueryPath + `"}`
 	return gauges["prometheus_http_request_duration_seconds_count"+handler], gauges["prometheus_http_request_duration_seconds_sum"+handler], nil
-}
-
-// waitQueries polls Prometheus' metrics until it has answered at least want instant
-// queries, for at most timeout.
-func waitQueries(ctx context.Context, prom *testenv.Prometheus, want float64, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		count, _, err := promQueries(prom)
-		if err != nil {
-			return err
-		}
-		if count >= want {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%.0f instant queries reached Prometheus within %s, want %.0f: does the operator read usage once per --usage-interval?", count, timeout, want)
-		}
-		time.Sleep(time.Second) // Prometheus announces nothing
-	}
 }
 
 // promMetrics reads Prometheus' own /metrics: every series with its labels as written.
@@ -482,19 +525,23 @@ func printUsage(r *usageResult) {
 	fmt.Printf("| history: %s at one sample a minute, written / `promtool tsdb create-blocks-from openmetrics` | %.0f MiB in %.0f s / %.0f s, promtool max RSS %.0f MiB | |\n",
 		usageWindow, float64(r.historyBytes)/(1<<20), r.historyWrite.Seconds(), r.backfill.Seconds(), mib(float64(r.promtoolKiB)))
 	fmt.Printf("| Prometheus start to first scrape of the double / its RSS at the end | %.0f s / %.0f MiB | |\n", r.promStart.Seconds(), r.promRSS)
-	fmt.Printf("| restart with `--prometheus-url`: start to the first status with usage | %.1f s | |\n", r.firstUsage.Seconds())
+	fmt.Printf("| restart with `--prometheus-url`: start to the first status with usage / to the whole window's | %.1f s / %.1f s | |\n", r.firstUsage.Seconds(), r.wholeWindow.Seconds())
 	fmt.Printf("| steady RSS without usage, after a restart (median of %s, range; Go heap in use) | %s; %.1f MiB | |\n", usageBaseline, r.before, r.heapBefore)
 	fmt.Printf("| steady RSS with usage (median of the quiet %s, range; Go heap in use) | %s; %.1f MiB: %+.1f MiB | ≤ +8 MiB: %s |\n",
 		usageQuiet, r.after, r.heapAfter, mib(r.after.median-r.before.median), verdict(r.after.median-r.before.median <= usageBudgetKiB))
 	fmt.Printf("| status writes while quiet (%s, %.0f readings, no class change) | %d (record writes %d) | 0: %s |\n",
 		usageQuiet, r.readings, r.quietWrites, r.quietRecords.writes(), verdict(r.quietWrites == 0 && r.quietRecords.writes() == 0))
-	fmt.Printf("| readings a minute while quiet (Prometheus' instant queries / 4) | %.2f | ≤ 1: %s |\n",
-		r.readings/usageQuiet.Minutes(), verdict(r.readings/usageQuiet.Minutes() <= 1.01))
-	fmt.Printf("| one reading of the operator: Prometheus' time answering its 4 queries (its own request-duration metric) / the operator's CPU in the quiet period per reading | %.2f s / %.2f s | within `--prometheus-timeout` 10 s: %s |\n",
+	fmt.Printf("| readings a minute while quiet (the operator's reading count); Prometheus' instant queries per reading | %.2f; %.1f | ≤ 1: %s |\n",
+		r.readings/usageQuiet.Minutes(), r.queriesPerReading, verdict(r.readings/usageQuiet.Minutes() <= 1.01))
+	fmt.Printf("| one reading of the operator: Prometheus' time answering its queries (its own request-duration metric) / the operator's CPU in the quiet period per reading | %.2f s / %.2f s | within `--prometheus-timeout` 10 s: %s |\n",
 		r.promPerReading.Seconds(), r.cpuPerReading, verdict(r.promPerReading < 10*time.Second))
-	fmt.Printf("| one reading by the operator's `usage.Reader` in the harness, median of %d (range) | %s: %d devices | |\n", usageRuns, spread(r.reader), r.series)
-	fmt.Printf("| Prometheus' answer, read whole, median of %d: held / idle / first seen / last busy (largest answer) | %s / %s / %s / %s (%.1f MiB) | |\n",
-		usageRuns, median(r.queries[0]), median(r.queries[1]), median(r.queries[2]), median(r.queries[3]), float64(r.answerBytes)/(1<<20))
+	if len(r.chunks) > 0 {
+		fmt.Printf("| a new `usage.Reader` in the harness: its %d readings of the window's past (a %s chunk each; median, range) | %s | within 10 s: %s |\n",
+			len(r.chunks), usage.Chunk, spread(r.chunks), verdict(slices.Max(r.chunks) < 10*time.Second))
+	}
+	fmt.Printf("| its readings after, a minute apart, median of %d (range) | %s: %d devices | |\n", usageRuns, spread(r.reader), r.series)
+	fmt.Printf("| Prometheus' answer, read whole, median of %d: now / over a %s chunk: held / idle / first seen / last busy (largest answer) | %s / %s / %s / %s / %s (%.1f MiB) | |\n",
+		usageRuns, usage.Chunk, median(r.queries[0]), median(r.queries[1]), median(r.queries[2]), median(r.queries[3]), median(r.queries[4]), float64(r.answerBytes)/(1<<20))
 	if u := r.status; u != nil {
 		fmt.Printf("\nstatus.usage: %s, heldGpus %d, idleGpus %d, %d namespace rows, %d idle holders listed", u.Metric, u.HeldGpus, u.IdleGpus, len(u.Namespaces), len(u.IdleHolders))
 	}

@@ -79,32 +79,45 @@ func snapshotBytes(s *Snapshot) uintptr {
 	return n
 }
 
-// BenchmarkRead is one reading of that fleet's 40,000 devices from a fake Prometheus: four
-// answers of 40,000 series each, decoded and joined (what a reading allocates and drops).
+// BenchmarkRead is one reading of that fleet's 40,000 devices from a fake Prometheus, the
+// window's past read: the step entering the window and the one leaving it, two answers of
+// 40,000 series each, decoded and added to the ledger (what a reading allocates and drops).
+// ledger-bytes is what the ledger keeps.
 func BenchmarkRead(b *testing.B) {
 	devices, _ := fleet()
-	q := QueriesFor(settings)
+	q := QueriesFor(settings, Step)
 	answer := make([]series, len(devices))
 	for i, d := range devices {
-		answer[i] = series{dcgm(d.Node, d.Namespace, d.Pod, d.UUID, "p"), float64(d.HeldSteps)}
+		answer[i] = series{dcgm(d.Node, d.Namespace, d.Pod, d.UUID, "p"), 0.5}
 	}
-	f := &fakePrometheus{answers: map[string][]series{q.Held: answer}}
+	f := &fakePrometheus{answers: map[string][]series{q.Now: answer}}
 	rec := httptest.NewRecorder()
-	f.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/query?query="+url.QueryEscape(q.Held), nil))
+	f.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/query?query="+url.QueryEscape(q.Now), nil))
 	body := rec.Body.Bytes() // encoded once: the reader's allocations are measured, not the fake's
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	empty := []byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
+		if r.URL.Query().Get("query") == q.Now {
+			_, _ = w.Write(body)
+			return
+		}
+		_, _ = w.Write(empty)
 	}))
 	defer server.Close()
 	r, err := NewReader(ReaderConfig{URL: server.URL, Timeout: time.Minute}, settings)
 	if err != nil {
 		b.Fatal(err)
 	}
+	at := t0
+	for r.Covered() < settings.Window {
+		r.Read(b.Context(), at)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if got, p := r.Read(b.Context(), t0); len(got) != len(devices) || p.Reason != "" {
+		at = at.Add(Step)
+		if got, p := r.Read(b.Context(), at); len(got) != len(devices) || p.Reason != "" {
 			b.Fatalf("read %d devices (%+v), want %d", len(got), p, len(devices))
 		}
 	}
+	b.ReportMetric(float64(len(r.ledger.tallies))*float64(unsafe.Sizeof(tally{})+8), "ledger-bytes")
 }

@@ -33,6 +33,12 @@ type Source interface {
 	Read(ctx context.Context, at time.Time) ([]Device, Problem)
 }
 
+// coverer is a Source whose answers may count less than the window (Reader, while it reads
+// the window's past): Covered is how much the last answer counts.
+type coverer interface {
+	Covered() time.Duration
+}
+
 // Cache reads usage once per interval in a goroutine of its own and keeps the last answer
 // as a Snapshot. It tells its listeners of a change (as node "") only when the snapshot
 // would write a different status: a rounded figure, a holder, an idle class or the problem.
@@ -100,7 +106,9 @@ func (c *Cache) Run(ctx context.Context) {
 	ticker := c.clock.NewTicker(c.interval)
 	defer ticker.Stop()
 	for {
-		c.Refresh(ctx)
+		for c.Refresh(ctx) && ctx.Err() == nil {
+			// the window's past is read chunk after chunk, not one chunk per interval
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -110,8 +118,13 @@ func (c *Cache) Run(ctx context.Context) {
 }
 
 // Refresh asks the source once and publishes the answer if it changes the status. A failed
-// query keeps the last good holders and says what failed.
-func (c *Cache) Refresh(ctx context.Context) {
+// query keeps the last good holders and says what failed. It reports whether the answer
+// counted less than the window: more of its past is to be read.
+//
+// An answer that changes nothing the status shows replaces the published snapshot without
+// telling anyone, so that one snapshot is kept, not two. While the window's past is read,
+// the first partial answer is published and the next ones are not, until the window is whole.
+func (c *Cache) Refresh(ctx context.Context) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	start := c.clock.Now()
@@ -125,17 +138,28 @@ func (c *Cache) Refresh(ctx context.Context) {
 	if problem.Reason == "" {
 		next.Holders = Compute(devices, c.holders(), c.settings, at, c.last)
 		next.At = at
+		next.Covered = c.settings.Window
+		if cv, ok := c.source.(coverer); ok {
+			next.Covered = cv.Covered()
+		}
 		c.last = &next
 	} else {
 		klog.FromContext(ctx).V(2).Info("GPU usage not read", "reason", problem.Reason, "message", problem.Message)
 	}
+	more := problem.Reason == "" && next.Partial()
+	published := c.Snapshot()
 	digest := next.Digest()
-	if digest == c.digest && c.Snapshot().Known() == next.Known() {
-		return
+	if digest == c.digest && published.Known() == next.Known() {
+		c.snapshot.Store(&next)
+		return more
+	}
+	if next.Partial() && published.Partial() && next.Problem == published.Problem {
+		return more
 	}
 	c.digest = digest
 	c.snapshot.Store(&next)
 	for _, f := range c.listeners {
 		f("")
 	}
+	return more
 }

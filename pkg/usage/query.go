@@ -22,6 +22,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"net/http"
 	"net/url"
@@ -44,30 +45,33 @@ const deviceLabels = "Hostname, UUID, GPU_I_PROFILE, GPU_I_ID, namespace, pod, m
 // utilisation percent.
 const sourceLabel = "usage_source"
 
-// Queries are the PromQL the reader asks, evaluated at one instant.
+// Queries are the PromQL the reader asks. Now is asked at single steps; the others over a
+// span ending at the instant asked.
 type Queries struct {
-	// Held and Idle count the window's steps each held device was seen, and seen idle;
-	// FirstSeen and LastBusy are the first step seen and the last step busy (Unix seconds).
+	// Now is each device's utilisation at one step: a series per device and source.
+	Now string
+	// Held and Idle count the span's steps each device was seen, and seen idle; FirstSeen and
+	// LastBusy are the first step seen and the last step busy (Unix seconds). Every device
+	// seen within the span is answered, held at its end or not.
 	Held, Idle, FirstSeen, LastBusy string
 	// Present finds any DCGM series at all, asked only when no device is held.
 	Present string
 }
 
-// QueriesFor writes the queries for the settings. Each keeps one series per held device and
-// only the devices held at the instant asked (the answer is bounded by the GPUs held now,
-// not by every pod of the window).
-func QueriesFor(s Settings) Queries {
+// QueriesFor writes the queries for the settings, the counts over span (whole minutes).
+// Each keeps one series per device.
+func QueriesFor(s Settings, span time.Duration) Queries {
 	threshold := strconv.FormatFloat(s.IdleBelow, 'g', -1, 64)
 	util := fmt.Sprintf(`label_replace(%s{pod!=""}, "%s", "p", "", "") or ignoring(%s) label_replace(%s{pod!=""} / 100, "%s", "u", "", "")`,
 		MetricEngineActive, sourceLabel, sourceLabel, MetricGPUUtil, sourceLabel)
 	perDevice := fmt.Sprintf("max by (%s, %s) (%s)", deviceLabels, sourceLabel, util)
-	window := fmt.Sprintf("[%ds:%ds]", int64(s.Window/time.Second), int64(Step/time.Second))
-	heldNow := fmt.Sprintf(" and on (%s) (%s)", deviceLabels, perDevice)
+	window := fmt.Sprintf("[%ds:%ds]", int64(span/time.Second), int64(Step/time.Second))
 	return Queries{
-		Held:      "count_over_time((" + perDevice + ")" + window + ")" + heldNow,
-		Idle:      "count_over_time((" + perDevice + " < " + threshold + ")" + window + ")" + heldNow,
-		FirstSeen: "min_over_time(timestamp(" + perDevice + ")" + window + ")" + heldNow,
-		LastBusy:  "max_over_time(timestamp(" + perDevice + " >= " + threshold + ")" + window + ")" + heldNow,
+		Now:       perDevice,
+		Held:      "count_over_time((" + perDevice + ")" + window + ")",
+		Idle:      "count_over_time((" + perDevice + " < " + threshold + ")" + window + ")",
+		FirstSeen: "min_over_time(timestamp(" + perDevice + ")" + window + ")",
+		LastBusy:  "max_over_time(timestamp(" + perDevice + " >= " + threshold + ")" + window + ")",
 		Present:   fmt.Sprintf("count(%s) or count(%s)", MetricEngineActive, MetricGPUUtil),
 	}
 }
@@ -81,15 +85,17 @@ type ReaderConfig struct {
 	Timeout                 time.Duration
 }
 
-// Reader asks Prometheus for the held devices' use over the window.
+// Reader asks Prometheus for the held devices' use over the window. It keeps a ledger of
+// each device's figures and asks, at each reading, only what the ledger lacks (ledger.go).
 type Reader struct {
 	client   api.Client   // builds the URLs
 	http     *http.Client // reads the answers as they arrive
 	url      string
 	timeout  time.Duration
-	queries  Queries
 	settings Settings
 	strings  intern.Strings
+	seed     maphash.Seed
+	ledger   ledger
 }
 
 // NewReader builds a reader; it asks nothing yet.
@@ -114,7 +120,7 @@ func NewReader(c ReaderConfig, s Settings) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for Prometheus at %q: %w", c.URL, err)
 	}
-	return &Reader{client: client, http: &http.Client{Transport: rt}, url: c.URL, timeout: c.Timeout, queries: QueriesFor(s), settings: s}, nil
+	return &Reader{client: client, http: &http.Client{Transport: rt}, url: c.URL, timeout: c.Timeout, settings: s, seed: maphash.MakeSeed()}, nil
 }
 
 // bearerFile sends the token in file with each request.
@@ -133,64 +139,10 @@ func (b bearerFile) RoundTrip(req *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(req)
 }
 
-// Read asks the queries at at, within the reader's timeout. A failure is a Problem.
-func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
-	if r.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.timeout)
-		defer cancel()
-	}
-	devices := map[deviceID]*Device{}
-	var order []*Device
-	for _, q := range []struct {
-		query string
-		set   func(d *Device, v int64)
-	}{
-		{r.queries.Held, func(d *Device, v int64) { d.HeldSteps += int32(v) }},
-		{r.queries.Idle, func(d *Device, v int64) { d.IdleSteps += int32(v) }},
-		{r.queries.FirstSeen, func(d *Device, v int64) {
-			if d.FirstSeen == 0 || v < d.FirstSeen {
-				d.FirstSeen = v
-			}
-		}},
-		{r.queries.LastBusy, func(d *Device, v int64) { d.LastBusy = max(d.LastBusy, v) }},
-	} {
-		p := r.query(ctx, q.query, at, func(m *seriesLabels, v float64) {
-			key := deviceKey(m)
-			d := devices[key]
-			if d == nil {
-				d = r.device(m)
-				devices[key] = d
-				order = append(order, d)
-			}
-			q.set(d, int64(v))
-		})
-		if p.Reason != "" {
-			return nil, p
-		}
-	}
-	if len(order) == 0 {
-		return nil, r.noDevices(ctx, at)
-	}
-	return preferProfiling(devices, order), Problem{}
-}
-
-// preferProfiling keeps of a device read from both series the profiling one's figures.
-func preferProfiling(devices map[deviceID]*Device, order []*Device) []Device {
-	out := make([]Device, 0, len(order))
-	for _, d := range order {
-		if !d.Profiling && devices[deviceKeyOf(d, true)] != nil {
-			continue
-		}
-		out = append(out, *d)
-	}
-	return out
-}
-
 // noDevices tells an answer of no held device (no Problem) from one of no DCGM series.
 func (r *Reader) noDevices(ctx context.Context, at time.Time) Problem {
 	found := false
-	if p := r.query(ctx, r.queries.Present, at, func(*seriesLabels, float64) { found = true }); p.Reason != "" {
+	if p := r.query(ctx, QueriesFor(r.settings, Step).Present, at, func(*seriesLabels, float64) { found = true }); p.Reason != "" {
 		return p
 	}
 	if !found {
@@ -251,25 +203,9 @@ func cut(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// deviceID tells held devices and the series they were read from apart. Its strings are
-// the labels' own: no key is built per series.
-type deviceID struct {
-	node, uuid, instance, namespace, pod string
-	profiling                            bool
-}
-
-func deviceKey(m *seriesLabels) deviceID {
-	return deviceID{m.Hostname, m.UUID, m.Instance, m.Name, m.Pod, m.Source != "u"}
-}
-
-// deviceKeyOf is the deviceKey of d's labels, read from the profiling series or not.
-func deviceKeyOf(d *Device, profiling bool) deviceID {
-	return deviceID{d.Node, d.UUID, d.Instance, d.Namespace, d.Pod, profiling}
-}
-
 // device is a held device of a series' labels, its repeated strings interned.
-func (r *Reader) device(m *seriesLabels) *Device {
-	return &Device{
+func (r *Reader) device(m *seriesLabels) Device {
+	return Device{
 		Node: r.strings.Intern(m.Hostname), Namespace: r.strings.Intern(m.Name), Pod: m.Pod, UUID: m.UUID,
 		Profile: r.strings.Intern(m.Profile), Instance: r.strings.Intern(m.Instance), Model: r.strings.Intern(m.Model),
 		Profiling: m.Source != "u",

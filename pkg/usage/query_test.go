@@ -23,6 +23,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,11 +42,21 @@ func dcgm(node, ns, pod, gpu, source string) map[string]string {
 	return map[string]string{"Hostname": node, "UUID": gpu, "modelName": h100, "namespace": ns, "pod": pod, sourceLabel: source}
 }
 
-// fakePrometheus answers the instant queries of QueriesFor(settings) from answers (a query
-// missing there answers no series), and records the requests' Authorization headers.
+// fakePrometheus answers the reader's queries from history when set (history.go's shapes),
+// else from answers by query (a query missing there answers no series); it records the
+// requests' queries and Authorization headers.
 type fakePrometheus struct {
 	answers map[string][]series
+	history *history
 	auth    []string
+	asked   []asked
+	down    bool
+}
+
+// asked is a query and the instant it was asked at.
+type asked struct {
+	query string
+	at    int64
 }
 
 func (f *fakePrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,15 +64,25 @@ func (f *fakePrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if f.down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
 	_ = r.ParseForm()
 	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	at, _ := strconv.ParseInt(r.Form.Get("time"), 10, 64)
+	f.asked = append(f.asked, asked{r.Form.Get("query"), at})
 	type sample struct {
 		Metric map[string]string `json:"metric"`
 		Value  [2]any            `json:"value"`
 	}
+	answer := f.answers[r.Form.Get("query")]
+	if f.history != nil {
+		answer = f.history.answer(r.Form.Get("query"), at)
+	}
 	result := []sample{}
-	for _, s := range f.answers[r.Form.Get("query")] {
-		result = append(result, sample{Metric: s.labels, Value: [2]any{float64(t0.Unix()), fmt.Sprint(s.value)}})
+	for _, s := range answer {
+		result = append(result, sample{Metric: s.labels, Value: [2]any{float64(at), fmt.Sprint(s.value)}})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
@@ -76,21 +97,19 @@ func newReader(t *testing.T, url string, timeout time.Duration) *Reader {
 	return r
 }
 
-// A GPU both series report is read from the profiling one; each query's figure lands on the
-// device it names.
+// A GPU both series report is read from the profiling one; each figure lands on the device
+// it names.
 func TestReaderPrefersProfiling(t *testing.T) {
-	q := QueriesFor(settings)
 	busy := t0.Add(-time.Hour).Unix()
-	f := &fakePrometheus{answers: map[string][]series{
-		q.Held: {{dcgm("gpu-a", "ml", "nb", "GPU-1", "p"), 1440}, {dcgm("gpu-a", "ml", "nb", "GPU-1", "u"), 1440},
-			{dcgm("gpu-b", "ml", "t4", "GPU-2", "u"), 600}},
-		q.Idle:      {{dcgm("gpu-a", "ml", "nb", "GPU-1", "p"), 60}, {dcgm("gpu-a", "ml", "nb", "GPU-1", "u"), 1000}},
-		q.FirstSeen: {{dcgm("gpu-a", "ml", "nb", "GPU-1", "p"), float64(t0.Add(-24 * time.Hour).Unix())}},
-		q.LastBusy:  {{dcgm("gpu-a", "ml", "nb", "GPU-1", "p"), float64(busy)}, {dcgm("gpu-a", "ml", "nb", "GPU-1", "u"), float64(t0.Unix())}},
+	day := t0.Add(-48 * time.Hour)
+	h := &history{series: []histSeries{
+		held(dcgm("gpu-a", "ml", "nb", "GPU-1", "p"), day, t0, func(t int64) float64 { return ifBefore(t, busy, 0.7, 0.01) }),
+		held(dcgm("gpu-a", "ml", "nb", "GPU-1", "u"), day, t0, func(int64) float64 { return 0.02 }),
+		held(dcgm("gpu-b", "ml", "t4", "GPU-2", "u"), t0.Add(-600*time.Minute+Step), t0, func(int64) float64 { return 0.5 }),
 	}}
-	server := httptest.NewServer(f)
+	server := httptest.NewServer(&fakePrometheus{history: h})
 	defer server.Close()
-	devices, problem := newReader(t, server.URL, time.Second).Read(t.Context(), t0)
+	devices, problem := readWhole(t, newReader(t, server.URL, time.Second), t0)
 	if problem.Reason != "" || len(devices) != 2 {
 		t.Fatalf("Read = %+v, %+v; want 2 devices, no problem", devices, problem)
 	}
@@ -101,6 +120,33 @@ func TestReaderPrefersProfiling(t *testing.T) {
 	if devices[1].Profiling || devices[1].HeldSteps != 600 {
 		t.Errorf("GPU-2 = %+v; want read from DCGM_FI_DEV_GPU_UTIL, held 600", devices[1])
 	}
+}
+
+// held is a series of S present from from to to (whole minutes).
+func held(labels map[string]string, from, to time.Time, util func(t int64) float64) histSeries {
+	return histSeries{labels: labels, from: from.Truncate(Step).Unix(), to: to.Truncate(Step).Unix(), util: util}
+}
+
+// ifBefore is before when t < at (busy until at, inclusive: t <= at), else after.
+func ifBefore(t, at int64, before, after float64) float64 {
+	if t <= at {
+		return before
+	}
+	return after
+}
+
+// readWhole reads at at until the reader's figures cover the window (a new reader reads the
+// window's past a chunk a reading).
+func readWhole(t *testing.T, r *Reader, at time.Time) ([]Device, Problem) {
+	t.Helper()
+	for range int(settings.Window/Chunk) + 1 {
+		devices, p := r.Read(t.Context(), at)
+		if p.Reason != "" || r.Covered() == settings.Window {
+			return devices, p
+		}
+	}
+	t.Fatalf("the reader covers %s of the window after %d readings", r.Covered(), int(settings.Window/Chunk)+1)
+	return nil, Problem{}
 }
 
 // What goes wrong with Prometheus is a Problem naming it.
@@ -148,7 +194,7 @@ func TestReaderProblems(t *testing.T) {
 
 // DCGM series but no GPU held: no devices and no problem.
 func TestReaderNothingHeld(t *testing.T) {
-	f := &fakePrometheus{answers: map[string][]series{QueriesFor(settings).Present: {{map[string]string{}, 8}}}}
+	f := &fakePrometheus{answers: map[string][]series{QueriesFor(settings, Step).Present: {{map[string]string{}, 8}}}}
 	server := httptest.NewServer(f)
 	defer server.Close()
 	devices, p := newReader(t, server.URL, time.Second).Read(t.Context(), t0)
@@ -179,13 +225,18 @@ func TestReaderSendsTheBearerToken(t *testing.T) {
 	}
 }
 
-// The queries keep one series per held device: every one aggregates by the device's labels.
+// The queries keep one series per device: every one aggregates by the device's labels.
 func TestQueriesAreBoundedPerDevice(t *testing.T) {
-	q := QueriesFor(settings)
-	for _, query := range []string{q.Held, q.Idle, q.FirstSeen, q.LastBusy} {
-		if !strings.Contains(query, "max by ("+deviceLabels+", "+sourceLabel+")") || !strings.Contains(query, "[86400s:60s]") ||
+	q := QueriesFor(settings, Chunk)
+	for _, query := range []string{q.Now, q.Held, q.Idle, q.FirstSeen, q.LastBusy} {
+		if !strings.Contains(query, "max by ("+deviceLabels+", "+sourceLabel+")") ||
 			!strings.Contains(query, MetricEngineActive) || !strings.Contains(query, MetricGPUUtil+`{pod!=""} / 100`) {
-			t.Errorf("query %s: want a 24h window at 1m steps over both series, by device", query)
+			t.Errorf("query %s: want both series, by device", query)
+		}
+	}
+	for _, query := range []string{q.Held, q.Idle, q.FirstSeen, q.LastBusy} {
+		if !strings.Contains(query, "[1800s:60s]") {
+			t.Errorf("query %s: want a 30m span at 1m steps", query)
 		}
 	}
 	if !strings.Contains(q.Idle, "< 0.05") || !strings.Contains(q.LastBusy, ">= 0.05") {

@@ -104,10 +104,18 @@ type Snapshot struct {
 	// Holders are sorted by namespace, pod and node.
 	Holders []Holder
 	Problem Problem
+	// Covered is how much of the window ending at At the figures count, less than the window
+	// while its past is still being read after a start or a gap; 0: the whole window.
+	Covered time.Duration
 }
 
 // Known reports whether a good answer was ever read.
 func (s *Snapshot) Known() bool { return !s.At.IsZero() }
+
+// Partial reports whether the figures count less than the window.
+func (s *Snapshot) Partial() bool {
+	return s.Known() && s.Covered > 0 && s.Covered < s.Settings.Window
+}
 
 // Compute sums the devices per holder the operator knows: a device whose pod holds nothing
 // on its node is left out. prev is the snapshot before (nil: none): a holder idle then and
@@ -218,6 +226,9 @@ func (s *Snapshot) Digest() uint64 {
 		h.Write(num[:])
 	}
 	write(s.Problem.Reason, s.Problem.Message)
+	if s.Partial() {
+		writeInt(3)
+	}
 	for i := range s.Holders {
 		hd := &s.Holders[i]
 		write(hd.Namespace, hd.Pod, hd.Node, hd.Model)

@@ -19,6 +19,7 @@ package usage
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -209,6 +210,9 @@ func TestCacheChangesOnlyWithWhatTheStatusShows(t *testing.T) {
 	if changes != 1 {
 		t.Errorf("%d changes over 58 busy minutes within one hour; want none", changes-1)
 	}
+	if s := c.Snapshot(); !s.At.Equal(clock.Now().Truncate(Step)) || s != c.last {
+		t.Errorf("the published snapshot is of %s, the last computed of %s: want one snapshot kept, the last", s.At, c.last.At)
+	}
 	clock.Step(time.Minute)
 	src.devices[0].HeldSteps++
 	c.Refresh(ctx)
@@ -291,4 +295,75 @@ func TestCacheRunReadsOncePerInterval(t *testing.T) {
 	if len(reads) != 0 {
 		t.Errorf("%d readings more than one per interval", len(reads))
 	}
+}
+
+// A new cache reads the window's past a chunk a reading (Refresh says more is to be read),
+// publishes its first partial answer and then only the whole window's: two changes, not one
+// per chunk.
+func TestCacheBackfillPublishesThePartAndTheWhole(t *testing.T) {
+	server := httptest.NewServer(&fakePrometheus{history: fleetPast()})
+	defer server.Close()
+	clock := clocktesting.NewFakeClock(t0.Add(10 * time.Second))
+	c := NewCache(CacheConfig{Source: newReader(t, server.URL, time.Second), Holders: func() Holders { return everyone{} },
+		Settings: settings, Clock: clock})
+	var published []time.Duration
+	c.OnChange(func(string) { published = append(published, c.Snapshot().Covered) })
+	readings := 1
+	for c.Refresh(t.Context()) {
+		readings++
+	}
+	if want := []time.Duration{Chunk + Step, settings.Window}; !slices.Equal(published, want) || readings != int(settings.Window/Chunk) {
+		t.Errorf("%d readings published snapshots covering %v; want %d readings publishing %v", readings, published, int(settings.Window/Chunk), want)
+	}
+	if s := c.Snapshot(); s.Partial() || len(s.Holders) != 9 {
+		t.Errorf("after the backfill: partial %v, %d holders; want the whole window, 9 holders", s.Partial(), len(s.Holders))
+	}
+}
+
+// backfilling is a Source whose first answers count part of the window.
+type backfilling struct {
+	reads   chan time.Time
+	partial int
+}
+
+func (b *backfilling) Read(_ context.Context, at time.Time) ([]Device, Problem) {
+	b.partial--
+	b.reads <- at
+	return nil, Problem{}
+}
+
+func (b *backfilling) Covered() time.Duration {
+	if b.partial >= 0 {
+		return time.Hour
+	}
+	return settings.Window
+}
+
+// Run reads the window's past reading after reading, without waiting for the interval, then
+// once per interval.
+func TestCacheRunBackfillsWithoutWaiting(t *testing.T) {
+	clock := clocktesting.NewFakeClock(t0)
+	src := &backfilling{reads: make(chan time.Time, 8), partial: 3}
+	c := NewCache(CacheConfig{Source: src, Holders: func() Holders { return holdersOf() }, Settings: settings,
+		Interval: time.Minute, Clock: clock})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	for i := range 4 {
+		if at := <-src.reads; !at.Equal(t0) {
+			t.Errorf("reading %d at %s, want %s: the backfill waited", i, at, t0)
+		}
+	}
+	for !clock.HasWaiters() {
+		runtime.Gosched()
+	}
+	if len(src.reads) != 0 {
+		t.Errorf("%d readings after the window was whole, before the interval", len(src.reads))
+	}
+	clock.Step(time.Minute)
+	if at := <-src.reads; !at.Equal(t0.Add(time.Minute)) {
+		t.Errorf("the next reading at %s, want an interval later", at)
+	}
+	cancel()
+	<-done
 }

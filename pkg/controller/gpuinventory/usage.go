@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -74,11 +75,15 @@ func usageCondition(s *usage.Snapshot, generation int64) metav1.Condition {
 	cond := metav1.Condition{Type: homelabv1.ConditionUsageUnknown, ObservedGeneration: generation,
 		Status: metav1.ConditionFalse, Reason: homelabv1.ReasonUsageRead,
 		Message: "Prometheus answered the utilisation of the GPUs DCGM exporter reports on."}
-	if s.Problem.Reason != "" {
+	switch {
+	case s.Problem.Reason != "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, s.Problem.Reason, s.Problem.Message
 		if s.Known() {
 			cond.Message += "; status.usage is from " + s.At.UTC().Format("2006-01-02T15:04:05Z")
 		}
+	case s.Partial():
+		cond.Message += fmt.Sprintf(" The window's past is still being read: status.usage counts its last %s of %s.",
+			s.Covered, s.Settings.Window)
 	}
 	cond.Message = inventory.Cut(cond.Message, maxMessageBytes)
 	return cond

@@ -149,3 +149,29 @@ func TestUsageUnknownKeepsTheLastAnswer(t *testing.T) {
 		t.Error("gpu_inventory_usage_unknown served without --prometheus-url")
 	}
 }
+
+// After a start the window's past is read a chunk at a time: the usage of the part read is
+// written, and the condition, not unknown, says how much of the window it counts.
+func TestUsageOfAPartlyReadWindowSaysSo(t *testing.T) {
+	partial := idleFleet()
+	partial.Covered = 31 * time.Minute
+	src := &usageSource{snapshot: partial}
+	nodes := []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b")}
+	f := newFixtureWith(t, withUsage(src), nodes, gpuInventory("all", 1, homelabv1.GpuInventoryStatus{}))
+	status := f.appliedStatus(f.sync("all"), "all")
+	c := meta.FindStatusCondition(status.Conditions, homelabv1.ConditionUsageUnknown)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != homelabv1.ReasonUsageRead || !strings.Contains(c.Message, "counts its last 31m0s of 24h0m0s") {
+		t.Errorf("UsageUnknown = %+v; want False, UsageRead, saying 31m of the 24h window are counted", c)
+	}
+	if status.Usage == nil || status.Usage.HeldGpus != 6 {
+		t.Errorf("usage %+v; want the part read", status.Usage)
+	}
+	whole := idleFleet()
+	whole.Covered = whole.Settings.Window
+	src.set(whole)
+	f = newFixtureWith(t, withUsage(src), nodes, gpuInventory("all", 1, status))
+	status = f.appliedStatus(f.sync("all"), "all")
+	if c := meta.FindStatusCondition(status.Conditions, homelabv1.ConditionUsageUnknown); c == nil || strings.Contains(c.Message, "still being read") {
+		t.Errorf("UsageUnknown = %+v once the window is read; want no word of its past", c)
+	}
+}
