@@ -245,7 +245,8 @@ func TestStatusSizeBoundWithAllocation(t *testing.T) {
 		n := &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			allocation.ResourceGPU: *resource.NewQuantity(int64(e.GpuCount), resource.DecimalSI)}}}
 		refs[i].milli = applyHeld(e, h, n, nil)
-		refs[i].digest = digest(e)
+		d := digest(e)
+		refs[i].digest = &d
 	}
 	inv := fromRefs(refs, true)
 	var demand []allocation.Demand

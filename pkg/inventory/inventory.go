@@ -139,10 +139,12 @@ type EntryCache struct {
 // replaced, never modified, when its slices change.
 type Devices func(node string) *DeviceFacts
 
-// entryRef is an entry and its digest, as Compute collects them before sorting.
+// entryRef is an entry and its digest, as Compute collects them before sorting. Compute
+// keeps three lists of them from one sync to the next (its scratch), so it points at the
+// digest rather than holding it.
 type entryRef struct {
 	entry  *homelabv1.GpuNodeEntry
-	digest entryDigest
+	digest *entryDigest
 	held   *allocation.Held
 	milli  int64        // the share of GPUs held, in thousandths
 	cached *cachedEntry // where the entry's place in the sorted result is kept (nil: not cached)
@@ -158,7 +160,8 @@ type cachedEntry struct {
 	// one, what was last known of the node is carried.
 	known    bool
 	stale    bool                    // Changed named the node since facts and held were read
-	entry    *homelabv1.GpuNodeEntry // nil unless gpu: half the nodes of a typical fleet
+	entry    *homelabv1.GpuNodeEntry // &parsed; nil unless gpu: half the nodes of a typical fleet
+	parsed   homelabv1.GpuNodeEntry  // in the same allocation as the rest
 	digest   entryDigest
 	warnings []Warning
 	rank     int          // 1 + the entry's index in the last sorted result; 0: none yet
@@ -289,17 +292,19 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 			return e
 		}
 	}
-	entry, warnings := EntryFrom(node, facts)
-	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, held: held, gpu: true, known: Discovered(node, &entry)}
+	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, held: held, gpu: true}
+	e.parsed, e.warnings = EntryFrom(node, facts)
+	e.entry = &e.parsed
+	e.known = Discovered(node, e.entry)
 	if c != nil {
 		if old, ok := c.entries[node.Name]; ok {
 			e.rank = old.rank
 		}
 	}
 	if c != nil && c.held != nil {
-		e.milli = applyHeld(&entry, held, node, facts)
+		e.milli = applyHeld(e.entry, held, node, facts)
 	}
-	e.entry, e.warnings, e.digest = &entry, warnings, digest(&entry)
+	e.digest = digest(e.entry)
 	if c != nil && node.ResourceVersion != "" {
 		c.forgetLocked(node.Name)
 		c.entries[node.Name] = e
@@ -342,7 +347,7 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		if !cached.gpu {
 			continue
 		}
-		ref := entryRef{cached.entry, cached.digest, cached.held, cached.milli, nil}
+		ref := entryRef{cached.entry, &cached.digest, cached.held, cached.milli, nil}
 		if c != nil && node.ResourceVersion != "" {
 			ref.cached = cached
 		}
@@ -359,7 +364,8 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 				if c != nil && c.held != nil { // the count may have changed
 					ref.milli = applyHeld(&carried, cached.held, node, cached.facts)
 				}
-				ref.entry, ref.digest = &carried, digest(&carried)
+				d := digest(&carried)
+				ref.entry, ref.digest = &carried, &d
 			}
 		}
 		refs = append(refs, ref)
@@ -413,6 +419,9 @@ func (c *EntryCache) orderLocked(refs []entryRef) {
 	}
 	clear(slots)
 	clear(fresh)
+	if cap(fresh) > 4*len(fresh)+64 {
+		fresh = nil // a first sync's room: the syncs after it see few new nodes
+	}
 	c.fresh = fresh[:0]
 	for i := range refs {
 		if refs[i].cached != nil {
@@ -510,8 +519,10 @@ func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *lastKnown, now time.Tim
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
 func FromEntries(entries []homelabv1.GpuNodeEntry) Inventory {
 	refs := make([]entryRef, len(entries))
+	digests := make([]entryDigest, len(entries))
 	for i := range entries {
-		refs[i] = entryRef{entry: &entries[i], digest: digest(&entries[i])}
+		digests[i] = digest(&entries[i])
+		refs[i] = entryRef{entry: &entries[i], digest: &digests[i]}
 	}
 	slices.SortFunc(refs, byName)
 	return fromRefs(refs, false)
@@ -528,7 +539,7 @@ func fromRefs(refs []entryRef, tracked bool) Inventory {
 	buf := getNodeBuffer(len(refs))
 	inv := Inventory{Nodes: buf.nodes, digests: buf.digests, buf: buf}
 	for i, r := range refs {
-		inv.Nodes[i], inv.digests[i] = *r.entry, r.digest
+		inv.Nodes[i], inv.digests[i] = *r.entry, *r.digest
 	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++

@@ -198,7 +198,8 @@ func TestStatusSizeBoundWithPartitions(t *testing.T) {
 		h := held("ml", 1, 0)
 		refs[i] = entryRef{entry: e, held: h}
 		refs[i].milli = applyHeld(e, h, &corev1.Node{Status: corev1.NodeStatus{Allocatable: alloc}}, nil)
-		refs[i].digest = digest(e)
+		d := digest(e)
+		refs[i].digest = &d
 	}
 	inv := fromRefs(refs, true)
 	for _, m := range inv.Models {
