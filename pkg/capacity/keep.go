@@ -82,19 +82,30 @@ func SelectorKeys(p *corev1.Pod) []string {
 	return keys
 }
 
-// KeepPod is what Fit reads of a bound pod, and what names it among a node's holders: its
-// name, namespace, UID and deletion; its node and phase; its claims and their statuses; and
-// its effective request (PodRequests: containers, init containers, overhead, pod-level
+// KeepPod is what Fit and Preempt read of a bound pod, and what names it among a node's
+// holders: its name, namespace, UID and deletion; its node, priority, phase and start; its
+// claims and their statuses; the first DisruptionTarget condition (preempted or not); and its
+// effective request (PodRequests: containers, init containers, overhead, pod-level
 // resources, the resources in its status and a pending resize) as the requests of one
 // container, whose effective request is the same.
 func KeepPod(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, DeletionTimestamp: p.DeletionTimestamp},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, ResourceClaims: p.Spec.ResourceClaims,
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, Priority: p.Spec.Priority, ResourceClaims: p.Spec.ResourceClaims,
 			Containers: []corev1.Container{{Name: "requests", Resources: corev1.ResourceRequirements{Requests: podRequests(p)}}}},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, ResourceClaimStatuses: p.Status.ResourceClaimStatuses,
-			ExtendedResourceClaimStatus: p.Status.ExtendedResourceClaimStatus},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, StartTime: p.Status.StartTime, Conditions: disruptionTarget(p),
+			ResourceClaimStatuses: p.Status.ResourceClaimStatuses, ExtendedResourceClaimStatus: p.Status.ExtendedResourceClaimStatus},
 	}
+}
+
+// disruptionTarget is the pod's first DisruptionTarget condition, the one the scheduler reads.
+func disruptionTarget(p *corev1.Pod) []corev1.PodCondition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget {
+			return []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+		}
+	}
+	return nil
 }
 
 // StubSlice is what the questions read of a slice on a node where no pod is placed: its

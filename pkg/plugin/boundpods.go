@@ -37,6 +37,7 @@ const (
 
 	podContainers     = 2
 	podNodeName       = 10
+	podPriority       = 25
 	podInitContainers = 20
 	podOverhead       = 32
 	podClaims         = 39
@@ -48,6 +49,7 @@ const (
 
 	statusPhase              = 1
 	statusConditions         = 2
+	statusStartTime          = 7
 	statusContainers         = 8
 	statusInitContainers     = 10
 	statusClaims             = 15
@@ -63,10 +65,11 @@ const (
 )
 
 // readPod decodes a protobuf Pod as far as capacity.KeepPod and capacity.Usage read it: its
-// name, namespace, UID and deletion; node and phase; what PodRequests reads (containers' and
-// init containers' names, resources and restart policy, overhead, pod-level resources, the
-// resources in the status, a pending resize); its claims and their statuses. Images,
-// environment, probes, volumes, labels, annotations and managed fields are skipped unread.
+// name, namespace, UID and deletion; node, priority, phase, start and disruption; what
+// PodRequests reads (containers' and init containers' names, resources and restart policy,
+// overhead, pod-level resources, the resources in the status, a pending resize); its claims
+// and their statuses. Images, environment, probes, volumes, labels, annotations and managed
+// fields are skipped unread.
 func readPod(b []byte) (*corev1.Pod, error) {
 	p := &corev1.Pod{}
 	var meta kubeproto.ObjectMeta
@@ -109,6 +112,8 @@ func readPodSpec(b []byte, spec *corev1.PodSpec) error {
 			spec.InitContainers, err = appendContainer(spec.InitContainers, m.Value())
 		case kubeproto.Bytes(podNodeName):
 			spec.NodeName = string(m.Value())
+		case kubeproto.Varint(podPriority):
+			spec.Priority = ptr.To(int32(m.Varint()))
 		case kubeproto.Bytes(podOverhead):
 			err = readQuantityEntry(m.Value(), &spec.Overhead)
 		case kubeproto.Bytes(podClaims):
@@ -154,7 +159,10 @@ func readPodStatus(b []byte, st *corev1.PodStatus) error {
 		case kubeproto.Bytes(statusPhase):
 			st.Phase = corev1.PodPhase(m.Value())
 		case kubeproto.Bytes(statusConditions):
-			err = appendResize(&st.Conditions, m.Value())
+			err = appendCondition(&st.Conditions, m.Value())
+		case kubeproto.Bytes(statusStartTime):
+			st.StartTime = &metav1.Time{}
+			err = st.StartTime.Unmarshal(m.Value())
 		case kubeproto.Bytes(statusContainers):
 			st.ContainerStatuses, err = appendContainerStatus(st.ContainerStatuses, m.Value())
 		case kubeproto.Bytes(statusInitContainers):
@@ -182,9 +190,9 @@ func readPodStatus(b []byte, st *corev1.PodStatus) error {
 	return m.Err()
 }
 
-// appendResize appends a PodResizePending condition (a pending resize's reason decides what
-// the pod requests); the other conditions are skipped.
-func appendResize(conds *[]corev1.PodCondition, b []byte) error {
+// appendCondition appends a PodResizePending condition (a pending resize's reason decides what
+// the pod requests) or a DisruptionTarget one (preempted or not); the others are skipped.
+func appendCondition(conds *[]corev1.PodCondition, b []byte) error {
 	var c corev1.PodCondition
 	m := kubeproto.NewMessage(b)
 	for m.Next() {
@@ -197,7 +205,7 @@ func appendResize(conds *[]corev1.PodCondition, b []byte) error {
 			c.Reason = string(m.Value())
 		}
 	}
-	if c.Type == corev1.PodResizePending {
+	if c.Type == corev1.PodResizePending || c.Type == corev1.DisruptionTarget {
 		*conds = append(*conds, c)
 	}
 	return m.Err()

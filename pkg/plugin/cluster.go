@@ -30,6 +30,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 )
@@ -88,6 +90,9 @@ type question struct {
 	// compressionSet: --disable-compression was given, and the Nodes and pods are read
 	// compressed or not as it and the kubeconfig say; else uncompressed (readConfig).
 	compressionSet bool
+	// preemption: the answer runs the scheduler's preemption for pods[0], which reads the
+	// candidates' pods of lower priority (kept, not only counted).
+	preemption bool
 }
 
 // disableCompressionFlag is kubectl's flag that turns the API server's gzip off, or on.
@@ -117,6 +122,9 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 	var l loaded
 	_, resource, err := c.typed()
 	r := &podReader{c: c}
+	if q.preemption {
+		r.below = ptr.To(corev1helpers.PodPriority(q.pods[0]))
+	}
 	if err == nil && c.kube == nil {
 		if r.cfg, err = c.readConfig(q.compressionSet); err == nil {
 			r.small, err = smallListsClient(r.cfg) // made before the lists that share it start
@@ -290,12 +298,14 @@ func readClaims(ctx context.Context, c *clients, resource resourcev1client.Resou
 }
 
 // podReader reads the unfinished pods of candidates. It keeps those an answer names
-// (holders: device-plugin GPUs or claims), trimmed (capacity.KeepPod), and counts the others
-// per node.
+// (holders: device-plugin GPUs or claims; possible preemption victims), trimmed
+// (capacity.KeepPod), and counts the others per node.
 type podReader struct {
 	c     *clients
 	cfg   *rest.Config   // of the Node and pod reads (readConfig); nil for the fake clientset
 	small rest.Interface // of the lists of one node's pods (smallListsClient)
+	// below: pods of a priority below it are kept too (the scheduler's preemption victims).
+	below *int32
 	mu    sync.Mutex
 	pods  []*corev1.Pod
 	usage map[string]*capacity.Usage
@@ -333,7 +343,7 @@ func (r *podReader) read(ctx context.Context, small bool, opts metav1.ListOption
 func (r *podReader) add(p *corev1.Pod) {
 	requests := capacity.Requests(p)
 	var kept *corev1.Pod
-	if named(p, requests) {
+	if named(p, requests) || (r.below != nil && corev1helpers.PodPriority(p) < *r.below) {
 		kept = capacity.KeepPod(p)
 	}
 	r.mu.Lock()

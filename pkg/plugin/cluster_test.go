@@ -144,8 +144,10 @@ func TestWhyWithoutDRA(t *testing.T) {
 	if r.code != ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	// dra-h100-1 has no nvidia.com/gpu of its own, and no class maps it now.
-	want := "Now:        0/6 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 3 Insufficient nvidia.com/gpu.\n"
+	// dra-h100-1 has no nvidia.com/gpu of its own, and no class maps it now: no eviction
+	// makes room there.
+	want := "Now:        0/6 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 3 Insufficient nvidia.com/gpu." +
+		" preemption: 0/6 nodes are available: 2 No preemption victims found for incoming pod, 4 Preemption is not helpful for scheduling.\n"
 	if !strings.Contains(r.out, want) {
 		t.Errorf("no line %q in:\n%s", want, r.out)
 	}

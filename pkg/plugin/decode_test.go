@@ -119,7 +119,14 @@ func boundPods() []*corev1.Pod {
 	claims.DeletionTimestamp = &metav1.Time{Time: now}
 	done := gpuPod("ml", "done", "n1", statusTime, "nvidia.com/gpu", 1)
 	done.Status.Phase = corev1.PodSucceeded
-	return []*corev1.Pod{plain, sidecar, resized, podLevel, claims, done}
+	preempted := gpuPod("ml", "preempted", "n1", statusTime, "nvidia.com/gpu", 4)
+	preempted.Spec.Priority = ptr.To(int32(-5))
+	preempted.Status.StartTime = &metav1.Time{Time: statusTime}
+	preempted.DeletionTimestamp = &metav1.Time{Time: now}
+	preempted.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: "preempted"},
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse}}
+	return []*corev1.Pod{plain, sidecar, resized, podLevel, claims, done, preempted}
 }
 
 // The hand decoder of Pods reads all that capacity keeps and counts of a bound pod.

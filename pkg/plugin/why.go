@@ -59,7 +59,8 @@ func newWhyCommand(env Environment, c *clients) *cobra.Command {
 		Short: "Why a pod waits for GPUs, in the scheduler's words, and what would make room; or where its GPUs are",
 		Long: `Explain one pod. For a pending pod, run kube-scheduler's own filters (node name, unschedulable,
 taints, node affinity, resources, DRA claims through the scheduler's allocator) on every node
-and print the FailedScheduling summary they give, with the nodes behind each reason; then the
+and print the FailedScheduling event they give, with the nodes behind each reason, and what the
+scheduler's preemption would do (the pods of lower priority it would evict, and where); then the
 nearest nodes (those that lack only room: fewest GPU units missing first) and the pods holding
 GPUs there, terminating ones marked; and the scheduler's own latest FailedScheduling event, to
 compare. A gated pod is named with its gates (the scheduler does not try it). For a pod on a
@@ -114,6 +115,8 @@ type whyAnswer struct {
 	Unresolvable string `json:"unresolvable,omitempty"`
 	// The diagnosis of a pending pod that fits nowhere.
 	*Diagnosis `json:",omitempty"`
+	// Preemption is what the scheduler's preemption makes of a pending pod that fits nowhere.
+	Preemption *preemptionAnswer `json:"preemption,omitempty"`
 	// Scheduler is the scheduler's latest FailedScheduling event for the pod.
 	Scheduler *schedulerEvent `json:"scheduler,omitempty"`
 }
@@ -169,7 +172,7 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 		}
 	default:
 		a.State = statePending
-		err = a.pending(ctx, env, c, question{pods: []*corev1.Pod{pod}, compressionSet: o.compressionSet})
+		err = a.pending(ctx, env, c, question{pods: []*corev1.Pod{pod}, compressionSet: o.compressionSet, preemption: true})
 	}
 	if err != nil {
 		return err
@@ -236,7 +239,10 @@ func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, q 
 	if len(a.FitsOn) > 0 {
 		return nil
 	}
-	a.Diagnosis, err = v.diagnose(pod, claims, results)
+	if a.Diagnosis, err = v.diagnose(pod, claims, results); err != nil {
+		return err
+	}
+	a.Preemption, err = v.preemption(pod, claims, results)
 	return err
 }
 
@@ -456,7 +462,7 @@ func (a *whyAnswer) writePending(b *strings.Builder, pod string, now time.Time) 
 		fmt.Fprintf(b, "Now:        it fits on %s: %s (the scheduler retries it when the cluster changes)\n",
 			countOf(int64(len(a.FitsOn)), "node", "nodes"), shortList(a.FitsOn, namesShown))
 	default:
-		fmt.Fprintf(b, "Now:        %s\n", a.Message)
+		fmt.Fprintf(b, "Now:        %s\n", a.schedulerMessage())
 	}
 	if a.Scheduler != nil {
 		fmt.Fprintf(b, "Scheduler:  %s (FailedScheduling, %s ago)\n", a.Scheduler.Message, age(a.Scheduler.Time.Time, now))
@@ -466,8 +472,22 @@ func (a *whyAnswer) writePending(b *strings.Builder, pod string, now time.Time) 
 	if a.Diagnosis == nil {
 		return nil
 	}
+	if a.Preemption != nil {
+		if err := a.Preemption.write(b); err != nil {
+			return err
+		}
+	}
 	b.WriteString("\n")
 	return a.Diagnosis.write(b)
+}
+
+// schedulerMessage is the FailedScheduling event the scheduler gives the pod now: the
+// filters' summary, then preemption's.
+func (a *whyAnswer) schedulerMessage() string {
+	if a.Preemption == nil {
+		return a.Message
+	}
+	return a.Message + " " + a.Preemption.Message
 }
 
 // asks is what the pod asks for: its GPU resources and claims.

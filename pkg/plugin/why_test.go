@@ -180,6 +180,36 @@ func TestWhyPendingGolden(t *testing.T) {
 	}
 }
 
+// A pending pod of higher priority: why names the nodes where the scheduler's preemption
+// makes room and the pods it would evict, the fewest and least important.
+func TestWhyPreemptionGolden(t *testing.T) {
+	objs := whyCluster(t)
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		switch p.Name {
+		case "trainer":
+			p.Spec.Priority = ptr.To(int32(1000))
+		case "train-a":
+			p.Spec.Priority = ptr.To(int32(500))
+		case "infer-b":
+			p.Spec.Priority = ptr.To(int32(100))
+			p.Status.StartTime = &metav1.Time{Time: now.Add(-2 * time.Hour)}
+		case "old-b":
+			p.Spec.Priority = ptr.To(int32(100))
+			p.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
+		}
+	}
+	c, _ := kubeClients(objs...)
+	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "trainer")
+	if r.code != ExitOK || r.err != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	golden(t, "why-preempt.golden", r.out)
+}
+
 // The answer's counts are the scheduler's; the nearest nodes lack the fewest GPUs; their
 // holders are listed, terminating ones marked, admin access holding nothing.
 func TestWhyPendingAnswer(t *testing.T) {
