@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
 // h100Model is the modelName DCGM exporter reports for an H100 SXM.
@@ -549,4 +552,114 @@ func TestUsageFromGPUUtilWithoutProfiling(t *testing.T) {
 		}
 		return checkIdleSince(gi.Status.Usage, map[string]time.Time{"left-open": since})
 	})
+}
+
+// queryAt evaluates expr at at on p: every sample's labels and value.
+func queryAt(t *testing.T, p *testenv.Prometheus, expr string, at time.Time) []testenv.Sample {
+	t.Helper()
+	u := p.URL + "/api/v1/query?" + url.Values{"query": {expr}, "time": {strconv.FormatInt(at.Unix(), 10)}}.Encode()
+	_, body, err := get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Metric map[string]string
+				Value  [2]any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &answer); err != nil || answer.Status != "success" {
+		t.Fatalf("%s at %s: %v\n%s", expr, at, err, body)
+	}
+	out := make([]testenv.Sample, len(answer.Data.Result))
+	for i, r := range answer.Data.Result {
+		v, _ := strconv.ParseFloat(fmt.Sprint(r.Value[1]), 64)
+		out[i] = testenv.Sample{Labels: r.Metric, Value: v}
+	}
+	return out
+}
+
+// The operator's reader keeps each device's window from one reading to the next, asking
+// Prometheus only for the step entering the window and the one leaving it; the real
+// Prometheus' answer to the window queries it replaced (a day at one-minute steps, of the
+// devices held at the instant asked) is the same, reading after reading: a busy GPU, one idle
+// for five and a half hours, one busy one minute in seven, a MIG device, one whose series went
+// missing for twenty minutes, one held for three hours only.
+func TestReaderAgreesWithTheWindowQueries(t *testing.T) {
+	now := time.Now().Truncate(time.Minute)
+	gpu := func(pod string, index int, util float64) testenv.DCGMGPU {
+		return testenv.DCGMGPU{Node: "dgx-a", Index: index, UUID: fmt.Sprintf("GPU-7c1d3a52-8c4e-4b7a-9e21-5f6a7b8c9d%02d", index),
+			Model: h100Model, Namespace: "ml", Pod: pod, Container: "main", Util: util}
+	}
+	mig := gpu("small", 4, 0.01)
+	mig.MIGProfile, mig.MIGInstance = "1g.10gb", 9
+	x := startDCGM(t, gpu("busy", 0, 0.9), gpu("idle", 1, 0.01), gpu("bursty", 2, 0.01), gpu("gaps", 3, 0.01), mig, gpu("new", 5, 0.3))
+	p := startPrometheus(t, x, &testenv.DCGMHistory{From: now.Add(-26 * time.Hour), To: now, Step: time.Minute, Profiling: true,
+		At: func(at time.Time, g testenv.DCGMGPU) (testenv.DCGMGPU, bool) {
+			switch g.Pod {
+			case "idle":
+				if at.Before(now.Add(-5*time.Hour - 30*time.Minute)) {
+					g.Util = 0.8
+				}
+			case "bursty":
+				if at.Unix()/60%7 == 0 {
+					g.Util = 0.6
+				}
+			case "gaps":
+				return g, at.Before(now.Add(-2*time.Hour)) || !at.Before(now.Add(-100*time.Minute))
+			case "new":
+				return g, !at.Before(now.Add(-3 * time.Hour))
+			}
+			return g, true
+		}})
+
+	settings := usage.Settings{Window: 24 * time.Hour, IdleBelow: 0.05, IdleAfter: 4 * time.Hour}
+	reader, err := usage.NewReader(usage.ReaderConfig{URL: p.URL, Timeout: 10 * time.Second}, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const labels = "Hostname, UUID, GPU_I_PROFILE, GPU_I_ID, namespace, pod, modelName"
+	q := usage.QueriesFor(settings, settings.Window)
+	heldNow := " and on (" + labels + ") (" + q.Now + ")"
+	start := now.Add(-40 * time.Minute) // the readings' steps all lie in the history
+	for at := start; !at.After(start.Add(20 * time.Minute)); at = at.Add(time.Minute) {
+		var devices []usage.Device
+		for range int(settings.Window/usage.Chunk) + 1 {
+			var problem usage.Problem
+			if devices, problem = reader.Read(t.Context(), at); problem.Reason != "" {
+				t.Fatalf("reading at %s: %+v", at, problem)
+			}
+			if reader.Covered() == settings.Window {
+				break
+			}
+		}
+		want := map[string]string{}
+		for _, s := range queryAt(t, p, q.Held+heldNow, at) {
+			want[s.Labels["pod"]+"/"+s.Labels["usage_source"]] += fmt.Sprintf("held %v", s.Value)
+		}
+		for _, s := range queryAt(t, p, q.Idle+heldNow, at) {
+			want[s.Labels["pod"]+"/"+s.Labels["usage_source"]] += fmt.Sprintf(" idle %v", s.Value)
+		}
+		got := map[string]string{}
+		for _, d := range devices {
+			got[d.Pod+"/p"] = fmt.Sprintf("held %d", d.HeldSteps)
+			if d.IdleSteps > 0 {
+				got[d.Pod+"/p"] += fmt.Sprintf(" idle %d", d.IdleSteps)
+			}
+		}
+		for k := range want {
+			if strings.HasSuffix(k, "/u") {
+				delete(want, k) // the reader reads a GPU of both series from the profiling one
+			}
+		}
+		if len(want) != 6 {
+			t.Fatalf("at %s the window queries answer %d devices, want the 6 held: %v", at.Format(time.TimeOnly), len(want), want)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("at %s, the window queries' figures (-) and the reader's (+):\n%s", at.Format(time.TimeOnly), diff)
+		}
+	}
 }
