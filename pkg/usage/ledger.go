@@ -161,10 +161,34 @@ func minutes(t int64) uint32 { return uint32(t / 60) }
 // the reader is still reading its past after a start or a gap.
 func (r *Reader) Covered() time.Duration { return r.ledger.covered(r.settings.Window) }
 
-// heldNow is a device held at the reading's step, and its key.
+// heldNow are the devices held at a reading's step, each once: a device of both series is
+// read from the profiling one as long as the ledger counts that one.
 type heldNow struct {
-	device Device
-	key    uint64
+	devices []Device
+	keys    []uint64
+	seen    map[uint64]struct{}
+}
+
+func (r *Reader) newHeldNow() *heldNow {
+	return &heldNow{devices: make([]Device, 0, r.lastHeld), keys: make([]uint64, 0, r.lastHeld), seen: make(map[uint64]struct{}, r.lastHeld)}
+}
+
+// add keeps the device of a series held now, keyed k.
+func (r *Reader) addHeld(h *heldNow, m *seriesLabels, k uint64) {
+	profiling := m.Source != "u"
+	if !profiling {
+		if pk := r.key(m.Hostname, m.UUID, m.Instance, m.Name, m.Pod, true); hasKey(r.ledger.tallies, pk) {
+			profiling, k = true, pk
+		}
+	}
+	if _, dup := h.seen[k]; dup {
+		return
+	}
+	h.seen[k] = struct{}{}
+	d := r.device(m)
+	d.Profiling = profiling
+	h.devices = append(h.devices, d)
+	h.keys = append(h.keys, k)
 }
 
 // Read reads the devices held at at and their use over the window ending there, within the
@@ -179,10 +203,10 @@ func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
 	now := at.Truncate(Step).Unix()
 	p := r.ledger.plan(now, r.settings.Window, Chunk)
 	d := deltas{}
-	var held []heldNow
+	held := r.newHeldNow()
 	if pr := r.query(ctx, QueriesFor(r.settings, Step).Now, at.Truncate(Step), func(m *seriesLabels, v float64) {
 		k := r.seriesKey(m)
-		held = append(held, heldNow{device: r.device(m), key: k})
+		r.addHeld(held, m, k)
 		if p.addNow {
 			d.step(k, now, v < r.settings.IdleBelow, false)
 		}
@@ -194,7 +218,7 @@ func (r *Reader) Read(ctx context.Context, at time.Time) ([]Device, Problem) {
 			return nil, pr
 		}
 	}
-	if len(held) == 0 {
+	if len(held.devices) == 0 {
 		if pr := r.noDevices(ctx, at.Truncate(Step)); pr.Reason != "" {
 			return nil, pr
 		}
@@ -248,29 +272,23 @@ type figure struct {
 	set   func(x *tally, v int64)
 }
 
-// devices are the held devices with their tallies. A device read from both series is read
-// from the profiling one, as long as the ledger counts it.
-func (r *Reader) devices(held []heldNow) []Device {
-	out := make([]Device, 0, len(held))
-	seen := make(map[uint64]struct{}, len(held))
-	for i := range held {
-		dev, k := held[i].device, held[i].key
-		if !dev.Profiling {
-			if pk := r.key(dev.Node, dev.UUID, dev.Instance, dev.Namespace, dev.Pod, true); hasKey(r.ledger.tallies, pk) {
-				dev.Profiling, k = true, pk
-			}
-		}
-		t, ok := r.ledger.tallies[k]
-		if _, dup := seen[k]; dup || !ok {
+// devices are the held devices with their tallies; one the ledger does not count yet (a
+// reading catching up after a gap) is left out.
+func (r *Reader) devices(held *heldNow) []Device {
+	out := held.devices[:0]
+	for i := range held.devices {
+		t, ok := r.ledger.tallies[held.keys[i]]
+		if !ok {
 			continue
 		}
-		seen[k] = struct{}{}
+		dev := held.devices[i]
 		dev.HeldSteps, dev.IdleSteps, dev.FirstSeen = t.held, t.idle, int64(t.first)*60
 		if t.busy != 0 {
 			dev.LastBusy = int64(t.busy) * 60
 		}
 		out = append(out, dev)
 	}
+	r.lastHeld = len(out)
 	return out
 }
 

@@ -96,6 +96,7 @@ type Reader struct {
 	strings  intern.Strings
 	seed     maphash.Seed
 	ledger   ledger
+	lastHeld int // the devices the last reading answered
 }
 
 // NewReader builds a reader; it asks nothing yet.
