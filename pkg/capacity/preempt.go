@@ -192,6 +192,18 @@ func (s *Snapshot) dryRun(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, n
 	return &Candidate{Node: node, Victims: chosen}, nil, nil
 }
 
+// Evict takes the pods off the node, as the scheduler's preemption deletes its victims: their
+// requests no longer count there. Their claims stay allocated until the ResourceClaim
+// controller frees them, which the scheduler does not count on either.
+func (s *Snapshot) Evict(node string, pods []*corev1.Pod) {
+	n := s.nodes[node]
+	if n == nil {
+		return
+	}
+	left := n.without(pods)
+	n.pods, n.Usage = left.pods, left.Usage
+}
+
 // fitOn is Fit past the node-only filters, which the dry run leaves as they were.
 func (s *Snapshot) fitOn(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, n *nodeInfo) (Result, error) {
 	r := Result{Node: n.node.Name}

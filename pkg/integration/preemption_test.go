@@ -21,6 +21,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -80,8 +82,9 @@ func withPriority(p *corev1.Pod, class string) *corev1.Pod {
 }
 
 // `why` gives a pending pod the scheduler's whole FailedScheduling message, preemption's
-// part included, and says which pods the scheduler would evict for it: a pod of the same
-// spec then makes the real scheduler evict exactly those and run where why said.
+// part included, and says which pods the scheduler would evict for it, as `fit -f` does for a
+// file of the same pod: a pod of the same spec then makes the real scheduler evict exactly
+// those and run where they said.
 func TestWhyPreemptsAsTheSchedulerDoes(t *testing.T) {
 	c := startSchedulingCluster(t)
 	ctx := context.Background()
@@ -126,6 +129,7 @@ func TestWhyPreemptsAsTheSchedulerDoes(t *testing.T) {
 			len(w.Preemption.Candidates[0].Victims) != 1 || w.Preemption.Candidates[0].Victims[0].Pod != "low-50" {
 			t.Fatalf("why: preemption %+v, want pre-a evicting low-50 alone (nothing on pre-b is of lower priority; one pod makes room and the scheduler keeps the more important)", w.Preemption)
 		}
+		c.fitPreempts(t, "pre-a", "low-50")
 		urgent := c.createPod(t, withPriority(inNamespace(withResources(unpinned("urgent"), oracleGPU, 4), preemptNS), "high"))
 		ev := c.waitFailedScheduling(t, urgent, "preemption:")
 		if got := w.Message + " " + w.Preemption.Message; got != ev.Message {
@@ -148,6 +152,43 @@ func TestWhyPreemptsAsTheSchedulerDoes(t *testing.T) {
 			t.Errorf("pods left on pre-a: %v, want low-100 and urgent (low-50 evicted)", left)
 		}
 	})
+}
+
+// fitPreempts checks that `fit -f` places a pod like urgent on node by evicting victim.
+func (c *cluster) fitPreempts(t *testing.T, node, victim string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "urgent.yaml")
+	pod := `apiVersion: v1
+kind: Pod
+metadata: {name: urgent-fit, namespace: ` + preemptNS + `}
+spec:
+  priorityClassName: high
+  containers:
+  - name: main
+    image: job
+    resources:
+      limits: {nvidia.com/gpu: 4}
+`
+	if err := os.WriteFile(file, []byte(pod), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runPlugin(context.Background(), c.env.KubeconfigPath(), "fit", "-f", file, "-o", "json")
+	var a struct {
+		FitsByPreemption bool `json:"fitsByPreemption"`
+		Pods             []struct {
+			Node     string `json:"node"`
+			Preempts []struct {
+				Pod string `json:"pod"`
+			} `json:"preempts"`
+		} `json:"pods"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
+		t.Fatalf("fit -o json (exit %d, stderr %s): %v\n%s", r.code, r.err, err, r.out)
+	}
+	if r.code != 1 || !a.FitsByPreemption || len(a.Pods) != 1 || a.Pods[0].Node != node ||
+		len(a.Pods[0].Preempts) != 1 || a.Pods[0].Preempts[0].Pod != victim {
+		t.Errorf("fit: exit %d, %+v; want exit 1, placed on %s by evicting %s", r.code, a, node, victim)
+	}
 }
 
 // whySaysTheEvent waits for the scheduler's FailedScheduling event of a pending pod (one that

@@ -90,7 +90,7 @@ type question struct {
 	// compressionSet: --disable-compression was given, and the Nodes and pods are read
 	// compressed or not as it and the kubeconfig say; else uncompressed (readConfig).
 	compressionSet bool
-	// preemption: the answer runs the scheduler's preemption for pods[0], which reads the
+	// preemption: the answer runs the scheduler's preemption for the pods, which reads the
 	// candidates' pods of lower priority (kept, not only counted).
 	preemption bool
 }
@@ -123,7 +123,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 	_, resource, err := c.typed()
 	r := &podReader{c: c}
 	if q.preemption {
-		r.below = ptr.To(corev1helpers.PodPriority(q.pods[0]))
+		r.below = ptr.To(maxPriority(q.pods))
 	}
 	if err == nil && c.kube == nil {
 		if r.cfg, err = c.readConfig(q.compressionSet); err == nil {
@@ -365,6 +365,17 @@ func (r *podReader) add(p *corev1.Pod) {
 // device-plugin GPUs (requests are its Requests) or has claims.
 func named(p *corev1.Pod, requests corev1.ResourceList) bool {
 	return len(gpuResourceNames(requests)) > 0 || len(claimNames(p)) > 0
+}
+
+// maxPriority is the highest priority of pods.
+func maxPriority(pods []*corev1.Pod) int32 {
+	var top int32
+	for i, p := range pods {
+		if prio := corev1helpers.PodPriority(p); i == 0 || prio > top {
+			top = prio
+		}
+	}
+	return top
 }
 
 func finished(p *corev1.Pod) bool {

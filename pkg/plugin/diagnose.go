@@ -52,6 +52,8 @@ type view struct {
 	// where a pod does not fit even then is not made room on by freeing GPUs.
 	empty   *capacity.Snapshot
 	cluster capacity.Cluster
+	// preempt: replicas that fit nowhere are placed by the scheduler's preemption (fit).
+	preempt bool
 }
 
 func newView(l loaded) *view {

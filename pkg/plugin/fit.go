@@ -63,9 +63,14 @@ for the next. Each replica's claims from templates are claims of its own; a clai
 resourceClaimName is shared by all of them. The scheduler's own scoring may spread the pods
 differently: the answer is whether they fit, and one placement that does.
 
-Exit status: 0 when every replica fits; 1 when some does not (the first one that does not is
-explained as ` + "`why`" + ` explains a pending pod); 2 on errors (a wrong flag, a file that
-cannot be read or holds something it cannot place, an API error).`,
+Each object's pods get the priority the API server would give them (their PriorityClass, else
+the global default); a replica that fits nowhere goes where the scheduler's preemption would
+put it, and the pods of lower priority it evicts there are listed.
+
+Exit status: 0 when every replica fits with no pod evicted; 1 when some does not (the first
+one that does not is explained as ` + "`why`" + ` explains a pending pod), or all fit only by
+evicting others; 2 on errors (a wrong flag, a file that cannot be read or holds something it
+cannot place, an API error).`,
 		Example: `  kubectl gpuinv fit -f trainer.yaml
   helm template ./chart | kubectl gpuinv fit -f - -n ml
   kubectl gpuinv fit -f job.yaml -o json | jq -r '.pods[] | [.pod, .node] | @tsv'`,
@@ -108,8 +113,12 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 	if err != nil {
 		return err
 	}
+	preempt, err := in.priorities(ctx, c, env.ErrOut)
+	if err != nil {
+		return err
+	}
 	q := in.question()
-	q.compressionSet = o.compressionSet
+	q.compressionSet, q.preemption = o.compressionSet, preempt
 	l, err := loadCluster(ctx, c, q)
 	if err != nil {
 		return err
@@ -117,7 +126,9 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 	if err := in.resolve(ctx, c, &l.cluster, env.ErrOut); err != nil {
 		return err
 	}
-	answer, err := newView(l).place(in)
+	v := newView(l)
+	v.preempt = preempt
+	answer, err := v.place(in)
 	if err != nil {
 		return err
 	}
@@ -150,8 +161,12 @@ func (o *fitOptions) read(env Environment, namespace string) (*fitInput, error) 
 
 // fitAnswer is what `fit` says, and what it prints with -o json.
 type fitAnswer struct {
-	// Fits: every replica fits now, at once.
+	// Fits: every replica fits now, at once, with no pod evicted.
 	Fits bool `json:"fits"`
+	// FitsByPreemption: every replica fits once the scheduler's preemption evicts Preempted
+	// pods of lower priority.
+	FitsByPreemption bool  `json:"fitsByPreemption,omitempty"`
+	Preempted        int64 `json:"preempted,omitempty"`
 	// Replicas counts the replicas of every object; Placed those that fit.
 	Replicas int64      `json:"replicas"`
 	Placed   int64      `json:"placed"`
@@ -180,6 +195,8 @@ type fitPod struct {
 	Node      string           `json:"node"`
 	Resources map[string]int64 `json:"resources,omitempty"`
 	Claims    []podClaim       `json:"claims,omitempty"`
+	// Preempts are the pods the scheduler evicts to make room for this replica.
+	Preempts []victim `json:"preempts,omitempty"`
 }
 
 type fitMiss struct {
@@ -187,6 +204,16 @@ type fitMiss struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	*Diagnosis
+	// Preemption is what the scheduler's preemption makes of it.
+	Preemption *preemptionAnswer `json:"preemption,omitempty"`
+}
+
+// schedulerMessage is the FailedScheduling event the replica would get.
+func (m *fitMiss) schedulerMessage() string {
+	if m.Preemption == nil {
+		return m.Message
+	}
+	return m.Message + " " + m.Preemption.Message
 }
 
 // place places every object's replicas, one at a time, on the snapshot.
@@ -207,6 +234,13 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 			}
 			fp := fitPod{Object: fc.Object, Namespace: o.namespace, Pod: pod.Name}
 			r, ok := v.bestFit(pod, results)
+			var miss *preemptionAnswer
+			if !ok && v.preempt {
+				if r, fp.Preempts, miss, err = v.preemptFor(pod, claims, results); err != nil {
+					return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
+				}
+				ok = miss == nil
+			}
 			if !ok {
 				a.Pods = append(a.Pods, fp)
 				if a.FirstMiss == nil {
@@ -214,11 +248,12 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 					if err != nil {
 						return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
 					}
-					a.FirstMiss = &fitMiss{Object: o.String(), Namespace: o.namespace, Pod: pod.Name, Diagnosis: d}
+					a.FirstMiss = &fitMiss{Object: o.String(), Namespace: o.namespace, Pod: pod.Name, Diagnosis: d, Preemption: miss}
 				}
 				fc.NotTried = o.replicas - i - 1 // the same pod: it would not fit either
 				break
 			}
+			a.Preempted += int64(len(fp.Preempts))
 			fp.Node, fp.Resources, fp.Claims = r.Node, v.devicePluginGPUs(pod, r.Node), v.assume(pod, claims, r)
 			a.Pods = append(a.Pods, fp)
 			fc.Placed++
@@ -227,8 +262,36 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 		a.Replicas += fc.Replicas
 		a.Placed += fc.Placed
 	}
-	a.Fits = a.Placed == a.Replicas
+	a.Fits = a.Placed == a.Replicas && a.Preempted == 0
+	a.FitsByPreemption = a.Placed == a.Replicas && a.Preempted > 0
 	return a, nil
+}
+
+// preemptFor runs the scheduler's preemption for a replica no node takes: on the node it
+// picks, the victims are evicted and the replica fits there. miss is what preemption says
+// when it finds no such node.
+func (v *view) preemptFor(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (capacity.Result, []victim, *preemptionAnswer, error) {
+	answer, err := v.preemption(pod, claims, results)
+	if err != nil || len(answer.Candidates) == 0 {
+		return capacity.Result{}, nil, answer, err
+	}
+	best := answer.Candidates[0]
+	gone := map[string]bool{}
+	for _, vp := range best.Victims {
+		gone[vp.Namespace+"/"+vp.Pod] = true
+	}
+	var pods []*corev1.Pod
+	for _, p := range v.snap.PodsOn(best.Node) {
+		if gone[p.Namespace+"/"+p.Name] {
+			pods = append(pods, p)
+		}
+	}
+	v.snap.Evict(best.Node, pods)
+	r, err := v.snap.Fit(pod, claims, best.Node)
+	if err != nil || !r.Fits() {
+		return r, nil, answer, err
+	}
+	return r, best.Victims, nil, nil
 }
 
 // bestFit picks, of the nodes that fit, the one with the fewest free GPU units left once the
@@ -360,11 +423,17 @@ func (a *fitAnswer) write(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
-	if a.Fits {
+	if err := a.writePreempted(&b); err != nil {
+		return err
+	}
+	switch {
+	case a.Fits:
 		fmt.Fprintf(&b, "All replicas fit now (%d of %d).\n", a.Placed, a.Replicas)
-	} else {
+	case a.FitsByPreemption:
+		fmt.Fprintf(&b, "All replicas fit (%d of %d) once the scheduler evicts %s of lower priority.\n", a.Placed, a.Replicas, countOf(a.Preempted, "pod", "pods"))
+	default:
 		m := a.FirstMiss
-		fmt.Fprintf(&b, "%d of %s fit now. Pod %s/%s (%s) does not:\n%s\n\n", a.Placed, countOf(a.Replicas, "replica", "replicas"), m.Namespace, m.Pod, m.Object, m.Message)
+		fmt.Fprintf(&b, "%d of %s fit now. Pod %s/%s (%s) does not:\n%s\n\n", a.Placed, countOf(a.Replicas, "replica", "replicas"), m.Namespace, m.Pod, m.Object, m.schedulerMessage())
 		if err := m.Diagnosis.write(&b); err != nil {
 			return err
 		}
@@ -373,6 +442,30 @@ func (a *fitAnswer) write(w io.Writer) error {
 	b.WriteString("Nothing was created. Each replica went to the fitting node with the fewest free GPUs left; the scheduler's scoring may choose other nodes.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePreempted lists the pods the scheduler evicts for the replicas, if any.
+func (a *fitAnswer) writePreempted(b *strings.Builder) error {
+	if a.Preempted == 0 {
+		return nil
+	}
+	fmt.Fprintf(b, "The scheduler's preemption evicts %s of lower priority for them:\n", countOf(a.Preempted, "pod", "pods"))
+	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FOR\tNODE\tVICTIM\tPRIORITY\tHOLDS")
+	for _, p := range a.Pods {
+		for _, vp := range p.Preempts {
+			holds := vp.Holds
+			if holds == "" {
+				holds = "-"
+			}
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s/%s\t%d\t%s\n", p.Namespace, p.Pod, p.Node, vp.Namespace, vp.Pod, vp.Priority, holds)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	return nil
 }
 
 // gets is what a placed replica gets: device-plugin GPUs and its claims' devices.

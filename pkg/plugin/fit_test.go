@@ -30,9 +30,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -380,5 +384,52 @@ func TestFitReadsUncompressedUnlessAsked(t *testing.T) {
 			t.Errorf("fit %v: the Nodes and pods were read with Accept-Encoding %q, want %q", c.flags, encodings, c.want)
 		}
 		mu.Unlock()
+	}
+}
+
+// priorityClass is a PriorityClass of the value; global marks the cluster's default.
+func priorityClass(name string, value int32, global bool) *schedulingv1.PriorityClass {
+	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, GlobalDefault: global}
+}
+
+// A Deployment of a PriorityClass above the pods that hold the GPUs: the replicas that find no
+// room are placed by the scheduler's preemption, which evicts the fewest pods of lower
+// priority; fit names them, and exits 1: the replicas do not fit without evicting.
+func TestFitPreemptsAsTheScheduler(t *testing.T) {
+	objs := twoNodes("gpu-a", 2, "gpu-b", 4)
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			p.Spec.Priority = ptr.To(int32(10)) // admitted at the global default, batch
+		}
+	}
+	objs = append(objs, priorityClass("production", 1000, false), priorityClass("batch", 10, true))
+	c, kube := kubeClients(objs...)
+	prod := strings.Replace(trainerDeployment, "      nodeSelector: {pool: train}\n", "      nodeSelector: {pool: train}\n      priorityClassName: production\n", 1)
+	r := runFit(t, c, prod, "-f", "-")
+	if r.code != ExitDoesNotFit || r.err != "" {
+		t.Fatalf("exit %d, stderr %q; want %d", r.code, r.err, ExitDoesNotFit)
+	}
+	golden(t, "fit-preempt.golden", r.out)
+	assertNoWrites(t, kube)
+
+	r = runFit(t, c, prod, "-f", "-", "-o", "json")
+	var a fitAnswer
+	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Fits || !a.FitsByPreemption || a.Preempted != 1 || a.Pods[2].Node == "" || len(a.Pods[2].Preempts) != 1 {
+		t.Errorf("answer %+v: want all 3 placed, the third by evicting one pod", a)
+	}
+
+	// The holders run at the global default (batch, 10); a Deployment naming no class gets it
+	// too: no victims, as for the scheduler.
+	r = runFit(t, c, trainerDeployment, "-f", "-")
+	if r.code != ExitDoesNotFit || !strings.Contains(r.out, "No preemption victims found for incoming pod") {
+		t.Errorf("a Deployment of the default class: exit %d\n%s", r.code, r.out)
+	}
+
+	missing := strings.Replace(prod, "production", "platinum", 1)
+	if r = runFit(t, c, missing, "-f", "-"); r.code != ExitFitError || !strings.Contains(r.err, `PriorityClass "platinum" does not exist`) {
+		t.Errorf("a class that does not exist: exit %d, stderr %q", r.code, r.err)
 	}
 }
