@@ -18,10 +18,12 @@ package allocation
 
 import (
 	"bytes"
+	"math"
 	"sort"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // FromClaim is what allocation keeps of a ResourceClaim that holds gpu.nvidia.com devices
@@ -46,6 +48,7 @@ func FromClaim(claim *resourcev1.ResourceClaim) *Claim {
 	}
 	if alloc := claim.Status.Allocation; alloc != nil {
 		c.Devices = claimDevices(alloc.Devices.Results)
+		c.Shares = claimShares(alloc.Devices.Results)
 		if len(c.Devices) == 0 {
 			return nil
 		}
@@ -79,6 +82,42 @@ func claimDevices(results []resourcev1.DeviceRequestAllocationResult) []Device {
 	})
 	out = compactDevices(out)
 	return out
+}
+
+// claimShares are the results of DRADriver that consumed capacity of a device (admin access
+// aside), sorted by pool then device, in the order of the results otherwise.
+func claimShares(results []resourcev1.DeviceRequestAllocationResult) []Share {
+	var out []Share
+	for _, r := range results {
+		if r.Driver != DRADriver || r.AdminAccess != nil && *r.AdminAccess || len(r.ConsumedCapacity) == 0 {
+			continue
+		}
+		s := Share{Pool: r.Pool, Device: r.Device, Consumed: make([]ResourceCount, 0, len(r.ConsumedCapacity))}
+		for name, q := range r.ConsumedCapacity {
+			s.Consumed = append(s.Consumed, ResourceCount{Name: string(name), Count: CapacityMilli(q)})
+		}
+		sort.Slice(s.Consumed, func(i, j int) bool { return s.Consumed[i].Name < s.Consumed[j].Name })
+		out = append(out, s)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Pool != out[j].Pool {
+			return out[i].Pool < out[j].Pool
+		}
+		return out[i].Device < out[j].Device
+	})
+	return out
+}
+
+// CapacityMilli is a capacity or counter as the project holds it: in thousandths, a negative
+// value as 0 and one too large for thousandths in an int64 as math.MaxInt64.
+func CapacityMilli(q resource.Quantity) int64 {
+	switch {
+	case q.Sign() <= 0:
+		return 0
+	case q.CmpInt64(math.MaxInt64/1000) >= 0:
+		return math.MaxInt64
+	}
+	return q.MilliValue()
 }
 
 func compactDevices(ds []Device) []Device {

@@ -23,7 +23,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 const h100Product = "NVIDIA H100 80GB HBM3"
@@ -244,4 +246,33 @@ func FuzzCELProduct(f *testing.F) {
 			t.Errorf("CELProduct(%q) = %q without a productName in the expression", expr, p)
 		}
 	})
+}
+
+// What shares of a device allowing several allocations consume is summed per device on its
+// node, over claims; admin-access results and other drivers' consume nothing.
+func TestSharesSumPerDevice(t *testing.T) {
+	share := func(device, memory string) resourcev1.DeviceRequestAllocationResult {
+		r := result(DRADriver, "node-a", device)
+		r.ConsumedCapacity = map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}
+		return r
+	}
+	first, second := baseClaim(), baseClaim()
+	second.Name = "infer"
+	admin := share("gpu-1", "80Gi")
+	admin.AdminAccess = ptr.To(true)
+	other := share("gpu-1", "80Gi")
+	other.Driver = "nic.example.com"
+	first.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		share("gpu-0", "30Gi"), share("gpu-1", "10Gi")}}}
+	second.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		share("gpu-0", "20Gi"), admin, other}}}
+	h := buildHeld("node-a", nil, []*Claim{FromClaim(first), FromClaim(second)})
+	gib := func(n int64) int64 { return n << 30 * 1000 }
+	want := []Share{
+		{Pool: "node-a", Device: "gpu-0", Consumed: []ResourceCount{{Name: "memory", Count: gib(50)}}},
+		{Pool: "node-a", Device: "gpu-1", Consumed: []ResourceCount{{Name: "memory", Count: gib(10)}}},
+	}
+	if diff := cmp.Diff(want, h.Shares); diff != "" {
+		t.Errorf("shares (-want +got):\n%s", diff)
+	}
 }

@@ -209,12 +209,22 @@ func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 		a.pods[podIDOf(p.UID, p.Name)] = struct{}{}
 		addTo(a.resources, p.Requests)
 	}
+	shares := map[string]map[string]int64{}
 	for _, c := range claims {
 		a := ns(c.Namespace)
 		for _, d := range c.Devices {
 			if d.Pool == node {
 				a.devices[d.Device] = struct{}{}
 			}
+		}
+		for _, s := range c.Shares {
+			if s.Pool != node {
+				continue
+			}
+			if shares[s.Device] == nil {
+				shares[s.Device] = map[string]int64{}
+			}
+			addTo(shares[s.Device], s.Consumed)
 		}
 		for _, h := range c.Holders {
 			a.pods[podIDOf(h.UID, h.Name)] = struct{}{}
@@ -234,6 +244,10 @@ func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 		h.Namespaces = append(h.Namespaces, n)
 	}
 	sort.Slice(h.Namespaces, func(i, j int) bool { return h.Namespaces[i].Namespace < h.Namespaces[j].Namespace })
+	for device, consumed := range shares {
+		h.Shares = append(h.Shares, Share{Pool: node, Device: device, Consumed: sortedCounts(consumed)})
+	}
+	sort.Slice(h.Shares, func(i, j int) bool { return h.Shares[i].Device < h.Shares[j].Device })
 	return h
 }
 
@@ -255,8 +269,13 @@ func heldEqual(a, b *Held) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if a.Pods != b.Pods || len(a.Namespaces) != len(b.Namespaces) {
+	if a.Pods != b.Pods || len(a.Namespaces) != len(b.Namespaces) || len(a.Shares) != len(b.Shares) {
 		return false
+	}
+	for i := range a.Shares {
+		if a.Shares[i].Device != b.Shares[i].Device || !equalCounts(a.Shares[i].Consumed, b.Shares[i].Consumed) {
+			return false
+		}
 	}
 	for i := range a.Namespaces {
 		x, y := &a.Namespaces[i], &b.Namespaces[i]

@@ -152,6 +152,9 @@ type Claim struct {
 	Created              int64 // Unix seconds
 	// Devices are the allocation's results from DRADriver, sorted by pool then device.
 	Devices []Device
+	// Shares are the results that took a share of a device allowing several allocations
+	// (consumable capacity), sorted by pool then device; also in Devices.
+	Shares []Share
 	// Holders are the pods in status.reservedFor.
 	Holders []Holder
 	// Requests are the device requests of an unallocated claim (empty once allocated).
@@ -191,6 +194,16 @@ type Held struct {
 	Pods int32
 	// Namespaces is what each namespace holds here, sorted by namespace.
 	Namespaces []NamespaceHeld
+	// Shares is what the shares of the node's devices that allow several allocations
+	// consume, summed per device, sorted by device; nil when none.
+	Shares []Share
+}
+
+// Share is what allocated shares consume of one device that allows several allocations.
+type Share struct {
+	Pool, Device string
+	// Consumed is the capacity consumed, in thousandths (CapacityMilli), sorted by name.
+	Consumed []ResourceCount
 }
 
 // NamespaceHeld is what one namespace's pods hold on one node.

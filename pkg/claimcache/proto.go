@@ -17,9 +17,12 @@ limitations under the License.
 package claimcache
 
 import (
+	"errors"
 	"fmt"
+	"math"
 
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -62,7 +65,8 @@ const (
 	resultDriver = 2
 	resultPool   = 3
 	resultDevice = 4
-	resultAdmin  = 5 // adminAccess
+	resultAdmin  = 5  // adminAccess
+	resultShares = 10 // consumedCapacity
 
 	consumerAPIGroup = 1
 	consumerResource = 3
@@ -314,7 +318,7 @@ func decodeDeviceAllocation(b []byte, d *resourcev1.DeviceAllocationResult) erro
 		if m.Tag() != kubeproto.Bytes(devicesResults) {
 			continue
 		}
-		driver, pool, device, admin, err := decodeResult(m.Value())
+		driver, pool, device, admin, consumed, err := decodeResult(m.Value())
 		if err != nil {
 			return err
 		}
@@ -328,6 +332,9 @@ func decodeDeviceAllocation(b []byte, d *resourcev1.DeviceAllocationResult) erro
 		if admin {
 			r.AdminAccess = &admin
 		}
+		if r.ConsumedCapacity, err = decodeConsumed(consumed); err != nil {
+			return err
+		}
 		d.Results = append(d.Results, r)
 	}
 	return m.Err()
@@ -335,10 +342,15 @@ func decodeDeviceAllocation(b []byte, d *resourcev1.DeviceAllocationResult) erro
 
 // decodeResult reads a DeviceRequestAllocationResult's driver, pool and device, uncopied,
 // and whether it was given with admin access.
-func decodeResult(b []byte) (driver, pool, device []byte, admin bool, err error) {
+func decodeResult(b []byte) (driver, pool, device []byte, admin bool, consumed [][]byte, err error) {
 	m := kubeproto.NewMessage(b)
 	for m.Next() {
 		switch m.Tag() {
+		case kubeproto.Bytes(resultShares):
+			if len(consumed) == maxConsumed {
+				return nil, nil, nil, false, nil, tooMany("consumedCapacity", maxConsumed)
+			}
+			consumed = append(consumed, m.Value())
 		case kubeproto.Bytes(resultDriver):
 			driver = m.Value()
 		case kubeproto.Bytes(resultPool):
@@ -349,7 +361,35 @@ func decodeResult(b []byte) (driver, pool, device []byte, admin bool, err error)
 			admin = m.Varint() != 0
 		}
 	}
-	return driver, pool, device, admin, m.Err()
+	return driver, pool, device, admin, consumed, m.Err()
+}
+
+// maxConsumed bounds the consumedCapacity entries of one result (the API allows 32
+// capacities per device).
+const maxConsumed = 1024
+
+// decodeConsumed decodes a result's consumedCapacity entries, the last of a name winning as
+// in the generated decoder; nil when none. A quantity too long to parse safely is taken as
+// too large to fit (math.MaxInt64 units).
+func decodeConsumed(entries [][]byte) (map[resourcev1.QualifiedName]resource.Quantity, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make(map[resourcev1.QualifiedName]resource.Quantity, len(entries))
+	for _, e := range entries {
+		key, value, err := kubeproto.MapEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		var q resource.Quantity
+		if err := kubeproto.Quantity(value, &q); errors.Is(err, kubeproto.ErrAbsurdQuantity) {
+			q = *resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+		} else if err != nil {
+			return nil, err
+		}
+		out[resourcev1.QualifiedName(key)] = q
+	}
+	return out, nil
 }
 
 func decodeConsumer(b []byte, c *resourcev1.ResourceClaimConsumerReference) error {

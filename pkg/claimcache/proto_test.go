@@ -23,6 +23,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -130,6 +131,11 @@ func claimTable() []struct {
 	}
 	partlyAdmin.Status.Allocation.Devices.Results[0].AdminAccess = ptr(true)
 	partlyAdmin.Status.Allocation.Devices.Results[1].AdminAccess = ptr(false)
+	shares := allocated(requesting(claim("ml", "shares"), oneGPU), [][3]string{gpu("node-e", "gpu-1"), gpu("node-e", "gpu-0"), gpu("node-e", "gpu-1")}, "s")
+	for i, q := range []string{"30Gi", "50Gi", "1.5"} {
+		shares.Status.Allocation.Devices.Results[i].ShareID = ptr(types.UID(fmt.Sprintf("share-%d", i)))
+		shares.Status.Allocation.Devices.Results[i].ConsumedCapacity = map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(q), "cores": resource.MustParse("2")}
+	}
 	return []struct {
 		name  string
 		claim *resourcev1.ResourceClaim
@@ -137,6 +143,7 @@ func claimTable() []struct {
 	}{
 		{"admin access only: holds nothing", monitor, false},
 		{"admin access on one result", partlyAdmin, true},
+		{"shares of devices allowing several allocations", shares, true},
 		{"a full GPU", allocated(requesting(claim("ml", "one"), oneGPU), [][3]string{gpu("node-a", "gpu-0")}, "p"), true},
 		{"several devices over two requests", allocated(requesting(claim("ml", "eight"),
 			exact("a", "gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 4),

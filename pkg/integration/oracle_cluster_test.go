@@ -55,7 +55,8 @@ import (
 //	or-dra-mixed   DRA GPUs and device-plugin 1g.10gb devices: a pod's nvidia.com/gpu is
 //	               served by DRA (DeviceClass extendedResourceName), its 1g.10gb by the plugin
 //	or-dra-share   DRA consumable capacity: two GPUs that allow several allocations, 80Gi of
-//	               memory each (a share takes 80Gi unless it asks less); a share of 50Gi held
+//	               memory each (a share takes 80Gi unless it asks less, at least 10Gi); shares
+//	               of 50Gi and 30Gi held
 func (c *cluster) buildOracleCluster(t *testing.T) []oracleProbe {
 	t.Helper()
 	c.oracleClasses(t)
@@ -209,6 +210,7 @@ func (c *cluster) oracleHolders(t *testing.T) {
 		{pod: pinned("or-dra-dynmig", "dynmig", "", 0), claim: ptr.To(claimSpec(migClass, `device.attributes["gpu.nvidia.com"].profile == "1g.10gb"`, 1)), state: "running"},
 		{pod: withResources(pinned("or-dra-mixed", "dra-mixed", oracleGPU, 2), oracleMIG, 1), state: "running"},
 		{pod: pinned("or-dra-share", "share", "", 0), claim: withMemory(claimSpec(gpuClass, "", 1), "50Gi"), state: "running"},
+		{pod: pinned("or-dra-share", "share-2", "", 0), claim: withMemory(claimSpec(gpuClass, "", 1), "30Gi"), state: "running"},
 	} {
 		c.placeHolder(t, h.pod, h.claim, h.state)
 	}
@@ -368,8 +370,10 @@ func oracleProbes() []oracleProbe {
 		{node: "or-dra", class: gpuClass, cel: `device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"`},
 		{node: "or-dra-taint", class: gpuClass, status: whole}, {node: "or-dra-taint2", class: gpuClass, status: whole},
 		{node: "or-dra-shared", class: gpuClass, status: whole},
-		{node: "or-dra-dynmig", class: gpuClass, status: whole}, {node: "or-dra-dynmig", class: migClass, cel: profile, limit: 14},
+		{node: "or-dra-dynmig", class: gpuClass, status: whole}, {node: "or-dra-dynmig", class: migClass, cel: profile, limit: 14, status: unitsFree(inventory.DRAPartitionPrefix + "1g.10gb")},
 		dp("or-dra-mixed", oracleGPU, whole), dp("or-dra-mixed", oracleMIG, unitsFree(oracleMIG)),
 		{node: "or-dra-share", class: gpuClass, status: whole}, {node: "or-dra-share", class: gpuClass, memory: "30Gi", limit: 4},
+		// The smallest share (10Gi): the status's shared GPUs.
+		{node: "or-dra-share", class: gpuClass, memory: "10Gi", limit: 4, status: unitsFree(inventory.DRASharedResource)},
 	}
 }

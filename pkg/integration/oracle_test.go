@@ -70,7 +70,8 @@ type oracleProbe struct {
 	memory   string              // the claim asks each device for this much memory
 	tolerate bool                // the pod tolerates the GPU pool's node taint
 	// status is the operator's answer from the node's entry; nil where the status has no
-	// figure for this kind of question (DRA partitions).
+	// figure for this kind of question (a class probe with a CEL selector the status does not
+	// count by: a product no node has, a share of a given size).
 	status func(e *homelabv1.GpuNodeEntry, n int64) bool
 	limit  int64 // probe N up to this (default maxProbedN)
 }
@@ -101,8 +102,8 @@ func wholeFree(tolerate bool) func(*homelabv1.GpuNodeEntry, int64) bool {
 	}
 }
 
-// unitsFree is the status's answer for units of a device-plugin resource: free[], on a node
-// that can take pods, taints permitting.
+// unitsFree is the status's answer for units of a device-plugin resource or DRA partitions
+// of a profile: free[], on a node that can take pods, taints permitting.
 func unitsFree(res corev1.ResourceName) func(*homelabv1.GpuNodeEntry, int64) bool {
 	return func(e *homelabv1.GpuNodeEntry, n int64) bool {
 		i := slices.IndexFunc(e.Free, func(f homelabv1.ResourceFree) bool { return f.Resource == string(res) })

@@ -107,7 +107,7 @@ const maxFreeResources = 16
 // allocatable minus what its bound pods request (NodeResourcesFit); whole DRA GPUs are the
 // published gpu-<n> devices that are untainted, of which no device is allocated and whose
 // shared counters (if any) are all left; DRA partitions are counted per profile
-// (CounterFacts.free).
+// (CounterFacts.free), and DRA devices allowing several allocations as shares (sharedFree).
 func freeOf(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node, facts *DeviceFacts) (whole int32, units []homelabv1.ResourceFree) {
 	requested := map[string]int64{}
 	if held != nil {
@@ -131,6 +131,7 @@ func freeOf(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node,
 		blocked, partitions := facts.Counters.free(held)
 		whole = addSaturating(whole, int32(bits.OnesCount64(facts.WholeGPUs&^facts.TaintedGPUs&^held.HeldGPUs()&^blocked)))
 		units = append(units, partitions...)
+		units = append(units, sharedFree(facts.Shareable, held)...)
 	}
 	slices.SortFunc(units, func(a, b homelabv1.ResourceFree) int { return strings.Compare(a.Resource, b.Resource) })
 	if len(units) > maxFreeResources {

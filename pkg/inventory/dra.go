@@ -156,6 +156,7 @@ func DeviceFactsOf(slices []*resourcev1.ResourceSlice) *DeviceFacts {
 	b.mig(devs)
 	b.list(devs)
 	b.counters(slices, pools, devs)
+	b.shareable(devs)
 	b.summarise()
 	return b.facts
 }

@@ -75,17 +75,9 @@ type CounterUse struct {
 	Amounts []int64
 }
 
-// CounterMilli is a counter's value as CounterFacts holds it: in thousandths, a negative
-// value as 0 and one too large for thousandths in an int64 as math.MaxInt64.
-func CounterMilli(q resource.Quantity) int64 {
-	switch {
-	case q.Sign() <= 0:
-		return 0
-	case q.CmpInt64(math.MaxInt64/1000) >= 0:
-		return math.MaxInt64
-	}
-	return q.MilliValue()
-}
+// CounterMilli is a counter's or capacity's value as the facts hold it
+// (allocation.CapacityMilli).
+func CounterMilli(q resource.Quantity) int64 { return allocation.CapacityMilli(q) }
 
 // counters reads the newest generations' counter sets and the devices that consume them.
 func (b *factsBuilder) counters(in []*resourcev1.ResourceSlice, pools []poolGen, devs []draDevice) {

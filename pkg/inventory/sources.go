@@ -54,6 +54,9 @@ type DeviceFacts struct {
 	// Counters are the partitionable devices (DynamicMIG) and their counter sets; nil when
 	// no device consumes counters.
 	Counters *CounterFacts
+	// Shareable are the devices that allow several allocations (consumable capacity),
+	// sorted by name; nil when none.
+	Shareable []ShareableDevice
 	// Warnings say what could not be read (devices of several products, bad attributes).
 	Warnings []string
 }

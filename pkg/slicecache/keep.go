@@ -97,7 +97,16 @@ type device struct {
 type model struct {
 	kind, productName, architecture, computeCapability string
 	driverVersion, cudaDriverVersion, profile          string
-	consumes                                           *[]consumption // shared; nil when it draws on no counters
+	consumes                                           *[]consumption   // shared; nil when it draws on no counters
+	shares                                             *[]shareCapacity // shared; nil unless it allows several allocations
+}
+
+// shareCapacity is a capacity of a device that allows several allocations: its value and
+// the smallest share a request can take of it (inventory.SmallestShare), in thousandths.
+// Lists of them are sorted by name.
+type shareCapacity struct {
+	name            string
+	milli, smallest int64
 }
 
 // counter is a counter of a set, or what a device consumes of it: its value as
@@ -184,10 +193,24 @@ func (d *device) expand() resourcev1.Device {
 			out.Attributes[a.key.Name] = resourcev1.DeviceAttribute{StringValue: a.value}
 		}
 	}
-	if d.hasMemory {
-		out.Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
-			inventory.CapMemory.Name: {Value: *resource.NewQuantity(d.memory, resource.BinarySI)},
+	if d.model.shares != nil {
+		out.AllowMultipleAllocations = &allowMultiple
+		out.Capacity = make(map[resourcev1.QualifiedName]resourcev1.DeviceCapacity, len(*d.model.shares)+1)
+		for _, c := range *d.model.shares {
+			dc := resourcev1.DeviceCapacity{Value: *resource.NewMilliQuantity(c.milli, resource.DecimalSI)}
+			if c.smallest > 0 {
+				dc.RequestPolicy = &resourcev1.CapacityRequestPolicy{ValidRange: &resourcev1.CapacityRequestPolicyRange{
+					Min: resource.NewMilliQuantity(c.smallest, resource.DecimalSI)}}
+			}
+			out.Capacity[resourcev1.QualifiedName(c.name)] = dc
 		}
+	}
+	_, hasMemory := inventory.CapMemory.Capacity(&out) // a shared capacity stands for it
+	if d.hasMemory && !hasMemory {
+		if out.Capacity == nil {
+			out.Capacity = make(map[resourcev1.QualifiedName]resourcev1.DeviceCapacity, 1)
+		}
+		out.Capacity[inventory.CapMemory.Name] = resourcev1.DeviceCapacity{Value: *resource.NewQuantity(d.memory, resource.BinarySI)}
 	}
 	if d.model.consumes != nil {
 		out.ConsumesCounters = make([]resourcev1.DeviceCounterConsumption, len(*d.model.consumes))
@@ -203,6 +226,8 @@ func (d *device) expand() resourcev1.Device {
 	}
 	return out
 }
+
+var allowMultiple = true
 
 func expandCounters(cs []counter) map[string]resourcev1.Counter {
 	out := make(map[string]resourcev1.Counter, len(cs))
@@ -263,6 +288,7 @@ func (t *trimmer) device(d *resourcev1.Device) device {
 			cudaDriverVersion: inventory.AttrCuda.Value(d),
 			profile:           inventory.AttrProfile.Value(d),
 			consumes:          t.consumption(d.ConsumesCounters),
+			shares:            t.shareCapacities(d),
 		}),
 	}
 	out.memory, out.hasMemory = memoryBytes(d)
@@ -319,7 +345,40 @@ func (m model) copy() *model {
 		kind: strings.Clone(m.kind), productName: strings.Clone(m.productName), architecture: strings.Clone(m.architecture),
 		computeCapability: strings.Clone(m.computeCapability), driverVersion: strings.Clone(m.driverVersion),
 		cudaDriverVersion: strings.Clone(m.cudaDriverVersion), profile: strings.Clone(m.profile), consumes: m.consumes,
+		shares: m.shares,
 	}
+}
+
+// shareCapacities are a device's capacities as the cache keeps them when it allows several
+// allocations; nil when it does not.
+func (t *trimmer) shareCapacities(d *resourcev1.Device) *[]shareCapacity {
+	if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations {
+		return nil
+	}
+	cs := make([]shareCapacity, 0, len(d.Capacity))
+	for name, c := range d.Capacity {
+		cs = append(cs, shareCapacity{name: t.intern(string(name)), milli: inventory.CounterMilli(c.Value), smallest: inventory.SmallestShare(c.RequestPolicy)})
+	}
+	return t.sharedShares(cs)
+}
+
+// sharedShares sorts a device's share capacities by name (of a name given twice, the last
+// is kept) and returns the one copy of them the cached slices share. Its names must be
+// interned already.
+func (t *trimmer) sharedShares(cs []shareCapacity) *[]shareCapacity {
+	slices.SortStableFunc(cs, func(a, b shareCapacity) int { return strings.Compare(a.name, b.name) })
+	out := cs[:0]
+	for i, c := range cs {
+		if i+1 < len(cs) && cs[i+1].name == c.name {
+			continue
+		}
+		out = append(out, c)
+	}
+	key := binary.AppendUvarint([]byte{'m'}, uint64(len(out)))
+	for _, c := range out {
+		key = binary.AppendVarint(binary.AppendVarint(appendString(key, c.name), c.milli), c.smallest)
+	}
+	return t.share(key, &out).(*[]shareCapacity)
 }
 
 // counterMap is a counter map as the cache keeps it: sorted, shared.

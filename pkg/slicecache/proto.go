@@ -59,6 +59,12 @@ const (
 	deviceCapacity         = 3
 	deviceConsumesCounters = 4
 	deviceTaints           = 8
+	deviceAllowMultiple    = 12 // allowMultipleAllocations
+
+	capacityPolicy = 2 // DeviceCapacity.requestPolicy
+	policyValues   = 3 // CapacityRequestPolicy.validValues
+	policyRange    = 4
+	policyRangeMin = 1
 
 	attributeString  = 4
 	attributeVersion = 5
@@ -282,6 +288,8 @@ type deviceMessage struct {
 	memory, memoryAlt capacityEntry
 	consumes          [][]byte // the DeviceCounterConsumption messages
 	taints            [][]byte // the DeviceTaint messages
+	capacities        [][]byte // every capacity map entry
+	allowMultiple     bool
 }
 
 // decodeDevice decodes one Device message as trimmer.device makes it of the generated one.
@@ -293,6 +301,12 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 	consumes, err := t.decodeConsumption(d.consumes)
 	if err != nil {
 		return device{}, err
+	}
+	var shares *[]shareCapacity
+	if d.allowMultiple {
+		if shares, err = t.decodeShares(d.capacities); err != nil {
+			return device{}, err
+		}
 	}
 	out := device{
 		name:       t.intern(kubeproto.View(d.name)),
@@ -308,6 +322,7 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 			cudaDriverVersion: kubeproto.View(d.attrs[attrCuda].value()),
 			profile:           kubeproto.View(d.attrs[attrProfile].value()),
 			consumes:          consumes,
+			shares:            shares,
 		}),
 	}
 	capacity := d.memory
@@ -354,12 +369,18 @@ func (d *deviceMessage) read(b []byte) error {
 			if err != nil {
 				return err
 			}
+			if len(d.capacities) == maxCounterLists {
+				return errTooManyCounters
+			}
+			d.capacities = append(d.capacities, m.Value())
 			switch kubeproto.View(key) {
 			case string(inventory.CapMemory.Name):
 				d.memory = capacityEntry{present: true, value: value}
 			case string(inventory.CapMemory.Alt):
 				d.memoryAlt = capacityEntry{present: true, value: value}
 			}
+		case kubeproto.Varint(deviceAllowMultiple):
+			d.allowMultiple = m.Varint() != 0
 		case kubeproto.Bytes(deviceConsumesCounters):
 			if len(d.consumes) == maxCounterLists {
 				return errTooManyCounters
@@ -495,6 +516,83 @@ func counterMilli(b []byte) (int64, error) {
 		}
 	}
 	return inventory.CounterMilli(q), m.Err()
+}
+
+// decodeShares decodes the capacity map entries of a device that allows several
+// allocations as trimmer.shareCapacities keeps them.
+func (t *trimmer) decodeShares(entries [][]byte) (*[]shareCapacity, error) {
+	cs := make([]shareCapacity, len(entries))
+	for i, e := range entries {
+		key, value, err := kubeproto.MapEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		cs[i].name = t.intern(kubeproto.View(key))
+		if cs[i].milli, cs[i].smallest, err = shareCapacityOf(value); err != nil {
+			return nil, err
+		}
+	}
+	return t.sharedShares(cs), nil
+}
+
+// shareCapacityOf reads a DeviceCapacity message: its value and the smallest share, as
+// inventory.CounterMilli and inventory.SmallestShare read them. Repeated messages merge as
+// the generated decoder merges them; a quantity too long to parse safely is taken as too
+// large (math.MaxInt64).
+func shareCapacityOf(b []byte) (milli, smallest int64, err error) {
+	var value, rangeMin, firstValue resource.Quantity
+	var hasPolicy, hasRange, hasMin, hasValues bool
+	m := kubeproto.NewMessage(b)
+	for err == nil && m.Next() {
+		switch m.Tag() {
+		case kubeproto.Bytes(capacityValue):
+			err = kubeproto.Quantity(m.Value(), &value)
+		case kubeproto.Bytes(capacityPolicy):
+			hasPolicy = true
+			p := kubeproto.NewMessage(m.Value())
+			for err == nil && p.Next() {
+				switch p.Tag() {
+				case kubeproto.Bytes(policyValues):
+					if !hasValues {
+						hasValues, err = true, kubeproto.Quantity(p.Value(), &firstValue)
+					}
+				case kubeproto.Bytes(policyRange):
+					hasRange = true
+					r := kubeproto.NewMessage(p.Value())
+					for err == nil && r.Next() {
+						if r.Tag() == kubeproto.Bytes(policyRangeMin) {
+							hasMin, err = true, kubeproto.Quantity(r.Value(), &rangeMin)
+						}
+					}
+					if err == nil {
+						err = r.Err()
+					}
+				}
+			}
+			if err == nil {
+				err = p.Err()
+			}
+		}
+	}
+	if err == nil {
+		err = m.Err()
+	}
+	if errors.Is(err, kubeproto.ErrAbsurdQuantity) {
+		return math.MaxInt64, math.MaxInt64, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	policy := &resourcev1.CapacityRequestPolicy{}
+	switch {
+	case !hasPolicy:
+		policy = nil
+	case hasRange && hasMin:
+		policy.ValidRange = &resourcev1.CapacityRequestPolicyRange{Min: &rangeMin}
+	case hasValues:
+		policy.ValidValues = []resource.Quantity{firstValue}
+	}
+	return inventory.CounterMilli(value), inventory.SmallestShare(policy), nil
 }
 
 // capacityBytes is a DeviceCapacity message's value as memoryBytes reads it. A quantity too

@@ -93,6 +93,23 @@ func shapes(t testing.TB) map[string]*resourcev1.ResourceSlice {
 	consumer.Spec.Devices[1].ConsumesCounters = consumer.Spec.Devices[0].ConsumesCounters[:1]
 	out["counter consumers"] = consumer
 
+	shareable := slice("shareable", "n1", 1, 1, "580.126.9", "gpu-0", "gpu-1", "gpu-2")
+	q := func(v string) *resource.Quantity { return ptr(resource.MustParse(v)) }
+	d = shareable.Spec.Devices
+	d[0].AllowMultipleAllocations = ptr(true)
+	d[0].Capacity = map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+		"memory": {Value: resource.MustParse("80Gi"), RequestPolicy: &resourcev1.CapacityRequestPolicy{Default: q("80Gi"),
+			ValidRange: &resourcev1.CapacityRequestPolicyRange{Min: q("10Gi"), Step: q("10Gi")}}},
+		"cores": {Value: resource.MustParse("132"), RequestPolicy: &resourcev1.CapacityRequestPolicy{Default: q("4"),
+			ValidValues: []resource.Quantity{resource.MustParse("4"), resource.MustParse("8")}}},
+		"bandwidth": {Value: resource.MustParse("1.5"), RequestPolicy: &resourcev1.CapacityRequestPolicy{Default: q("1")}},
+		"links":     {Value: resource.MustParse("-2"), RequestPolicy: &resourcev1.CapacityRequestPolicy{ValidRange: &resourcev1.CapacityRequestPolicyRange{Max: q("1")}}},
+	}
+	d[1].AllowMultipleAllocations = ptr(true)
+	d[1].Capacity = nil
+	d[2].AllowMultipleAllocations = ptr(false)
+	out["shareable"] = shareable
+
 	other := slice("other-driver", "n1", 1, 1, "1", "dev-0")
 	other.Spec.Driver = "example.com/fpga"
 	out["other driver"] = other
