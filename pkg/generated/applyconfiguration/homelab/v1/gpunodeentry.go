@@ -78,9 +78,11 @@ type GpuNodeEntryApplyConfiguration struct {
 	UnschedulableFreeGpus *int32 `json:"unschedulableFreeGpus,omitempty"`
 	// Free is what a pod could still get of each device-plugin GPU resource the node
 	// allocates, in the resource's own unit (a GPU, a MIG device, a shared replica):
-	// allocatable minus what the node's bound pods request, as the scheduler counts it; and
-	// per DRA partition profile (mig.nvidia.com/<profile>), the partitions the node's shared
-	// counters still allow once the allocated devices took theirs.
+	// allocatable minus what the node's bound pods request, as the scheduler counts it; per
+	// DRA partition profile (mig.nvidia.com/<profile>), the partitions the node's shared
+	// counters still allow once the allocated devices took theirs; and as
+	// gpu.nvidia.com/shared, the DRA devices allowing several allocations on which a share
+	// of the smallest size is left.
 	Free []ResourceFreeApplyConfiguration `json:"free,omitempty"`
 	// Taints are the node's NoSchedule and NoExecute taints, as key=value:Effect (at most
 	// 8): its free GPUs are only for pods that tolerate them.
