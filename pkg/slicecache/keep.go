@@ -374,7 +374,11 @@ func (t *trimmer) sharedShares(cs []shareCapacity) *[]shareCapacity {
 		}
 		out = append(out, c)
 	}
-	key := binary.AppendUvarint([]byte{'m'}, uint64(len(out)))
+	if len(out) == 0 {
+		out = nil
+	}
+	var buf [256]byte
+	key := binary.AppendUvarint(append(buf[:0], 'm'), uint64(len(out)))
 	for _, c := range out {
 		key = binary.AppendVarint(binary.AppendVarint(appendString(key, c.name), c.milli), c.smallest)
 	}
@@ -417,14 +421,16 @@ func (t *trimmer) sharedCounters(cs []counter) []counter {
 	if len(out) == 0 {
 		out = nil
 	}
-	key := appendCounters([]byte{'c'}, out)
+	var buf [256]byte
+	key := appendCounters(append(buf[:0], 'c'), out)
 	return t.share(key, out).([]counter)
 }
 
 // sharedSets returns the one copy of a list of counter sets the cached slices share. Its
 // names and counters must be shared already.
 func (t *trimmer) sharedSets(sets []counterSet) *[]counterSet {
-	key := []byte{'s'}
+	var buf [512]byte
+	key := append(buf[:0], 's')
 	for _, s := range sets {
 		key = appendCounters(appendString(key, s.name), s.counters)
 	}
@@ -434,7 +440,8 @@ func (t *trimmer) sharedSets(sets []counterSet) *[]counterSet {
 // sharedConsumption returns the one copy of a device's consumption the cached slices share.
 // Its names and counters must be shared already.
 func (t *trimmer) sharedConsumption(cs []consumption) *[]consumption {
-	key := []byte{'u'}
+	var buf [256]byte
+	key := append(buf[:0], 'u')
 	for _, c := range cs {
 		key = appendCounters(appendString(key, c.set), c.counters)
 	}

@@ -288,7 +288,6 @@ type deviceMessage struct {
 	memory, memoryAlt capacityEntry
 	consumes          [][]byte // the DeviceCounterConsumption messages
 	taints            [][]byte // the DeviceTaint messages
-	capacities        [][]byte // every capacity map entry
 	allowMultiple     bool
 }
 
@@ -304,7 +303,7 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 	}
 	var shares *[]shareCapacity
 	if d.allowMultiple {
-		if shares, err = t.decodeShares(d.capacities); err != nil {
+		if shares, err = t.decodeShares(b); err != nil {
 			return device{}, err
 		}
 	}
@@ -369,10 +368,6 @@ func (d *deviceMessage) read(b []byte) error {
 			if err != nil {
 				return err
 			}
-			if len(d.capacities) == maxCounterLists {
-				return errTooManyCounters
-			}
-			d.capacities = append(d.capacities, m.Value())
 			switch kubeproto.View(key) {
 			case string(inventory.CapMemory.Name):
 				d.memory = capacityEntry{present: true, value: value}
@@ -518,19 +513,30 @@ func counterMilli(b []byte) (int64, error) {
 	return inventory.CounterMilli(q), m.Err()
 }
 
-// decodeShares decodes the capacity map entries of a device that allows several
-// allocations as trimmer.shareCapacities keeps them.
-func (t *trimmer) decodeShares(entries [][]byte) (*[]shareCapacity, error) {
-	cs := make([]shareCapacity, len(entries))
-	for i, e := range entries {
-		key, value, err := kubeproto.MapEntry(e)
+// decodeShares decodes the capacities of a Device message that allows several allocations
+// as trimmer.shareCapacities keeps them (read again: only such devices pay for it).
+func (t *trimmer) decodeShares(b []byte) (*[]shareCapacity, error) {
+	var cs []shareCapacity
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		if m.Tag() != kubeproto.Bytes(deviceCapacity) {
+			continue
+		}
+		if len(cs) == maxCounterLists {
+			return nil, errTooManyCounters
+		}
+		key, value, err := kubeproto.MapEntry(m.Value())
 		if err != nil {
 			return nil, err
 		}
-		cs[i].name = t.intern(kubeproto.View(key))
-		if cs[i].milli, cs[i].smallest, err = shareCapacityOf(value); err != nil {
+		c := shareCapacity{name: t.intern(kubeproto.View(key))}
+		if c.milli, c.smallest, err = shareCapacityOf(value); err != nil {
 			return nil, err
 		}
+		cs = append(cs, c)
+	}
+	if err := m.Err(); err != nil {
+		return nil, err
 	}
 	return t.sharedShares(cs), nil
 }
