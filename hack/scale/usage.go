@@ -395,28 +395,24 @@ func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, res *usage
 		return err
 	}
 	at := time.Now().Truncate(usage.Step).Add(-usageRuns * usage.Step) // the later readings' steps are scraped
-	read := func() error {
+	read := func(took *[]time.Duration) error {
 		start := time.Now()
 		devices, problem := reader.Read(ctx, at)
 		if problem.Reason != "" {
 			return fmt.Errorf("the reader: %s: %s", problem.Reason, problem.Message)
 		}
+		*took = append(*took, time.Since(start))
 		res.series = len(devices)
-		if reader.Covered() < usageWindow {
-			res.chunks = append(res.chunks, time.Since(start))
-		} else {
-			res.reader = append(res.reader, time.Since(start))
-		}
 		return nil
 	}
 	for len(res.chunks) <= int(usageWindow/usage.Chunk)+1 && reader.Covered() < usageWindow {
-		if err := read(); err != nil {
+		if err := read(&res.chunks); err != nil {
 			return err
 		}
 	}
 	for range usageRuns {
 		at = at.Add(usage.Step)
-		if err := read(); err != nil {
+		if err := read(&res.reader); err != nil {
 			return err
 		}
 	}
