@@ -21,6 +21,7 @@ limitations under the License.
 package usage
 
 import (
+	"cmp"
 	"hash/fnv"
 	"slices"
 	"strings"
@@ -119,22 +120,31 @@ func (s *Snapshot) Partial() bool {
 
 // Compute sums the devices per holder the operator knows: a device whose pod holds nothing
 // on its node is left out. prev is the snapshot before (nil: none): a holder idle then and
-// not busy since stays idle since the same time, although the window has moved on.
+// not busy since stays idle since the same time, although the window has moved on. It
+// reorders devices, those it counts first.
 func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *Snapshot) []Holder {
-	type key struct{ namespace, pod, node string }
-	index := make(map[key]int32, len(devices)/2+1)
-	out := make([]Holder, 0, len(devices)/2+1)
-	models := map[string]string{} // DCGM's model names in GFD's form, converted once
+	kept := devices[:0]
 	for i := range devices {
 		d := &devices[i]
-		if d.Pod == "" || !holders.Holds(d.Namespace, d.Pod, d.Node, d.UUID, d.Profile) {
-			continue
+		if d.Pod != "" && holders.Holds(d.Namespace, d.Pod, d.Node, d.UUID, d.Profile) {
+			kept = append(kept, *d)
 		}
-		k := key{d.Namespace, d.Pod, d.Node}
-		j, ok := index[k]
-		if !ok {
-			j = int32(len(out))
-			index[k] = j
+	}
+	// Sorted by holder, a holder's devices are adjacent: no map of holders is built.
+	slices.SortFunc(kept, func(a, b Device) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Pod, b.Pod), strings.Compare(a.Node, b.Node))
+	})
+	n := 0
+	for i := range kept {
+		if i == 0 || !sameHolder(&kept[i-1], &kept[i]) {
+			n++
+		}
+	}
+	out := make([]Holder, 0, n)
+	models := map[string]string{} // DCGM's model names in GFD's form, converted once
+	for i := range kept {
+		d := &kept[i]
+		if i == 0 || !sameHolder(&kept[i-1], d) {
 			model, ok := models[d.Model]
 			if !ok {
 				model = ModelOf(d.Model)
@@ -142,9 +152,8 @@ func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *
 			}
 			out = append(out, Holder{Namespace: d.Namespace, Pod: d.Pod, Node: d.Node, Model: model, Profiling: true})
 		}
-		add(&out[j], d)
+		add(&out[len(out)-1], d)
 	}
-	slices.SortFunc(out, compareHolders)
 	now := at.Unix()
 	for i := range out {
 		h := &out[i]
@@ -158,6 +167,10 @@ func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *
 		h.LongIdle = now-h.IdleSince > int64(s.IdleAfter/time.Second)
 	}
 	return out
+}
+
+func sameHolder(a, b *Device) bool {
+	return a.Namespace == b.Namespace && a.Pod == b.Pod && a.Node == b.Node
 }
 
 // add counts one device of a holder. A holder is idle since the latest of its devices.
