@@ -157,3 +157,46 @@ func TestPoolCountsDRAPartitions(t *testing.T) {
 		t.Errorf("partitions %v, want %v", got, want)
 	}
 }
+
+// Whatever the counters say (absurd, negative, fractional, missing), the free count neither
+// fails nor offers more partitions of a profile than the node publishes, nor more whole GPUs
+// than it has.
+func FuzzPartitionsFree(f *testing.F) {
+	f.Add("gpu-0-mig-1g10gb-19-3", "memory", "-5", "gpu-0-counter-set", "multiprocessors", "8e18", "gpu-1")
+	f.Add("gpu-1", "memory-slice-9", "1.5", "gpu-1-counter-set", "memory", "0", "gpu-0-mig-7g80gb-0-0")
+	f.Add("gpu-0", "copy-engines", "1e400", "gpu-0-counter-set", "decoders", "0.001", "")
+	f.Fuzz(func(t *testing.T, device, counter, value, set, setCounter, setValue, held string) {
+		s := draSlices(t, dra.H100DynMIG)
+		profiles := map[string]int32{}
+		for _, sl := range s {
+			for i := range sl.Spec.SharedCounters {
+				if cs := &sl.Spec.SharedCounters[i]; cs.Name == set {
+					if q, err := resource.ParseQuantity(setValue); err == nil {
+						cs.Counters[setCounter] = resourcev1.Counter{Value: q}
+					}
+				}
+			}
+			for i := range sl.Spec.Devices {
+				d := &sl.Spec.Devices[i]
+				if p := AttrProfile.Value(d); p != "" {
+					profiles[DRAPartitionPrefix+p]++
+				}
+				if d.Name != device || len(d.ConsumesCounters) == 0 {
+					continue
+				}
+				if q, err := resource.ParseQuantity(value); err == nil {
+					d.ConsumesCounters[0].Counters[counter] = resourcev1.Counter{Value: q}
+				}
+			}
+		}
+		whole, free := draFree(s, held)
+		if whole < 0 || whole > 2 {
+			t.Fatalf("%d whole GPUs free of 2", whole)
+		}
+		for _, u := range free {
+			if u.Free < 0 || u.Free > profiles[u.Resource] {
+				t.Fatalf("%s: %d free of %d published", u.Resource, u.Free, profiles[u.Resource])
+			}
+		}
+	})
+}
