@@ -34,6 +34,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 )
 
 // unfinishedPods is the field selector of the scheduler's pod informer: finished pods hold
@@ -317,12 +319,31 @@ func (r *podReader) node(ctx context.Context, name string) error {
 	return r.read(ctx, true, opts, func(node string) bool { return node == name })
 }
 
-// all reads the pods of the nodes in one list of every pod, and only those: what was read
-// before is dropped.
+// all reads the pods of the nodes, and only those, from every pod: namespace by namespace,
+// a few at a time, where namespaces may be listed (the API server encodes the lists on
+// several cores), else in one list. What was read before is dropped.
 func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 	r.pods, r.usage = nil, nil
 	opts := metav1.ListOptions{FieldSelector: unfinishedPods, Limit: listChunk}
-	return r.read(ctx, false, opts, func(node string) bool { return nodes[node] })
+	on := func(node string) bool { return nodes[node] }
+	if r.c.kube == nil {
+		client, err := streamClient(r.cfg)
+		if err != nil {
+			return err
+		}
+		if names, _, err := podcache.SplitNamespaces(ctx, client, ""); err == nil && names != nil {
+			_, err := podStream.StreamEach(ctx, client, names, podcache.Listers, opts, func(string) func([]byte) error {
+				return kubeproto.Decoded("pod", readPod, func(p *corev1.Pod) error {
+					if on(p.Spec.NodeName) && !finished(p) {
+						r.add(p)
+					}
+					return nil
+				})
+			})
+			return r.c.explainList(err, listPods(""))
+		}
+	}
+	return r.read(ctx, false, opts, on)
 }
 
 // read lists pods and adds those on the nodes on selects (an API server that ignores the

@@ -276,7 +276,8 @@ func compareLoads(t *testing.T, objs []runtime.Object, run func(*clients) result
 
 // What loadCluster reads from an API server (Nodes from a WatchList, else a list; pods,
 // slices and claims as protobuf streams, decoded by hand) is what it reads through a
-// clientset, pods listed node by node or all at once.
+// clientset, pods listed node by node or all at once (in one list, or namespace by
+// namespace where namespaces may be listed).
 func TestLoadClusterFromAnAPIServer(t *testing.T) {
 	objs := mixedCluster(t)
 	questions := map[string]question{"pinned": {}, "templated": {}, "mig": {freeDevices: true}}
@@ -289,12 +290,29 @@ func TestLoadClusterFromAnAPIServer(t *testing.T) {
 		}
 	}
 	defer func(limit int) { maxNodeLists = limit }(maxNodeLists)
+	namespaces := map[string]bool{}
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			namespaces[p.Namespace] = true
+		}
+	}
+	if len(namespaces) < 2 {
+		t.Fatalf("the cluster's pods are in %d namespaces: the lists by namespace need two", len(namespaces))
+	}
 	for _, watchList := range []bool{true, false} {
-		server := prototest.NewServer(t, prototest.Options{NoWatchList: !watchList}, prototest.Nodes, prototest.Pods,
-			prototest.ResourceSlices, prototest.ResourceClaims, deviceClasses)
+		resources := []prototest.Resource{prototest.Nodes, prototest.Pods, prototest.ResourceSlices, prototest.ResourceClaims, deviceClasses}
+		if !watchList { // and namespaces served: the pods of every node are listed namespace by namespace
+			resources = append(resources, prototest.Namespaces)
+		}
+		server := prototest.NewServer(t, prototest.Options{NoWatchList: !watchList}, resources...)
 		for _, o := range objs {
 			if _, template := o.(*resourcev1.ResourceClaimTemplate); !template {
 				server.Set(o)
+			}
+		}
+		if !watchList {
+			for ns := range namespaces {
+				server.Set(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 			}
 		}
 		for name, q := range questions {
