@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -86,8 +87,16 @@ func (b *factsBuilder) counters(in []*resourcev1.ResourceSlice, pools []poolGen,
 		b.warn("more than %d counter sets: the rest not read", maxCounterSets)
 		sets = sets[:maxCounterSets]
 	}
-	var out []CounterDevice
-	shared := map[string][]CounterUse{}
+	n := 0
+	for _, d := range devs {
+		if len(d.dev.ConsumesCounters) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	out := make([]CounterDevice, 0, min(n, maxCounterDevices))
 	for _, d := range devs {
 		if len(d.dev.ConsumesCounters) == 0 || d.kind != draTypeGPU && d.kind != draTypeMIG {
 			continue
@@ -101,11 +110,7 @@ func (b *factsBuilder) counters(in []*resourcev1.ResourceSlice, pools []poolGen,
 			b.warn("device %s consumes a counter its pool does not publish: not counted", Cut(d.dev.Name, 64))
 			continue
 		}
-		if s, ok := shared[key]; ok {
-			uses = s
-		} else {
-			shared[key] = uses
-		}
+		uses = sharedCounters.share("u"+key, uses).([]CounterUse)
 		cd := CounterDevice{Name: d.dev.Name, GPU: -1, Tainted: noScheduleTaint(d.dev), Uses: uses}
 		if d.kind == draTypeMIG {
 			cd.Profile = Cut(AttrProfile.Value(d.dev), 64)
@@ -145,9 +150,17 @@ func counterSets(in []*resourcev1.ResourceSlice, pools []poolGen) []CounterSet {
 			}
 			slices.Sort(set.Counters)
 			set.Values = make([]int64, len(set.Counters))
+			key := make([]byte, 0, 256)
 			for j, name := range set.Counters {
 				set.Values[j] = CounterMilli(cs.Counters[name].Value)
+				key = strconv.AppendInt(append(key, ','), set.Values[j], 10)
 			}
+			set.Values = sharedCounters.share("v"+string(key), set.Values).([]int64)
+			names := make([]byte, 0, 256)
+			for _, name := range set.Counters {
+				names = append(strconv.AppendInt(append(names, ','), int64(len(name)), 10), name...)
+			}
+			set.Counters = sharedCounters.share("n"+string(names), set.Counters).([]string)
 			all = append(all, found{set, s.Name})
 		}
 	}
@@ -214,6 +227,33 @@ func noScheduleTaint(d *resourcev1.Device) bool {
 		}
 	}
 	return false
+}
+
+// sharedCounters holds the counter names, values and uses that nodes' facts share: the
+// devices at one placement of every GPU of a kind consume alike, on every node of the kind.
+var sharedCounters = &contentTable{}
+
+// maxShared bounds contentTable: a full table starts over (facts keep what they have).
+const maxShared = 4096
+
+// contentTable holds one copy of each read-only value by a key of its content.
+type contentTable struct {
+	mu     sync.Mutex
+	values map[string]any
+}
+
+// share returns the value held under key, holding v there first if there is none.
+func (t *contentTable) share(key string, v any) any {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if held, ok := t.values[key]; ok {
+		return held
+	}
+	if t.values == nil || len(t.values) >= maxShared {
+		t.values = map[string]any{}
+	}
+	t.values[key] = v
+	return v
 }
 
 // DRAPartitionPrefix names a DRA partition profile in a node's free units, as the NVIDIA

@@ -18,6 +18,7 @@ package inventory
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -76,6 +77,13 @@ func (b *factsBuilder) shareable(devs []draDevice) {
 			sd.Capacity = append(sd.Capacity, ShareCapacity{Name: string(name), Value: CounterMilli(c.Value), Smallest: SmallestShare(c.RequestPolicy)})
 		}
 		slices.SortFunc(sd.Capacity, func(a, c ShareCapacity) int { return strings.Compare(a.Name, c.Name) })
+		key := make([]byte, 0, 128)
+		for _, c := range sd.Capacity {
+			key = strconv.AppendInt(append(key, ','), int64(len(c.Name)), 10)
+			key = strconv.AppendInt(append(append(key, c.Name...), ','), c.Value, 10)
+			key = strconv.AppendInt(append(key, ','), c.Smallest, 10)
+		}
+		sd.Capacity = sharedCounters.share("c"+string(key), sd.Capacity).([]ShareCapacity)
 		b.facts.Shareable = append(b.facts.Shareable, sd)
 	}
 }
