@@ -147,28 +147,31 @@ func TestFitMatchesTheScheduler(t *testing.T) {
 }
 
 // whySaysWhatTheSchedulerSays: for a pod no node can take, `kubectl gpuinv why` gives the
-// reasons, with the counts, of the scheduler's FailedScheduling event.
+// scheduler's FailedScheduling event word for word: the reasons with their counts, and
+// preemption's.
 func (c *cluster) whySaysWhatTheSchedulerSays(t *testing.T) {
 	t.Helper()
 	pod := withResources(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: oracleNS, Name: "too-big"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "big"}}}}, oracleGPU, 12)
 	c.createPod(t, pod)
 	ev := c.waitFailedScheduling(t, pod, "nodes are available")
-	want, _, _ := strings.Cut(ev.Message, " preemption:")
 	r := runPlugin(context.Background(), c.env.KubeconfigPath(), "why", "-n", oracleNS, "too-big", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("why: exit %d, stderr %s", r.code, r.err)
 	}
 	var got struct {
-		Message string `json:"message"`
+		Message    string `json:"message"`
+		Preemption struct {
+			Message string `json:"message"`
+		} `json:"preemption"`
 	}
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
 		t.Fatalf("why -o json: %v\n%s", err, r.out)
 	}
-	if got.Message != want {
-		t.Errorf("why says\n  %s\nthe scheduler's event says\n  %s", got.Message, want)
+	if whole := got.Message + " " + got.Preemption.Message; whole != ev.Message {
+		t.Errorf("why says\n  %s\nthe scheduler's event says\n  %s", whole, ev.Message)
 	}
-	t.Logf("why and the scheduler: %s", want)
+	t.Logf("why and the scheduler: %s", ev.Message)
 }
 
 // fitAgreesWithTheScheduler: `kubectl gpuinv fit -f` on a Deployment's replicas says what the

@@ -325,7 +325,8 @@ func notes(n homelabv1.GpuNodeEntry, now time.Time) []cell {
 }
 
 // freeParts says what a pod could still get of the node's parts of GPUs, which FREE (whole
-// GPUs) leaves out: MIG devices per profile, shared replicas; "" when none.
+// GPUs) leaves out: MIG devices per profile (device plugin or DRA partitions), shared
+// replicas, DRA GPUs with a share left; "" when none.
 func freeParts(n homelabv1.GpuNodeEntry) string {
 	if !n.Ready || slices.Contains(n.Conditions, inventory.NodeCordoned) {
 		return ""
@@ -339,6 +340,10 @@ func freeParts(n homelabv1.GpuNodeEntry) string {
 		switch {
 		case strings.HasPrefix(f.Resource, "nvidia.com/mig-"):
 			parts = append(parts, fmt.Sprintf("%dx%s", f.Free, strings.TrimPrefix(f.Resource, "nvidia.com/mig-")))
+		case strings.HasPrefix(f.Resource, inventory.DRAPartitionPrefix):
+			parts = append(parts, fmt.Sprintf("%dx%s", f.Free, strings.TrimPrefix(f.Resource, inventory.DRAPartitionPrefix)))
+		case f.Resource == inventory.DRASharedResource:
+			parts = append(parts, fmt.Sprintf("%d shared", f.Free))
 		case f.Resource == "nvidia.com/gpu" && shape.SingleMIGProfile != "":
 			parts = append(parts, fmt.Sprintf("%dx%s", f.Free, shape.SingleMIGProfile))
 		case f.Resource == "nvidia.com/gpu.shared" || f.Resource == "nvidia.com/gpu" && shape.Replicas > 1:

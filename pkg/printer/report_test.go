@@ -149,3 +149,25 @@ func TestReportWaitingLines(t *testing.T) {
 		t.Errorf("no Waiting line in the header:\n%s", got)
 	}
 }
+
+// The notes say what a pod could still get of parts of GPUs, whichever serves them: the device
+// plugin's MIG devices and shared replicas, DRA partitions and DRA GPUs with a share left.
+func TestFreePartsNameEveryKindOfPart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node homelabv1.GpuNodeEntry
+		want string
+	}{
+		{"device-plugin MIG", homelabv1.GpuNodeEntry{Ready: true, Free: []homelabv1.ResourceFree{
+			{Resource: "nvidia.com/mig-1g.10gb", Free: 3}, {Resource: "nvidia.com/mig-3g.40gb", Free: 0}}}, "3x1g.10gb"},
+		{"DRA partitions and shares", homelabv1.GpuNodeEntry{Ready: true, Free: []homelabv1.ResourceFree{
+			{Resource: inventory.DRAPartitionPrefix + "1g.10gb", Free: 7}, {Resource: inventory.DRAPartitionPrefix + "7g.80gb", Free: 1},
+			{Resource: inventory.DRASharedResource, Free: 2}}}, "7x1g.10gb+1x7g.80gb+2 shared"},
+		{"time-sliced", homelabv1.GpuNodeEntry{Ready: true, Free: []homelabv1.ResourceFree{{Resource: "nvidia.com/gpu.shared", Free: 5}}}, "5 replicas"},
+		{"not ready", homelabv1.GpuNodeEntry{Free: []homelabv1.ResourceFree{{Resource: inventory.DRASharedResource, Free: 2}}}, ""},
+	} {
+		if got := freeParts(tc.node); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
