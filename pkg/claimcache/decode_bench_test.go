@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // The hand decoder (decodeMinimal) against what client-go's protobuf serializer does (the
@@ -144,23 +144,24 @@ func decodeBenchRealClaim(tb testing.TB) *resourcev1.ResourceClaim {
 }
 
 // decodeBenchDecoders are the two ways to what the tracker keeps of a claim.
-var decodeBenchDecoders = []struct {
-	name   string
-	decode func([]byte) (*allocation.Claim, error)
-}{
-	{"hand", func(b []byte) (*allocation.Claim, error) {
-		c, err := decodeMinimal(b)
-		if err != nil {
-			return nil, err
+var decodeBenchDecoders = []prototest.Decoder[*allocation.Claim]{
+	{Name: "hand", Make: func() func([]byte) (*allocation.Claim, error) {
+		return func(b []byte) (*allocation.Claim, error) {
+			c, err := decodeMinimal(b)
+			if err != nil {
+				return nil, err
+			}
+			return allocation.FromClaim(c), nil
 		}
-		return allocation.FromClaim(c), nil
 	}},
-	{"generated+FromClaim", func(b []byte) (*allocation.Claim, error) {
-		c := &resourcev1.ResourceClaim{}
-		if err := c.Unmarshal(b); err != nil {
-			return nil, err
+	{Name: "generated+FromClaim", Make: func() func([]byte) (*allocation.Claim, error) {
+		return func(b []byte) (*allocation.Claim, error) {
+			c := &resourcev1.ResourceClaim{}
+			if err := c.Unmarshal(b); err != nil {
+				return nil, err
+			}
+			return allocation.FromClaim(c), nil
 		}
-		return allocation.FromClaim(c), nil
 	}},
 }
 
@@ -169,11 +170,11 @@ var decodeBenchDecoders = []struct {
 func TestDecodeBenchDecodersAgree(t *testing.T) {
 	for _, set := range decodeBenchSets(t) {
 		for i, data := range set.data {
-			want, err := decodeBenchDecoders[1].decode(data)
+			want, err := decodeBenchDecoders[1].Make()(data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := decodeBenchDecoders[0].decode(data)
+			got, err := decodeBenchDecoders[0].Make()(data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,48 +191,9 @@ func TestDecodeBenchDecodersAgree(t *testing.T) {
 // BenchmarkDecodeBenchClaim decodes one claim per op, cycling through a set of a thousand;
 // held-B/obj is the heap the kept claims hold per claim once the garbage is collected.
 func BenchmarkDecodeBenchClaim(b *testing.B) {
+	var sets []prototest.Inputs
 	for _, set := range decodeBenchSets(b) {
-		for _, d := range decodeBenchDecoders {
-			b.Run(set.name+"/"+d.name, func(b *testing.B) {
-				held := decodeBenchHeld(b, set.data, d.decode)
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					if _, err := d.decode(set.data[i%len(set.data)]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(held, "held-B/obj") // after the loop, which clears metrics
-				b.ReportMetric(decodeBenchWireBytes(set.data), "wire-B/obj")
-			})
-		}
+		sets = append(sets, prototest.Inputs{Name: set.name, Data: set.data})
 	}
-}
-
-// decodeBenchHeld decodes every input, keeps the results and returns the heap they hold per
-// input once the garbage is collected.
-func decodeBenchHeld(tb testing.TB, data [][]byte, decode func([]byte) (*allocation.Claim, error)) float64 {
-	kept := make([]*allocation.Claim, len(data))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i, d := range data {
-		c, err := decode(d)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		kept[i] = c
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(kept)
-	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(data))
-}
-
-// decodeBenchWireBytes is the inputs' mean size.
-func decodeBenchWireBytes(data [][]byte) float64 {
-	total := 0
-	for _, d := range data {
-		total += len(d)
-	}
-	return float64(total) / float64(len(data))
+	prototest.DecodeBench(b, sets, decodeBenchDecoders, false)
 }

@@ -18,7 +18,6 @@ package podcache
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // The hand decoder (decodePod) against what client-go's protobuf serializer does (the
@@ -192,17 +192,14 @@ func (t *decodeBenchInterner) pod(p *allocation.Pod) {
 
 // decodeBenchDecoders are the two ways to what the tracker keeps of a pod (nil for a pod
 // without GPUs).
-var decodeBenchDecoders = []struct {
-	name string
-	make func() func([]byte) (*allocation.Pod, error)
-}{
-	{"hand", func() func([]byte) (*allocation.Pod, error) {
+var decodeBenchDecoders = []prototest.Decoder[*allocation.Pod]{
+	{Name: "hand", Make: func() func([]byte) (*allocation.Pod, error) {
 		return func(b []byte) (*allocation.Pod, error) {
 			p, _, err := decodePod(b)
 			return p, err
 		}
 	}},
-	{"generated+FromPod", func() func([]byte) (*allocation.Pod, error) {
+	{Name: "generated+FromPod", Make: func() func([]byte) (*allocation.Pod, error) {
 		t := &decodeBenchInterner{}
 		return func(b []byte) (*allocation.Pod, error) {
 			full := &corev1.Pod{}
@@ -222,7 +219,7 @@ var decodeBenchDecoders = []struct {
 // compares equal work.
 func TestDecodeBenchDecodersAgree(t *testing.T) {
 	for _, set := range decodeBenchSets(t) {
-		hand, generated := decodeBenchDecoders[0].make(), decodeBenchDecoders[1].make()
+		hand, generated := decodeBenchDecoders[0].Make(), decodeBenchDecoders[1].Make()
 		kept := 0
 		for i, data := range set.data {
 			want, err := generated(data)
@@ -250,51 +247,9 @@ func TestDecodeBenchDecodersAgree(t *testing.T) {
 // held-B/obj is the heap the kept pods hold per pod of the set once the garbage is collected
 // (after one pass that fills the tables of shared strings).
 func BenchmarkDecodeBenchPod(b *testing.B) {
+	var sets []prototest.Inputs
 	for _, set := range decodeBenchSets(b) {
-		for _, d := range decodeBenchDecoders {
-			b.Run(set.name+"/"+d.name, func(b *testing.B) {
-				decode := d.make()
-				held := decodeBenchHeld(b, set.data, decode)
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					if _, err := decode(set.data[i%len(set.data)]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(held, "held-B/obj") // after the loop, which clears metrics
-				b.ReportMetric(decodeBenchWireBytes(set.data), "wire-B/obj")
-			})
-		}
+		sets = append(sets, prototest.Inputs{Name: set.name, Data: set.data})
 	}
-}
-
-// decodeBenchHeld decodes every input, keeps the results and returns the heap they hold per
-// input once the garbage is collected; the tables of shared strings are filled first.
-func decodeBenchHeld(tb testing.TB, data [][]byte, decode func([]byte) (*allocation.Pod, error)) float64 {
-	for _, d := range data {
-		if _, err := decode(d); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	kept := make([]*allocation.Pod, len(data))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i, d := range data {
-		kept[i], _ = decode(d)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(kept)
-	runtime.KeepAlive(decode)
-	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(data))
-}
-
-// decodeBenchWireBytes is the inputs' mean size.
-func decodeBenchWireBytes(data [][]byte) float64 {
-	total := 0
-	for _, d := range data {
-		total += len(d)
-	}
-	return float64(total) / float64(len(data))
+	prototest.DecodeBench(b, sets, decodeBenchDecoders, true)
 }

@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // The hand decoder (decodeSlice) against what client-go's protobuf serializer does (the
@@ -157,15 +157,12 @@ func decodeBenchRealSlices(tb testing.TB) []*resourcev1.ResourceSlice {
 
 // decodeBenchDecoders are the two ways to a cached slice: each call of a maker returns a
 // decoder with a fresh trimmer, as a cache starts with.
-var decodeBenchDecoders = []struct {
-	name string
-	make func() func([]byte) (any, error)
-}{
-	{"hand", func() func([]byte) (any, error) {
+var decodeBenchDecoders = []prototest.Decoder[any]{
+	{Name: "hand", Make: func() func([]byte) (any, error) {
 		t := &trimmer{}
 		return func(b []byte) (any, error) { return t.decodeSlice(b) }
 	}},
-	{"generated+trim", func() func([]byte) (any, error) {
+	{Name: "generated+trim", Make: func() func([]byte) (any, error) {
 		t := &trimmer{}
 		return func(b []byte) (any, error) {
 			s := &resourcev1.ResourceSlice{}
@@ -181,7 +178,7 @@ var decodeBenchDecoders = []struct {
 // benchmark compares equal work.
 func TestDecodeBenchDecodersAgree(t *testing.T) {
 	for _, set := range decodeBenchSets(t) {
-		hand, generated := decodeBenchDecoders[0].make(), decodeBenchDecoders[1].make()
+		hand, generated := decodeBenchDecoders[0].Make(), decodeBenchDecoders[1].Make()
 		for i, data := range set.data {
 			want, err := generated(data)
 			if err != nil {
@@ -205,50 +202,9 @@ func TestDecodeBenchDecodersAgree(t *testing.T) {
 // held-B/obj is the heap the cache holds per slice after decoding the whole set with a fresh
 // trimmer (its shared tables included), once the garbage is collected.
 func BenchmarkDecodeBenchSlice(b *testing.B) {
+	var sets []prototest.Inputs
 	for _, set := range decodeBenchSets(b) {
-		for _, d := range decodeBenchDecoders {
-			b.Run(set.name+"/"+d.name, func(b *testing.B) {
-				held := decodeBenchHeld(b, set.data, d.make())
-				decode := d.make()
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					if _, err := decode(set.data[i%len(set.data)]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(held, "held-B/obj") // after the loop, which clears metrics
-				b.ReportMetric(decodeBenchWireBytes(set.data), "wire-B/obj")
-			})
-		}
+		sets = append(sets, prototest.Inputs{Name: set.name, Data: set.data})
 	}
-}
-
-// decodeBenchHeld decodes every input, keeps the results and returns the heap they hold per
-// input once the garbage is collected.
-func decodeBenchHeld(tb testing.TB, data [][]byte, decode func([]byte) (any, error)) float64 {
-	kept := make([]any, len(data))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i, d := range data {
-		s, err := decode(d)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		kept[i] = s
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(kept)
-	runtime.KeepAlive(decode) // and its trimmer's shared tables
-	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(data))
-}
-
-// decodeBenchWireBytes is the inputs' mean size.
-func decodeBenchWireBytes(data [][]byte) float64 {
-	total := 0
-	for _, d := range data {
-		total += len(d)
-	}
-	return float64(total) / float64(len(data))
+	prototest.DecodeBench(b, sets, decodeBenchDecoders, false)
 }
