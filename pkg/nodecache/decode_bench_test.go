@@ -26,7 +26,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
 
 // The hand decoder (DecodeNode) against what client-go's protobuf serializer does (the
@@ -226,12 +226,9 @@ func decodeBenchManagedFields(n *corev1.Node) []metav1.ManagedFieldsEntry {
 
 // decodeBenchDecoders are the two ways to a cached node: each call of a maker returns a
 // decoder with a fresh trimmer, as a cache starts with.
-var decodeBenchDecoders = []struct {
-	name string
-	make func() func([]byte) (*corev1.Node, error)
-}{
-	{"hand", func() func([]byte) (*corev1.Node, error) { return NewNodeTrimmer(nil).DecodeNode }},
-	{"generated+trim", func() func([]byte) (*corev1.Node, error) {
+var decodeBenchDecoders = []prototest.Decoder[*corev1.Node]{
+	{Name: "hand", Make: func() func([]byte) (*corev1.Node, error) { return NewNodeTrimmer(nil).DecodeNode }},
+	{Name: "generated+trim", Make: func() func([]byte) (*corev1.Node, error) {
 		t := NewNodeTrimmer(nil)
 		return func(b []byte) (*corev1.Node, error) {
 			n := &corev1.Node{}
@@ -247,7 +244,7 @@ var decodeBenchDecoders = []struct {
 // benchmark compares equal work.
 func TestDecodeBenchDecodersAgree(t *testing.T) {
 	for _, set := range decodeBenchSets(t) {
-		hand, generated := decodeBenchDecoders[0].make(), decodeBenchDecoders[1].make()
+		hand, generated := decodeBenchDecoders[0].Make(), decodeBenchDecoders[1].Make()
 		for i, data := range set.data {
 			want, err := generated(data)
 			if err != nil {
@@ -271,50 +268,9 @@ func TestDecodeBenchDecodersAgree(t *testing.T) {
 // held-B/obj is the heap the cache holds per node after decoding the whole set with a fresh
 // trimmer (its shared tables included), once the garbage is collected.
 func BenchmarkDecodeBenchNode(b *testing.B) {
+	var sets []prototest.Inputs
 	for _, set := range decodeBenchSets(b) {
-		for _, d := range decodeBenchDecoders {
-			b.Run(set.name+"/"+d.name, func(b *testing.B) {
-				held := decodeBenchHeld(b, set.data, d.make())
-				decode := d.make()
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					if _, err := decode(set.data[i%len(set.data)]); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(held, "held-B/obj") // after the loop, which clears metrics
-				b.ReportMetric(decodeBenchWireBytes(set.data), "wire-B/obj")
-			})
-		}
+		sets = append(sets, prototest.Inputs{Name: set.name, Data: set.data})
 	}
-}
-
-// decodeBenchHeld decodes every input, keeps the results and returns the heap they hold per
-// input once the garbage is collected.
-func decodeBenchHeld(tb testing.TB, data [][]byte, decode func([]byte) (*corev1.Node, error)) float64 {
-	kept := make([]*corev1.Node, len(data))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i, d := range data {
-		n, err := decode(d)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		kept[i] = n
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(kept)
-	runtime.KeepAlive(decode) // and its trimmer's shared tables
-	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(data))
-}
-
-// decodeBenchWireBytes is the inputs' mean size.
-func decodeBenchWireBytes(data [][]byte) float64 {
-	total := 0
-	for _, d := range data {
-		total += len(d)
-	}
-	return float64(total) / float64(len(data))
+	prototest.DecodeBench(b, sets, decodeBenchDecoders, false)
 }
