@@ -17,15 +17,9 @@ limitations under the License.
 package nodecache
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +28,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
@@ -138,31 +131,13 @@ func decodeBenchHasCondition(n *corev1.Node, t corev1.NodeConditionType) bool {
 // decodeBenchRealNodes reads the GPU nodes of testdata (copied from real publishers' objects).
 func decodeBenchRealNodes(tb testing.TB) []*corev1.Node {
 	var nodes []*corev1.Node
-	files, err := filepath.Glob("testdata/*.yaml")
-	if err != nil || len(files) == 0 {
-		tb.Fatalf("testdata: %v (%d files)", err, len(files))
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
+	for _, doc := range prototest.YAMLDocuments(tb, "testdata/*.yaml") {
+		n := &corev1.Node{}
+		if err := yaml.UnmarshalStrict(doc.YAML, n); err != nil {
+			tb.Fatalf("%s: %v", doc.File, err)
 		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				tb.Fatalf("%s: %v", f, err)
-			}
-			n := &corev1.Node{}
-			if err := yaml.UnmarshalStrict(doc, n); err != nil {
-				tb.Fatalf("%s: %v", f, err)
-			}
-			if n.Kind == "Node" {
-				nodes = append(nodes, n)
-			}
+		if n.Kind == "Node" {
+			nodes = append(nodes, n)
 		}
 	}
 	return nodes

@@ -17,13 +17,7 @@ limitations under the License.
 package slicecache
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -32,7 +26,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
@@ -121,35 +114,17 @@ func decodeBenchServerMeta(s *resourcev1.ResourceSlice, i int) *resourcev1.Resou
 // NVIDIA's DRA driver publishes); the list's field selector leaves out other drivers'.
 func decodeBenchRealSlices(tb testing.TB) []*resourcev1.ResourceSlice {
 	var slices []*resourcev1.ResourceSlice
-	files, err := filepath.Glob("testdata/*.yaml")
-	if err != nil || len(files) == 0 {
-		tb.Fatalf("testdata: %v (%d files)", err, len(files))
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
+	for _, doc := range prototest.YAMLDocuments(tb, "testdata/*.yaml") {
+		var kind metav1.TypeMeta
+		if err := yaml.Unmarshal(doc.YAML, &kind); err != nil || kind.Kind != "ResourceSlice" {
+			continue
 		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				tb.Fatalf("%s: %v", f, err)
-			}
-			var kind metav1.TypeMeta
-			if err := yaml.Unmarshal(doc, &kind); err != nil || kind.Kind != "ResourceSlice" {
-				continue
-			}
-			s := &resourcev1.ResourceSlice{}
-			if err := yaml.UnmarshalStrict(doc, s); err != nil {
-				tb.Fatalf("%s: %v", f, err)
-			}
-			if s.Spec.Driver == inventory.DRADriver {
-				slices = append(slices, s)
-			}
+		s := &resourcev1.ResourceSlice{}
+		if err := yaml.UnmarshalStrict(doc.YAML, s); err != nil {
+			tb.Fatalf("%s: %v", doc.File, err)
+		}
+		if s.Spec.Driver == inventory.DRADriver {
+			slices = append(slices, s)
 		}
 	}
 	return slices

@@ -17,8 +17,16 @@ limitations under the License.
 package prototest
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Decoder is one decoder of a DecodeBench comparison (a cache's hand decoder, or the
@@ -95,4 +103,39 @@ func meanBytes(data [][]byte) float64 {
 		total += len(d)
 	}
 	return float64(total) / float64(len(data))
+}
+
+// YAMLDocuments reads the YAML documents of the files matching pattern (a test's testdata),
+// each with the file it came from; the test fails when no file matches.
+func YAMLDocuments(tb testing.TB, pattern string) []Document {
+	tb.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("%s: %v (%d files)", pattern, err, len(files))
+	}
+	var docs []Document
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				tb.Fatalf("%s: %v", f, err)
+			}
+			docs = append(docs, Document{File: f, YAML: doc})
+		}
+	}
+	return docs
+}
+
+// Document is one YAML document of a file.
+type Document struct {
+	File string
+	YAML []byte
 }
