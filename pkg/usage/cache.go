@@ -50,6 +50,7 @@ type Cache struct {
 	clock    clock.WithTicker
 	synced   []cache.InformerSynced
 	observe  func(time.Duration, string)
+	done     func()
 
 	snapshot  atomic.Pointer[Snapshot]
 	mu        sync.Mutex // one refresh at a time
@@ -74,6 +75,9 @@ type CacheConfig struct {
 	// Observe, when set, is told how long each reading took and its result ("ok", or the
 	// problem's reason).
 	Observe func(took time.Duration, result string)
+	// Done, when set, is called after each round of readings (one, or the chunks of the
+	// window's past): what the answers held is garbage now.
+	Done func()
 }
 
 // NewCache makes a cache; nothing is asked until Run.
@@ -84,7 +88,7 @@ func NewCache(c CacheConfig) *Cache {
 	if c.Interval <= 0 {
 		c.Interval = Step
 	}
-	out := &Cache{source: c.Source, holders: c.Holders, settings: c.Settings, interval: c.Interval, clock: c.Clock, synced: c.Synced, observe: c.Observe}
+	out := &Cache{source: c.Source, holders: c.Holders, settings: c.Settings, interval: c.Interval, clock: c.Clock, synced: c.Synced, observe: c.Observe, done: c.Done}
 	out.snapshot.Store(&Snapshot{Settings: c.Settings})
 	return out
 }
@@ -108,6 +112,9 @@ func (c *Cache) Run(ctx context.Context) {
 	for {
 		for c.Refresh(ctx) && ctx.Err() == nil {
 			// the window's past is read chunk after chunk, not one chunk per interval
+		}
+		if c.done != nil {
+			c.done()
 		}
 		select {
 		case <-ctx.Done():

@@ -344,8 +344,9 @@ func (b *backfilling) Covered() time.Duration {
 func TestCacheRunBackfillsWithoutWaiting(t *testing.T) {
 	clock := clocktesting.NewFakeClock(t0)
 	src := &backfilling{reads: make(chan time.Time, 8), partial: 3}
+	rounds := make(chan struct{}, 8)
 	c := NewCache(CacheConfig{Source: src, Holders: func() Holders { return holdersOf() }, Settings: settings,
-		Interval: time.Minute, Clock: clock})
+		Interval: time.Minute, Clock: clock, Done: func() { rounds <- struct{}{} }})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
@@ -360,10 +361,15 @@ func TestCacheRunBackfillsWithoutWaiting(t *testing.T) {
 	if len(src.reads) != 0 {
 		t.Errorf("%d readings after the window was whole, before the interval", len(src.reads))
 	}
+	if len(rounds) != 1 {
+		t.Errorf("Done called %d times for the backfill's round of 4 readings, want once, after it", len(rounds))
+	}
+	<-rounds
 	clock.Step(time.Minute)
 	if at := <-src.reads; !at.Equal(t0.Add(time.Minute)) {
 		t.Errorf("the next reading at %s, want an interval later", at)
 	}
+	<-rounds // and once after the next reading
 	cancel()
 	<-done
 }

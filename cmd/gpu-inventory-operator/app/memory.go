@@ -35,6 +35,8 @@ const (
 	freeMemoryEvery     = 5 * time.Second
 	freeMemoryAnyway    = 12 // looks: once a minute
 	freeMemoryThreshold = 8 << 20
+	// afterBurstThreshold: after a known burst, less is worth a forced GC.
+	afterBurstThreshold = 2 << 20
 )
 
 // returnFreeMemory looks every period until ctx is done.
@@ -75,6 +77,28 @@ func returnFreeMemory(ctx context.Context, every time.Duration, threshold uint64
 			debug.FreeOSMemory()
 		}
 		lastAllocs = allocs
+	}
+}
+
+// afterBurst hands reclaimable heap back at once when a known burst has ended (a round of
+// usage readings) and it is more than threshold: the next burst is a minute away, so the
+// memory is not kept as headroom until then.
+func afterBurst(threshold uint64) func() {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	return func() {
+		metrics.Read(sample)
+		for _, s := range sample {
+			if s.Value.Kind() != metrics.KindUint64 {
+				return
+			}
+		}
+		reclaimable := sample[0].Value.Uint64()
+		if objects, live := sample[1].Value.Uint64(), sample[2].Value.Uint64(); objects > live {
+			reclaimable += objects - live
+		}
+		if reclaimable > threshold {
+			debug.FreeOSMemory()
+		}
 	}
 }
 

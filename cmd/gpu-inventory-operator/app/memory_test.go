@@ -85,6 +85,28 @@ func TestGarbageIsHandedBack(t *testing.T) {
 	}
 }
 
+// After a known burst (a round of usage readings) its garbage goes back at once, without
+// waiting for the periodic look or crossing its threshold.
+func TestAfterBurstHandsBackAtOnce(t *testing.T) {
+	held := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64() + s[1].Value.Uint64()
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	before := held()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for range 6 {
+		sink = append(sink, make([]byte, 1<<20)) // 6 MiB: under the periodic look's threshold
+	}
+	sink = nil
+	afterBurst(2 << 20)()
+	if got := held(); got > before+2<<20 {
+		t.Errorf("%d bytes held after the burst was handed back, %d before it", got, before)
+	}
+}
+
 // Free memory goes back once the burst is over, not while a churn would reuse it; once a
 // minute it goes back whatever the pace.
 func TestShouldReturn(t *testing.T) {

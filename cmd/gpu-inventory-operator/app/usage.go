@@ -113,5 +113,6 @@ func (o *Operator) newUsageCache(c *caches) (*usage.Cache, error) {
 		Holders: func() usage.Holders { return usage.NewKnown(tracker, devices) },
 		Observe: func(took time.Duration, result string) {
 			o.metrics.UsageReadings.WithLabelValues(result).Observe(took.Seconds())
-		}}), nil
+		},
+		Done: afterBurst(afterBurstThreshold)}), nil
 }
