@@ -271,27 +271,21 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 // picks, the victims are evicted and the replica fits there. miss is what preemption says
 // when it finds no such node.
 func (v *view) preemptFor(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (capacity.Result, []victim, *preemptionAnswer, error) {
-	answer, err := v.preemption(pod, claims, results)
-	if err != nil || len(answer.Candidates) == 0 {
-		return capacity.Result{}, nil, answer, err
+	p, err := v.snap.Preempt(pod, claims, results)
+	if err != nil {
+		return capacity.Result{}, nil, nil, err
 	}
-	best := answer.Candidates[0]
-	gone := map[string]bool{}
-	for _, vp := range best.Victims {
-		gone[vp.Namespace+"/"+vp.Pod] = true
+	answer := v.answerOf(pod, p)
+	if len(p.Candidates) == 0 {
+		return capacity.Result{}, nil, answer, nil
 	}
-	var pods []*corev1.Pod
-	for _, p := range v.snap.PodsOn(best.Node) {
-		if gone[p.Namespace+"/"+p.Name] {
-			pods = append(pods, p)
-		}
-	}
-	v.snap.Evict(best.Node, pods)
+	best := p.Candidates[0]
+	v.snap.Evict(best.Node, best.Victims)
 	r, err := v.snap.Fit(pod, claims, best.Node)
 	if err != nil || !r.Fits() {
 		return r, nil, answer, err
 	}
-	return r, best.Victims, nil, nil
+	return r, answer.Candidates[0].Victims, nil, nil
 }
 
 // bestFit picks, of the nodes that fit, the one with the fewest free GPU units left once the

@@ -60,6 +60,11 @@ func (v *view) preemption(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r
 	if err != nil {
 		return nil, err
 	}
+	return v.answerOf(pod, p), nil
+}
+
+// answerOf is what why and fit say of p, the preemption of pod.
+func (v *view) answerOf(pod *corev1.Pod, p capacity.Preemption) *preemptionAnswer {
 	a := &preemptionAnswer{Message: p.Message, Nominated: pod.Status.NominatedNodeName, CandidateNodes: len(p.Candidates)}
 	for _, c := range p.Candidates[:min(len(p.Candidates), nearestShown)] {
 		holders := map[string]string{}
@@ -73,7 +78,7 @@ func (v *view) preemption(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r
 		}
 		a.Candidates = append(a.Candidates, pc)
 	}
-	return a, nil
+	return a
 }
 
 // write prints what preemption would do, when it would do anything.
