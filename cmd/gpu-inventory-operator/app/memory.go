@@ -39,41 +39,50 @@ const (
 	afterBurstThreshold = 2 << 20
 )
 
-// returnFreeMemory looks every period until ctx is done.
-func returnFreeMemory(ctx context.Context, every time.Duration, threshold uint64) {
-	sample := []metrics.Sample{
+// heapSample reads what a forced GC and a scavenge would hand back (free pages and garbage,
+// at most: some of it may be live by now) and the bytes allocated so far.
+type heapSample []metrics.Sample
+
+func newHeapSample() heapSample {
+	return heapSample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}, // live objects and garbage not yet swept
 		{Name: "/gc/heap/live:bytes"},                // marked live by the last GC
 	}
-	read := func() (free, allocs, garbage uint64, ok bool) {
-		metrics.Read(sample)
-		for _, s := range sample {
-			if s.Value.Kind() != metrics.KindUint64 {
-				return 0, 0, 0, false
-			}
+}
+
+func (h heapSample) read() (reclaimable, allocs uint64, ok bool) {
+	metrics.Read(h)
+	for _, s := range h {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return 0, 0, false
 		}
-		objects, live := sample[2].Value.Uint64(), sample[3].Value.Uint64()
-		if objects > live {
-			garbage = objects - live // at most: some of it may be live by now
-		}
-		return sample[0].Value.Uint64(), sample[1].Value.Uint64(), garbage, true
 	}
+	reclaimable = h[0].Value.Uint64()
+	if objects, live := h[2].Value.Uint64(), h[3].Value.Uint64(); objects > live {
+		reclaimable += objects - live
+	}
+	return reclaimable, h[1].Value.Uint64(), true
+}
+
+// returnFreeMemory looks every period until ctx is done.
+func returnFreeMemory(ctx context.Context, every time.Duration, threshold uint64) {
+	sample := newHeapSample()
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
-	_, lastAllocs, _, _ := read()
+	_, lastAllocs, _ := sample.read()
 	for look := 1; ; look++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
-		free, allocs, garbage, ok := read()
+		reclaimable, allocs, ok := sample.read()
 		if !ok {
 			continue
 		}
-		if shouldReturn(free+garbage, allocs-lastAllocs, threshold, look%freeMemoryAnyway == 0) {
+		if shouldReturn(reclaimable, allocs-lastAllocs, threshold, look%freeMemoryAnyway == 0) {
 			debug.FreeOSMemory()
 		}
 		lastAllocs = allocs
@@ -84,19 +93,9 @@ func returnFreeMemory(ctx context.Context, every time.Duration, threshold uint64
 // usage readings) and it is more than threshold: the next burst is a minute away, so the
 // memory is not kept as headroom until then.
 func afterBurst(threshold uint64) func() {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	sample := newHeapSample()
 	return func() {
-		metrics.Read(sample)
-		for _, s := range sample {
-			if s.Value.Kind() != metrics.KindUint64 {
-				return
-			}
-		}
-		reclaimable := sample[0].Value.Uint64()
-		if objects, live := sample[1].Value.Uint64(), sample[2].Value.Uint64(); objects > live {
-			reclaimable += objects - live
-		}
-		if reclaimable > threshold {
+		if reclaimable, _, ok := sample.read(); ok && reclaimable > threshold {
 			debug.FreeOSMemory()
 		}
 	}
