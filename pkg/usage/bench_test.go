@@ -42,7 +42,7 @@ func fleet() ([]Device, holders) {
 	}
 	for p := range pods {
 		ns, node, pod := namespaces[p%len(namespaces)], nodeNames[p%nodes], fmt.Sprintf("job-%05d-worker", p)
-		known[[3]string{ns, pod, node}] = true
+		known[[3]string{ns, pod, node}] = pod
 		idle := time.Duration(0)
 		if p%4 == 0 {
 			idle = 6 * time.Hour
@@ -119,5 +119,5 @@ func BenchmarkRead(b *testing.B) {
 			b.Fatalf("read %d devices (%+v), want %d", len(got), p, len(devices))
 		}
 	}
-	b.ReportMetric(float64(len(r.ledger.tallies))*float64(unsafe.Sizeof(tally{})+8), "ledger-bytes")
+	b.ReportMetric(float64(cap(r.ledger.tallies))*float64(unsafe.Sizeof(entry{})), "ledger-bytes")
 }

@@ -42,16 +42,16 @@ func NewKnown(tracker *allocation.Tracker, devices func(node string) []homelabv1
 // holder is known by its namespace only (a claim may be shared by its pods), so a series of
 // a pod of that namespace on a device the namespace holds counts. A MIG device is known by
 // its parent's UUID and profile (DCGM exporter's GPU_I_ID is no attribute of the slice).
-func (k *Known) Holds(namespace, pod, node, uuid, profile string) bool {
+func (k *Known) Holds(namespace, pod, node, uuid, profile string) (string, bool) {
 	if p := k.Tracker.Pod(namespace, pod); p != nil && p.Node == node && !p.Finished {
-		return true
+		return p.Name, true
 	}
 	if k.Devices == nil || uuid == "" {
-		return false
+		return "", false
 	}
 	held := k.Tracker.Held(node)
 	if held == nil {
-		return false
+		return "", false
 	}
 	i, ok := slices.BinarySearchFunc(held.Namespaces, namespace, func(n allocation.NamespaceHeld, ns string) int {
 		switch {
@@ -63,7 +63,7 @@ func (k *Known) Holds(namespace, pod, node, uuid, profile string) bool {
 		return 0
 	})
 	if !ok || len(held.Namespaces[i].Devices) == 0 {
-		return false
+		return "", false
 	}
 	devices, seen := k.byNode[node]
 	if !seen {
@@ -74,8 +74,8 @@ func (k *Known) Holds(namespace, pod, node, uuid, profile string) bool {
 		whole := profile == "" && d.UUID == uuid
 		mig := profile != "" && d.ParentUUID == uuid && d.Profile == profile
 		if (whole || mig) && slices.Contains(held.Namespaces[i].Devices, d.Name) {
-			return true
+			return pod, true
 		}
 	}
-	return false
+	return "", false
 }

@@ -17,8 +17,10 @@ limitations under the License.
 package usage
 
 import (
+	"cmp"
 	"context"
 	"hash/maphash"
+	"slices"
 	"time"
 )
 
@@ -40,10 +42,17 @@ type tally struct {
 	first, busy uint32
 }
 
+// entry is a device's tally under its key.
+type entry struct {
+	key uint64
+	tally
+}
+
 // ledger holds the tallies of the steps (from, to], Unix seconds, to - from at most the
-// window. A device is keyed by a hash of its labels (Reader.key).
+// window. A device is keyed by a hash of its labels (Reader.key). The entries are sorted by
+// key, in a slice of their exact length rather than a map: a map would keep room to grow.
 type ledger struct {
-	tallies  map[uint64]tally
+	tallies  []entry // nil: nothing read yet
 	from, to int64
 	at       int64 // the last reading's step
 }
@@ -95,29 +104,74 @@ func (l *ledger) plan(now int64, window, chunk time.Duration) plan {
 	return p
 }
 
-// apply adds a reading's deltas to the tallies; a device with no step left is dropped.
-func (l *ledger) apply(p plan, now int64, deltas map[uint64]tally) {
-	if p.reset {
-		l.tallies = make(map[uint64]tally, len(deltas))
+// find is the tally of the device keyed k.
+func (l *ledger) find(k uint64) (tally, bool) {
+	i, ok := slices.BinarySearchFunc(l.tallies, k, compareKey)
+	if !ok {
+		return tally{}, false
 	}
+	return l.tallies[i].tally, true
+}
+
+func compareKey(e entry, k uint64) int { return cmp.Compare(e.key, k) }
+
+// apply adds a reading's deltas to the tallies; a device with no step left is dropped. The
+// entries are updated in place; a new slice is made only when devices came or went.
+func (l *ledger) apply(p plan, now int64, deltas map[uint64]tally) {
+	old := l.tallies
+	if p.reset {
+		old = []entry{}
+	}
+	var added []entry
+	dropped := 0
 	for k, d := range deltas {
-		t, ok := l.tallies[k]
-		if !ok && d.held <= 0 {
-			continue // leaving the window, never counted
+		i, ok := slices.BinarySearchFunc(old, k, compareKey)
+		if !ok {
+			if d.held > 0 {
+				var t tally
+				t.add(d)
+				added = append(added, entry{k, t})
+			}
+			continue // else leaving the window, never counted
 		}
-		t.held += d.held
-		t.idle = min(max(t.idle+d.idle, 0), max(t.held, 0))
-		if d.first != 0 && (t.first == 0 || d.first < t.first) {
-			t.first = d.first
+		old[i].add(d)
+		if old[i].held <= 0 {
+			dropped++
 		}
-		t.busy = max(t.busy, d.busy)
-		if t.held <= 0 {
-			delete(l.tallies, k)
-			continue
-		}
-		l.tallies[k] = t
+	}
+	l.tallies = old
+	if len(added) > 0 || dropped > 0 {
+		slices.SortFunc(added, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
+		l.tallies = merge(old, added, len(old)-dropped+len(added))
 	}
 	l.from, l.to, l.at = p.from, p.to, now
+}
+
+// add counts a reading's delta in the tally.
+func (t *tally) add(d tally) {
+	t.held += d.held
+	t.idle = min(max(t.idle+d.idle, 0), max(t.held, 0))
+	if d.first != 0 && (t.first == 0 || d.first < t.first) {
+		t.first = d.first
+	}
+	t.busy = max(t.busy, d.busy)
+}
+
+// merge is old's entries with steps left and added, in key order, n of them.
+func merge(old, added []entry, n int) []entry {
+	out := make([]entry, 0, n)
+	for len(old) > 0 || len(added) > 0 {
+		if len(added) == 0 || len(old) > 0 && old[0].key < added[0].key {
+			if old[0].held > 0 {
+				out = append(out, old[0])
+			}
+			old = old[1:]
+			continue
+		}
+		out = append(out, added[0])
+		added = added[1:]
+	}
+	return out
 }
 
 // covered is how much of the window ending at the last reading the tallies count.
@@ -177,7 +231,7 @@ func (r *Reader) newHeldNow() *heldNow {
 func (r *Reader) addHeld(h *heldNow, m *seriesLabels, k uint64) {
 	profiling := m.Source != "u"
 	if !profiling {
-		if pk := r.key(m.Hostname, m.UUID, m.Instance, m.Name, m.Pod, true); hasKey(r.ledger.tallies, pk) {
+		if pk := r.key(m.Hostname, m.UUID, m.Instance, m.Name, m.Pod, true); r.ledger.has(pk) {
 			profiling, k = true, pk
 		}
 	}
@@ -277,7 +331,7 @@ type figure struct {
 func (r *Reader) devices(held *heldNow) []Device {
 	out := held.devices[:0]
 	for i := range held.devices {
-		t, ok := r.ledger.tallies[held.keys[i]]
+		t, ok := r.ledger.find(held.keys[i])
 		if !ok {
 			continue
 		}
@@ -292,8 +346,8 @@ func (r *Reader) devices(held *heldNow) []Device {
 	return out
 }
 
-func hasKey(m map[uint64]tally, k uint64) bool {
-	_, ok := m[k]
+func (l *ledger) has(k uint64) bool {
+	_, ok := l.find(k)
 	return ok
 }
 

@@ -59,7 +59,7 @@ func fleetPast() *history {
 // everyone holds every series' pod on its node.
 type everyone struct{}
 
-func (everyone) Holds(string, string, string, string, string) bool { return true }
+func (everyone) Holds(_, pod, _, _, _ string) (string, bool) { return pod, true }
 
 // sameFigures compares a reading's devices with the window queries' over the same past: the
 // steps held and idle of each, and the holders Compute makes of them with the snapshot before.

@@ -70,8 +70,9 @@ type Device struct {
 type Holders interface {
 	// Holds reports whether pod namespace/name holds GPUs on node: through the device
 	// plugin, or a DRA device of node with the GPU's uuid (and MIG profile) that its
-	// namespace holds.
-	Holds(namespace, pod, node, uuid, profile string) bool
+	// namespace holds. name is the pod's name as the caller keeps it: a snapshot shares
+	// that string rather than keep one of its own.
+	Holds(namespace, pod, node, uuid, profile string) (name string, ok bool)
 }
 
 // Holder is what one pod holds on one node and its use of it over the window.
@@ -81,15 +82,14 @@ type Holder struct {
 	Model string
 	// GPUs counts its devices (a MIG device counts as one).
 	GPUs int32
-	// Profiling: every device was read from DCGM_FI_PROF_GR_ENGINE_ACTIVE.
-	Profiling bool
 	// HeldSteps and IdleSteps are summed over its devices.
 	HeldSteps, IdleSteps int32
-	// IdleSince is when its devices were last busy (Unix seconds); 0: busy now.
-	IdleSince int64
+	// Profiling: every device was read from DCGM_FI_PROF_GR_ENGINE_ACTIVE.
+	Profiling bool
 	// LongIdle: idle for longer than Settings.IdleAfter when the answer was read.
 	LongIdle bool
-	lastBusy int64
+	// IdleSince is when its devices were last busy (Unix seconds); 0: busy now.
+	IdleSince int64
 }
 
 // Problem is why the last query gave no answer; the zero Problem: it did.
@@ -126,7 +126,11 @@ func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *
 	kept := devices[:0]
 	for i := range devices {
 		d := &devices[i]
-		if d.Pod != "" && holders.Holds(d.Namespace, d.Pod, d.Node, d.UUID, d.Profile) {
+		if d.Pod == "" {
+			continue
+		}
+		if name, ok := holders.Holds(d.Namespace, d.Pod, d.Node, d.UUID, d.Profile); ok {
+			d.Pod = name
 			kept = append(kept, *d)
 		}
 	}
@@ -141,7 +145,8 @@ func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *
 		}
 	}
 	out := make([]Holder, 0, n)
-	models := map[string]string{} // DCGM's model names in GFD's form, converted once
+	lastBusy := make([]int64, 0, n) // each holder's, for this computation only
+	models := map[string]string{}   // DCGM's model names in GFD's form, converted once
 	for i := range kept {
 		d := &kept[i]
 		if i == 0 || !sameHolder(&kept[i-1], d) {
@@ -151,8 +156,10 @@ func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *
 				models[d.Model] = model
 			}
 			out = append(out, Holder{Namespace: d.Namespace, Pod: d.Pod, Node: d.Node, Model: model, Profiling: true})
+			lastBusy = append(lastBusy, 0)
 		}
 		add(&out[len(out)-1], d)
+		lastBusy[len(out)-1] = max(lastBusy[len(out)-1], d.LastBusy)
 	}
 	now := at.Unix()
 	for i := range out {
@@ -161,7 +168,7 @@ func Compute(devices []Device, holders Holders, s Settings, at time.Time, prev *
 			h.IdleSince = 0 // busy at the last step
 			continue
 		}
-		if p := prev.find(h); p != nil && p.IdleSince > 0 && p.IdleSince < h.IdleSince && h.lastBusy < p.IdleSince {
+		if p := prev.find(h); p != nil && p.IdleSince > 0 && p.IdleSince < h.IdleSince && lastBusy[i] < p.IdleSince {
 			h.IdleSince = p.IdleSince
 		}
 		h.LongIdle = now-h.IdleSince > int64(s.IdleAfter/time.Second)
@@ -187,7 +194,6 @@ func add(h *Holder, d *Device) {
 		since = 1 // seen, time unknown: idle since the start of time
 	}
 	h.IdleSince = max(h.IdleSince, since)
-	h.lastBusy = max(h.lastBusy, d.LastBusy)
 }
 
 func compareHolders(a, b Holder) int {

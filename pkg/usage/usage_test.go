@@ -58,20 +58,21 @@ func device(node, ns, pod, gpu string, idleFor time.Duration) Device {
 }
 
 // holders knows pods as ns/pod@node.
-type holders map[[3]string]bool
+type holders map[[3]string]string
 
 func holdersOf(keys ...string) holders {
 	h := holders{}
 	for _, k := range keys {
 		ns, rest, _ := strings.Cut(k, "/")
 		pod, node, _ := strings.Cut(rest, "@")
-		h[[3]string{ns, pod, node}] = true
+		h[[3]string{ns, pod, node}] = pod
 	}
 	return h
 }
 
-func (h holders) Holds(namespace, pod, node, _, _ string) bool {
-	return h[[3]string{namespace, pod, node}]
+func (h holders) Holds(namespace, pod, node, _, _ string) (string, bool) {
+	name, ok := h[[3]string{namespace, pod, node}]
+	return name, ok
 }
 
 func all(string) bool { return true }
@@ -154,7 +155,11 @@ func TestDevicePluginHolderFromTracker(t *testing.T) {
 	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "nb", Node: "gpu-a", UID: allocation.UIDOf("u1"),
 		Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}})
 	known := NewKnown(tracker, nil)
-	if !known.Holds("ml", "nb", "gpu-a", "GPU-1", "") || known.Holds("ml", "nb", "gpu-b", "GPU-1", "") || known.Holds("ml", "x", "gpu-a", "GPU-1", "") {
+	holds := func(pod, node string) bool {
+		_, ok := known.Holds("ml", pod, node, "GPU-1", "")
+		return ok
+	}
+	if !holds("nb", "gpu-a") || holds("nb", "gpu-b") || holds("x", "gpu-a") {
 		t.Error("the tracker's pod ml/nb is known on gpu-a only")
 	}
 }
