@@ -106,8 +106,10 @@ type Controller struct {
 	deleted map[string]*homelabv1.GpuNode
 	// pruned: the identity hash of records the server could not hold whole (an older CRD).
 	pruned map[string]string
-	// pending: the nodes and records seen at start that have not been synced yet.
+	// pending: the nodes and records seen at start that have not been synced yet; backlog:
+	// those of them not queued yet (feed).
 	pending     map[string]bool
+	backlog     []string
 	started     sync.Once
 	initialDone atomic.Bool
 }
@@ -184,11 +186,37 @@ func (c *Controller) startInitialPass() {
 	for _, name := range c.recordKeys() { // cluster-scoped: the key is the name
 		pending[name] = true
 	}
+	backlog := make([]string, 0, len(pending))
+	for name := range pending {
+		backlog = append(backlog, name)
+	}
 	c.mu.Lock()
-	c.pending = pending
+	c.pending, c.backlog = pending, backlog
 	c.mu.Unlock()
 	c.initialDone.Store(len(pending) == 0)
-	for name := range pending {
+	c.feed()
+}
+
+// initialBatch is how many names of the initial pass the queue holds at most: its sets and
+// metrics keep the room of their largest size, so the pass is fed to it, not poured.
+const initialBatch = 256
+
+// feed tops the queue up from the initial pass's backlog. Each sync calls it, so the pass
+// goes on as long as names are synced, failed or not.
+func (c *Controller) feed() {
+	c.mu.Lock()
+	n := min(len(c.backlog), initialBatch-c.queue.Len())
+	if n <= 0 {
+		c.mu.Unlock()
+		return
+	}
+	batch := c.backlog[len(c.backlog)-n:]
+	c.backlog = c.backlog[:len(c.backlog)-n]
+	if len(c.backlog) == 0 {
+		c.backlog = nil
+	}
+	c.mu.Unlock()
+	for _, name := range batch {
 		c.queue.Add(cache.ObjectName{Name: name})
 	}
 }
@@ -223,6 +251,7 @@ func RecordsOf(records informersv1.GpuNodeInformer) inventory.Records {
 }
 
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {
+	defer c.feed()
 	if err := c.sync(ctx, key.Name); err != nil {
 		return err
 	}
@@ -231,6 +260,7 @@ func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) erro
 	if c.pending != nil && c.pending[key.Name] {
 		delete(c.pending, key.Name)
 		if len(c.pending) == 0 {
+			c.pending = nil // a map keeps the room of its largest size
 			c.initialDone.Store(true)
 		}
 	}

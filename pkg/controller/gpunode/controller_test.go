@@ -621,3 +621,37 @@ func TestNodeRewritingItsLabelsIsSpaced(t *testing.T) {
 		t.Errorf("%d writes for 10 relabels at once after the create; want %d (the rest waits for the next token)", writes, RelabelBurst-1)
 	}
 }
+
+// The initial pass over a large fleet is fed to the queue a batch at a time, and every node
+// still gets its record; once done, the controller keeps nothing of the pass.
+func TestInitialPassIsFedToTheQueue(t *testing.T) {
+	const n = initialBatch + 44
+	var nodes []*corev1.Node
+	for i := range n {
+		nodes = append(nodes, gpuNode(fmt.Sprintf("gpu-%03d", i), "NVIDIA-L4", 1))
+	}
+	f := newFixture(t, nodes)
+	f.c.startInitialPass()
+	synced := 0
+	for f.c.queue.Len() > 0 {
+		if l := f.c.queue.Len(); l > initialBatch {
+			t.Fatalf("the queue holds %d names of the initial pass, want at most %d", l, initialBatch)
+		}
+		key, _ := f.c.queue.Get()
+		if err := f.c.syncHandler(f.ctx, key); err != nil {
+			t.Fatalf("sync of %s: %v", key.Name, err)
+		}
+		f.c.queue.Done(key)
+		synced++
+	}
+	records, err := f.client.HomelabV1().GpuNodes().List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if synced != n || len(records.Items) != n {
+		t.Errorf("synced %d names and wrote %d records, want %d of each", synced, len(records.Items), n)
+	}
+	if !f.c.initialDone.Load() || f.c.pending != nil || f.c.backlog != nil {
+		t.Errorf("after the pass: done %v, %d pending, %d in the backlog; want done and nothing kept", f.c.initialDone.Load(), len(f.c.pending), len(f.c.backlog))
+	}
+}
