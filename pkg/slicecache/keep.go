@@ -83,22 +83,31 @@ type pool struct {
 }
 
 // device is one device of a slice. Its attributes that repeat across the devices of one
-// model and driver share one model.
+// model and driver share one model; its UUIDs and PCI bus ID are packed (ids.go).
 type device struct {
-	name, uuid, parentUUID, pciBusID string
-	model                            *model
-	taints                           []taint
-	memory                           int64 // bytes, see memoryBytes; only if hasMemory
-	hasMemory                        bool
+	name             string
+	model            *model
+	more             *deviceMore // nil unless the device has taints or an ID not packed
+	uuid, parentUUID packedUUID
+	pciBusID         packedPCI
 }
 
-// model is what devices of one GPU model, driver and MIG profile, drawing the same counters,
-// have in common. Models are shared by the cached slices: read-only.
+// deviceMore is what few devices have: taints, and the IDs whose spelling is not packed.
+// Those with taints only are shared by content: read-only.
+type deviceMore struct {
+	uuid, parentUUID, pciBusID string // each only if its packed form is held elsewhere
+	taints                     []taint
+}
+
+// model is what devices of one GPU model, driver and MIG profile, drawing the same counters
+// and of the same memory, have in common. Models are shared by the cached slices: read-only.
 type model struct {
 	kind, productName, architecture, computeCapability string
 	driverVersion, cudaDriverVersion, profile          string
 	consumes                                           *[]consumption   // shared; nil when it draws on no counters
 	shares                                             *[]shareCapacity // shared; nil unless it allows several allocations
+	memory                                             int64            // bytes, see memoryBytes; only if hasMemory
+	hasMemory                                          bool
 }
 
 // shareCapacity is a capacity of a device that allows several allocations: its value and
@@ -134,17 +143,12 @@ type taint struct {
 	effect resourcev1.DeviceTaintEffect
 }
 
-// DeepCopyObject implements runtime.Object. Models are shared, as in the cache.
+// DeepCopyObject implements runtime.Object. Models and what devices have more are shared,
+// as in the cache.
 func (s *compactSlice) DeepCopyObject() runtime.Object {
 	out := *s
 	if s.devices != nil {
-		out.devices = make([]device, len(s.devices))
-		for i, d := range s.devices {
-			if d.taints != nil {
-				d.taints = append([]taint(nil), d.taints...)
-			}
-			out.devices[i] = d
-		}
+		out.devices = slices.Clone(s.devices)
 	}
 	return &out
 }
@@ -179,15 +183,16 @@ func (s *compactSlice) expand() *resourcev1.ResourceSlice {
 
 func (d *device) expand() resourcev1.Device {
 	out := resourcev1.Device{Name: d.name, Attributes: make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, 10)}
+	uuid, parentUUID, pciBusID := d.ids()
 	for _, a := range [...]struct {
 		key   inventory.DeviceAttribute
 		value *string
 	}{
-		{inventory.AttrType, &d.model.kind}, {inventory.AttrUUID, &d.uuid}, {inventory.AttrParentUUID, &d.parentUUID},
+		{inventory.AttrType, &d.model.kind}, {inventory.AttrUUID, &uuid}, {inventory.AttrParentUUID, &parentUUID},
 		{inventory.AttrProfile, &d.model.profile}, {inventory.AttrProductName, &d.model.productName},
 		{inventory.AttrArchitecture, &d.model.architecture}, {inventory.AttrCC, &d.model.computeCapability},
 		{inventory.AttrDriver, &d.model.driverVersion}, {inventory.AttrCuda, &d.model.cudaDriverVersion},
-		{inventory.AttrPCIBusID, &d.pciBusID},
+		{inventory.AttrPCIBusID, &pciBusID},
 	} {
 		if *a.value != "" {
 			out.Attributes[a.key.Name] = resourcev1.DeviceAttribute{StringValue: a.value}
@@ -206,11 +211,11 @@ func (d *device) expand() resourcev1.Device {
 		}
 	}
 	_, hasMemory := inventory.CapMemory.Capacity(&out) // a shared capacity stands for it
-	if d.hasMemory && !hasMemory {
+	if d.model.hasMemory && !hasMemory {
 		if out.Capacity == nil {
 			out.Capacity = make(map[resourcev1.QualifiedName]resourcev1.DeviceCapacity, 1)
 		}
-		out.Capacity[inventory.CapMemory.Name] = resourcev1.DeviceCapacity{Value: *resource.NewQuantity(d.memory, resource.BinarySI)}
+		out.Capacity[inventory.CapMemory.Name] = resourcev1.DeviceCapacity{Value: *resource.NewQuantity(d.model.memory, resource.BinarySI)}
 	}
 	if d.model.consumes != nil {
 		out.ConsumesCounters = make([]resourcev1.DeviceCounterConsumption, len(*d.model.consumes))
@@ -218,13 +223,35 @@ func (d *device) expand() resourcev1.Device {
 			out.ConsumesCounters[i] = resourcev1.DeviceCounterConsumption{CounterSet: c.set, Counters: expandCounters(c.counters)}
 		}
 	}
-	if len(d.taints) > 0 {
-		out.Taints = make([]resourcev1.DeviceTaint, len(d.taints))
-		for i, t := range d.taints {
+	if taints := d.taints(); len(taints) > 0 {
+		out.Taints = make([]resourcev1.DeviceTaint, len(taints))
+		for i, t := range taints {
 			out.Taints[i] = resourcev1.DeviceTaint{Key: t.key, Effect: t.effect}
 		}
 	}
 	return out
+}
+
+// ids are the device's UUID, parent UUID and PCI bus ID, as the driver spelt them.
+func (d *device) ids() (uuid, parentUUID, pciBusID string) {
+	uuid, parentUUID, pciBusID = d.uuid.String(), d.parentUUID.String(), d.pciBusID.String()
+	if d.uuid.spelling == idElsewhere {
+		uuid = d.more.uuid
+	}
+	if d.parentUUID.spelling == idElsewhere {
+		parentUUID = d.more.parentUUID
+	}
+	if d.pciBusID.spelling == idElsewhere {
+		pciBusID = d.more.pciBusID
+	}
+	return uuid, parentUUID, pciBusID
+}
+
+func (d *device) taints() []taint {
+	if d.more == nil {
+		return nil
+	}
+	return d.more.taints
 }
 
 var allowMultiple = true
@@ -274,45 +301,77 @@ func (t *trimmer) trim(s *resourcev1.ResourceSlice) *compactSlice {
 }
 
 func (t *trimmer) device(d *resourcev1.Device) device {
-	out := device{
-		name:       t.intern(d.Name),
-		uuid:       inventory.AttrUUID.Value(d), // differs on every device: not interned
-		parentUUID: t.intern(inventory.AttrParentUUID.Value(d)),
-		pciBusID:   t.intern(inventory.AttrPCIBusID.Value(d)),
-		model: t.model(model{
-			kind:              inventory.AttrType.Value(d),
-			productName:       inventory.AttrProductName.Value(d),
-			architecture:      inventory.AttrArchitecture.Value(d),
-			computeCapability: inventory.AttrCC.Value(d),
-			driverVersion:     inventory.AttrDriver.Value(d),
-			cudaDriverVersion: inventory.AttrCuda.Value(d),
-			profile:           inventory.AttrProfile.Value(d),
-			consumes:          t.consumption(d.ConsumesCounters),
-			shares:            t.shareCapacities(d),
-		}),
+	m := model{
+		kind:              inventory.AttrType.Value(d),
+		productName:       inventory.AttrProductName.Value(d),
+		architecture:      inventory.AttrArchitecture.Value(d),
+		computeCapability: inventory.AttrCC.Value(d),
+		driverVersion:     inventory.AttrDriver.Value(d),
+		cudaDriverVersion: inventory.AttrCuda.Value(d),
+		profile:           inventory.AttrProfile.Value(d),
+		consumes:          t.consumption(d.ConsumesCounters),
+		shares:            t.shareCapacities(d),
 	}
-	out.memory, out.hasMemory = memoryBytes(d)
+	m.memory, m.hasMemory = memoryBytes(d)
+	var taints []taint
 	if len(d.Taints) > 0 {
-		out.taints = make([]taint, len(d.Taints))
+		taints = make([]taint, len(d.Taints))
 		for i, dt := range d.Taints {
-			out.taints[i] = taint{key: t.intern(dt.Key), effect: resourcev1.DeviceTaintEffect(t.intern(string(dt.Effect)))}
+			taints[i] = taint{key: t.intern(dt.Key), effect: resourcev1.DeviceTaintEffect(t.intern(string(dt.Effect)))}
 		}
 	}
+	return t.newDevice(d.Name, inventory.AttrUUID.Value(d), inventory.AttrParentUUID.Value(d), inventory.AttrPCIBusID.Value(d), m, taints)
+}
+
+// newDevice is a device as the cache keeps it, of its name, IDs, model and taints (whose
+// strings are interned already). The strings may be views of bytes that change later: what
+// is kept is a copy. Device names repeat across nodes and are interned; IDs do not and are
+// packed, or copied when not in a spelling that packs.
+func (t *trimmer) newDevice(name, uuid, parentUUID, pciBusID string, m model, taints []taint) device {
+	out := device{name: t.intern(name), model: t.model(m)}
+	var more deviceMore
+	if !out.uuid.pack(uuid) {
+		more.uuid = strings.Clone(uuid)
+	}
+	if !out.parentUUID.pack(parentUUID) {
+		more.parentUUID = strings.Clone(parentUUID)
+	}
+	if !out.pciBusID.pack(pciBusID) {
+		more.pciBusID = strings.Clone(pciBusID)
+	}
+	more.taints = taints
+	switch {
+	case more.uuid != "" || more.parentUUID != "" || more.pciBusID != "":
+		out.more = &more
+	case len(taints) > 0:
+		out.more = t.sharedTaints(taints)
+	}
 	return out
+}
+
+// sharedTaints returns the one deviceMore of taints alone the cached slices share. The
+// taints' strings must be interned already.
+func (t *trimmer) sharedTaints(taints []taint) *deviceMore {
+	var buf [256]byte
+	key := binary.AppendUvarint(append(buf[:0], 't'), uint64(len(taints)))
+	for _, tt := range taints {
+		key = appendString(appendString(key, tt.key), string(tt.effect))
+	}
+	return t.share(key, &deviceMore{taints: taints}).(*deviceMore)
 }
 
 // maxModels bounds the table of models shared by the cached slices, so that ever-changing
 // values cannot grow it forever: a full table starts over (cached slices keep theirs).
 const maxModels = 4096
 
-// trimmer holds what cached slices share: device names, PCI bus IDs, parent UUIDs, taint
-// keys, counter names, models, counter sets and consumptions, each as one copy.
+// trimmer holds what cached slices share: device names, taint keys, counter names, models,
+// counter sets, consumptions and taints, each as one copy.
 type trimmer struct {
 	strings intern.Strings
 
 	mu       sync.Mutex
 	models   map[model]*model
-	counters map[string]any // counter lists, set lists and consumption lists, by content
+	counters map[string]any // counter lists, set lists, consumption lists and taints, by content
 }
 
 // intern returns the one copy of s that the cached slices share. s may be a view of bytes
@@ -345,7 +404,7 @@ func (m model) copy() *model {
 		kind: strings.Clone(m.kind), productName: strings.Clone(m.productName), architecture: strings.Clone(m.architecture),
 		computeCapability: strings.Clone(m.computeCapability), driverVersion: strings.Clone(m.driverVersion),
 		cudaDriverVersion: strings.Clone(m.cudaDriverVersion), profile: strings.Clone(m.profile), consumes: m.consumes,
-		shares: m.shares,
+		shares: m.shares, memory: m.memory, hasMemory: m.hasMemory,
 	}
 }
 

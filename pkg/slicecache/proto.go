@@ -307,42 +307,38 @@ func (t *trimmer) decodeDevice(b []byte) (device, error) {
 			return device{}, err
 		}
 	}
-	out := device{
-		name:       t.intern(kubeproto.View(d.name)),
-		uuid:       string(d.attrs[attrUUID].value()), // differs on every device: not interned
-		parentUUID: t.intern(kubeproto.View(d.attrs[attrParentUUID].value())),
-		pciBusID:   t.intern(kubeproto.View(d.attrs[attrPCIBusID].value())),
-		model: t.model(model{
-			kind:              kubeproto.View(d.attrs[attrType].value()),
-			productName:       kubeproto.View(d.attrs[attrProductName].value()),
-			architecture:      kubeproto.View(d.attrs[attrArchitecture].value()),
-			computeCapability: kubeproto.View(d.attrs[attrCC].value()),
-			driverVersion:     kubeproto.View(d.attrs[attrDriver].value()),
-			cudaDriverVersion: kubeproto.View(d.attrs[attrCuda].value()),
-			profile:           kubeproto.View(d.attrs[attrProfile].value()),
-			consumes:          consumes,
-			shares:            shares,
-		}),
+	m := model{
+		kind:              kubeproto.View(d.attrs[attrType].value()),
+		productName:       kubeproto.View(d.attrs[attrProductName].value()),
+		architecture:      kubeproto.View(d.attrs[attrArchitecture].value()),
+		computeCapability: kubeproto.View(d.attrs[attrCC].value()),
+		driverVersion:     kubeproto.View(d.attrs[attrDriver].value()),
+		cudaDriverVersion: kubeproto.View(d.attrs[attrCuda].value()),
+		profile:           kubeproto.View(d.attrs[attrProfile].value()),
+		consumes:          consumes,
+		shares:            shares,
 	}
 	capacity := d.memory
 	if !capacity.present {
 		capacity = d.memoryAlt
 	}
 	if capacity.present {
-		out.hasMemory = true
-		if out.memory, err = capacityBytes(capacity.value); err != nil {
+		m.hasMemory = true
+		if m.memory, err = capacityBytes(capacity.value); err != nil {
 			return device{}, err
 		}
 	}
+	var taints []taint
 	if len(d.taints) > 0 {
-		out.taints = make([]taint, len(d.taints))
+		taints = make([]taint, len(d.taints))
 		for i, b := range d.taints {
-			if out.taints[i], err = t.decodeTaint(b); err != nil {
+			if taints[i], err = t.decodeTaint(b); err != nil {
 				return device{}, err
 			}
 		}
 	}
-	return out, nil
+	return t.newDevice(kubeproto.View(d.name), kubeproto.View(d.attrs[attrUUID].value()), kubeproto.View(d.attrs[attrParentUUID].value()),
+		kubeproto.View(d.attrs[attrPCIBusID].value()), m, taints), nil
 }
 
 // read reads a Device message into d: of a field that repeats, the last wins, as in the

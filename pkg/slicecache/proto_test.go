@@ -217,7 +217,7 @@ func TestDecodeSliceCapacities(t *testing.T) {
 		}
 		data = withMemoryCapacity(data, q)
 		got, err := (&trimmer{}).decodeSlice(data)
-		if err != nil || len(got.devices) != 1 || !got.devices[0].hasMemory || got.devices[0].memory != want {
+		if err != nil || len(got.devices) != 1 || !got.devices[0].model.hasMemory || got.devices[0].model.memory != want {
 			t.Errorf("memory %.20s: decoded %+v, %v; want %d bytes", q, got, err, want)
 		}
 	}

@@ -272,8 +272,9 @@ func (c *Cache) unchanged(old, cur any) bool {
 
 func sameDevice(a, b device) bool {
 	return a.name == b.name && a.uuid == b.uuid && a.parentUUID == b.parentUUID && a.pciBusID == b.pciBusID &&
-		(a.model == b.model || a.model != nil && b.model != nil && *a.model == *b.model) && slices.Equal(a.taints, b.taints) && a.memory == b.memory &&
-		a.hasMemory == b.hasMemory
+		(a.model == b.model || a.model != nil && b.model != nil && *a.model == *b.model) &&
+		(a.more == b.more || a.more != nil && b.more != nil && a.more.uuid == b.more.uuid &&
+			a.more.parentUUID == b.more.parentUUID && a.more.pciBusID == b.more.pciBusID && slices.Equal(a.more.taints, b.more.taints))
 }
 
 func (c *Cache) sliceDeleted(obj any) {

@@ -483,14 +483,14 @@ func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
 		kind: "gpu", productName: "NVIDIA B200", architecture: "Blackwell", computeCapability: "10.0.0",
 		driverVersion: "580.126.9", cudaDriverVersion: "13.0.0",
 		consumes: &[]consumption{{set: "gpu-0-counters", counters: []counter{{name: "memory", milli: 10 << 30 * 1000}}}},
+		memory:   183359 << 20, hasMemory: true,
 	}
 	want := &compactSlice{
 		Compact: kubeproto.Compact{Name: "dra-1-gpu", ResourceVersion: obj.(*compactSlice).ResourceVersion}, driver: inventory.DRADriver,
 		node: "dra-1", pool: pool{name: "dra-1", generation: 3, resourceSliceCount: 2},
 		devices: []device{{
-			name: "gpu-0", uuid: "GPU-dra-1-gpu-0", pciBusID: "0000:1b:00.0", model: h100,
-			memory: 183359 << 20, hasMemory: true,
-			taints: []taint{{key: "gpu.nvidia.com/xid", effect: resourcev1.DeviceTaintEffectNoSchedule}},
+			name: "gpu-0", uuid: packedUUID{spelling: idElsewhere}, pciBusID: packedPCI{spelling: 1, digits: [5]byte{0x00, 0x00, 0x1b, 0x00, 0x00}},
+			model: h100, more: &deviceMore{uuid: "GPU-dra-1-gpu-0", taints: []taint{{key: "gpu.nvidia.com/xid", effect: resourcev1.DeviceTaintEffectNoSchedule}}},
 		}},
 	}
 	if !reflect.DeepEqual(obj, want) {
@@ -705,13 +705,12 @@ func TestCachedSliceIsAnObject(t *testing.T) {
 	if !reflect.DeepEqual(cp, cached) {
 		t.Fatalf("copy:\n%+v\nwant:\n%+v", cp, cached)
 	}
-	tainted := slices.IndexFunc(cached.devices, func(d device) bool { return len(d.taints) > 0 })
+	tainted := slices.IndexFunc(cached.devices, func(d device) bool { return len(d.taints()) > 0 })
 	if tainted < 0 {
 		t.Fatalf("%s cached without taints", dra.H100Tainted)
 	}
-	cp.devices[tainted].name = "changed"
-	cp.devices[tainted].taints[0].key = "changed"
-	if d := cached.devices[tainted]; d.name == "changed" || d.taints[0].key == "changed" {
+	cp.devices[tainted].name = "changed" // taints, like models, are shared and read-only
+	if d := cached.devices[tainted]; d.name == "changed" {
 		t.Error("the copy shares its devices with the original")
 	}
 }
