@@ -342,7 +342,8 @@ func (t *trimmer) newDevice(name, uuid, parentUUID, pciBusID string, m model, ta
 	more.taints = taints
 	switch {
 	case more.uuid != "" || more.parentUUID != "" || more.pciBusID != "":
-		out.more = &more
+		kept := more // allocated only here
+		out.more = &kept
 	case len(taints) > 0:
 		out.more = t.sharedTaints(taints)
 	}

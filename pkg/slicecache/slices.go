@@ -98,9 +98,10 @@ type Cache struct {
 	// handler uses it.
 	slices map[string]string
 
-	// facts maps a node's name to its *held: read without a lock by every inventory
-	// computation (once per node), written only by the event handler.
-	facts sync.Map
+	// facts maps a node's name to its facts: read by every inventory computation (once per
+	// node), written only by the event handler.
+	mu    sync.RWMutex
+	facts map[string]*held
 }
 
 // held is a node's facts as the cache keeps them: without the device list, which only a
@@ -173,7 +174,7 @@ func newCache(lw cache.ListerWatcher, example runtime.Object, t *trimmer) *Cache
 		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
 	})
 	_ = informer.SetTransform(t.Trim) // fails only once the informer has started
-	c := &Cache{informer: informer, slices: map[string]string{}}
+	c := &Cache{informer: informer, slices: map[string]string{}, facts: map[string]*held{}}
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.sliceSeen(obj) },
@@ -198,8 +199,10 @@ func (c *Cache) HasSynced() bool {
 // Facts returns a node's facts, without the device list (see Devices): nil when it has no
 // gpu.nvidia.com slices. The facts are never modified: a change yields new ones.
 func (c *Cache) Facts(node string) *inventory.DeviceFacts {
-	if h, ok := c.facts.Load(node); ok {
-		return h.(*held).facts
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if h := c.facts[node]; h != nil {
+		return h.facts
 	}
 	return nil
 }
@@ -300,19 +303,21 @@ func (c *Cache) recompute(node string) {
 		facts.Devices = nil
 		now.facts = facts
 	}
-	old := &held{}
-	if h, ok := c.facts.Load(node); ok {
-		old = h.(*held)
+	c.mu.RLock()
+	old := c.facts[node] // only this goroutine writes it
+	c.mu.RUnlock()
+	if old == nil {
+		old = &held{}
 	}
 	changed := old.devices != now.devices || !reflect.DeepEqual(old.facts, now.facts)
 	if changed {
+		c.mu.Lock()
 		if now.facts == nil {
-			c.facts.Delete(node)
+			delete(c.facts, node)
 		} else {
-			c.facts.Store(node, now)
+			c.facts[node] = now
 		}
-	}
-	if changed {
+		c.mu.Unlock()
 		for _, f := range c.listeners {
 			f(node)
 		}
