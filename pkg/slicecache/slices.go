@@ -69,21 +69,11 @@ func Serves(d discovery.DiscoveryInterface, resource string) (bool, error) {
 	return false, nil
 }
 
-// byNode is the index of node-local slices by node name.
-const byNode = "node"
-
 func nodeOf(obj any) string {
 	if s, ok := obj.(*compactSlice); ok {
 		return s.node
 	}
 	return ""
-}
-
-func indexByNode(obj any) ([]string, error) {
-	if node := nodeOf(obj); node != "" {
-		return []string{node}, nil
-	}
-	return nil, nil
 }
 
 // Cache holds the gpu.nvidia.com ResourceSlices, each as a compactSlice, and each node's
@@ -93,15 +83,15 @@ type Cache struct {
 	registration cache.ResourceEventHandlerRegistration
 	listeners    []func(node string)
 
-	// slices maps a slice's key to the node it was last seen on, so that a deletion (even
-	// one known only from a tombstone) and a move update the right nodes. Only the event
-	// handler uses it.
+	// Written only by the event handler, under mu. slices maps a slice's key to the node it
+	// was last seen on, so that a deletion (even one known only from a tombstone) and a move
+	// update the right nodes; nodes maps a node to the keys of the slices last seen on it,
+	// the index its facts are computed from (an informer index costs a set per node); facts
+	// maps a node to its facts, read by every inventory computation (once per node).
+	mu     sync.RWMutex
 	slices map[string]string
-
-	// facts maps a node's name to its facts: read by every inventory computation (once per
-	// node), written only by the event handler.
-	mu    sync.RWMutex
-	facts map[string]*held
+	nodes  map[string][]string
+	facts  map[string]*held
 }
 
 // held is a node's facts as the cache keeps them: without the device list, which only a
@@ -170,11 +160,10 @@ var driverSelector = fields.OneTermEqualSelector("spec.driver", inventory.DRADri
 func newCache(lw cache.ListerWatcher, example runtime.Object, t *trimmer) *Cache {
 	informer := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      0, // facts change only with slices
-		Indexers:          cache.Indexers{byNode: indexByNode},
 		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
 	})
 	_ = informer.SetTransform(t.Trim) // fails only once the informer has started
-	c := &Cache{informer: informer, slices: map[string]string{}, facts: map[string]*held{}}
+	c := &Cache{informer: informer, slices: map[string]string{}, nodes: map[string][]string{}, facts: map[string]*held{}}
 	// Registering fails only on a stopped informer; this one has not started.
 	c.registration, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.sliceSeen(obj) },
@@ -219,13 +208,23 @@ func (c *Cache) Devices(node string) []homelabv1.GpuDevice {
 // build computes a node's facts, device list included, from its cached slices expanded back
 // into ResourceSlices for DeviceFactsOf; nil when it has none.
 func (c *Cache) build(node string) *inventory.DeviceFacts {
-	objs, err := c.informer.GetIndexer().ByIndex(byNode, node)
-	if err != nil || len(objs) == 0 {
-		return nil // an error only for an unknown index
+	var cached []*compactSlice
+	c.mu.RLock()
+	for _, key := range c.nodes[node] {
+		// The store may be ahead of the handler: a slice gone or moved is left out until
+		// its event comes.
+		obj, ok, _ := c.informer.GetIndexer().GetByKey(key)
+		if s, isSlice := obj.(*compactSlice); ok && isSlice && s.node == node {
+			cached = append(cached, s)
+		}
 	}
-	slices := make([]*resourcev1.ResourceSlice, 0, len(objs))
-	for _, obj := range objs {
-		slices = append(slices, obj.(*compactSlice).expand())
+	c.mu.RUnlock()
+	if len(cached) == 0 {
+		return nil
+	}
+	slices := make([]*resourcev1.ResourceSlice, len(cached))
+	for i, s := range cached {
+		slices[i] = s.expand()
 	}
 	return factsOf(slices)
 }
@@ -244,12 +243,7 @@ func (c *Cache) sliceSeen(obj any) {
 		return // not an object: nothing to index
 	}
 	node := nodeOf(obj)
-	before := c.slices[key]
-	if node == "" {
-		delete(c.slices, key)
-	} else {
-		c.slices[key] = node
-	}
+	before := c.place(key, node)
 	if before != "" && before != node {
 		c.recompute(before)
 	}
@@ -269,8 +263,9 @@ func (c *Cache) unchanged(old, cur any) bool {
 		!reflect.DeepEqual(a.counterSets, b.counterSets) {
 		return false
 	}
-	objs, err := c.informer.GetIndexer().ByIndex(byNode, b.node)
-	return err == nil && len(objs) == 1
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.nodes[b.node]) == 1
 }
 
 func sameDevice(a, b device) bool {
@@ -285,12 +280,33 @@ func (c *Cache) sliceDeleted(obj any) {
 	if err != nil {
 		return
 	}
-	node, ok := c.slices[key]
-	if !ok {
-		return // never node-local
+	if node := c.place(key, ""); node != "" {
+		c.recompute(node)
 	}
-	delete(c.slices, key)
-	c.recompute(node)
+}
+
+// place records that the slice of key is on node ("": on none, or deleted) and returns
+// the node it was on before.
+func (c *Cache) place(key, node string) (before string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before = c.slices[key]
+	if before == node {
+		return before
+	}
+	if before != "" {
+		delete(c.slices, key)
+		if keys := slices.DeleteFunc(c.nodes[before], func(k string) bool { return k == key }); len(keys) > 0 {
+			c.nodes[before] = keys
+		} else {
+			delete(c.nodes, before)
+		}
+	}
+	if node != "" {
+		c.slices[key] = node
+		c.nodes[node] = append(c.nodes[node], key)
+	}
+	return before
 }
 
 // recompute builds a node's facts from its cached slices and tells the listeners if they
@@ -304,7 +320,7 @@ func (c *Cache) recompute(node string) {
 		now.facts = facts
 	}
 	c.mu.RLock()
-	old := c.facts[node] // only this goroutine writes it
+	old := c.facts[node]
 	c.mu.RUnlock()
 	if old == nil {
 		old = &held{}
