@@ -159,7 +159,7 @@ var driverSelector = fields.OneTermEqualSelector("spec.driver", inventory.DRADri
 // newCache builds the cache on lw, whose events carry objects of example's type.
 func newCache(lw cache.ListerWatcher, example runtime.Object, t *trimmer) *Cache {
 	informer := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
-		ResyncPeriod:      0, // facts change only with slices
+		ResyncPeriod:      0,                   // facts change only with slices
 		ObjectDescription: "*v1.ResourceSlice", // in the reflector's log lines
 	})
 	_ = informer.SetTransform(t.Trim) // fails only once the informer has started
