@@ -18,9 +18,10 @@ package slicecache
 
 import "strings"
 
-// A device's UUIDs and PCI bus ID are unique to it (or to its GPU), so sharing them gains
-// nothing: the cache keeps them packed, as the hex digits of the spelling NVIDIA's driver
-// uses. A value in any other spelling is kept as it came, in the device's deviceMore.
+// A device's UUIDs are unique to it (or to its GPU), and its PCI bus ID packed is smaller
+// than a shared string's header: the cache keeps them packed, as the hex digits of the
+// spelling NVIDIA's driver uses. A value in any other spelling is kept as it came, in the
+// device's deviceMore.
 
 // idElsewhere is the spelling of a packed ID whose value is held as a string elsewhere.
 const idElsewhere = 0xff

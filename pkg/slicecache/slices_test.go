@@ -734,7 +734,7 @@ func fleetSlice(template *resourcev1.ResourceSlice, i int) *resourcev1.ResourceS
 // What the cache retains of an 8-GPU slice: the heap a thousand of them hold once the full
 // slices are gone, beyond what the first one put in the tables the slices share.
 func TestRetainedBytesPerSlice(t *testing.T) {
-	const n, limit = 1000, 2048
+	const n, limit = 1000, 1024
 	full, err := dra.Slices(dra.H100)
 	if err != nil {
 		t.Fatal(err)
