@@ -537,6 +537,30 @@ func TestTombstoneDeletion(t *testing.T) {
 	}
 }
 
+// The store may be ahead of the event handler: a slice the store has moved to another node
+// is no longer listed on its old one, and the move's event then gives each node its facts.
+func TestStoreAheadOfHandler(t *testing.T) {
+	c := New(fake.NewClientset())
+	indexer := c.Informer().GetIndexer()
+	tr := &trimmer{}
+	first, _ := tr.Trim(slice("dra-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0"))
+	if err := indexer.Add(first); err != nil {
+		t.Fatal(err)
+	}
+	c.sliceSeen(first)
+	moved, _ := tr.Trim(slice("dra-gpu", "dra-2", 2, 1, "580.126.9", "gpu-0"))
+	if err := indexer.Update(moved); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Devices("dra-1"); got != nil {
+		t.Errorf("dra-1 still lists the moved slice's devices: %+v", got)
+	}
+	c.sliceSeen(moved)
+	if c.Facts("dra-1") != nil || c.Facts("dra-2") == nil || len(c.Devices("dra-2")) != 1 {
+		t.Errorf("after the move: dra-1 facts %+v, dra-2 facts %+v and devices %+v", c.Facts("dra-1"), c.Facts("dra-2"), c.Devices("dra-2"))
+	}
+}
+
 // The facts of trimmed slices are those of the full slices, for each shape the driver
 // publishes.
 func TestTrimmedSlicesGiveTheSameFacts(t *testing.T) {
