@@ -201,17 +201,21 @@ func (c *Controller) startInitialPass() {
 // metrics keep the room of their largest size, so the pass is fed to it, not poured.
 const initialBatch = 256
 
-// feed tops the queue up from the initial pass's backlog. Each sync calls it, so the pass
-// goes on as long as names are synced, failed or not.
+// feed tops the queue up from the initial pass's backlog, skipping the names an event has
+// had synced meanwhile. Each sync calls it, so the pass goes on as long as names are
+// synced, failed or not.
 func (c *Controller) feed() {
 	c.mu.Lock()
-	n := min(len(c.backlog), initialBatch-c.queue.Len())
-	if n <= 0 {
-		c.mu.Unlock()
-		return
+	room := initialBatch - c.queue.Len()
+	var batch []string
+	for room > 0 && len(c.backlog) > 0 {
+		name := c.backlog[len(c.backlog)-1]
+		c.backlog = c.backlog[:len(c.backlog)-1]
+		if c.pending[name] {
+			batch = append(batch, name)
+			room--
+		}
 	}
-	batch := c.backlog[len(c.backlog)-n:]
-	c.backlog = c.backlog[:len(c.backlog)-n]
 	if len(c.backlog) == 0 {
 		c.backlog = nil
 	}

@@ -622,8 +622,9 @@ func TestNodeRewritingItsLabelsIsSpaced(t *testing.T) {
 	}
 }
 
-// The initial pass over a large fleet is fed to the queue a batch at a time, and every node
-// still gets its record; once done, the controller keeps nothing of the pass.
+// The initial pass over a large fleet is fed to the queue a batch at a time, a node an event
+// had synced meanwhile is not synced again, and every node gets its record; once done, the
+// controller keeps nothing of the pass.
 func TestInitialPassIsFedToTheQueue(t *testing.T) {
 	const n = initialBatch + 44
 	var nodes []*corev1.Node
@@ -632,12 +633,19 @@ func TestInitialPassIsFedToTheQueue(t *testing.T) {
 	}
 	f := newFixture(t, nodes)
 	f.c.startInitialPass()
-	synced := 0
+	early := cache.ObjectName{Name: f.c.backlog[0]} // not queued yet
+	if err := f.c.syncHandler(f.ctx, early); err != nil {
+		t.Fatalf("sync of %s on its event: %v", early.Name, err)
+	}
+	synced := 1
 	for f.c.queue.Len() > 0 {
 		if l := f.c.queue.Len(); l > initialBatch {
 			t.Fatalf("the queue holds %d names of the initial pass, want at most %d", l, initialBatch)
 		}
 		key, _ := f.c.queue.Get()
+		if key == early {
+			t.Errorf("%s was queued again after its event had it synced", key.Name)
+		}
 		if err := f.c.syncHandler(f.ctx, key); err != nil {
 			t.Fatalf("sync of %s: %v", key.Name, err)
 		}
