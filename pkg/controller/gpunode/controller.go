@@ -110,6 +110,7 @@ type Controller struct {
 	// those of them not queued yet (feed).
 	pending     map[string]bool
 	backlog     []string
+	listed      atomic.Bool // the initial pass has listed the caches (enqueue)
 	started     sync.Once
 	initialDone atomic.Bool
 }
@@ -147,7 +148,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 	if _, err := d.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
 		return nil, controller.Runner{}, fmt.Errorf("add Node event handler: %w", err)
 	}
-	c.facts.OnChange(func(name string) { c.limiter.Enqueue(c.queue, cache.ObjectName{Name: name}) })
+	c.facts.OnChange(func(name string) { c.enqueue(cache.ObjectName{Name: name}, true) })
 	if _, err := opts.Records.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRecord,
 		UpdateFunc: c.recordUpdated,
@@ -178,6 +179,7 @@ func (c *Controller) cachesSynced() bool {
 }
 
 func (c *Controller) startInitialPass() {
+	c.listed.Store(true) // before the lists: an event from now on queues its name itself
 	pending := map[string]bool{}
 	nodes, _ := c.nodes.List(labels.Everything()) // an indexer's List does not fail
 	for _, n := range nodes {
@@ -285,7 +287,7 @@ func (c *Controller) handleNode(old, cur any) {
 		// Added or deleted. An added node that is no GPU node has nothing to write; a deleted
 		// one may have a record from when it was.
 		if _, isGPU := nodecache.NodeFromObj(cur); isGPU || c.isDeleted(name.Name) {
-			c.queue.Add(name)
+			c.enqueue(name, false)
 		}
 		return
 	}
@@ -299,7 +301,7 @@ func (c *Controller) handleNode(old, cur any) {
 		c.lastSeen[name.Name] = c.now().Time // the labels were there until this event
 		c.mu.Unlock()
 	}
-	c.limiter.Enqueue(c.queue, name)
+	c.enqueue(name, true)
 }
 
 // isDeleted reports whether a node is absent from the cache (NodeHandler passes deletes as
@@ -344,7 +346,20 @@ func (c *Controller) enqueueRecord(obj any) {
 		utilruntime.HandleError(fmt.Errorf("GpuNode event: %w", err))
 		return
 	}
-	c.queue.Add(name)
+	c.enqueue(name, false)
+}
+
+// enqueue queues name (through the write limiter when limited) once the initial pass has
+// listed the caches. Until then an event queues nothing: the pass queues every node and
+// record the caches hold, and a cache holds what an event is about before the event comes.
+func (c *Controller) enqueue(name cache.ObjectName, limited bool) {
+	switch {
+	case !c.listed.Load():
+	case limited:
+		c.limiter.Enqueue(c.queue, name)
+	default:
+		c.queue.Add(name)
+	}
 }
 
 // recordUpdated queues a record someone else changed; the echo of the controller's own write

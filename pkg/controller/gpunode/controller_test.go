@@ -84,6 +84,7 @@ func newFixture(t *testing.T, nodes []*corev1.Node, records ...*homelabv1.GpuNod
 		t.Fatal(err)
 	}
 	f.c = c
+	c.listed.Store(true) // as once running: events queue their names
 	for _, n := range nodes {
 		f.setNode(n)
 	}
@@ -662,4 +663,17 @@ func TestInitialPassIsFedToTheQueue(t *testing.T) {
 	if !f.c.initialDone.Load() || f.c.pending != nil || f.c.backlog != nil {
 		t.Errorf("after the pass: done %v, %d pending, %d in the backlog; want done and nothing kept", f.c.initialDone.Load(), len(f.c.pending), len(f.c.backlog))
 	}
+}
+
+// Events before the initial pass queue nothing: the pass lists what they were about.
+func TestEventsBeforeTheInitialPassQueueNothing(t *testing.T) {
+	f := newFixture(t, []*corev1.Node{gpuNode("gpu-a", "NVIDIA-L4", 1)})
+	f.c.listed.Store(false) // as at start, before the caches have synced
+	obj, _, _ := f.nodes.GetIndexer().GetByKey("gpu-a")
+	f.events.OnAdd(obj, true)
+	if l := f.c.queue.Len(); l != 0 {
+		t.Fatalf("an event before the initial pass queued %d names, want none", l)
+	}
+	f.c.startInitialPass()
+	wantWrites(t, "the initial pass", f.syncQueued(), "patch")
 }
