@@ -21,8 +21,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // A Codec is a cache's hand decoder of one resource: what a client's serializer
@@ -124,18 +125,8 @@ func (d codecDecoder[O, L]) decode(data []byte, defaults *schema.GroupVersionKin
 // c's Serializer, with config's User-Agent or else client-go's default, as the generated
 // clients set it.
 func NewClient[O, L any](config *rest.Config, c Codec[O, L]) (*rest.RESTClient, error) {
-	cfg := StreamConfig(config)
-	gv := c.GroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = c.Serializer(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion())
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	client, err := rest.RESTClientFor(cfg)
+	ns := c.Serializer(rest.CodecFactoryForGeneratedClient(kubeclient.Scheme, kubeclient.Codecs).WithoutConversion())
+	client, err := kubeclient.New(StreamConfig(config), c.GroupVersion, ns)
 	if err != nil {
 		return nil, fmt.Errorf("create %s client: %w", c.Kind, err)
 	}

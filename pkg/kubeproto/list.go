@@ -29,8 +29,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // ErrTooLarge is the error for a list's item (or metadata) beyond List.MaxItemBytes.
@@ -65,7 +66,7 @@ func (l List) StreamVersion(ctx context.Context, client rest.Interface, namespac
 	opts.Continue = ""
 	resourceVersion := ""
 	for {
-		body, err := client.Get().Namespace(namespace).Resource(l.Resource).VersionedParams(&opts, scheme.ParameterCodec).
+		body, err := client.Get().Namespace(namespace).Resource(l.Resource).VersionedParams(&opts, kubeclient.ParameterCodec).
 			SetHeader("Accept", ContentType).Stream(ctx)
 		if err != nil {
 			return "", fmt.Errorf("list %s: %w", l.Resource, err)
