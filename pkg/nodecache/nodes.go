@@ -29,7 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
@@ -187,14 +186,20 @@ func (n *otherNode) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// NewNodeInformer returns the node cache's informer for client (whose decoder should trim
-// nodes, see NodeTrimmer.Codec). The cache holds a *corev1.Node for each GPU node and the
-// name and resourceVersion of every other (see cacheForm), so the informer has no
-// example object (it would drop events of any other type than its example's); read it with
-// a NodeLister, as client-go's NodeLister fails on the metadata. No namespace index: nodes
-// have none.
-func NewNodeInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-	nodes := client.CoreV1().Nodes()
+// NodesClient lists and watches Nodes: kubeclient.Nodes on a client whose decoder trims them
+// (NodeTrimmer.Codec), or a fake clientset's in tests. A client that cannot serve watch-lists
+// says so with IsWatchListSemanticsUnSupported, as client-go's fake clientsets do.
+type NodesClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// NewNodeInformer returns the node cache's informer on nodes. The cache holds a *corev1.Node
+// for each GPU node and the name and resourceVersion of every other (see cacheForm), so the
+// informer has no example object (it would drop events of any other type than its
+// example's); read it with a NodeLister, as client-go's NodeLister fails on the metadata. No
+// namespace index: nodes have none.
+func NewNodeInformer(nodes NodesClient, resync time.Duration) cache.SharedIndexInformer {
 	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return nodes.List(ctx, opts)
@@ -202,7 +207,7 @@ func NewNodeInformer(client kubernetes.Interface, resync time.Duration) cache.Sh
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return nodes.Watch(ctx, opts)
 		},
-	}, client), nil, cache.SharedIndexInformerOptions{
+	}, nodes), nil, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      resync,
 		Indexers:          cache.Indexers{},
 		ObjectDescription: "*v1.Node", // in the reflector's log lines

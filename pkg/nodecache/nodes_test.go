@@ -33,13 +33,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
@@ -100,7 +100,7 @@ func TestNodeCacheKeepsOtherNodesAsMetadata(t *testing.T) {
 
 // nodeSource is where a node cache reads nodes from.
 type nodeSource struct {
-	client kubernetes.Interface
+	client NodesClient
 	// update writes n, its status only with status.
 	update func(t *testing.T, n *corev1.Node, status bool)
 	// resourceVersion is the stored node's.
@@ -114,7 +114,7 @@ func fakeNodeSource(t *testing.T, nodes ...*corev1.Node) nodeSource {
 		objs = append(objs, n.DeepCopy())
 	}
 	client := k8sfake.NewClientset(objs...)
-	return nodeSource{client: client,
+	return nodeSource{client: prototest.FakeNodes{NodeInterface: client.CoreV1().Nodes()},
 		update: func(t *testing.T, n *corev1.Node, status bool) {
 			t.Helper()
 			write := client.CoreV1().Nodes().Update
@@ -146,7 +146,7 @@ func serverNodeSource(t *testing.T, nodes ...*corev1.Node) nodeSource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nodeSource{client: kubernetes.New(rc),
+	return nodeSource{client: kubeclient.Nodes(rc),
 		update: func(t *testing.T, n *corev1.Node, _ bool) { server.Apply(watch.Modified, n) },
 		resourceVersion: func(name string) string {
 			for _, n := range prototest.Stored[corev1.Node](server, "") {
