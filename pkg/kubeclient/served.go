@@ -32,25 +32,33 @@ import (
 // (a REST client of any group version). A server without the group version answers
 // NotFound: false, with no error. Other errors are returned.
 func Serves(ctx context.Context, c rest.Interface, gv schema.GroupVersion, resource string) (bool, error) {
+	resources, err := Resources(ctx, c, gv)
+	for _, r := range resources {
+		if r.Name == resource {
+			return true, nil
+		}
+	}
+	return false, err
+}
+
+// Resources are the resources the API server serves in group version gv (subresources as
+// "name/subresource"), asked on c (a REST client of any group version): none, with no error,
+// when it does not serve gv.
+func Resources(ctx context.Context, c rest.Interface, gv schema.GroupVersion) ([]metav1.APIResource, error) {
 	p := path.Join("/apis", gv.Group, gv.Version)
 	if gv.Group == "" {
 		p = path.Join("/api", gv.Version)
 	}
 	body, err := c.Get().AbsPath(p).SetHeader("Accept", "application/json").Do(ctx).Raw()
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", gv, err)
+		return nil, fmt.Errorf("discover %s: %w", gv, err)
 	}
 	var list metav1.APIResourceList
 	if err := json.Unmarshal(body, &list); err != nil {
-		return false, fmt.Errorf("discover %s: decode the resource list: %w", gv, err)
+		return nil, fmt.Errorf("discover %s: decode the resource list: %w", gv, err)
 	}
-	for _, r := range list.APIResources {
-		if r.Name == resource {
-			return true, nil
-		}
-	}
-	return false, nil
+	return list.APIResources, nil
 }

@@ -24,7 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -32,11 +31,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // Kueue's API, as the cache looks for it.
@@ -87,23 +87,21 @@ func clientsFor(config *rest.Config) (clients, error) {
 	if err != nil {
 		return clients{}, fmt.Errorf("create metadata client: %w", err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	disc, err := kubeclient.New(cfg, schema.GroupVersion{Group: Group, Version: versions[0]}, nil)
 	if err != nil {
 		return clients{}, fmt.Errorf("create discovery client: %w", err)
 	}
-	return clients{quotaLW: quotaLW, dynamic: dyn, metadata: meta, discover: func(_ context.Context, gv string) ([]string, error) {
-		list, err := disc.ServerResourcesForGroupVersion(gv)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
+	return clients{quotaLW: quotaLW, dynamic: dyn, metadata: meta, discover: func(ctx context.Context, gv string) ([]string, error) {
+		parsed, err := schema.ParseGroupVersion(gv)
 		if err != nil {
-			return nil, fmt.Errorf("discover %s: %w", gv, err)
+			return nil, err
 		}
+		resources, err := kubeclient.Resources(ctx, disc, parsed)
 		var names []string
-		for _, r := range list.APIResources {
+		for _, r := range resources {
 			names = append(names, r.Name)
 		}
-		return names, nil
+		return names, err
 	}}, nil
 }
 

@@ -25,10 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 )
@@ -120,11 +120,11 @@ func quotaListWatch(config *rest.Config) (cache.ListerWatcher, error) {
 	}
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.Get().Resource("resourcequotas").VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
+			return client.Get().Resource("resourcequotas").VersionedParams(&opts, kubeclient.ParameterCodec).Do(ctx).Get()
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			req := client.Get().Resource("resourcequotas").VersionedParams(&opts, scheme.ParameterCodec)
+			req := client.Get().Resource("resourcequotas").VersionedParams(&opts, kubeclient.ParameterCodec)
 			if opts.TimeoutSeconds != nil {
 				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 			}
