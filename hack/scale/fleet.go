@@ -140,10 +140,10 @@ func fleetPhase(ctx context.Context, contexts, gpuNodes int) error {
 // as the API server sends it.
 func writeFleetInventory(ctx context.Context, env *testenv.Env, i, gpuNodes int) (*homelabv1.GpuInventory, int, error) {
 	apiext := apiextensionsclient.NewForConfigOrDie(env.Config)
-	if _, err := crd.Ensure(ctx, apiext); err != nil {
+	if _, err := crd.Ensure(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions()); err != nil {
 		return nil, 0, err
 	}
-	if err := crd.WaitAllEstablished(ctx, apiext, time.Minute); err != nil {
+	if err := crd.WaitAllEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), time.Minute); err != nil {
 		return nil, 0, err
 	}
 	var nodes []*corev1.Node

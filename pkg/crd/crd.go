@@ -25,7 +25,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,6 +90,18 @@ func decode(kind string, data []byte) (*apiextensionsv1.CustomResourceDefinition
 	return crd, nil
 }
 
+// Getter reads CRDs: kubeclient.CRDs, or a clientset's ApiextensionsV1().CustomResourceDefinitions().
+type Getter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*apiextensionsv1.CustomResourceDefinition, error)
+}
+
+// Client reads, creates and updates CRDs, as Getter.
+type Client interface {
+	Getter
+	Create(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, opts metav1.CreateOptions) (*apiextensionsv1.CustomResourceDefinition, error)
+	Update(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, opts metav1.UpdateOptions) (*apiextensionsv1.CustomResourceDefinition, error)
+}
+
 // Outcome is what Ensure did with one CRD.
 type Outcome struct {
 	Name   string
@@ -103,7 +114,7 @@ type Outcome struct {
 // Ensure creates each CRD, or updates an existing one whose spec differs (an older version
 // of the operator installed it, or it was edited), and leaves alone a current one and one of
 // a higher schema revision.
-func Ensure(ctx context.Context, client apiextensionsclient.Interface) ([]Outcome, error) {
+func Ensure(ctx context.Context, client Client) ([]Outcome, error) {
 	var outcomes []Outcome
 	for _, get := range embeddedCRDs {
 		want, err := get()
@@ -119,8 +130,7 @@ func Ensure(ctx context.Context, client apiextensionsclient.Interface) ([]Outcom
 	return outcomes, nil
 }
 
-func ensure(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
-	crds := client.ApiextensionsV1().CustomResourceDefinitions()
+func ensure(ctx context.Context, crds Client, want *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
 	outcome := Outcome{Name: want.Name, Embedded: SchemaRevision(want)}
 	// The API server updates a new CRD's status right after it is created, so an update can
 	// meet a conflict: read again and retry.
@@ -181,7 +191,7 @@ func explain(verb, name string, err error) error {
 }
 
 // WaitAllEstablished waits until every CRD in Names is Established.
-func WaitAllEstablished(ctx context.Context, client apiextensionsclient.Interface, timeout time.Duration) error {
+func WaitAllEstablished(ctx context.Context, client Getter, timeout time.Duration) error {
 	for _, name := range Names {
 		if err := WaitEstablished(ctx, client, name, timeout); err != nil {
 			return err
@@ -192,10 +202,10 @@ func WaitAllEstablished(ctx context.Context, client apiextensionsclient.Interfac
 
 // WaitEstablished waits until the API server reports the CRD Established (its resource is
 // served), or fails with the CRD's own explanation when it is not accepted in time.
-func WaitEstablished(ctx context.Context, client apiextensionsclient.Interface, name string, timeout time.Duration) error {
+func WaitEstablished(ctx context.Context, client Getter, name string, timeout time.Duration) error {
 	var last *apiextensionsv1.CustomResourceDefinition
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		crd, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			klog.FromContext(ctx).V(4).Info("Waiting for CRD", "crd", name, "err", err)
 			return false, nil

@@ -21,20 +21,26 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 func embedded(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
@@ -121,7 +127,7 @@ func TestEnsure(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(append(tc.existing, gpuNode.DeepCopy())...) // the GpuNode CRD is current
-			got, err := Ensure(context.Background(), client)
+			got, err := Ensure(context.Background(), client.ApiextensionsV1().CustomResourceDefinitions())
 			if err != nil {
 				t.Fatalf("Ensure: %v", err)
 			}
@@ -192,7 +198,7 @@ func TestEnsureForbiddenSaysWhatToDo(t *testing.T) {
 	client.PrependReactor("create", "customresourcedefinitions", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(apiextensionsv1.Resource("customresourcedefinitions"), homelabv1.CustomResourceDefinitionName, nil)
 	})
-	_, err := Ensure(context.Background(), client)
+	_, err := Ensure(context.Background(), client.ApiextensionsV1().CustomResourceDefinitions())
 	if err == nil {
 		t.Fatal("want an error when creating the CRD is forbidden")
 	}
@@ -215,7 +221,7 @@ func TestEnsureRetriesAConflict(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if got, err := Ensure(context.Background(), client); err != nil || got[0].Result != Updated {
+	if got, err := Ensure(context.Background(), client.ApiextensionsV1().CustomResourceDefinitions()); err != nil || got[0].Result != Updated {
 		t.Fatalf("Ensure = %v, %v; want %q after one conflict", got, err, Updated)
 	}
 }
@@ -223,7 +229,7 @@ func TestEnsureRetriesAConflict(t *testing.T) {
 // Both CRDs are installed on an empty cluster: the GpuNode records have a kind to be.
 func TestEnsureInstallsTheGpuNodeCRD(t *testing.T) {
 	client := fake.NewClientset()
-	got, err := Ensure(context.Background(), client)
+	got, err := Ensure(context.Background(), client.ApiextensionsV1().CustomResourceDefinitions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,5 +257,41 @@ func TestEnsureInstallsTheGpuNodeCRD(t *testing.T) {
 	if crd.Spec.Scope != apiextensionsv1.ClusterScoped || crd.Spec.Names.Kind != "GpuNode" || crd.Spec.Names.Plural != "gpunodes" ||
 		strings.Join(columns, " ") != "PRODUCT GPUS MEMORY-MIB MIG SHARING DRIVER SOURCE MISSING-SINCE AGE" {
 		t.Errorf("GpuNode CRD: scope %s, names %+v, columns %v", crd.Spec.Scope, crd.Spec.Names, columns)
+	}
+}
+
+// The operator waits through kubeclient's CRD client: Established is seen, and a CRD that
+// stays unaccepted is reported with its conditions.
+func TestWaitEstablishedThroughTheRESTClient(t *testing.T) {
+	conditions := map[string][]apiextensionsv1.CustomResourceDefinitionCondition{
+		homelabv1.CustomResourceDefinitionName: {{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}},
+		homelabv1.GpuNodeCRDName: {{Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionFalse,
+			Reason: "PluralConflict", Message: "gpunodes is taken"}},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := path.Base(r.URL.Path)
+		if r.Method != http.MethodGet || path.Dir(r.URL.Path) != "/apis/apiextensions.k8s.io/v1/customresourcedefinitions" || conditions[name] == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&apiextensionsv1.CustomResourceDefinition{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status:     apiextensionsv1.CustomResourceDefinitionStatus{Conditions: conditions[name]},
+		})
+	}))
+	defer srv.Close()
+	rc, err := kubeclient.New(&rest.Config{Host: srv.URL}, apiextensionsv1.SchemeGroupVersion, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := WaitEstablished(ctx, kubeclient.CRDs(rc), homelabv1.CustomResourceDefinitionName, 5*time.Second); err != nil {
+		t.Errorf("an Established CRD: %v", err)
+	}
+	err = WaitAllEstablished(ctx, kubeclient.CRDs(rc), 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "NamesAccepted=False (PluralConflict: gpunodes is taken)") {
+		t.Errorf("a CRD whose names are not accepted: got %v; want its conditions", err)
 	}
 }

@@ -79,10 +79,10 @@ func TestThousandInventoriesOverHundredsOfNodes(t *testing.T) {
 	}
 
 	apiext := apiextensionsclient.NewForConfigOrDie(c.env.Config)
-	if _, err := crd.Ensure(ctx, apiext); err != nil {
+	if _, err := crd.Ensure(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions()); err != nil {
 		t.Fatal(err)
 	}
-	if err := crd.WaitEstablished(ctx, apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
+	if err := crd.WaitEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	op := startSubprocessOperator(t, c)

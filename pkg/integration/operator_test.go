@@ -73,7 +73,7 @@ func TestCRDSelfInstallOnEmptyServer(t *testing.T) {
 
 	// The installed CRD compares equal to the embedded one: a restart changes nothing.
 	apiext := apiextensionsclient.NewForConfigOrDie(c.env.Config)
-	outcomes, err := crd.Ensure(context.Background(), apiext)
+	outcomes, err := crd.Ensure(context.Background(), apiext.ApiextensionsV1().CustomResourceDefinitions())
 	if err != nil || len(outcomes) != 2 {
 		t.Fatalf("Ensure against the installed CRDs = %v, %v; want both %q", outcomes, err, crd.Current)
 	}
@@ -126,7 +126,7 @@ func TestCRDSelfInstallKeepsANewerCRD(t *testing.T) {
 	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), newer, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := crd.WaitEstablished(context.Background(), apiext, newer.Name, 30*time.Second); err != nil {
+	if err := crd.WaitEstablished(context.Background(), apiext.ApiextensionsV1().CustomResourceDefinitions(), newer.Name, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	mine := []byte(`{"apiVersion":"homelab.youngju.dev/v1","kind":"GpuInventory","metadata":{"name":"mine"},"spec":{"futureField":"kept"}}`)
@@ -510,7 +510,7 @@ func TestOlderCRDIsExplained(t *testing.T) {
 	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), older, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := crd.WaitEstablished(context.Background(), apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
+	if err := crd.WaitEstablished(context.Background(), apiext.ApiextensionsV1().CustomResourceDefinitions(), homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	c.loadHomeLab(t)
@@ -529,7 +529,7 @@ func TestOlderCRDIsExplained(t *testing.T) {
 	if !strings.Contains(op.logs(), "GpuNode records are not served: running without them") {
 		t.Errorf("no word in the log about the missing GpuNode CRD")
 	}
-	if _, err := crd.Ensure(context.Background(), apiext); err != nil {
+	if _, err := crd.Ensure(context.Background(), apiext.ApiextensionsV1().CustomResourceDefinitions()); err != nil {
 		t.Fatal(err)
 	}
 	c.waitTotals(t, "cluster", totals{Nodes: 4, Gpus: 1})

@@ -80,7 +80,7 @@ func TestPluginNodes(t *testing.T) {
 	if _, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, inventoryCRD, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := crd.WaitEstablished(ctx, apiext, homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
+	if err := crd.WaitEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), homelabv1.CustomResourceDefinitionName, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "nodes says the operator is older than the plugin", func() error {
@@ -91,10 +91,10 @@ func TestPluginNodes(t *testing.T) {
 	})
 
 	// Both CRDs (as the operator installs them), no record yet.
-	if _, err := crd.Ensure(ctx, apiext); err != nil {
+	if _, err := crd.Ensure(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions()); err != nil {
 		t.Fatal(err)
 	}
-	if err := crd.WaitAllEstablished(ctx, apiext, 30*time.Second); err != nil {
+	if err := crd.WaitAllEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "nodes sees the GpuNode CRD", func() error {

@@ -211,10 +211,10 @@ func TestUpgradeSeedsRecordsFromTheOldMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	apiext := apiextensionsclient.NewForConfigOrDie(c.env.Config)
-	if _, err := crd.Ensure(ctx, apiext); err != nil {
+	if _, err := crd.Ensure(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions()); err != nil {
 		t.Fatal(err)
 	}
-	if err := crd.WaitAllEstablished(ctx, apiext, 30*time.Second); err != nil {
+	if err := crd.WaitAllEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	since := metav1.NewTime(time.Now().Add(-3 * time.Hour).Truncate(time.Second))

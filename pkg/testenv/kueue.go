@@ -402,7 +402,7 @@ func (e *Env) InstallKueueCRDs(ctx context.Context) error {
 		return err
 	}
 	for _, c := range crds {
-		if err := crd.WaitEstablished(ctx, apiext, c.GetName(), e.startTimeout); err != nil {
+		if err := crd.WaitEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), c.GetName(), e.startTimeout); err != nil {
 			return err
 		}
 	}
