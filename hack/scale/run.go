@@ -172,7 +172,7 @@ func connect(config *rest.Config) (*clients, error) {
 		kube:     kubernetes.NewForConfigOrDie(bulk),
 		protobuf: kubernetes.NewForConfigOrDie(protobuf),
 		gpu:      versioned.NewForConfigOrDie(bulk),
-		watcher:  watcher,
+		watcher:  versioned.New(watcher),
 		apiext:   apiextensionsclient.NewForConfigOrDie(bulk),
 	}, nil
 }

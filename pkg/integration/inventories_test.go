@@ -36,6 +36,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -99,7 +100,7 @@ func TestThousandInventoriesOverHundredsOfNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Minute, "every inventory has its status", func() error {
-		list, err := light.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+		list, err := kubeclient.GpuInventories(light).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}

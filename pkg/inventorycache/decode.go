@@ -28,35 +28,31 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// NewInformerClient returns a clientset whose decoder leaves status.nodes out of every
-// GpuInventory it reads (such an object has ListedNodes > 0 and no Nodes; see NodesOmitted);
-// anything else (GpuNode records, say) is decoded as usual. Its watches read each JSON event
-// in place. docs/design/status-write.md says why.
-func NewInformerClient(config *rest.Config) (versioned.Interface, error) {
-	cfg := rest.CopyConfig(config)
-	gv := homelabv1.SchemeGroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
+// NewInformerClient returns a homelab.youngju.dev/v1 REST client whose decoder leaves
+// status.nodes out of every GpuInventory it reads (such an object has ListedNodes > 0 and no
+// Nodes; see NodesOmitted); anything else (GpuNode records, say) is decoded as usual. Its
+// watches read each JSON event in place. Read through kubeclient.GpuInventories and
+// kubeclient.GpuNodes. docs/design/status-write.md says why.
+func NewInformerClient(config *rest.Config) (rest.Interface, error) {
 	// JSON watch events are cut from the stream by a structural scan (jsonFramer) and read in
 	// place: the event's object is the frame's own bytes, which client-go's watch decoder
 	// decodes before it reads the next frame.
 	framed := kubeproto.WithStreamSerializer(withoutNodeLists{
-		NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
+		NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(kubeclient.Scheme, kubeclient.Codecs).WithoutConversion(),
 	}, runtime.ContentTypeJSON, func(stream *runtime.StreamSerializerInfo) { stream.Framer = jsonFramer{} })
-	cfg.NegotiatedSerializer = kubeproto.WithWatchEventReader(framed, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
+	ns := kubeproto.WithWatchEventReader(framed, runtime.ContentTypeJSON, func(frame []byte) (string, []byte, bool, error) {
 		typ, object, ok := watchEvent(frame)
 		return typ, object, ok, nil
 	})
-	rc, err := rest.RESTClientFor(cfg)
+	rc, err := kubeclient.New(config, homelabv1.SchemeGroupVersion, ns)
 	if err != nil {
 		return nil, fmt.Errorf("create GpuInventory informer client: %w", err)
 	}
-	return versioned.New(rc), nil
+	return rc, nil
 }
 
 type withoutNodeLists struct {

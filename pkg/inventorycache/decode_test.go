@@ -34,6 +34,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // servedInventory is a GpuInventory as the API server sends it: apiVersion and kind set, a
@@ -110,7 +111,7 @@ func TestInformerClientLeavesOutTheNodeList(t *testing.T) {
 	ctx := context.Background()
 	want := withoutNodesDecoded(served)
 
-	gotList, err := client.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	gotList, err := kubeclient.GpuInventories(client).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}
@@ -124,7 +125,7 @@ func TestInformerClientLeavesOutTheNodeList(t *testing.T) {
 		t.Errorf("second item is %q, want other", gotList.Items[1].Name)
 	}
 
-	got, err := client.HomelabV1().GpuInventories().Get(ctx, "cluster", metav1.GetOptions{})
+	got, err := kubeclient.GpuInventories(client).Get(ctx, "cluster", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
@@ -135,7 +136,7 @@ func TestInformerClientLeavesOutTheNodeList(t *testing.T) {
 		t.Error("NodesOmitted = false for an object decoded without its list")
 	}
 
-	w, err := client.HomelabV1().GpuInventories().Watch(ctx, metav1.ListOptions{})
+	w, err := kubeclient.GpuInventories(client).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("watch: %v", err)
 	}
@@ -161,7 +162,7 @@ func TestInformerClientReportsMalformedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.HomelabV1().GpuInventories().Get(context.Background(), "cluster", metav1.GetOptions{})
+	_, err = kubeclient.GpuInventories(client).Get(context.Background(), "cluster", metav1.GetOptions{})
 	if err == nil || !strings.Contains(err.Error(), "totalGpus") {
 		t.Errorf("get of a malformed object: err = %v, want one naming totalGpus", err)
 	}

@@ -31,7 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // Writer applies an inventory's status and returns the object's resourceVersion afterwards
@@ -50,8 +50,8 @@ type REST struct {
 	dryRun bool
 }
 
-// New returns a Writer that sends its requests through client, the homelab.youngju.dev/v1
-// REST client (versioned.Interface's HomelabV1().RESTClient()).
+// New returns a Writer that sends its requests through client, a homelab.youngju.dev/v1
+// REST client (kubeclient.New).
 func New(client rest.Interface) *REST { return &REST{client: client} }
 
 // DryRun returns a copy of w whose writes the API server checks but does not persist.
@@ -70,7 +70,7 @@ func (w *REST) ApplyStatus(ctx context.Context, name string, status homelabv1.Gp
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	result := w.client.Patch(types.ApplyPatchType).Resource("gpuinventories").Name(name).SubResource("status").
-		VersionedParams(&opts, scheme.ParameterCodec).SetHeader("Accept", MetadataOnly).Body(body).Do(ctx)
+		VersionedParams(&opts, kubeclient.ParameterCodec).SetHeader("Accept", MetadataOnly).Body(body).Do(ctx)
 	resourceVersion, err := WrittenVersion(ctx, result, "GpuInventory", klog.KRef("", name))
 	if err != nil {
 		return "", explain(err)

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // request is what the fake API server saw.
@@ -54,11 +54,11 @@ func server(t *testing.T, code int, answer string) (*REST, *[]request) {
 		_, _ = io.WriteString(w, answer)
 	}))
 	t.Cleanup(srv.Close)
-	client, err := versioned.NewForConfig(&rest.Config{Host: srv.URL})
+	client, err := kubeclient.New(&rest.Config{Host: srv.URL}, homelabv1.SchemeGroupVersion, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(client.HomelabV1().RESTClient()), &seen
+	return New(client), &seen
 }
 
 func status() homelabv1.GpuInventoryStatus {
