@@ -22,9 +22,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
 )
 
 // candidacy is one run of the elector: whether this instance led, and how its controllers ended.
@@ -39,11 +40,7 @@ type candidacy struct {
 // shutdown the controllers stop first and only then is the lease released, so no write can
 // follow the release.
 func (o *Operator) runWithLeaderElection(ctx context.Context) error {
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.namespace, o.opts.LeaderElectionID,
-		o.kube.CoreV1(), o.kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: o.identity})
-	if err != nil {
-		return fmt.Errorf("create leader-election lock: %w", err)
-	}
+	lock := leaderelection.NewLeaseLock(kubeclient.Leases(o.coordination, o.namespace), o.namespace, o.opts.LeaderElectionID, o.identity)
 	// The elector runs on its own context: cancelling ctx must not release the lease.
 	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElector()
@@ -68,7 +65,7 @@ func (o *Operator) runWithLeaderElection(ctx context.Context) error {
 	}
 }
 
-func (o *Operator) electionConfig(ctx context.Context, lock resourcelock.Interface, t *candidacy) leaderelection.LeaderElectionConfig {
+func (o *Operator) electionConfig(ctx context.Context, lock leaderelection.Lock, t *candidacy) leaderelection.LeaderElectionConfig {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(o.namespace, o.opts.LeaderElectionID), "identity", o.identity)
 	return leaderelection.LeaderElectionConfig{
 		Lock:            lock,

@@ -31,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -41,6 +40,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
@@ -58,6 +58,7 @@ type Operator struct {
 	recordClient   versioned.Interface // GpuNode records, at --gpunode-qps
 	recordReader   versioned.Interface // whole GpuNode records the cache summarizes, at --gpunode-qps
 	apiext         apiextensionsclient.Interface
+	coordination   rest.Interface // coordination.k8s.io/v1, for the Lease
 
 	leaderHealth *leaderelection.HealthzAdaptor
 	leading      atomic.Bool
