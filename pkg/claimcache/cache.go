@@ -27,15 +27,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 )
@@ -44,9 +44,9 @@ import (
 const GroupVersion = slicecache.GroupVersion
 
 // Served reports whether the API server serves resourceclaims in resource.k8s.io/v1 (no
-// error when the group version is absent).
-func Served(d discovery.DiscoveryInterface) (bool, error) {
-	return slicecache.Serves(d, "resourceclaims")
+// error and false when it does not), asking on c (a REST client of any group version).
+func Served(ctx context.Context, c rest.Interface) (bool, error) {
+	return kubeclient.Serves(ctx, c, resourcev1.SchemeGroupVersion, "resourceclaims")
 }
 
 // Cache follows all namespaces' ResourceClaims with a client-go Reflector whose store keeps
@@ -84,7 +84,7 @@ func New(config *rest.Config, tracker *allocation.Tracker) (*Cache, error) {
 // claimsRequest is a GET of the ResourceClaims of namespace ("" for all) with opts, as the
 // generated client makes it.
 func claimsRequest(client rest.Interface, namespace string, opts metav1.ListOptions) *rest.Request {
-	req := client.Get().Namespace(namespace).Resource("resourceclaims").VersionedParams(&opts, scheme.ParameterCodec)
+	req := client.Get().Namespace(namespace).Resource("resourceclaims").VersionedParams(&opts, kubeclient.ParameterCodec)
 	if opts.TimeoutSeconds != nil {
 		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 	}

@@ -18,7 +18,6 @@ package claimcache
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -26,10 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -50,19 +46,14 @@ func TestServed(t *testing.T) {
 		{"v1 without resourceclaims", []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{slices}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}}
-			got, err := Served(d)
+			got, err := Served(context.Background(), prototest.DiscoveryClient(t, false, tc.resources...))
 			if err != nil || got != tc.want {
 				t.Errorf("Served = %v, %v; want %v, nil", got, err, tc.want)
 			}
 		})
 	}
 	t.Run("discovery fails", func(t *testing.T) {
-		fake := &clienttesting.Fake{}
-		fake.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New("connection refused")
-		})
-		if got, err := Served(&fakediscovery.FakeDiscovery{Fake: fake}); err == nil || got {
+		if got, err := Served(context.Background(), prototest.DiscoveryClient(t, true)); err == nil || got {
 			t.Errorf("Served = %v, %v; want false and the error", got, err)
 		}
 	})

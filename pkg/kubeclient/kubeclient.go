@@ -57,7 +57,8 @@ func newScheme() *runtime.Scheme {
 		metav1.AddToGroupVersion(s, gv)
 	}
 	add(corev1.SchemeGroupVersion, &corev1.Node{}, &corev1.NodeList{}, &corev1.ConfigMap{}, &corev1.ConfigMapList{},
-		&corev1.Event{}, &corev1.EventList{}, &corev1.Pod{}, &corev1.PodList{}, &corev1.ResourceQuota{}, &corev1.ResourceQuotaList{})
+		&corev1.Event{}, &corev1.EventList{}, &corev1.Pod{}, &corev1.PodList{}, &corev1.ResourceQuota{}, &corev1.ResourceQuotaList{},
+		&corev1.Namespace{}, &corev1.NamespaceList{})
 	add(resourcev1.SchemeGroupVersion, &resourcev1.ResourceSlice{}, &resourcev1.ResourceSliceList{},
 		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimList{})
 	add(coordinationv1.SchemeGroupVersion, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
@@ -109,6 +110,13 @@ func Nodes(c rest.Interface) *gentype.ClientWithList[*corev1.Node, *corev1.NodeL
 	return gentype.NewClientWithList("nodes", c, ParameterCodec, "",
 		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
 		gentype.PrefersProtobuf[*corev1.Node]())
+}
+
+// Namespaces are the Namespaces, on a core/v1 client.
+func Namespaces(c rest.Interface) *gentype.ClientWithList[*corev1.Namespace, *corev1.NamespaceList] {
+	return gentype.NewClientWithList("namespaces", c, ParameterCodec, "",
+		func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} },
+		gentype.PrefersProtobuf[*corev1.Namespace]())
 }
 
 // Leases are the Leases of namespace, on a coordination.k8s.io/v1 client.

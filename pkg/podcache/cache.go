@@ -28,11 +28,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
@@ -66,7 +66,7 @@ func New(config *rest.Config, tracker Tracker, opts Options) (*Cache, error) {
 		ListWithContextFunc: c.list,
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			req := client.Get().Resource("pods").VersionedParams(&opts, scheme.ParameterCodec)
+			req := client.Get().Resource("pods").VersionedParams(&opts, kubeclient.ParameterCodec)
 			if opts.TimeoutSeconds != nil {
 				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 			}

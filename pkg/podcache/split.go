@@ -24,11 +24,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
@@ -46,7 +46,7 @@ const (
 // the pods are better listed at once (fewer than two, or more than MaxSplitNamespaces). The
 // error is the namespace list's: forbidden without "list" on namespaces.
 func SplitNamespaces(ctx context.Context, core rest.Interface, resourceVersion string) ([]string, string, error) {
-	list, err := corev1client.New(core).Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: resourceVersion, Limit: MaxSplitNamespaces + 1})
+	list, err := kubeclient.Namespaces(core).List(ctx, metav1.ListOptions{ResourceVersion: resourceVersion, Limit: MaxSplitNamespaces + 1})
 	if err != nil {
 		return nil, "", fmt.Errorf("list namespaces: %w", err)
 	}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -29,44 +28,27 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 
 	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // GroupVersion is the API the cache reads ResourceSlices from.
 const GroupVersion = "resource.k8s.io/v1"
 
-// Served reports whether the API server serves resourceslices in resource.k8s.io/v1.
-func Served(d discovery.DiscoveryInterface) (bool, error) { return Serves(d, "resourceslices") }
-
-// Serves reports whether the API server serves resource (e.g. resourceclaims) in
-// resource.k8s.io/v1. A server without the group version (before Kubernetes 1.34, or with
-// it turned off) answers NotFound: false, with no error. Other errors are returned.
-func Serves(d discovery.DiscoveryInterface, resource string) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(GroupVersion)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", GroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == resource {
-			return true, nil
-		}
-	}
-	return false, nil
+// Served reports whether the API server serves resourceslices in resource.k8s.io/v1, asking
+// on c (a REST client of any group version). A server without the group version (before
+// Kubernetes 1.34, or with it turned off) answers NotFound: false, with no error. Other
+// errors are returned.
+func Served(ctx context.Context, c rest.Interface) (bool, error) {
+	return kubeclient.Serves(ctx, c, resourcev1.SchemeGroupVersion, "resourceslices")
 }
 
 func nodeOf(obj any) string {
@@ -105,27 +87,7 @@ type held struct {
 // factsOf computes a node's facts from all its slices.
 var factsOf = inventory.DeviceFactsOf
 
-// New builds the cache's informer on client: a list and watch of the ResourceSlices with
-// spec.driver=gpu.nvidia.com (the client sets the content type), no resync. The informer's
-// store holds compactSlices (its transform is trimmer.Trim): its example object is the
-// type of the watch events, which the reflector checks before the transform. Nothing runs
-// until the informer is started. Tests build it on a fake clientset.
-func New(client kubernetes.Interface) *Cache {
-	slices := client.ResourceV1().ResourceSlices()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = driverSelector
-			return slices.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = driverSelector
-			return slices.Watch(ctx, opts)
-		},
-	}, client)
-	return newCache(lw, &resourcev1.ResourceSlice{}, &trimmer{})
-}
-
-// NewForConfig is New on a client of its own (kubeproto.NewClient), as the operator runs it:
+// NewForConfig builds the cache on a client of its own (kubeproto.NewClient), as the operator runs it:
 // protobuf over HTTP/1.1 on a connection of its own, watch events read in place, and each
 // ResourceSlice decoded straight into its compact form (decodeSlice), so that the informer's
 // events are compactSlices already.
@@ -138,12 +100,12 @@ func NewForConfig(config *rest.Config) (*Cache, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = driverSelector
-			return client.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Get()
+			return client.Get().Resource("resourceslices").VersionedParams(&opts, kubeclient.ParameterCodec).Do(ctx).Get()
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = driverSelector
 			opts.Watch = true
-			req := client.Get().Resource("resourceslices").VersionedParams(&opts, scheme.ParameterCodec)
+			req := client.Get().Resource("resourceslices").VersionedParams(&opts, kubeclient.ParameterCodec)
 			if opts.TimeoutSeconds != nil {
 				req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 			}

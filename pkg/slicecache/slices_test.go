@@ -18,7 +18,6 @@ package slicecache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	goruntime "runtime"
@@ -34,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -60,19 +58,14 @@ func TestServed(t *testing.T) {
 		{"v1 without resourceslices", []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{claims}}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tc.resources}}
-			got, err := Served(d)
+			got, err := Served(context.Background(), prototest.DiscoveryClient(t, false, tc.resources...))
 			if err != nil || got != tc.want {
 				t.Errorf("Served = %v, %v; want %v, nil", got, err, tc.want)
 			}
 		})
 	}
 	t.Run("discovery fails", func(t *testing.T) {
-		fake := &clienttesting.Fake{}
-		fake.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New("connection refused")
-		})
-		if got, err := Served(&fakediscovery.FakeDiscovery{Fake: fake}); err == nil || got {
+		if got, err := Served(context.Background(), prototest.DiscoveryClient(t, true)); err == nil || got {
 			t.Errorf("Served = %v, %v; want false and the error", got, err)
 		}
 	})
@@ -154,7 +147,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 			t.Fatal(err)
 		}
 	}}
-	f.start(t, New(client))
+	f.start(t, newOnFake(client))
 	return f
 }
 
@@ -516,7 +509,7 @@ func TestTrimKeepsOnlyWhatIsRead(t *testing.T) {
 // A deletion the informer learnt of only from a tombstone (it missed the watch event)
 // still removes the node's facts: the cache remembers each slice's node.
 func TestTombstoneDeletion(t *testing.T) {
-	c := New(fake.NewClientset())
+	c := newOnFake(fake.NewClientset())
 	var changed []string
 	c.OnChange(func(node string) { changed = append(changed, node) })
 	indexer := c.Informer().GetIndexer()
@@ -540,7 +533,7 @@ func TestTombstoneDeletion(t *testing.T) {
 // The store may be ahead of the event handler: a slice the store has moved to another node
 // is no longer listed on its old one, and the move's event then gives each node its facts.
 func TestStoreAheadOfHandler(t *testing.T) {
-	c := New(fake.NewClientset())
+	c := newOnFake(fake.NewClientset())
 	indexer := c.Informer().GetIndexer()
 	tr := &trimmer{}
 	first, _ := tr.Trim(slice("dra-gpu", "dra-1", 1, 1, "580.126.9", "gpu-0"))
@@ -802,4 +795,21 @@ func BenchmarkTransform(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// newOnFake builds the cache on a fake clientset: a list and watch of the ResourceSlices with
+// spec.driver=gpu.nvidia.com, trimmed by the informer's transform.
+func newOnFake(client *fake.Clientset) *Cache {
+	slices := client.ResourceV1().ResourceSlices()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = driverSelector
+			return slices.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = driverSelector
+			return slices.Watch(ctx, opts)
+		},
+	}, client)
+	return newCache(lw, &resourcev1.ResourceSlice{}, &trimmer{})
 }
