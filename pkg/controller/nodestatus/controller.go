@@ -34,9 +34,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -48,6 +45,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
@@ -106,7 +104,8 @@ func readEntry(name, value string) (homelabv1.GpuNodeEntry, bool) {
 
 // Controller keeps the ConfigMap equal to the GPU nodes' entries.
 type Controller struct {
-	client           kubernetes.Interface
+	client           ConfigMapClient
+	rest             rest.Interface // nil: updates through client
 	nodes            nodecache.NodeLister
 	nodesSynced      cache.InformerSynced
 	configMaps       corelisters.ConfigMapLister
@@ -134,12 +133,24 @@ type written struct {
 	entries         []homelabv1.GpuNodeEntry
 }
 
+// ConfigMapClient writes the ConfigMaps of one namespace: kubeclient.ConfigMaps, or a
+// clientset's CoreV1().ConfigMaps(namespace).
+type ConfigMapClient interface {
+	Create(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error)
+	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+}
+
 // Options are what the ConfigMap controller has of its own beside the controller.Context.
 type Options struct {
 	Namespace string // of the ConfigMap
+	// Client writes the ConfigMap: the ConfigMaps of Namespace.
+	Client ConfigMapClient
+	// REST, the core/v1 REST client, sends the updates asking for an answer of metadata only
+	// (see update); nil: Client sends them and the answer is the whole object.
+	REST rest.Interface
 	// ConfigMaps watches the namespace (it may be limited to the one ConfigMap by a field
-	// selector).
-	ConfigMaps coreinformers.ConfigMapInformer
+	// selector): NewConfigMapInformer.
+	ConfigMaps cache.SharedIndexInformer
 	// MinInterval allows at most one write per interval under churn (0: no limit).
 	MinInterval time.Duration
 	// Delay is how long every change waits, so that the ConfigMap follows the GpuInventory
@@ -152,11 +163,12 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 	d := cc.Defaulted()
 	c := &Controller{
 		recorder:         d.Recorder,
-		client:           d.Kube,
+		client:           opts.Client,
+		rest:             opts.REST,
 		nodes:            nodecache.NewNodeLister(d.Nodes),
 		nodesSynced:      d.Nodes.HasSynced,
-		configMaps:       opts.ConfigMaps.Lister(),
-		configMapsSynced: opts.ConfigMaps.Informer().HasSynced,
+		configMaps:       corelisters.NewConfigMapLister(opts.ConfigMaps.GetIndexer()),
+		configMapsSynced: opts.ConfigMaps.HasSynced,
 		key:              cache.ObjectName{Namespace: opts.Namespace, Name: homelabv1.NodeStatusConfigMapName},
 		queue:            controller.NewQueue[cache.ObjectName](Name, d.Metrics),
 		maxNodes:         d.MaxStatusNodes,
@@ -178,7 +190,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		name, err := cache.ObjectToName(obj)
 		return err == nil && name == c.key
 	}
-	if _, err := opts.ConfigMaps.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+	if _, err := opts.ConfigMaps.AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: isOurs,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    enqueue,
@@ -299,7 +311,6 @@ func nameList(names []string, max int) string {
 // that keys of nodes that are gone disappear whoever wrote them; a concurrent change fails
 // with a conflict and the sync is retried. It returns the new resourceVersion.
 func (c *Controller) write(ctx context.Context, key cache.ObjectName, current *corev1.ConfigMap, data map[string]string, omitted string) (string, error) {
-	configMaps := c.client.CoreV1().ConfigMaps(key.Namespace)
 	if current == nil {
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
@@ -307,7 +318,7 @@ func (c *Controller) write(ctx context.Context, key cache.ObjectName, current *c
 				Annotations: map[string]string{OmittedAnnotation: omitted}},
 			Data: data,
 		}
-		created, err := configMaps.Create(ctx, cm, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
+		created, err := c.client.Create(ctx, cm, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
 		if err != nil {
 			return "", fmt.Errorf("create ConfigMap %s: %w", key, err)
 		}
@@ -331,16 +342,15 @@ func (c *Controller) write(ctx context.Context, key cache.ObjectName, current *c
 // per listed GPU node, and reading it back after every write would cost as much as sending it.
 func (c *Controller) update(ctx context.Context, cm *corev1.ConfigMap) (string, error) {
 	opts := metav1.UpdateOptions{FieldManager: homelabv1.FieldManager}
-	rc, ok := c.client.CoreV1().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil { // a fake clientset has no REST client
-		updated, err := c.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, opts)
+	if c.rest == nil {
+		updated, err := c.client.Update(ctx, cm, opts)
 		if err != nil {
 			return "", err
 		}
 		return updated.ResourceVersion, nil
 	}
-	result := rc.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).
-		VersionedParams(&opts, scheme.ParameterCodec).SetHeader("Accept", statuswriter.MetadataOnly).Body(cm).Do(ctx)
+	result := c.rest.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).
+		VersionedParams(&opts, kubeclient.ParameterCodec).SetHeader("Accept", statuswriter.MetadataOnly).Body(cm).Do(ctx)
 	// Without the version in the answer, the next sync decodes the cached ConfigMap.
 	return statuswriter.WrittenVersion(ctx, result, "ConfigMap", klog.KObj(cm))
 }

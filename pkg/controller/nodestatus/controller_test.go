@@ -63,9 +63,10 @@ func syncRecorded(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap
 	}
 	client := k8sfake.NewClientset(objs...)
 	factory := kubeinformers.NewSharedInformerFactory(client, 0)
-	cc := &controller.Context{Kube: client, Nodes: factory.Core().V1().Nodes().Informer(), MaxStatusNodes: 500,
+	cc := &controller.Context{Nodes: factory.Core().V1().Nodes().Informer(), MaxStatusNodes: 500,
 		Metrics: metrics.New(), Recorder: recorder}
-	c, _, err := NewController(ctx, cc, Options{Namespace: namespace, ConfigMaps: factory.Core().V1().ConfigMaps()})
+	configMaps := NewConfigMapInformer(client.CoreV1().ConfigMaps(namespace), key.Name)
+	c, _, err := NewController(ctx, cc, Options{Namespace: namespace, Client: client.CoreV1().ConfigMaps(namespace), ConfigMaps: configMaps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func syncRecorded(t *testing.T, nodes []*corev1.Node, existing *corev1.ConfigMap
 		}
 	}
 	if existing != nil {
-		if err := factory.Core().V1().ConfigMaps().Informer().GetIndexer().Add(existing); err != nil {
+		if err := configMaps.GetIndexer().Add(existing); err != nil {
 			t.Fatal(err)
 		}
 	}

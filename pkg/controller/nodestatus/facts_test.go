@@ -36,9 +36,10 @@ func TestFactsEnqueueTheConfigMap(t *testing.T) {
 	var listeners []func(string)
 	synced := false
 	source := controller.FactsOf(func(f func(string)) { listeners = append(listeners, f) }, func() bool { return synced })
-	cc := &controller.Context{Kube: client, Nodes: factory.Core().V1().Nodes().Informer(), Metrics: metrics.New(),
+	cc := &controller.Context{Nodes: factory.Core().V1().Nodes().Informer(), Metrics: metrics.New(),
 		Facts: controller.Facts{Devices: source, Records: source}}
-	c, _, err := NewController(ctx, cc, Options{Namespace: namespace, ConfigMaps: factory.Core().V1().ConfigMaps()})
+	c, _, err := NewController(ctx, cc, Options{Namespace: namespace, Client: client.CoreV1().ConfigMaps(namespace),
+		ConfigMaps: NewConfigMapInformer(client.CoreV1().ConfigMaps(namespace), key.Name)})
 	if err != nil {
 		t.Fatal(err)
 	}
