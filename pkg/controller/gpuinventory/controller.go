@@ -35,8 +35,6 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
@@ -56,8 +54,11 @@ const WriteBurst = 2
 // Options are what the inventory controller has of its own beside the controller.Context.
 type Options struct {
 	// Writer writes the status.
-	Writer      statuswriter.Writer
-	Inventories informersv1.GpuInventoryInformer
+	Writer statuswriter.Writer
+	// Client reads a whole GpuInventory when the cache holds it without its node list.
+	Client InventoryGetter
+	// Inventories caches the GpuInventories: NewInformer.
+	Inventories Informer
 	// ResyncPeriod: every inventory is re-examined this often, at no API cost when nothing changed.
 	ResyncPeriod time.Duration
 	// PerNodeMetrics adds a gpu_inventory_node_not_ready series per not-ready node.
@@ -75,7 +76,7 @@ type Options struct {
 
 // Controller reconciles GpuInventory status from the node cache.
 type Controller struct {
-	client            versioned.Interface
+	client            InventoryGetter
 	writer            statuswriter.Writer
 	nodes             nodecache.NodeLister
 	nodesSynced       cache.InformerSynced
@@ -110,7 +111,7 @@ type Controller struct {
 func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
 	d := cc.Defaulted()
 	c := &Controller{
-		client:            d.Client,
+		client:            opts.Client,
 		writer:            opts.Writer,
 		nodes:             nodecache.NewNodeLister(d.Nodes),
 		nodesSynced:       d.Nodes.HasSynced,

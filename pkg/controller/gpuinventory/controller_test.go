@@ -47,7 +47,6 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
-	informers "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
@@ -85,23 +84,23 @@ func newFixtureWith(t *testing.T, configure func(*controller.Context), nodes []*
 	}
 	client := fake.NewClientset(objs...)
 	kubeFactory := kubeinformers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
-	invFactory := informers.NewSharedInformerFactory(client, 0)
+	invInformer := NewInformer(client.HomelabV1().GpuInventories(), 0)
 	recorder := record.NewFakeRecorder(100)
 	writer := &recordingWriter{client: client}
 	m := metrics.New()
-	cc := &controller.Context{Client: client, Nodes: kubeFactory.Core().V1().Nodes().Informer(), Metrics: m,
+	cc := &controller.Context{Nodes: kubeFactory.Core().V1().Nodes().Informer(), Metrics: m,
 		Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)}
 	if configure != nil {
 		configure(cc)
 	}
-	c, _, err := NewController(ctx, cc, Options{Writer: writer, Inventories: invFactory.Homelab().V1().GpuInventories(),
+	c, _, err := NewController(ctx, cc, Options{Writer: writer, Client: client.HomelabV1().GpuInventories(), Inventories: invInformer,
 		ResyncPeriod: time.Minute})
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
 	f := &fixture{t: t, ctx: ctx, client: client, writer: writer, metrics: m, controller: c, recorder: recorder,
 		nodeIndexer: kubeFactory.Core().V1().Nodes().Informer().GetIndexer(),
-		invIndexer:  invFactory.Homelab().V1().GpuInventories().Informer().GetIndexer()}
+		invIndexer:  invInformer.Informer().GetIndexer()}
 	for _, n := range nodes {
 		if err := f.nodeIndexer.Add(n); err != nil {
 			t.Fatal(err)

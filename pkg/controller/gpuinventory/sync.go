@@ -201,7 +201,7 @@ func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory
 	if nodes, ok := c.memory.nodesAt(key, gi.ResourceVersion); ok {
 		return nodes, nil
 	}
-	full, err := c.client.HomelabV1().GpuInventories().Get(ctx, gi.Name, metav1.GetOptions{})
+	full, err := c.client.Get(ctx, gi.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read the node list of GpuInventory %s: %w", gi.Name, err)
 	}

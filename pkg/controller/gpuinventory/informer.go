@@ -1,0 +1,74 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gpuinventory
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
+)
+
+// InventoryGetter reads a GpuInventory: kubeclient.GpuInventories, or a clientset's
+// HomelabV1().GpuInventories().
+type InventoryGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*homelabv1.GpuInventory, error)
+}
+
+// InventoryListWatcher lists and watches the GpuInventories, as InventoryGetter reads them.
+type InventoryListWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*homelabv1.GpuInventoryList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Informer is a cache of GpuInventories and its lister.
+type Informer interface {
+	Informer() cache.SharedIndexInformer
+	Lister() listersv1.GpuInventoryLister
+}
+
+// NewInformer returns the informer of the GpuInventories client lists and watches (over
+// inventorycache.NewInformerClient: without their node lists), resynced every resync,
+// indexed by namespace. Run it with Informer().RunWithContext.
+func NewInformer(client InventoryListWatcher, resync time.Duration) Informer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return client.Watch(ctx, opts)
+		},
+	}
+	return inventoryInformer{cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&homelabv1.GpuInventory{}, cache.SharedIndexInformerOptions{
+			ResyncPeriod: resync,
+			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		})}
+}
+
+type inventoryInformer struct{ informer cache.SharedIndexInformer }
+
+func (i inventoryInformer) Informer() cache.SharedIndexInformer { return i.informer }
+func (i inventoryInformer) Lister() listersv1.GpuInventoryLister {
+	return listersv1.NewGpuInventoryLister(i.informer.GetIndexer())
+}
