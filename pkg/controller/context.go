@@ -20,13 +20,11 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
@@ -34,13 +32,10 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
-// Context is what every controller of one run of the caches is made with: the clients, the
-// caches and sources they share, and the settings more than one of them reads. Each
-// controller's constructor takes it and the options that are its own only.
+// Context is what every controller of one run of the caches is made with: the caches and
+// sources they share, and the settings more than one of them reads. Each controller's
+// constructor takes it and the options that are its own only, its API clients among them.
 type Context struct {
-	// Kube reads and writes the built-in kinds; Client the custom resources.
-	Kube   kubernetes.Interface
-	Client versioned.Interface
 	// Nodes is the node cache, from nodecache.NewNodeInformer. NodeEvents is where the node
 	// event handlers go (one listener of Nodes for all controllers); nil: Nodes.
 	Nodes      cache.SharedIndexInformer

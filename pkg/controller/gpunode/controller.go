@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -42,8 +43,6 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
@@ -64,13 +63,13 @@ const (
 // Options are what the records controller has of its own beside the controller.Context.
 type Options struct {
 	// Client writes the records (server-side apply with homelabv1.FieldManager): a client of
-	// the records' own rate limit; nil: the context's Client.
-	Client versioned.Interface
+	// the records' own rate limit.
+	Client RecordClient
 	// Reader reads a whole record where the cache keeps its summary, before marking it
 	// missing; nil: Client. A client of its own keeps those reads from halving the write rate.
-	Reader versioned.Interface
-	// Records watches the records; NewRecordInformer keeps them without managedFields.
-	Records informersv1.GpuNodeInformer
+	Reader RecordGetter
+	// Records watches the records: NewRecordInformer, which keeps them without managedFields.
+	Records RecordInformer
 	// Seed returns the last-known entry of a node from before records existed (an inventory's
 	// stored status.nodes or the ConfigMap); nil: none.
 	Seed func(name string) (homelabv1.GpuNodeEntry, bool)
@@ -80,8 +79,8 @@ type Options struct {
 
 // Controller keeps the GpuNode records equal to the GPU identity of the nodes.
 type Controller struct {
-	client        versioned.Interface
-	reader        versioned.Interface
+	client        RecordClient
+	reader        RecordGetter
 	nodeIndex     cache.Indexer // every node: a *corev1.Node for GPU nodes, metadata for the rest
 	nodes         nodecache.NodeLister
 	nodesSynced   cache.InformerSynced
@@ -120,7 +119,7 @@ type Controller struct {
 func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
 	d := cc.Defaulted()
 	if opts.Client == nil {
-		opts.Client = d.Client
+		return nil, controller.Runner{}, fmt.Errorf("the records controller needs a GpuNode client")
 	}
 	if opts.Reader == nil {
 		opts.Reader = opts.Client
@@ -246,7 +245,7 @@ func (c *Controller) Record(name string) *homelabv1.GpuNode {
 
 // RecordsOf returns the spec of a node's record from the records' cache (Record's), for
 // the controllers that read the records.
-func RecordsOf(records informersv1.GpuNodeInformer) inventory.Records {
+func RecordsOf(records RecordInformer) inventory.Records {
 	lister := records.Lister()
 	return func(name string) *homelabv1.GpuNodeSpec {
 		if r, err := lister.Get(name); err == nil {
@@ -509,7 +508,7 @@ func (c *Controller) syncUnlabelled(ctx context.Context, node *corev1.Node, reco
 		record, recreate = deleted, true
 	}
 	if Summarized(record) && !recreate {
-		full, err := c.reader.HomelabV1().GpuNodes().Get(ctx, node.Name, metav1.GetOptions{})
+		full, err := c.reader.Get(ctx, node.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil // deleted meanwhile: its delete event queues the node again
 		}
@@ -582,7 +581,7 @@ func (c *Controller) deleteRecord(ctx context.Context, name string, record *home
 	if record == nil {
 		return nil
 	}
-	err := c.client.HomelabV1().GpuNodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &record.UID}})
+	err := c.client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &record.UID}})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -606,7 +605,7 @@ func (c *Controller) apply(ctx context.Context, node *corev1.Node, spec homelabv
 	}
 	if inventory.IdentityHash(written.Spec) != hash {
 		klog.FromContext(ctx).Info("GpuNode record kept fields another manager wrote: writing it anew", "gpuNode", klog.KObj(written))
-		err := c.client.HomelabV1().GpuNodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &written.UID}})
+		err := c.client.Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &written.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete GpuNode %s to rewrite it: %w", node.Name, err)
 		}
@@ -633,8 +632,12 @@ func (c *Controller) applyOnce(ctx context.Context, node *corev1.Node, spec home
 	if node.UID == "" {
 		return nil, fmt.Errorf("apply GpuNode %s: the cached node has no UID for the owner reference", node.Name)
 	}
-	written, err := c.client.HomelabV1().GpuNodes().Apply(ctx, applyConfiguration(node, spec, hash),
-		metav1.ApplyOptions{FieldManager: homelabv1.FieldManager, Force: true})
+	body, err := applyBody(node, spec, hash)
+	if err != nil {
+		return nil, err
+	}
+	written, err := c.client.Patch(ctx, node.Name, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: homelabv1.FieldManager, Force: new(true)})
 	if err != nil {
 		return nil, fmt.Errorf("apply GpuNode %s (%s, %d GPUs): %w", node.Name, spec.Product, spec.GpuCount, err)
 	}

@@ -75,10 +75,10 @@ func newFixture(t *testing.T, nodes []*corev1.Node, records ...*homelabv1.GpuNod
 	f := &fixture{t: t, ctx: ctx, client: fake.NewClientset(objs...), events: &nodecache.Events{},
 		clock: clocktesting.NewFakePassiveClock(t0.Add(123 * time.Millisecond)), metrics: metrics.New(),
 		seed: map[string]homelabv1.GpuNodeEntry{}}
-	f.nodes = nodecache.NewNodeInformer(k8sfake.NewClientset(), 0)
-	f.records = NewRecordInformer(f.client, 0).(recordInformer)
-	cc := &controller.Context{Client: f.client, Nodes: f.nodes, NodeEvents: f.events, Metrics: f.metrics, Clock: f.clock}
-	c, _, err := NewController(ctx, cc, Options{Records: f.records,
+	f.nodes = nodecache.NewNodeInformer(k8sfake.NewClientset().CoreV1().Nodes(), 0)
+	f.records = NewRecordInformer(f.client.HomelabV1().GpuNodes(), 0).(recordInformer)
+	cc := &controller.Context{Nodes: f.nodes, NodeEvents: f.events, Metrics: f.metrics, Clock: f.clock}
+	c, _, err := NewController(ctx, cc, Options{Client: f.client.HomelabV1().GpuNodes(), Records: f.records,
 		Seed: func(name string) (homelabv1.GpuNodeEntry, bool) { e, ok := f.seed[name]; return e, ok }})
 	if err != nil {
 		t.Fatal(err)

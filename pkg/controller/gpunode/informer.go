@@ -17,6 +17,7 @@ limitations under the License.
 package gpunode
 
 import (
+	"context"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,23 +26,56 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
-// NewRecordInformer returns an informer for the GpuNode records whose cache keeps of a record
-// as this controller writes it, while its node is not missing, only its summary (Summarized),
-// and of any other record all but its managedFields, with one copy of each string that many
-// records repeat. Its Lister expands the summaries. It is not part of an informer factory:
-// run it with Informer().RunWithContext.
-func NewRecordInformer(client versioned.Interface, resync time.Duration) informersv1.GpuNodeInformer {
-	informer := informersv1.NewGpuNodeInformer(client, resync, cache.Indexers{})
+// RecordGetter reads a GpuNode record: kubeclient.GpuNodes, or a clientset's
+// HomelabV1().GpuNodes().
+type RecordGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*homelabv1.GpuNode, error)
+}
+
+// RecordClient reads, applies (a server-side apply patch) and deletes records.
+type RecordClient interface {
+	RecordGetter
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*homelabv1.GpuNode, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// RecordListWatcher lists and watches the records.
+type RecordListWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*homelabv1.GpuNodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// RecordInformer is a cache of records and its lister.
+type RecordInformer interface {
+	Informer() cache.SharedIndexInformer
+	Lister() listersv1.GpuNodeLister
+}
+
+// NewRecordInformer returns an informer for the GpuNode records client lists and watches,
+// whose cache keeps of a record as this controller writes it, while its node is not missing,
+// only its summary (Summarized), and of any other record all but its managedFields, with one
+// copy of each string that many records repeat. Its Lister expands the summaries. Run it
+// with Informer().RunWithContext.
+func NewRecordInformer(client RecordListWatcher, resync time.Duration) RecordInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return client.Watch(ctx, opts)
+		},
+	}
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&homelabv1.GpuNode{}, cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
 	_ = informer.SetTransform(TrimRecord) // fails only once the informer has started
 	return recordInformer{informer}
 }
