@@ -167,3 +167,36 @@ func TestInformerClientReportsMalformedObjects(t *testing.T) {
 		t.Errorf("get of a malformed object: err = %v, want one naming totalGpus", err)
 	}
 }
+
+// GpuNode records read through the same client are decoded whole.
+func TestInformerClientDecodesRecordsAsUsual(t *testing.T) {
+	record := homelabv1.GpuNode{TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuNode"},
+		ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", ResourceVersion: "5"},
+		Spec: homelabv1.GpuNodeSpec{Product: "NVIDIA-H100-80GB-HBM3", GpuCount: 8,
+			Devices: []homelabv1.GpuDevice{{Name: "gpu-0", UUID: "GPU-1", MemoryMiB: 81559}}}}
+	list := homelabv1.GpuNodeList{TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuNodeList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "6"}, Items: []homelabv1.GpuNode{record}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/homelab.youngju.dev/v1/gpunodes" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, mustJSON(t, list))
+	}))
+	defer srv.Close()
+	client, err := NewInformerClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := kubeclient.GpuNodes(client).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 1 || got.ResourceVersion != "6" {
+		t.Fatalf("list: %d items at %q, want 1 at 6", len(got.Items), got.ResourceVersion)
+	}
+	if diff := cmp.Diff(record.Spec, got.Items[0].Spec); diff != "" {
+		t.Errorf("record (-served +decoded):\n%s", diff)
+	}
+}
