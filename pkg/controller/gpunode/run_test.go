@@ -33,22 +33,16 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
-// listOnly is a fake's client that tells the reflector to list, then watch: the fake
-// cannot stream a list.
-type listOnly[L any] struct {
-	listWatcher[L]
-}
+// listOnly is a fake's record client that tells the reflector to list, then watch: the
+// fake cannot stream a list.
+type listOnly struct{ RecordListWatcher }
 
-type listWatcher[L any] interface {
-	List(ctx context.Context, opts metav1.ListOptions) (*L, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-func (listOnly[L]) IsWatchListSemanticsUnSupported() bool { return true }
+func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // The controller running on informers: it is Synced once the records of the nodes seen at
 // start are right (created, repaired, deleted for a node that is gone), and it puts back a
@@ -82,8 +76,8 @@ func TestRunKeepsRecordsFollowingTheNodes(t *testing.T) {
 		})
 	}
 
-	nodes := nodecache.NewNodeInformer(listOnly[corev1.NodeList]{kube.CoreV1().Nodes()}, 0)
-	records := NewRecordInformer(listOnly[homelabv1.GpuNodeList]{client.HomelabV1().GpuNodes()}, 0)
+	nodes := nodecache.NewNodeInformer(prototest.FakeNodes{NodeInterface: kube.CoreV1().Nodes()}, 0)
+	records := NewRecordInformer(listOnly{client.HomelabV1().GpuNodes()}, 0)
 	c, run, err := NewController(ctx, &controller.Context{Nodes: nodes, Metrics: metrics.New()},
 		Options{Client: client.HomelabV1().GpuNodes(), Records: records, Workers: 2})
 	if err != nil {
