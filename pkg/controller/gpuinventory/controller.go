@@ -110,6 +110,9 @@ type Controller struct {
 // context: devices, what pods hold and wait for, and the records of nodes without labels.
 func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
 	d := cc.Defaulted()
+	if opts.Client == nil {
+		return nil, controller.Runner{}, fmt.Errorf("the inventory controller needs a GpuInventory client")
+	}
 	c := &Controller{
 		client:            opts.Client,
 		writer:            opts.Writer,

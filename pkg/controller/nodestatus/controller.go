@@ -161,6 +161,9 @@ type Options struct {
 // NewController wires the controller. It follows the context's device facts and records.
 func NewController(ctx context.Context, cc *controller.Context, opts Options) (*Controller, controller.Runner, error) {
 	d := cc.Defaulted()
+	if opts.Client == nil {
+		return nil, controller.Runner{}, fmt.Errorf("the ConfigMap controller needs a ConfigMap client")
+	}
 	c := &Controller{
 		recorder:         d.Recorder,
 		client:           opts.Client,
