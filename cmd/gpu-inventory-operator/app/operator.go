@@ -18,6 +18,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -25,11 +26,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -38,8 +38,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
-	applyv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
@@ -52,12 +51,14 @@ type Operator struct {
 	metrics   *metrics.Metrics // one per operator: counters live across re-lists
 	identity  string
 
-	kube           kubernetes.Interface // protobuf: Nodes and the ConfigMap are most of what it reads
-	protobufConfig *rest.Config         // makes the Node informer's client (see nodeClient)
-	client         versioned.Interface
-	recordClient   versioned.Interface // GpuNode records, at --gpunode-qps
-	recordReader   versioned.Interface // whole GpuNode records the cache summarizes, at --gpunode-qps
-	apiext         apiextensionsclient.Interface
+	// The API clients (pkg/kubeclient, docs/design/clients.md): REST clients of one group
+	// version each, built-in kinds as protobuf, custom resources as JSON.
+	core           rest.Interface // core/v1: the ConfigMap, Events
+	protobufConfig *rest.Config   // makes the Node informer's client (see nodeClient)
+	homelab        rest.Interface // homelab.youngju.dev/v1: GpuInventories
+	recordClient   rest.Interface // GpuNode records, at --gpunode-qps
+	recordReader   rest.Interface // whole GpuNode records the cache summarizes, at --gpunode-qps
+	apiext         rest.Interface // apiextensions.k8s.io/v1: the CRDs
 	coordination   rest.Interface // coordination.k8s.io/v1, for the Lease
 
 	leaderHealth *leaderelection.HealthzAdaptor
@@ -137,7 +138,7 @@ func (o *Operator) Run(ctx context.Context) error {
 func (o *Operator) runControllers(ctx context.Context) error {
 	fresh := false
 	if o.opts.InstallCRD {
-		outcomes, err := crd.Ensure(ctx, o.apiext)
+		outcomes, err := crd.Ensure(ctx, kubeclient.CRDs(o.apiext))
 		if err != nil {
 			return err
 		}
@@ -149,7 +150,7 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	}
 	prepare := func() error {
 		if o.opts.InstallCRD {
-			if err := crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second); err != nil {
+			if err := crd.WaitAllEstablished(ctx, kubeclient.CRDs(o.apiext), 30*time.Second); err != nil {
 				return err
 			}
 		}
@@ -170,7 +171,7 @@ func (o *Operator) runControllers(ctx context.Context) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
-		err := crd.WaitAllEstablished(ctx, o.apiext, 30*time.Second)
+		err := crd.WaitAllEstablished(ctx, kubeclient.CRDs(o.apiext), 30*time.Second)
 		established <- err
 		if err == nil {
 			err = o.ensureDefaultInventory(ctx, true)
@@ -196,13 +197,9 @@ func (o *Operator) setWithRecords(on bool) {
 // CRDs are applied by hand and this release's are not yet), the operator runs as before
 // records existed: the stored node lists are the memory, bounded as they are.
 func (o *Operator) gpuNodesServed(ctx context.Context) bool {
-	resources, err := o.client.Discovery().ServerResourcesForGroupVersion(homelabv1.SchemeGroupVersion.String())
-	if err == nil {
-		for _, r := range resources.APIResources {
-			if r.Name == "gpunodes" {
-				return true
-			}
-		}
+	served, err := kubeclient.Serves(ctx, o.homelab, homelabv1.SchemeGroupVersion, "gpunodes")
+	if served {
+		return true
 	}
 	if err == nil {
 		err = fmt.Errorf("%s serves no gpunodes", homelabv1.SchemeGroupVersion)
@@ -243,20 +240,31 @@ const defaultInventoryNote = "Created by gpu-inventory-operator: every GPU node 
 // server-side apply: the API server holds every create of a kind for 2 s after the kind
 // becomes Established (so that its HA peers know the kind first), not an apply.
 func (o *Operator) ensureDefaultInventory(ctx context.Context, fresh bool) error {
-	name := o.opts.DefaultInventory
+	return createDefaultInventory(ctx, kubeclient.GpuInventories(o.homelab), o.opts.DefaultInventory, fresh)
+}
+
+// inventoryWriter creates and applies GpuInventories: kubeclient.GpuInventories, or a fake
+// clientset's in tests.
+type inventoryWriter interface {
+	Create(ctx context.Context, gi *homelabv1.GpuInventory, opts metav1.CreateOptions) (*homelabv1.GpuInventory, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*homelabv1.GpuInventory, error)
+}
+
+// createDefaultInventory is ensureDefaultInventory on client, for the inventory name ("":
+// none).
+func createDefaultInventory(ctx context.Context, client inventoryWriter, name string, fresh bool) error {
 	if name == "" {
 		return nil
 	}
 	var err error
 	if fresh {
-		_, err = o.client.HomelabV1().GpuInventories().Apply(ctx,
-			applyv1.GpuInventory(name).WithSpec(applyv1.GpuInventorySpec().WithNote(defaultInventoryNote)),
-			metav1.ApplyOptions{FieldManager: homelabv1.FieldManager})
+		_, err = client.Patch(ctx, name, types.ApplyPatchType, defaultInventoryApply(name),
+			metav1.PatchOptions{FieldManager: homelabv1.FieldManager})
 		if apierrors.IsConflict(err) {
 			return nil // someone else's inventory of that name after all: left as it is
 		}
 	} else {
-		_, err = o.client.HomelabV1().GpuInventories().Create(ctx, &homelabv1.GpuInventory{
+		_, err = client.Create(ctx, &homelabv1.GpuInventory{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       homelabv1.GpuInventorySpec{Note: defaultInventoryNote},
 		}, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
@@ -280,4 +288,14 @@ func (o *Operator) ensureDefaultInventory(ctx context.Context, fresh bool) error
 	default:
 		return fmt.Errorf("create default GpuInventory %s: %w", name, err)
 	}
+}
+
+// defaultInventoryApply is the server-side apply of the default inventory: its name and note.
+func defaultInventoryApply(name string) []byte {
+	body, _ := json.Marshal(map[string]any{ // cannot fail: strings only
+		"apiVersion": homelabv1.SchemeGroupVersion.String(), "kind": "GpuInventory",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"note": defaultInventoryNote},
+	})
+	return body
 }

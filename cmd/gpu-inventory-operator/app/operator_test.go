@@ -54,10 +54,7 @@ func TestEnsureDefaultInventory(t *testing.T) {
 			if tc.reactErr != nil {
 				client.PrependReactor("create", "gpuinventories", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.reactErr })
 			}
-			opts := NewOptions()
-			opts.DefaultInventory = tc.inv
-			o := &Operator{opts: opts, client: client}
-			err := o.ensureDefaultInventory(context.Background(), false)
+			err := createDefaultInventory(context.Background(), client.HomelabV1().GpuInventories(), tc.inv, false)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want one saying %q", err, tc.wantErr)
@@ -100,9 +97,7 @@ func TestEnsureDefaultInventoryAppliesOnAFreshCRD(t *testing.T) {
 			t.Error("a create was sent")
 			return true, nil, nil
 		})
-		opts := NewOptions()
-		o := &Operator{opts: opts, client: client}
-		if err := o.ensureDefaultInventory(context.Background(), true); err != nil {
+		if err := createDefaultInventory(context.Background(), client.HomelabV1().GpuInventories(), NewOptions().DefaultInventory, true); err != nil {
 			t.Fatalf("conflict %v: %v", conflict, err)
 		}
 		if len(applied) != 1 || !strings.HasPrefix(applied[0], "application/apply-patch+yaml cluster ") || !strings.Contains(applied[0], defaultInventoryNote) {
@@ -116,8 +111,7 @@ func TestEnsureDefaultInventoryNamesTheApplysVerbWhenForbidden(t *testing.T) {
 	client.PrependReactor("patch", "gpuinventories", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(homelabv1.Resource("gpuinventories"), "cluster", nil)
 	})
-	o := &Operator{opts: NewOptions(), client: client}
-	err := o.ensureDefaultInventory(context.Background(), true)
+	err := createDefaultInventory(context.Background(), client.HomelabV1().GpuInventories(), NewOptions().DefaultInventory, true)
 	if err == nil || !strings.Contains(err.Error(), "may not patch (server-side apply) gpuinventories.homelab.youngju.dev") {
 		t.Errorf("error = %v, want one naming the patch the apply needs", err)
 	}

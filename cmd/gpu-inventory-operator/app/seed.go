@@ -22,13 +22,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // seeder holds, for an upgrade from a version without GpuNode records, the last-known values
@@ -36,8 +36,8 @@ import (
 // the upgrade happens gets a record all the same. It reads them once, when first asked: a
 // cluster whose GPU nodes all have their labels never pays for it.
 type seeder struct {
-	client    versioned.Interface
-	kube      kubernetes.Interface
+	homelab   rest.Interface // homelab.youngju.dev/v1
+	core      rest.Interface // core/v1
 	namespace string
 	ctx       context.Context
 
@@ -69,7 +69,7 @@ func (s *seeder) load() {
 	}
 	opts := metav1.ListOptions{Limit: seedPageSize}
 	for {
-		list, err := s.client.HomelabV1().GpuInventories().List(s.ctx, opts)
+		list, err := kubeclient.GpuInventories(s.homelab).List(s.ctx, opts)
 		if err != nil {
 			logger.Error(err, "Cannot read stored inventories to seed GpuNode records; nodes without labels get records once their labels are back")
 			break
@@ -84,7 +84,7 @@ func (s *seeder) load() {
 		}
 		opts.Continue = list.Continue
 	}
-	cm, err := s.kube.CoreV1().ConfigMaps(s.namespace).Get(s.ctx, homelabv1.NodeStatusConfigMapName, metav1.GetOptions{})
+	cm, err := kubeclient.ConfigMaps(s.core, s.namespace).Get(s.ctx, homelabv1.NodeStatusConfigMapName, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		for _, e := range nodestatus.Entries(cm) {

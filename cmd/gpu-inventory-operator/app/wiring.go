@@ -28,20 +28,13 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
-	kubescheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -54,10 +47,6 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/scheme"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions"
-	informersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/informers/externalversions/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
@@ -90,38 +79,36 @@ func (o *Operator) newClients(config *rest.Config) error {
 	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
 	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	o.protobufConfig = protobuf
-	var err error
-	if o.kube, err = kubernetes.NewForConfig(protobuf); err != nil {
-		return fmt.Errorf("create Kubernetes client: %w", err)
-	}
-	if o.client, err = versioned.NewForConfig(config); err != nil {
-		return fmt.Errorf("create GpuInventory client: %w", err)
-	}
 	records := rest.CopyConfig(config)
 	records.QPS, records.Burst = float32(o.opts.RecordQPS), o.opts.RecordBurst
-	if o.recordClient, err = versioned.NewForConfig(records); err != nil {
-		return fmt.Errorf("create GpuNode client: %w", err)
-	}
-	if o.recordReader, err = versioned.NewForConfig(records); err != nil { // a rate limit of its own
-		return fmt.Errorf("create GpuNode reading client: %w", err)
-	}
-	if o.apiext, err = apiextensionsclient.NewForConfig(config); err != nil {
-		return fmt.Errorf("create apiextensions client: %w", err)
-	}
-	if o.coordination, err = kubeclient.New(protobuf, coordinationv1.SchemeGroupVersion, nil); err != nil {
-		return fmt.Errorf("create coordination client: %w", err)
+	var err error
+	for _, c := range []struct {
+		client *rest.Interface
+		config *rest.Config
+		gv     schema.GroupVersion
+	}{
+		{&o.core, protobuf, corev1.SchemeGroupVersion},
+		{&o.coordination, protobuf, coordinationv1.SchemeGroupVersion},
+		{&o.homelab, config, homelabv1.SchemeGroupVersion},
+		{&o.recordClient, records, homelabv1.SchemeGroupVersion},
+		{&o.recordReader, records, homelabv1.SchemeGroupVersion}, // a rate limit of its own
+		{&o.apiext, config, apiextensionsv1.SchemeGroupVersion},
+	} {
+		if *c.client, err = kubeclient.New(c.config, c.gv, nil); err != nil {
+			return err // names the group version
+		}
 	}
 	return nil
 }
 
-// nodeClient is a clientset whose decoder reads each Node straight into the trimmer's
-// compact form (docs/design/node-cache.md), so the Node informer holds trimmed Nodes only.
-func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (kubernetes.Interface, error) {
+// nodeClient reads Nodes through a decoder that makes each one the trimmer's compact form
+// straight away (docs/design/node-cache.md), so the Node informer holds trimmed Nodes only.
+func (o *Operator) nodeClient(trimmer *nodecache.NodeTrimmer) (nodecache.NodesClient, error) {
 	rc, err := kubeproto.NewClient(o.protobufConfig, trimmer.Codec())
 	if err != nil {
 		return nil, err // names the Node client
 	}
-	return kubernetes.New(rc), nil
+	return kubeclient.Nodes(rc), nil
 }
 
 // runRelisting runs the informers and controllers with a node cache that keeps only the
@@ -185,7 +172,7 @@ func (o *Operator) selectorKeys(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := light.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	list, err := kubeclient.GpuInventories(light).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list GpuInventories: %w", err)
 	}
@@ -221,10 +208,10 @@ func (o *Operator) flavorKeys(ctx context.Context) []string {
 // caches are what one run of the controllers reads.
 type caches struct {
 	nodes       cache.SharedIndexInformer // GPU nodes as Nodes, the others as metadata
-	configMaps  coreinformers.ConfigMapInformer
-	inventories informersv1.GpuInventoryInformer
-	records     informersv1.GpuNodeInformer // nil: no GpuNode records
-	slices      *slicecache.Cache           // nil: the API server serves no resource.k8s.io/v1
+	configMaps  cache.SharedIndexInformer // the one ConfigMap
+	inventories gpuinventory.Informer
+	records     gpunode.RecordInformer // nil: no GpuNode records
+	slices      *slicecache.Cache      // nil: the API server serves no resource.k8s.io/v1
 	tracker     *allocation.Tracker
 	pods        *podcache.Cache   // nil: --allocation=false
 	claims      *claimcache.Cache // nil: no pods read, or no resource.k8s.io/v1
@@ -244,23 +231,18 @@ func (o *Operator) newCaches(ctx context.Context, trimmer *nodecache.NodeTrimmer
 	if err != nil {
 		return nil, err
 	}
-	configMaps := informers.NewSharedInformerFactoryWithOptions(o.kube, 0,
-		informers.WithNamespace(o.namespace),
-		informers.WithTweakListOptions(func(opts *metav1.ListOptions) {
-			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", homelabv1.NodeStatusConfigMapName).String()
-		}))
 	c := &caches{
 		nodes:      nodecache.NewNodeInformer(nodes, 0),
-		configMaps: configMaps.Core().V1().ConfigMaps(),
-		// The factory needs the resync period too: an informer made without one ignores
-		// the per-handler period the inventory controller asks for.
-		inventories: externalversions.NewSharedInformerFactory(inventories, o.opts.ResyncPeriod).Homelab().V1().GpuInventories(),
+		configMaps: nodestatus.NewConfigMapInformer(kubeclient.ConfigMaps(o.core, o.namespace), homelabv1.NodeStatusConfigMapName),
+		// The informer needs the resync period too: one made without it ignores the
+		// per-handler period the inventory controller asks for.
+		inventories: gpuinventory.NewInformer(kubeclient.GpuInventories(inventories), o.opts.ResyncPeriod),
 	}
 	o.mu.Lock()
 	withRecords := o.withRecords
 	o.mu.Unlock()
 	if withRecords {
-		c.records = gpunode.NewRecordInformer(inventories, 0)
+		c.records = gpunode.NewRecordInformer(kubeclient.GpuNodes(inventories), 0)
 	}
 	if o.servesSlices(ctx) {
 		if c.slices, err = slicecache.NewForConfig(o.config); err != nil {
@@ -291,7 +273,7 @@ func (o *Operator) newAllocationCaches(ctx context.Context, c *caches) error {
 	if c.pods, err = podcache.New(o.config, c.tracker, podcache.Options{ByNamespace: o.opts.ListPodsByNamespace}); err != nil {
 		return fmt.Errorf("create pod cache: %w", err)
 	}
-	served, err := claimcache.Served(o.kube.Discovery())
+	served, err := claimcache.Served(ctx, o.core)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot tell whether resource.k8s.io/v1 serves ResourceClaims; counting device-plugin GPUs only until the next re-list")
 	}
@@ -317,7 +299,7 @@ func (c *caches) builtIn() []runningCache {
 	if c.pods != nil {
 		running = append(running, c.pods)
 	}
-	running = append(running, informerCache{c.nodes}, informerCache{c.configMaps.Informer()})
+	running = append(running, informerCache{c.nodes}, informerCache{c.configMaps})
 	if c.slices != nil {
 		running = append(running, informerCache{c.slices.Informer()})
 	}
@@ -345,7 +327,7 @@ func (c *caches) custom() []runningCache {
 // servesSlices reports whether the API server serves DRA's ResourceSlices; a cluster before
 // Kubernetes 1.34, or with resource.k8s.io turned off, runs without them.
 func (o *Operator) servesSlices(ctx context.Context) bool {
-	served, err := slicecache.Served(o.kube.Discovery())
+	served, err := slicecache.Served(ctx, o.core)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot tell whether resource.k8s.io/v1 is served; running without DRA ResourceSlices until the next re-list")
 		return false
@@ -357,7 +339,7 @@ func (o *Operator) servesSlices(ctx context.Context) bool {
 // ResourceSlices, checking every sliceDiscoveryInterval until ctx is cancelled.
 func (o *Operator) watchSliceServing(ctx context.Context, serving bool, relist func(string)) {
 	_ = wait.PollUntilContextCancel(ctx, sliceDiscoveryInterval, false, func(ctx context.Context) (bool, error) {
-		served, err := slicecache.Served(o.kube.Discovery())
+		served, err := slicecache.Served(ctx, o.core)
 		if err != nil || served == serving {
 			return false, nil
 		}
@@ -385,10 +367,10 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	// Events about GPU nodes go to the GpuInventory, events about the ConfigMap to it; the
 	// broadcaster aggregates repeats.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: o.core})
 	defer broadcaster.Shutdown()
 	nodeEvents := &nodecache.Events{}
-	cc, err := o.newContext(c, nodeEvents, broadcaster.NewRecorder(eventScheme, corev1.EventSource{Component: homelabv1.FieldManager}))
+	cc, err := o.newContext(c, nodeEvents, broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: homelabv1.FieldManager}))
 	if err != nil {
 		return err
 	}
@@ -474,7 +456,7 @@ func (o *Operator) newContext(c *caches, nodeEvents *nodecache.Events, recorder 
 		}
 		facts.Records, facts.Record = records, gpunode.RecordsOf(c.records)
 	}
-	return &controller.Context{Kube: o.kube, Client: o.client, Nodes: c.nodes, NodeEvents: nodeEvents,
+	return &controller.Context{Nodes: c.nodes, NodeEvents: nodeEvents,
 		Entries: entries, Facts: facts, Metrics: o.metrics, Recorder: recorder,
 		MinSyncInterval: o.opts.MinSyncInterval, MaxStatusNodes: o.opts.MaxStatusNodes}, nil
 }
@@ -502,14 +484,6 @@ type controllers struct {
 	records    *gpunode.Controller
 }
 
-// eventScheme names the kinds events are recorded about: GpuInventories and ConfigMaps.
-var eventScheme = func() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(kubescheme.AddToScheme(s))
-	utilruntime.Must(scheme.AddToScheme(s))
-	return s
-}()
-
 // newControllers makes the controllers on cc, records first: they hear of node events in
 // that order.
 func (o *Operator) newControllers(ctx context.Context, cc *controller.Context, c *caches,
@@ -517,8 +491,8 @@ func (o *Operator) newControllers(ctx context.Context, cc *controller.Context, c
 	cs := &controllers{}
 	var runners []controller.Runner
 	if c.records != nil {
-		seed := &seeder{client: o.client, kube: o.kube, namespace: o.namespace, ctx: ctx}
-		records, run, err := gpunode.NewController(ctx, cc, gpunode.Options{Client: o.recordClient, Reader: o.recordReader,
+		seed := &seeder{homelab: o.homelab, core: o.core, namespace: o.namespace, ctx: ctx}
+		records, run, err := gpunode.NewController(ctx, cc, gpunode.Options{Client: kubeclient.GpuNodes(o.recordClient), Reader: kubeclient.GpuNodes(o.recordReader),
 			Records: c.records, Seed: seed.lookup, Workers: recordWorkers})
 		if err != nil {
 			return nil, nil, err
@@ -526,7 +500,8 @@ func (o *Operator) newControllers(ctx context.Context, cc *controller.Context, c
 		cs.records, runners = records, append(runners, run)
 	}
 	inv, run, err := gpuinventory.NewController(ctx, cc, gpuinventory.Options{
-		Writer:               statuswriter.New(o.client.HomelabV1().RESTClient()),
+		Writer:               statuswriter.New(o.homelab),
+		Client:               kubeclient.GpuInventories(o.homelab),
 		Inventories:          c.inventories,
 		ResyncPeriod:         o.opts.ResyncPeriod,
 		PerNodeMetrics:       o.opts.PerNodeMetrics,
@@ -539,7 +514,8 @@ func (o *Operator) newControllers(ctx context.Context, cc *controller.Context, c
 		return nil, nil, err
 	}
 	cs.inventory, runners = inv, append(runners, run)
-	status, run, err := nodestatus.NewController(ctx, cc, nodestatus.Options{Namespace: o.namespace, ConfigMaps: c.configMaps,
+	status, run, err := nodestatus.NewController(ctx, cc, nodestatus.Options{Namespace: o.namespace,
+		Client: kubeclient.ConfigMaps(o.core, o.namespace), REST: o.core, ConfigMaps: c.configMaps,
 		MinInterval: configMapSyncFactor * o.opts.MinSyncInterval, Delay: o.opts.MinSyncInterval})
 	if err != nil {
 		return nil, nil, err
