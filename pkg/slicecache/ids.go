@@ -16,7 +16,7 @@ limitations under the License.
 
 package slicecache
 
-import "strings"
+import "github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 
 // A device's UUIDs are unique to it (or to its GPU), and its PCI bus ID packed is smaller
 // than a shared string's header: the cache keeps them packed, as the hex digits of the
@@ -68,7 +68,7 @@ func packID(s string, spellings []string, spelling *uint8, digits []byte) bool {
 		return true
 	}
 	for i, layout := range spellings {
-		if layout != "" && packHex(layout, s, digits) {
+		if layout != "" && intern.PackHex(layout, s, digits) {
 			*spelling = uint8(i)
 			return true
 		}
@@ -83,51 +83,5 @@ func unpackID(spellings []string, spelling uint8, digits []byte) string {
 	if spelling == 0 || int(spelling) >= len(spellings) {
 		return ""
 	}
-	layout := spellings[spelling]
-	var buf [64]byte
-	b := buf[:len(layout)]
-	n := 0
-	for i := range len(layout) {
-		if layout[i] != 'x' {
-			b[i] = layout[i]
-			continue
-		}
-		v := digits[n/2]
-		if n%2 == 0 {
-			v >>= 4
-		}
-		b[i] = hexDigits[v&0xf]
-		n++
-	}
-	return string(b)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// packHex packs the digits of s into dst, two to a byte, if s is spelled as layout: only
-// then does unpacking give s back exactly.
-func packHex(layout, s string, dst []byte) bool {
-	if len(s) != len(layout) {
-		return false
-	}
-	n := 0
-	for i := range len(s) {
-		if layout[i] != 'x' {
-			if s[i] != layout[i] {
-				return false
-			}
-			continue
-		}
-		v := strings.IndexByte(hexDigits, s[i])
-		if v < 0 {
-			return false
-		}
-		if n%2 == 0 {
-			dst[n/2] = byte(v) << 4
-		} else {
-			dst[n/2] |= byte(v)
-		}
-		n++
-	}
-	return true
+	return intern.UnpackHex(spellings[spelling], digits)
 }

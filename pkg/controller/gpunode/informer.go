@@ -18,7 +18,9 @@ package gpunode
 
 import (
 	"context"
+	"strconv"
 	"time"
+	"unique"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,12 +142,32 @@ func Summarized(r *homelabv1.GpuNode) bool {
 // is not missing: its identity (metadata.name, uid, resourceVersion), its hash, its owner's
 // UID, and what inventory.ComputeWithRecords and the controller read of a node whose
 // sources just vanished. The rest (devices, versions, conditions) its node's sources say.
+// The UIDs, the resourceVersion and the hash are kept packed (odd keeps them as they came
+// where they are spelled otherwise), the model once for all records of it.
 type recordSummary struct {
-	name, uid, resourceVersion, hash, ownerUID string
-	product, family, computeCapability, source string
-	gpuCount                                   int32
-	gpuMemoryMiB                               int64
+	name            string
+	uid, ownerUID   [16]byte
+	resourceVersion uint64
+	hash            [12]byte
+	gpuCount        int32
+	model           unique.Handle[recordModel]
+	gpuMemoryMiB    int64
+	odd             *oddIDs
 }
+
+// recordModel is what a summary keeps of a record's GPU model.
+type recordModel struct{ product, family, computeCapability, source string }
+
+// oddIDs are a summary's IDs as they came, where they are not spelled as the API server
+// spells them.
+type oddIDs struct{ uid, ownerUID, resourceVersion string }
+
+// uidLayout is how the API server spells UIDs; inventory.IdentityHash spells hashes as
+// hashLayout.
+const (
+	uidLayout  = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+	hashLayout = "xxxxxxxxxxxxxxxxxxxxxxxx"
+)
 
 // summaryOf returns the summary of a record as this controller writes it whose node is not
 // missing, or nil.
@@ -161,22 +183,39 @@ func summaryOf(r *homelabv1.GpuNode) *recordSummary {
 		return nil
 	}
 	spec := &r.Spec
-	return &recordSummary{name: r.Name, uid: string(r.UID), resourceVersion: r.ResourceVersion, hash: hash,
-		ownerUID: string(owner.UID), product: sharedStrings.Intern(spec.Product), family: sharedStrings.Intern(spec.Family),
-		computeCapability: sharedStrings.Intern(spec.ComputeCapability), source: sharedStrings.Intern(spec.Source),
-		gpuCount: spec.GpuCount, gpuMemoryMiB: spec.GpuMemoryMiB}
+	s := &recordSummary{name: r.Name, gpuCount: spec.GpuCount, gpuMemoryMiB: spec.GpuMemoryMiB,
+		model: unique.Make(recordModel{spec.Product, spec.Family, spec.ComputeCapability, spec.Source})}
+	intern.PackHex(hashLayout, hash, s.hash[:]) // IdentityHash's own spelling
+	rv, err := strconv.ParseUint(r.ResourceVersion, 10, 64)
+	if !intern.PackHex(uidLayout, string(r.UID), s.uid[:]) || !intern.PackHex(uidLayout, string(owner.UID), s.ownerUID[:]) ||
+		err != nil || strconv.FormatUint(rv, 10) != r.ResourceVersion {
+		s.odd = &oddIDs{uid: string(r.UID), ownerUID: string(owner.UID), resourceVersion: r.ResourceVersion}
+	}
+	s.resourceVersion = rv
+	return s
+}
+
+// ids are the summary's UIDs and resourceVersion, spelled as they came.
+func (s *recordSummary) ids() (uid, ownerUID types.UID, resourceVersion string) {
+	if s.odd != nil {
+		return types.UID(s.odd.uid), types.UID(s.odd.ownerUID), s.odd.resourceVersion
+	}
+	return types.UID(intern.UnpackHex(uidLayout, s.uid[:])), types.UID(intern.UnpackHex(uidLayout, s.ownerUID[:])),
+		strconv.FormatUint(s.resourceVersion, 10)
 }
 
 // expand returns the record a summary stands for, holding what the summary keeps and marked
 // Summarized.
 func (s *recordSummary) expand() *homelabv1.GpuNode {
+	uid, ownerUID, rv := s.ids()
+	m := s.model.Value()
 	return &homelabv1.GpuNode{
 		TypeMeta: metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuNode"},
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, UID: types.UID(s.uid), ResourceVersion: s.resourceVersion,
-			Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: s.hash, summarized: ""},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: s.name, UID: types.UID(s.ownerUID)}}},
-		Spec: homelabv1.GpuNodeSpec{Product: s.product, GpuCount: s.gpuCount, GpuMemoryMiB: s.gpuMemoryMiB,
-			Family: s.family, ComputeCapability: s.computeCapability, Source: s.source},
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, UID: uid, ResourceVersion: rv,
+			Annotations:     map[string]string{homelabv1.IdentityHashAnnotation: intern.UnpackHex(hashLayout, s.hash[:]), summarized: ""},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: s.name, UID: ownerUID}}},
+		Spec: homelabv1.GpuNodeSpec{Product: m.product, GpuCount: s.gpuCount, GpuMemoryMiB: s.gpuMemoryMiB,
+			Family: m.family, ComputeCapability: m.computeCapability, Source: m.source},
 	}
 }
 
@@ -192,7 +231,8 @@ func (s *recordSummary) DeepCopyObject() runtime.Object {
 // GetObjectMeta implements metav1.ObjectMetaAccessor, through which the informer's store
 // reads the name and resourceVersion.
 func (s *recordSummary) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: s.name, UID: types.UID(s.uid), ResourceVersion: s.resourceVersion}
+	uid, _, rv := s.ids()
+	return &metav1.ObjectMeta{Name: s.name, UID: uid, ResourceVersion: rv}
 }
 
 // recordOf returns the record a cached object stands for: the record itself, or the

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -219,5 +220,43 @@ func TestSharedStringsKeepEverNewValues(t *testing.T) {
 	}
 	if got := sharedStrings.Bytes(); got > intern.MaxBytes {
 		t.Errorf("the shared strings hold %d bytes; want at most %d", got, intern.MaxBytes)
+	}
+}
+
+// A summary keeps the record's UIDs, resourceVersion and hash packed when the API server
+// spells them as it does, and as they came otherwise: either way the lister gives them back
+// exactly.
+func TestRecordSummaryGivesIDsBackAsTheyCame(t *testing.T) {
+	for _, tc := range []struct {
+		name, uid, ownerUID, rv string
+		packed                  bool
+	}{
+		{"as the API server spells them", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "8796a5b4-c3d2-e1f0-0f1e-2d3c4b5a6978", "4182991", true},
+		{"an upper-case UID", "0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0", "8796a5b4-c3d2-e1f0-0f1e-2d3c4b5a6978", "4182991", false},
+		{"an owner UID of another shape", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "uid-dgx-a", "4182991", false},
+		{"a resourceVersion with a leading zero", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "8796a5b4-c3d2-e1f0-0f1e-2d3c4b5a6978", "04182991", false},
+		{"a resourceVersion that is no number", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "8796a5b4-c3d2-e1f0-0f1e-2d3c4b5a6978", "rv-7", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := decodeRecord(t, consistentDRARecord(t, "dgx-a"))
+			r.UID, r.OwnerReferences[0].UID, r.ResourceVersion = types.UID(tc.uid), types.UID(tc.ownerUID), tc.rv
+			s := summaryOf(r)
+			if s == nil {
+				t.Fatal("no summary of a record as written")
+			}
+			if packed := s.odd == nil; packed != tc.packed {
+				t.Errorf("kept packed: %t, want %t", packed, tc.packed)
+			}
+			got := s.expand()
+			if got.UID != r.UID || got.OwnerReferences[0].UID != r.OwnerReferences[0].UID || got.ResourceVersion != r.ResourceVersion ||
+				got.Annotations[homelabv1.IdentityHashAnnotation] != r.Annotations[homelabv1.IdentityHashAnnotation] {
+				t.Errorf("expanded: uid %q, owner %q, resourceVersion %q, hash %q; want %q, %q, %q, %q", got.UID, got.OwnerReferences[0].UID,
+					got.ResourceVersion, got.Annotations[homelabv1.IdentityHashAnnotation], r.UID, r.OwnerReferences[0].UID, r.ResourceVersion,
+					r.Annotations[homelabv1.IdentityHashAnnotation])
+			}
+			if meta := s.GetObjectMeta(); meta.GetResourceVersion() != tc.rv || meta.GetName() != "dgx-a" {
+				t.Errorf("the store reads name %q, resourceVersion %q", meta.GetName(), meta.GetResourceVersion())
+			}
+		})
 	}
 }
