@@ -22,6 +22,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/watchlist"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
@@ -159,5 +162,43 @@ func TestEventSinkWritesInTheEventsNamespace(t *testing.T) {
 	}
 	if !strings.Contains(s.bodies[0], "NodeNotReady") || s.bodies[1] != `{"count":2}` {
 		t.Errorf("bodies: %q", s.bodies)
+	}
+}
+
+// fakeNodes records the options of each list and watch.
+type fakeNodes struct {
+	opts        []string
+	unsupported bool
+}
+
+func (f *fakeNodes) List(_ context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
+	f.opts = append(f.opts, "list "+opts.FieldSelector)
+	return &corev1.NodeList{}, nil
+}
+
+func (f *fakeNodes) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	f.opts = append(f.opts, "watch "+opts.FieldSelector)
+	return watch.NewFake(), nil
+}
+
+func (f *fakeNodes) IsWatchListSemanticsUnSupported() bool { return f.unsupported }
+
+func TestListWatchTweaksListsAndWatches(t *testing.T) {
+	c := &fakeNodes{}
+	lw := ListWatch[*corev1.NodeList](c, func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=a" })
+	if _, err := lw.List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lw.Watch(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"list metadata.name=a", "watch metadata.name=a"}; !slices.Equal(c.opts, want) {
+		t.Errorf("requests %q, want %q", c.opts, want)
+	}
+	if !watchlist.DoesClientNotSupportWatchListSemantics(ListWatch[*corev1.NodeList](&fakeNodes{unsupported: true}, nil)) {
+		t.Error("a client without watch-lists: its list-watch claims them")
+	}
+	if watchlist.DoesClientNotSupportWatchListSemantics(ListWatch[*corev1.NodeList](c, nil)) {
+		t.Error("a client with watch-lists: its list-watch disclaims them")
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
@@ -200,14 +201,7 @@ type NodesClient interface {
 // example's); read it with a NodeLister, as client-go's NodeLister fails on the metadata. No
 // namespace index: nodes have none.
 func NewNodeInformer(nodes NodesClient, resync time.Duration) cache.SharedIndexInformer {
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return nodes.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return nodes.Watch(ctx, opts)
-		},
-	}, nodes), nil, cache.SharedIndexInformerOptions{
+	informer := cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch[*corev1.NodeList](nodes, nil), nil, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      resync,
 		Indexers:          cache.Indexers{},
 		ObjectDescription: "*v1.Node", // in the reflector's log lines

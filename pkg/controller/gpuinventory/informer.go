@@ -21,12 +21,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // InventoryGetter reads a GpuInventory: kubeclient.GpuInventories, or a clientset's
@@ -51,15 +51,7 @@ type Informer interface {
 // inventorycache.NewInformerClient: without their node lists), resynced every resync,
 // indexed by namespace. Run it with Informer().RunWithContext.
 func NewInformer(client InventoryListWatcher, resync time.Duration) Informer {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.Watch(ctx, opts)
-		},
-	}
-	return inventoryInformer{cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
+	return inventoryInformer{cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch[*homelabv1.GpuInventoryList](client, nil),
 		&homelabv1.GpuInventory{}, cache.SharedIndexInformerOptions{
 			ResyncPeriod: resync,
 			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},

@@ -35,6 +35,7 @@ import (
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
 // RecordGetter reads a GpuNode record: kubeclient.GpuNodes, or a clientset's
@@ -68,15 +69,7 @@ type RecordInformer interface {
 // copy of each string that many records repeat. Its Lister expands the summaries. Run it
 // with Informer().RunWithContext.
 func NewRecordInformer(client RecordListWatcher, resync time.Duration) RecordInformer {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.Watch(ctx, opts)
-		},
-	}
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client),
+	informer := cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch[*homelabv1.GpuNodeList](client, nil),
 		&homelabv1.GpuNode{}, cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
 	_ = informer.SetTransform(TrimRecord) // fails only once the informer has started
 	return recordInformer{informer}
