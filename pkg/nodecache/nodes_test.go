@@ -114,7 +114,7 @@ func fakeNodeSource(t *testing.T, nodes ...*corev1.Node) nodeSource {
 		objs = append(objs, n.DeepCopy())
 	}
 	client := k8sfake.NewClientset(objs...)
-	return nodeSource{client: prototest.FakeNodes{NodeInterface: client.CoreV1().Nodes()},
+	return nodeSource{client: prototest.ListOnly[*corev1.NodeList]{ListWatcher: client.CoreV1().Nodes()},
 		update: func(t *testing.T, n *corev1.Node, status bool) {
 			t.Helper()
 			write := client.CoreV1().Nodes().Update

@@ -27,13 +27,8 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 )
-
-// listOnly is a fake's client that tells the reflector to list, then watch: the fake
-// cannot stream a list.
-type listOnly struct{ InventoryListWatcher }
-
-func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // The informer caches the inventories for the lister, and resyncs at its period, which the
 // controller's own handler period needs.
@@ -42,7 +37,7 @@ func TestInformerListsAndResyncs(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	client := fake.NewClientset(&homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "cluster", ResourceVersion: "3"}})
-	inf := NewInformer(listOnly{client.HomelabV1().GpuInventories()}, time.Second)
+	inf := NewInformer(prototest.ListOnly[*homelabv1.GpuInventoryList]{ListWatcher: client.HomelabV1().GpuInventories()}, time.Second)
 	resynced := make(chan string, 10)
 	if _, err := inf.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, cur any) { resynced <- cur.(*homelabv1.GpuInventory).Name },

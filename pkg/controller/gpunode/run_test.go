@@ -38,12 +38,6 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
-// listOnly is a fake's record client that tells the reflector to list, then watch: the
-// fake cannot stream a list.
-type listOnly struct{ RecordListWatcher }
-
-func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
-
 // The controller running on informers: it is Synced once the records of the nodes seen at
 // start are right (created, repaired, deleted for a node that is gone), and it puts back a
 // record someone deletes and follows a relabel.
@@ -76,8 +70,8 @@ func TestRunKeepsRecordsFollowingTheNodes(t *testing.T) {
 		})
 	}
 
-	nodes := nodecache.NewNodeInformer(prototest.FakeNodes{NodeInterface: kube.CoreV1().Nodes()}, 0)
-	records := NewRecordInformer(listOnly{client.HomelabV1().GpuNodes()}, 0)
+	nodes := nodecache.NewNodeInformer(prototest.ListOnly[*corev1.NodeList]{ListWatcher: kube.CoreV1().Nodes()}, 0)
+	records := NewRecordInformer(prototest.ListOnly[*homelabv1.GpuNodeList]{ListWatcher: client.HomelabV1().GpuNodes()}, 0)
 	c, run, err := NewController(ctx, &controller.Context{Nodes: nodes, Metrics: metrics.New()},
 		Options{Client: client.HomelabV1().GpuNodes(), Records: records, Workers: 2})
 	if err != nil {

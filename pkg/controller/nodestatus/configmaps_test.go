@@ -40,15 +40,10 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 )
-
-// listOnly is a fake's client that tells the reflector to list, then watch: the fake
-// cannot stream a list.
-type listOnly struct{ ConfigMapListWatcher }
-
-func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // The informer lists and watches the one ConfigMap of its namespace, by a field selector.
 func TestConfigMapInformerWatchesTheOneConfigMap(t *testing.T) {
@@ -62,7 +57,7 @@ func TestConfigMapInformerWatchesTheOneConfigMap(t *testing.T) {
 		once.Do(func() { close(watched) })
 		return false, nil, nil // the tracker answers
 	})
-	informer := NewConfigMapInformer(listOnly{client.CoreV1().ConfigMaps(namespace)}, key.Name)
+	informer := NewConfigMapInformer(prototest.ListOnly[*corev1.ConfigMapList]{ListWatcher: client.CoreV1().ConfigMaps(namespace)}, key.Name)
 	go informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("the informer never synced")

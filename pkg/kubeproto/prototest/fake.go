@@ -16,11 +16,16 @@ limitations under the License.
 
 package prototest
 
-import typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+import (
+	"k8s.io/apimachinery/pkg/runtime"
 
-// FakeNodes is a fake clientset's Nodes, as a cache's client: like the fake clientset, it
-// tells the reflector that it cannot serve watch-lists.
-type FakeNodes struct{ typedcorev1.NodeInterface }
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+)
+
+// ListOnly is a fake clientset's typed client as an informer's client: like the fake
+// clientset, it tells the reflector that it cannot serve watch-lists, so the reflector lists
+// and then watches.
+type ListOnly[L runtime.Object] struct{ kubeclient.ListWatcher[L] }
 
 // IsWatchListSemanticsUnSupported reports that the fake serves no watch-lists.
-func (FakeNodes) IsWatchListSemanticsUnSupported() bool { return true }
+func (ListOnly[L]) IsWatchListSemanticsUnSupported() bool { return true }
