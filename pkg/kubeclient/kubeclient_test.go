@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -186,10 +187,10 @@ func (f *fakeNodes) IsWatchListSemanticsUnSupported() bool { return f.unsupporte
 func TestListWatchTweaksListsAndWatches(t *testing.T) {
 	c := &fakeNodes{}
 	lw := ListWatch[*corev1.NodeList](c, func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=a" })
-	if _, err := lw.List(metav1.ListOptions{}); err != nil {
+	if _, err := cache.ToListerWatcherWithContext(lw).ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lw.Watch(metav1.ListOptions{}); err != nil {
+	if _, err := cache.ToListerWatcherWithContext(lw).WatchWithContext(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"list metadata.name=a", "watch metadata.name=a"}; !slices.Equal(c.opts, want) {
