@@ -184,13 +184,14 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 		a.FreeGpus = addSaturating(a.FreeGpus, e.FreeGpus)
 		a.GpuPods = addSaturating(a.GpuPods, e.GpuPods)
 		a.AllocatedMilliGpus += r.milli
-		if r.held == nil {
+		held := r.held()
+		if held == nil {
 			continue
 		}
-		usage := make([]*homelabv1.NamespaceUsage, len(r.held.Namespaces))
-		parts := make([]int64, len(r.held.Namespaces))
-		for i := range r.held.Namespaces {
-			ns := &r.held.Namespaces[i]
+		usage := make([]*homelabv1.NamespaceUsage, len(held.Namespaces))
+		parts := make([]int64, len(held.Namespaces))
+		for i := range held.Namespaces {
+			ns := &held.Namespaces[i]
 			u := byNamespace[ns.Namespace]
 			if u == nil {
 				u = &homelabv1.NamespaceUsage{Namespace: ns.Namespace}

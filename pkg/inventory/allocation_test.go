@@ -241,7 +241,7 @@ func TestStatusSizeBoundWithAllocation(t *testing.T) {
 			h.Namespaces = append(h.Namespaces, allocation.NamespaceHeld{Namespace: fmt.Sprintf("namespace-with-a-long-name-%04d", (i+j)%2000), Pods: 1,
 				Resources: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 1}}})
 		}
-		refs[i] = entryRef{entry: e, held: h}
+		refs[i] = entryRef{entry: e, cached: &cachedEntry{held: h}}
 		n := &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			allocation.ResourceGPU: *resource.NewQuantity(int64(e.GpuCount), resource.DecimalSI)}}}
 		refs[i].milli = applyHeld(e, h, n, nil)

@@ -104,10 +104,12 @@ func (c *EntryCache) NodeIdentity(node *corev1.Node) (spec homelabv1.GpuNodeSpec
 		c.drainLocked()
 	}
 	cached := c.lookupLocked(node)
-	if !cached.gpu || !cached.known && cached.entry.Source != homelabv1.SourceDevicePlugin {
+	if !cached.gpu || !cached.known && cached.entry.shared.Value().source != homelabv1.SourceDevicePlugin {
 		return spec, false
 	}
-	spec = Identity(cached.entry)
+	var entry homelabv1.GpuNodeEntry
+	cached.entry.expand(&entry)
+	spec = Identity(&entry)
 	switch {
 	case cached.facts == nil || cached.facts.Pending:
 	case c != nil && c.deviceList != nil:

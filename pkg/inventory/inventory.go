@@ -143,11 +143,25 @@ type Devices func(node string) *DeviceFacts
 // keeps three lists of them from one sync to the next (its scratch), so it points at the
 // digest rather than holding it.
 type entryRef struct {
-	entry  *homelabv1.GpuNodeEntry
+	entry  *homelabv1.GpuNodeEntry // nil: cached's, expanded by fromRefs
 	digest *entryDigest
-	held   *allocation.Held
 	milli  int64        // the share of GPUs held, in thousandths
-	cached *cachedEntry // where the entry's place in the sorted result is kept (nil: not cached)
+	cached *cachedEntry // the entry's source and its place in the sorted result (nil: from a list)
+}
+
+func (r *entryRef) name() string {
+	if r.entry != nil {
+		return r.entry.Name
+	}
+	return r.cached.entry.name
+}
+
+// held is what pods held on the node when its entry was made (nil: not known).
+func (r *entryRef) held() *allocation.Held {
+	if r.cached == nil {
+		return nil
+	}
+	return r.cached.held
 }
 
 type cachedEntry struct {
@@ -159,9 +173,8 @@ type cachedEntry struct {
 	// known: a discovery source (labels, slices, cloud labels) states the GPUs now; without
 	// one, what was last known of the node is carried.
 	known    bool
-	stale    bool                    // Changed named the node since facts and held were read
-	entry    *homelabv1.GpuNodeEntry // &parsed; nil unless gpu: half the nodes of a typical fleet
-	parsed   homelabv1.GpuNodeEntry  // in the same allocation as the rest
+	stale    bool         // Changed named the node since facts and held were read
+	entry    compactEntry // zero unless gpu: half the nodes of a typical fleet
 	digest   entryDigest
 	warnings []Warning
 	rank     int          // 1 + the entry's index in the last sorted result; 0: none yet
@@ -293,18 +306,19 @@ func (c *EntryCache) lookupLocked(node *corev1.Node) *cachedEntry {
 		}
 	}
 	e := &cachedEntry{resourceVersion: node.ResourceVersion, facts: facts, held: held, gpu: true}
-	e.parsed, e.warnings = EntryFrom(node, facts)
-	e.entry = &e.parsed
-	e.known = Discovered(node, e.entry)
+	parsed, warnings := EntryFrom(node, facts)
+	e.warnings = warnings
+	e.known = Discovered(node, &parsed)
 	if c != nil {
 		if old, ok := c.entries[node.Name]; ok {
 			e.rank = old.rank
 		}
 	}
 	if c != nil && c.held != nil {
-		e.milli = applyHeld(e.entry, held, node, facts)
+		e.milli = applyHeld(&parsed, held, node, facts)
 	}
-	e.digest = digest(e.entry)
+	e.digest = digest(&parsed)
+	e.entry = compact(&parsed)
 	if c != nil && node.ResourceVersion != "" {
 		c.forgetLocked(node.Name)
 		c.entries[node.Name] = e
@@ -347,10 +361,7 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		if !cached.gpu {
 			continue
 		}
-		ref := entryRef{cached.entry, &cached.digest, cached.held, cached.milli, nil}
-		if c != nil && node.ResourceVersion != "" {
-			ref.cached = cached
-		}
+		ref := entryRef{nil, &cached.digest, cached.milli, cached}
 		warnings = append(warnings, cached.warnings...)
 		if !cached.known {
 			if prev == nil {
@@ -359,7 +370,8 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 					prev[previous[i].Name] = &previous[i]
 				}
 			}
-			carried := *cached.entry
+			var carried homelabv1.GpuNodeEntry
+			cached.entry.expand(&carried)
 			if carryLastKnown(&carried, lastKnownOf(node.Name, records, prev), now) {
 				if c != nil && c.held != nil { // the count may have changed
 					ref.milli = applyHeld(&carried, cached.held, node, cached.facts)
@@ -399,7 +411,7 @@ func (c *EntryCache) orderLocked(refs []entryRef) {
 		if r.cached != nil {
 			i = r.cached.rank - 1
 		}
-		if i < 0 || slots[i].entry != nil {
+		if i < 0 || slots[i].digest != nil {
 			fresh = append(fresh, r)
 			continue
 		}
@@ -407,7 +419,7 @@ func (c *EntryCache) orderLocked(refs []entryRef) {
 	}
 	placed := slots[:0]
 	for _, r := range slots {
-		if r.entry != nil {
+		if r.digest != nil {
 			placed = append(placed, r)
 		}
 	}
@@ -444,7 +456,7 @@ func mergeByName(out, a, b []entryRef) {
 	}
 }
 
-func byName(a, b entryRef) int { return strings.Compare(a.entry.Name, b.entry.Name) }
+func byName(a, b entryRef) int { return strings.Compare(a.name(), b.name()) }
 
 // lastKnown is what is remembered of a node that lost its labels.
 type lastKnown struct {
@@ -538,8 +550,14 @@ func encode(entry *homelabv1.GpuNodeEntry) []byte {
 func fromRefs(refs []entryRef, tracked bool) Inventory {
 	buf := getNodeBuffer(len(refs))
 	inv := Inventory{Nodes: buf.nodes, digests: buf.digests, buf: buf}
-	for i, r := range refs {
-		inv.Nodes[i], inv.digests[i] = *r.entry, *r.digest
+	for i := range refs {
+		r := &refs[i]
+		if r.entry != nil {
+			inv.Nodes[i] = *r.entry
+		} else {
+			r.cached.entry.expand(&inv.Nodes[i])
+		}
+		inv.digests[i], r.entry = *r.digest, &inv.Nodes[i]
 	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++

@@ -196,7 +196,7 @@ func TestStatusSizeBoundWithPartitions(t *testing.T) {
 			alloc[corev1.ResourceName(name)] = *resource.NewQuantity(7, resource.DecimalSI)
 		}
 		h := held("ml", 1, 0)
-		refs[i] = entryRef{entry: e, held: h}
+		refs[i] = entryRef{entry: e, cached: &cachedEntry{held: h}}
 		refs[i].milli = applyHeld(e, h, &corev1.Node{Status: corev1.NodeStatus{Allocatable: alloc}}, nil)
 		d := digest(e)
 		refs[i].digest = &d
