@@ -34,7 +34,7 @@ import (
 const (
 	freeMemoryEvery     = 5 * time.Second
 	freeMemoryAnyway    = 12 // looks: once a minute
-	freeMemoryThreshold = 8 << 20
+	freeMemoryThreshold = 4 << 20
 	// afterBurstThreshold: after a known burst, less is worth a forced GC.
 	afterBurstThreshold = 2 << 20
 )
