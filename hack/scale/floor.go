@@ -125,6 +125,10 @@ func printListFloor(f *listFloor, firstStatus time.Duration) {
 	fmt.Printf("| namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces) | %s | |\n",
 		f.namespaces, podcache.Listers, spread(f.perNamespace))
 	ratio := firstStatus.Seconds() / middle(f.one).Seconds()
+	judged := verdict(ratio <= maxFloorRatio)
+	if profileDir != "" {
+		judged = "not comparable: with --profile-dir the start was profiled, the operator's and the API server's CPU"
+	}
 	fmt.Printf("| the operator's first complete status (allocation table) against one list | %.2f s = %.2f× | ≤ %.2f×: %s |\n",
-		firstStatus.Seconds(), ratio, maxFloorRatio, verdict(ratio <= maxFloorRatio))
+		firstStatus.Seconds(), ratio, maxFloorRatio, judged)
 }
