@@ -24,10 +24,12 @@ import (
 	"testing"
 )
 
-// operatorForbidden are packages the operator binary must not link: each registers or
-// references every built-in API group, whose code and tables would then be resident in the
-// operator (docs/design/clients.md). Tests, the plugin and the tools may use them.
-var operatorForbidden = []string{
+// binaryForbidden are packages the operator and kubectl-gpuinv must not link: each registers
+// or references every built-in API group (cli-runtime kustomize too), whose code and tables
+// would then be resident in the binary (docs/design/clients.md). Tests and the tools may use
+// them.
+var binaryForbidden = []string{
+	"k8s.io/cli-runtime",
 	"k8s.io/client-go/kubernetes",
 	"k8s.io/client-go/discovery",
 	"k8s.io/client-go/informers",
@@ -38,10 +40,16 @@ var operatorForbidden = []string{
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/applyconfiguration",
 }
 
-// TestOperatorLinksNoClientset fails when the operator's binary imports, directly or not, a
-// package of operatorForbidden, naming the packages that import it.
-func TestOperatorLinksNoClientset(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./cmd/gpu-inventory-operator")
+// TestBinariesLinkNoClientset fails when the operator's or the plugin's binary imports,
+// directly or not, a package of binaryForbidden, naming the packages that import it.
+func TestBinariesLinkNoClientset(t *testing.T) {
+	for _, bin := range []string{"gpu-inventory-operator", "kubectl-gpuinv"} {
+		t.Run(bin, func(t *testing.T) { linksNoClientset(t, "./cmd/"+bin) })
+	}
+}
+
+func linksNoClientset(t *testing.T, main string) {
+	cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, main)
 	cmd.Dir = devDocRepoRoot(t)
 	out, err := cmd.Output()
 	if err != nil {
@@ -57,13 +65,13 @@ func TestOperatorLinksNoClientset(t *testing.T) {
 	for _, imp := range slices.Sorted(maps.Keys(importers)) {
 		by := importers[imp]
 		if forbidden(imp) && slices.ContainsFunc(by, func(p string) bool { return !forbidden(p) }) {
-			t.Errorf("the operator links %s (imported by %s): use pkg/kubeclient instead", imp, strings.Join(slices.DeleteFunc(by, forbidden), ", "))
+			t.Errorf("%s links %s (imported by %s): use pkg/kubeclient instead", main, imp, strings.Join(slices.DeleteFunc(by, forbidden), ", "))
 		}
 	}
 }
 
 func forbidden(pkg string) bool {
-	return slices.ContainsFunc(operatorForbidden, func(f string) bool { return pkg == f || strings.HasPrefix(pkg, f+"/") })
+	return slices.ContainsFunc(binaryForbidden, func(f string) bool { return pkg == f || strings.HasPrefix(pkg, f+"/") })
 }
 
 // TestForbiddenMatchesWholePathElements keeps a package whose path merely starts like a
@@ -73,6 +81,7 @@ func TestForbiddenMatchesWholePathElements(t *testing.T) {
 		"k8s.io/client-go/kubernetes":                 true,
 		"k8s.io/client-go/kubernetes/scheme":          true,
 		"k8s.io/client-go/kubernetesx":                false,
+		"k8s.io/cli-runtime/pkg/printers":             true,
 		"k8s.io/client-go/rest":                       false,
 		"k8s.io/client-go/tools/leaderelection/lease": true,
 	} {

@@ -170,7 +170,7 @@ func createUntouchedInventory(ctx context.Context, h *harness, names []string) (
 // followUntouched counts, until ctx ends, the states of the untouched inventory and those
 // that do not show res.untouched, keeping the first of them.
 func followUntouched(ctx context.Context, h *harness, res *hostileResult) {
-	_ = follow.Inventory(ctx, h.watcher, untouchedInventory, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+	_ = follow.Inventory(ctx, h.watcher.HomelabV1().GpuInventories(), untouchedInventory, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 		res.statesSeen++
 		if deleted || !synced(gi, res.untouched) {
 			res.wrongStates++

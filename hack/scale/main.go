@@ -489,7 +489,7 @@ func watchInventory(ctx context.Context, gpu versioned.Interface, name string, t
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		err := follow.Inventory(ctx, gpu, name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		err := follow.Inventory(ctx, gpu.HomelabV1().GpuInventories(), name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 			return !deleted && done(gi), nil
 		})
 		switch {

@@ -166,7 +166,7 @@ func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResul
 // (outageWrong against want).
 func followOutage(ctx context.Context, h *harness, res *outageResult, mu *sync.Mutex, want totals) {
 	all := int32(res.all)
-	_ = follow.Inventory(ctx, h.watcher, homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+	_ = follow.Inventory(ctx, h.watcher.HomelabV1().GpuInventories(), homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		res.statesSeen++

@@ -279,7 +279,7 @@ func waitForInventory(ctx context.Context, gpu versioned.Interface, done func(*h
 	defer cancel()
 	var accepted *homelabv1.GpuInventory
 	for {
-		err := follow.Inventory(ctx, gpu, homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		err := follow.Inventory(ctx, gpu.HomelabV1().GpuInventories(), homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 			if !deleted && done(gi) {
 				accepted = gi
 				return true, nil
@@ -308,7 +308,7 @@ func waitForInventory(ctx context.Context, gpu versioned.Interface, done func(*h
 func followChanges(ctx context.Context, gpu versioned.Interface, shown *homelabv1.GpuInventory, opts Options) error {
 	out := opts.Out
 	rv := shown.ResourceVersion
-	err := follow.Inventory(ctx, gpu, shown.Name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+	err := follow.Inventory(ctx, gpu.HomelabV1().GpuInventories(), shown.Name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 		at := time.Now().Format(time.TimeOnly)
 		switch {
 		case deleted:

@@ -34,7 +34,6 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 )
 
 // Func receives each state of the followed inventory: the object, or deleted (gi nil) when it
@@ -61,8 +60,15 @@ func (e *Error) Unwrap() error { return e.Err }
 // time. Other errors of later requests (a connection lost, a server restarting) are retried
 // by client-go with backoff, which would otherwise retry every error of a list forever.
 // Client-go logs its retries through klog.FromContext(ctx).
-func Inventory(ctx context.Context, client versioned.Interface, name string, onEvent Func) error {
+func Inventory(ctx context.Context, client Client, name string, onEvent Func) error {
 	return InventoryWith(ctx, client, name, onEvent, Options{})
+}
+
+// Client lists and watches GpuInventories: a typed clientset's HomelabV1().GpuInventories(),
+// or kubeclient.GpuInventories.
+type Client interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*homelabv1.GpuInventoryList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // Options tune InventoryWith.
@@ -75,11 +81,10 @@ type Options struct {
 }
 
 // InventoryWith is Inventory with options.
-func InventoryWith(ctx context.Context, client versioned.Interface, name string, onEvent Func, opts Options) error {
+func InventoryWith(ctx context.Context, inventories Client, name string, onEvent Func, opts Options) error {
 	inner, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &requests{name: name, cancel: cancel, connection: opts.Connection}
-	inventories := client.HomelabV1().GpuInventories()
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := listOnly{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

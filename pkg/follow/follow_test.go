@@ -66,7 +66,7 @@ func start(t *testing.T, ctx context.Context, client *fake.Clientset, until func
 	t.Helper()
 	f := &follower{states: make(chan state, 100), done: make(chan error, 1)}
 	go func() {
-		f.done <- Inventory(ctx, client, "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		f.done <- Inventory(ctx, client.HomelabV1().GpuInventories(), "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 			s := state{deleted: deleted}
 			if !deleted {
 				if gi.Name != "cluster" {
@@ -264,7 +264,7 @@ func TestReturnsRequestErrors(t *testing.T) {
 			// Long before client-go's retries would give up, which they never do.
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			err := Inventory(ctx, client, "cluster", func(*homelabv1.GpuInventory, bool) (bool, error) { return false, nil })
+			err := Inventory(ctx, client.HomelabV1().GpuInventories(), "cluster", func(*homelabv1.GpuInventory, bool) (bool, error) { return false, nil })
 			var fe *Error
 			if !errors.As(err, &fe) || fe.Verb != tc.verb || !errors.Is(err, tc.err) {
 				t.Errorf("Inventory returned %v, want an *Error of %s wrapping %v", err, tc.verb, tc.err)
@@ -281,7 +281,7 @@ func TestReturnsWhatOnEventReturns(t *testing.T) {
 	client := fake.NewClientset(inventory("cluster", "1", 0))
 	stop := errors.New("stop")
 	_, ctx := ktesting.NewTestContext(t)
-	err := Inventory(ctx, client, "cluster", func(*homelabv1.GpuInventory, bool) (bool, error) {
+	err := Inventory(ctx, client.HomelabV1().GpuInventories(), "cluster", func(*homelabv1.GpuInventory, bool) (bool, error) {
 		return false, stop
 	})
 	if err != stop {
@@ -310,7 +310,7 @@ func TestTellsOfALostConnectionAndItsReturn(t *testing.T) {
 	states := make(chan state, 10)
 	done := make(chan error, 1)
 	go func() {
-		done <- InventoryWith(ctx, client, "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		done <- InventoryWith(ctx, client.HomelabV1().GpuInventories(), "cluster", func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 			states <- state{rv: gi.ResourceVersion, ready: gi.Status.ReadyGpus}
 			return gi.Status.ReadyGpus == 3, nil
 		}, Options{Connection: func(err error) { told <- err }})

@@ -14,13 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package kubeclient is how the operator reaches the API: REST clients over a scheme of the
-// few kinds it reads and writes, and client-go's generic typed client (gentype) on them. The
-// typed clientsets (k8s.io/client-go/kubernetes and the generated ones) are not used by the
-// operator: through their discovery client they link every built-in API group into the
-// binary (docs/design/clients.md). The methods of these clients are the typed clientsets'
-// own, so a package takes a small interface that both satisfy, and its tests can pass a fake
-// clientset's typed client.
+// Package kubeclient is how the operator and kubectl-gpuinv reach the API: REST clients over
+// a scheme of the few kinds they read and write, and client-go's generic typed client
+// (gentype) on them. The typed clientsets (k8s.io/client-go/kubernetes and the generated
+// ones) are not used by either binary: through their discovery client they link every
+// built-in API group into it (docs/design/clients.md). The methods of these clients are the
+// typed clientsets' own, so a package takes a small interface that both satisfy, and its
+// tests can pass a fake clientset's typed client.
 package kubeclient
 
 import (
@@ -29,6 +29,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,7 +43,7 @@ import (
 )
 
 var (
-	// Scheme knows the kinds the operator's clients and caches decode, and no other.
+	// Scheme knows the kinds the binaries' clients and caches decode, and no other.
 	Scheme = newScheme()
 	// Codecs are the serializers of Scheme's kinds.
 	Codecs = serializer.NewCodecFactory(Scheme)
@@ -60,7 +61,9 @@ func newScheme() *runtime.Scheme {
 		&corev1.Event{}, &corev1.EventList{}, &corev1.Pod{}, &corev1.PodList{}, &corev1.ResourceQuota{}, &corev1.ResourceQuotaList{},
 		&corev1.Namespace{}, &corev1.NamespaceList{})
 	add(resourcev1.SchemeGroupVersion, &resourcev1.ResourceSlice{}, &resourcev1.ResourceSliceList{},
-		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimList{})
+		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimList{}, &resourcev1.ResourceClaimTemplate{}, &resourcev1.ResourceClaimTemplateList{},
+		&resourcev1.DeviceClass{}, &resourcev1.DeviceClassList{})
+	add(schedulingv1.SchemeGroupVersion, &schedulingv1.PriorityClass{}, &schedulingv1.PriorityClassList{})
 	add(coordinationv1.SchemeGroupVersion, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
 	add(apiextensionsv1.SchemeGroupVersion, &apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinitionList{})
 	utilruntime.Must(homelabv1.AddToScheme(s))
@@ -112,11 +115,60 @@ func Nodes(c rest.Interface) *gentype.ClientWithList[*corev1.Node, *corev1.NodeL
 		gentype.PrefersProtobuf[*corev1.Node]())
 }
 
+// Pods are the pods of namespace ("": every namespace), on a core/v1 client.
+func Pods(c rest.Interface, namespace string) *gentype.ClientWithList[*corev1.Pod, *corev1.PodList] {
+	return gentype.NewClientWithList("pods", c, ParameterCodec, namespace,
+		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} },
+		gentype.PrefersProtobuf[*corev1.Pod]())
+}
+
 // Namespaces are the Namespaces, on a core/v1 client.
 func Namespaces(c rest.Interface) *gentype.ClientWithList[*corev1.Namespace, *corev1.NamespaceList] {
 	return gentype.NewClientWithList("namespaces", c, ParameterCodec, "",
 		func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} },
 		gentype.PrefersProtobuf[*corev1.Namespace]())
+}
+
+// ResourceSlices are the ResourceSlices, on a resource.k8s.io/v1 client.
+func ResourceSlices(c rest.Interface) *gentype.ClientWithList[*resourcev1.ResourceSlice, *resourcev1.ResourceSliceList] {
+	return gentype.NewClientWithList("resourceslices", c, ParameterCodec, "",
+		func() *resourcev1.ResourceSlice { return &resourcev1.ResourceSlice{} },
+		func() *resourcev1.ResourceSliceList { return &resourcev1.ResourceSliceList{} },
+		gentype.PrefersProtobuf[*resourcev1.ResourceSlice]())
+}
+
+// ResourceClaims are the ResourceClaims of namespace ("": every namespace), on a
+// resource.k8s.io/v1 client.
+func ResourceClaims(c rest.Interface, namespace string) *gentype.ClientWithList[*resourcev1.ResourceClaim, *resourcev1.ResourceClaimList] {
+	return gentype.NewClientWithList("resourceclaims", c, ParameterCodec, namespace,
+		func() *resourcev1.ResourceClaim { return &resourcev1.ResourceClaim{} },
+		func() *resourcev1.ResourceClaimList { return &resourcev1.ResourceClaimList{} },
+		gentype.PrefersProtobuf[*resourcev1.ResourceClaim]())
+}
+
+// ResourceClaimTemplates are the ResourceClaimTemplates of namespace, on a
+// resource.k8s.io/v1 client.
+func ResourceClaimTemplates(c rest.Interface, namespace string) *gentype.ClientWithList[*resourcev1.ResourceClaimTemplate, *resourcev1.ResourceClaimTemplateList] {
+	return gentype.NewClientWithList("resourceclaimtemplates", c, ParameterCodec, namespace,
+		func() *resourcev1.ResourceClaimTemplate { return &resourcev1.ResourceClaimTemplate{} },
+		func() *resourcev1.ResourceClaimTemplateList { return &resourcev1.ResourceClaimTemplateList{} },
+		gentype.PrefersProtobuf[*resourcev1.ResourceClaimTemplate]())
+}
+
+// DeviceClasses are the DeviceClasses, on a resource.k8s.io/v1 client.
+func DeviceClasses(c rest.Interface) *gentype.ClientWithList[*resourcev1.DeviceClass, *resourcev1.DeviceClassList] {
+	return gentype.NewClientWithList("deviceclasses", c, ParameterCodec, "",
+		func() *resourcev1.DeviceClass { return &resourcev1.DeviceClass{} },
+		func() *resourcev1.DeviceClassList { return &resourcev1.DeviceClassList{} },
+		gentype.PrefersProtobuf[*resourcev1.DeviceClass]())
+}
+
+// PriorityClasses are the PriorityClasses, on a scheduling.k8s.io/v1 client.
+func PriorityClasses(c rest.Interface) *gentype.ClientWithList[*schedulingv1.PriorityClass, *schedulingv1.PriorityClassList] {
+	return gentype.NewClientWithList("priorityclasses", c, ParameterCodec, "",
+		func() *schedulingv1.PriorityClass { return &schedulingv1.PriorityClass{} },
+		func() *schedulingv1.PriorityClassList { return &schedulingv1.PriorityClassList{} },
+		gentype.PrefersProtobuf[*schedulingv1.PriorityClass]())
 }
 
 // Leases are the Leases of namespace, on a coordination.k8s.io/v1 client.

@@ -26,18 +26,15 @@ import (
 	"strings"
 	"syscall"
 
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
@@ -48,18 +45,18 @@ const CRDNotInstalled = "the GpuInventory CRD is not installed; run the operator
 // clients are the API clients of one run, made on first use from the config flags (or, in
 // unit tests, from a given config or given fakes).
 type clients struct {
-	flags    *genericclioptions.ConfigFlags
+	flags    *configFlags
 	base     *rest.Config // instead of the flags' config
 	warnings io.Writer
 
 	made      *rest.Config // what config returns a copy of
 	host      string
-	gpu       versioned.Interface
+	gpu       gpuAPI
 	core      rest.Interface
 	resource  rest.Interface
-	discovery discovery.DiscoveryInterface
+	discovery discoverer
 	// kube, in unit tests, is a fake clientset that typed serves instead of core and resource.
-	kube kubernetes.Interface
+	kube kubeAPI
 	// load, in unit tests, reads the cluster for why and fit instead of loadCluster.
 	load func(context.Context, *clients, question) (loaded, error)
 
@@ -76,7 +73,7 @@ func (c *clients) config() (*rest.Config, error) {
 	cfg := c.base
 	if cfg == nil {
 		var err error
-		cfg, err = c.flags.ToRESTConfig()
+		cfg, err = c.flags.toRESTConfig()
 		if clientcmd.IsEmptyConfig(err) {
 			return nil, errors.New("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
 		}
@@ -94,16 +91,19 @@ func (c *clients) config() (*rest.Config, error) {
 	return rest.CopyConfig(cfg), nil
 }
 
-// GPU returns the GpuInventory client (JSON: custom resources have no protobuf).
-func (c *clients) GPU() (versioned.Interface, error) {
+// GPU returns the GpuInventory and GpuNode clients (JSON: custom resources have no
+// protobuf).
+func (c *clients) GPU() (gpuAPI, error) {
 	if c.gpu == nil {
 		cfg, err := c.config()
 		if err != nil {
 			return nil, err
 		}
-		if c.gpu, err = versioned.NewForConfig(cfg); err != nil {
+		client, err := kubeclient.New(cfg, homelabv1.SchemeGroupVersion, nil)
+		if err != nil {
 			return nil, err
 		}
+		c.gpu = restGPU{client}
 	}
 	return c.gpu, nil
 }
@@ -116,12 +116,11 @@ func (c *clients) Core() (rest.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg = kubeproto.StreamConfig(cfg)
-		core, err := corev1client.NewForConfig(cfg)
+		client, err := kubeclient.New(kubeproto.StreamConfig(cfg), corev1.SchemeGroupVersion, nil)
 		if err != nil {
 			return nil, err
 		}
-		c.core = core.RESTClient()
+		c.core = client
 	}
 	return c.core, nil
 }
@@ -134,12 +133,11 @@ func (c *clients) Resource() (rest.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg = kubeproto.StreamConfig(cfg)
-		client, err := resourcev1client.NewForConfig(cfg)
+		client, err := kubeclient.New(kubeproto.StreamConfig(cfg), resourcev1.SchemeGroupVersion, nil)
 		if err != nil {
 			return nil, err
 		}
-		c.resource = client.RESTClient()
+		c.resource = client
 	}
 	return c.resource, nil
 }
@@ -150,7 +148,7 @@ func (c *clients) namespace() (string, error) {
 	if c.flags == nil {
 		return metav1.NamespaceDefault, nil
 	}
-	ns, _, err := c.flags.ToRawKubeConfigLoader().Namespace()
+	ns, _, err := c.flags.toRawKubeConfigLoader().Namespace()
 	if clientcmd.IsEmptyConfig(err) {
 		return "", errors.New("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
 	}
@@ -160,16 +158,18 @@ func (c *clients) namespace() (string, error) {
 	return ns, nil
 }
 
-// Discovery returns a discovery client (no disk cache: it answers one question).
-func (c *clients) Discovery() (discovery.DiscoveryInterface, error) {
+// Discovery returns what answers which resources a group version serves.
+func (c *clients) Discovery() (discoverer, error) {
 	if c.discovery == nil {
 		cfg, err := c.config()
 		if err != nil {
 			return nil, err
 		}
-		if c.discovery, err = discovery.NewDiscoveryClientForConfig(cfg); err != nil {
+		client, err := kubeclient.New(cfg, homelabv1.SchemeGroupVersion, nil)
+		if err != nil {
 			return nil, err
 		}
+		c.discovery = restDiscoverer{client}
 	}
 	return c.discovery, nil
 }

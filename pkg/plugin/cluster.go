@@ -27,8 +27,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/utils/ptr"
@@ -61,21 +59,25 @@ var (
 	listClasses = request{verb: "list", resource: "deviceclasses", group: resourcev1.GroupName}
 )
 
-// typed returns the typed clients of the core and resource.k8s.io/v1 groups, over the
-// plugin's protobuf REST clients (or the test's fake clientset).
-func (c *clients) typed() (corev1client.CoreV1Interface, resourcev1client.ResourceV1Interface, error) {
+// typed returns the typed clients of the built-in groups, over the plugin's protobuf REST
+// clients (or the test's fake clientset).
+func (c *clients) typed() (kubeAPI, error) {
 	if c.kube != nil {
-		return c.kube.CoreV1(), c.kube.ResourceV1(), nil
+		return c.kube, nil
 	}
 	core, err := c.Core()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	resource, err := c.Resource()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return corev1client.New(core), resourcev1client.New(resource), nil
+	scheduling, err := c.scheduling()
+	if err != nil {
+		return nil, err
+	}
+	return restAPI{core: core, resource: resource, scheduling: scheduling}, nil
 }
 
 // question is what why or fit asks of the cluster, for loadCluster to read only what the
@@ -122,7 +124,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 		return c.load(ctx, c, q)
 	}
 	var l loaded
-	_, resource, err := c.typed()
+	api, err := c.typed()
 	r := &podReader{c: c}
 	if q.preemption {
 		r.below = ptr.To(maxPriority(q.pods))
@@ -136,7 +138,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 		return l, err
 	}
 	var served bool
-	if l.cluster.Classes, served, err = readClasses(ctx, c, resource); err != nil {
+	if l.cluster.Classes, served, err = readClasses(ctx, c, api); err != nil {
 		return l, err
 	}
 	dra := served && q.asksForDevices(l.cluster.Classes)
@@ -151,7 +153,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 		return readNodesAndPods(ctx, r, newPlacing(q.pods, dra), &l, afterNodes)
 	}, func() (err error) {
 		if claimsFirst {
-			l.cluster.Claims, err = readClaims(ctx, c, resource)
+			l.cluster.Claims, err = readClaims(ctx, c, api)
 		}
 		return err
 	})
@@ -161,7 +163,7 @@ func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
 	// Claims the answer reads after all: those the candidates' pods hold, and the
 	// allocations of the candidates' devices.
 	if holdClaims(l.cluster.Pods) || (q.freeDevices && hasDevices(l.cluster.Slices)) {
-		l.cluster.Claims, err = readClaims(ctx, c, resource)
+		l.cluster.Claims, err = readClaims(ctx, c, api)
 	}
 	return l, err
 }
@@ -263,8 +265,8 @@ func hasDevices(slices []*resourcev1.ResourceSlice) bool {
 }
 
 // readClasses lists the DeviceClasses; served is false where resource.k8s.io/v1 is not.
-func readClasses(ctx context.Context, c *clients, resource resourcev1client.ResourceV1Interface) (classes []*resourcev1.DeviceClass, served bool, err error) {
-	err = listAll(ctx, resource.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
+func readClasses(ctx context.Context, c *clients, api kubeAPI) (classes []*resourcev1.DeviceClass, served bool, err error) {
+	err = listAll(ctx, api.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
 		classes = appendTrimmed(classes, l.Items, always[*resourcev1.DeviceClass])
 		return l.Continue
 	})
@@ -287,9 +289,9 @@ func readSlices(ctx context.Context, c *clients, candidates map[string]bool) ([]
 }
 
 // readClaims lists the ResourceClaims of every namespace.
-func readClaims(ctx context.Context, c *clients, resource resourcev1client.ResourceV1Interface) ([]*resourcev1.ResourceClaim, error) {
+func readClaims(ctx context.Context, c *clients, api kubeAPI) ([]*resourcev1.ResourceClaim, error) {
 	out := []*resourcev1.ResourceClaim{} // read, if empty: not nil
-	err := listAll(ctx, resource.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
+	err := listAll(ctx, api.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
 		out = appendTrimmed(out, l.Items, always[*resourcev1.ResourceClaim])
 		return l.Continue
 	})

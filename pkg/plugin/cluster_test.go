@@ -46,25 +46,25 @@ func loadWhole(ctx context.Context, c *clients, _ question) (loaded, error) {
 
 func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
 	var cl capacity.Cluster
-	core, resource, err := c.typed()
+	api, err := c.typed()
 	if err != nil {
 		return cl, err
 	}
-	err = listAll(ctx, core.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
+	err = listAll(ctx, api.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
 		cl.Nodes = appendTrimmed(cl.Nodes, l.Items, func(n *corev1.Node) bool { n.Status.Images = nil; return true })
 		return l.Continue
 	})
 	if err != nil {
 		return cl, c.explainList(err, listNodes)
 	}
-	err = listAll(ctx, core.Pods("").List, metav1.ListOptions{FieldSelector: unfinishedPods}, func(l *corev1.PodList) string {
+	err = listAll(ctx, api.Pods("").List, metav1.ListOptions{FieldSelector: unfinishedPods}, func(l *corev1.PodList) string {
 		cl.Pods = appendTrimmed(cl.Pods, l.Items, func(p *corev1.Pod) bool { return !finished(p) })
 		return l.Continue
 	})
 	if err != nil {
 		return cl, c.explainList(err, listPods(""))
 	}
-	err = listAll(ctx, resource.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
+	err = listAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
 		cl.Slices = appendTrimmed(cl.Slices, l.Items, always[*resourcev1.ResourceSlice])
 		return l.Continue
 	})
@@ -74,10 +74,10 @@ func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
 	if err != nil {
 		return cl, c.explainList(err, listSlices)
 	}
-	if cl.Claims, err = readClaims(ctx, c, resource); err != nil {
+	if cl.Claims, err = readClaims(ctx, c, api); err != nil {
 		return cl, err
 	}
-	cl.Classes, _, err = readClasses(ctx, c, resource)
+	cl.Classes, _, err = readClasses(ctx, c, api)
 	return cl, err
 }
 

@@ -32,7 +32,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
@@ -77,7 +76,7 @@ func (c *clients) kubeconfigContexts() (names []string, current string, err erro
 		slices.Sort(names)
 		return names, c.currentContext, nil
 	}
-	raw, err := c.flags.ToRawKubeConfigLoader().RawConfig()
+	raw, err := c.flags.toRawKubeConfigLoader().RawConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("load the kubeconfig: %w", err)
 	}
@@ -106,15 +105,7 @@ func (c *clients) forContext(name string, warnings io.Writer) *clients {
 	if c.flags == nil {
 		return c.fleet[name]
 	}
-	f := genericclioptions.NewConfigFlags(true)
-	from := c.flags
-	f.KubeConfig, f.ClusterName, f.AuthInfoName, f.APIServer, f.TLSServerName = from.KubeConfig, from.ClusterName, from.AuthInfoName, from.APIServer, from.TLSServerName
-	f.Insecure, f.CertFile, f.KeyFile, f.CAFile, f.BearerToken = from.Insecure, from.CertFile, from.KeyFile, from.CAFile, from.BearerToken
-	f.Impersonate, f.ImpersonateUID, f.ImpersonateGroup, f.ImpersonateUserExtra = from.Impersonate, from.ImpersonateUID, from.ImpersonateGroup, from.ImpersonateUserExtra
-	f.Username, f.Password, f.Timeout, f.DisableCompression, f.ProxyURL = from.Username, from.Password, from.Timeout, from.DisableCompression, from.ProxyURL
-	f.Namespace, f.CacheDir = nil, nil
-	f.Context = &name
-	return &clients{flags: f, warnings: warnings}
+	return &clients{flags: c.flags.withContext(name), warnings: warnings}
 }
 
 // requestTimeout is --request-timeout as the context's config has it (0: not set).
@@ -211,7 +202,7 @@ func fetch(ctx context.Context, c *clients, name string, timeout time.Duration) 
 	}
 	done := make(chan answer, 1)
 	go func() {
-		gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+		gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 		done <- answer{gi, err}
 	}()
 	select {

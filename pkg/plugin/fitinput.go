@@ -352,7 +352,7 @@ func (in *fitInput) resolve(ctx context.Context, c *clients, cl *capacity.Cluste
 		}
 		cl.Claims = append(cl.Claims, claim)
 	}
-	_, resource, err := c.typed()
+	api, err := c.typed()
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (in *fitInput) resolve(ctx context.Context, c *clients, cl *capacity.Cluste
 				continue
 			}
 			name := *pc.ResourceClaimTemplateName
-			t, err := resource.ResourceClaimTemplates(o.namespace).Get(ctx, name, metav1.GetOptions{})
+			t, err := api.ResourceClaimTemplates(o.namespace).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return fmt.Errorf("%s: resource claim %s: ResourceClaimTemplate %s/%s is neither in the file nor in the cluster", o, pc.Name, o.namespace, name)
 			}

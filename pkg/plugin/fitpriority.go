@@ -25,20 +25,19 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	schedulingv1client "k8s.io/client-go/kubernetes/typed/scheduling/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
-// scheduling returns the client of scheduling.k8s.io/v1 (PriorityClasses).
-func (c *clients) scheduling() (schedulingv1client.SchedulingV1Interface, error) {
-	if c.kube != nil {
-		return c.kube.SchedulingV1(), nil
-	}
+// scheduling returns the REST client of scheduling.k8s.io/v1 (PriorityClasses).
+func (c *clients) scheduling() (rest.Interface, error) {
 	cfg, err := c.config()
 	if err != nil {
 		return nil, err
 	}
-	return schedulingv1client.NewForConfig(cfg)
+	return kubeclient.New(cfg, schedulingv1.SchemeGroupVersion, nil)
 }
 
 // priorities gives each object's pods the priority and preemption policy the API server's
@@ -87,11 +86,11 @@ func (in *fitInput) priorities(ctx context.Context, c *clients, errOut io.Writer
 // readPriorityClasses lists the cluster's PriorityClasses, by name, and the global default
 // (of those marked, the lowest value, as the API server picks it).
 func readPriorityClasses(ctx context.Context, c *clients) (map[string]*schedulingv1.PriorityClass, *schedulingv1.PriorityClass, error) {
-	client, err := c.scheduling()
+	api, err := c.typed()
 	if err != nil {
 		return nil, nil, err
 	}
-	list, err := client.PriorityClasses().List(ctx, metav1.ListOptions{})
+	list, err := api.PriorityClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

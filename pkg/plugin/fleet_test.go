@@ -67,12 +67,12 @@ func cluster(host string, crd bool, inventories ...*homelabv1.GpuInventory) *cli
 			return true, nil, apierrors.NewGenericServerResponse(404, action.GetVerb(), homelabv1.Resource("gpuinventories"), "", "", 0, false)
 		})
 	}
-	return &clients{base: &rest.Config{Host: host}, warnings: io.Discard, gpu: gpu, discovery: disc}
+	return &clients{base: &rest.Config{Host: host}, warnings: io.Discard, gpu: fakeGPU{gpu}, discovery: disc}
 }
 
 // failing makes every request of verb on gpuinventories fail with err.
 func failing(c *clients, verb string, err error) *clients {
-	c.gpu.(*gpufake.Clientset).PrependReactor(verb, "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
+	c.gpu.(fakeGPU).Clientset.PrependReactor(verb, "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, err
 	})
 	return c
@@ -159,7 +159,7 @@ func TestFleetPartial(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
 	slow := cluster("https://slow.example:6443", true)
-	slow.gpu.(*gpufake.Clientset).PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
+	slow.gpu.(fakeGPU).Clientset.PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 		<-hang // an API server that never answers
 		return true, nil, errors.New("unreachable")
 	})
@@ -285,7 +285,7 @@ func TestFleetFetchesInParallel(t *testing.T) {
 	for _, n := range names {
 		c := cluster("https://"+n+".example:6443", true, edge)
 		var once sync.Once
-		c.gpu.(*gpufake.Clientset).PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
+		c.gpu.(fakeGPU).Clientset.PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 			once.Do(asked.Done)
 			select {
 			case <-all:

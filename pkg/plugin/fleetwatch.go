@@ -27,7 +27,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -137,7 +136,7 @@ func followCluster(ctx context.Context, i int, m *member, name string, events ch
 	quiet := klog.NewContext(ctx, logr.Discard())
 	pause := retryFirst
 	for {
-		err := follow.InventoryWith(quiet, gpu, name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
+		err := follow.InventoryWith(quiet, gpu.GpuInventories(), name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
 			pause = retryFirst
 			send(clusterEvent{gi: gi, deleted: deleted})
 			return false, nil
@@ -177,7 +176,7 @@ type fleetDrawer struct {
 	name     string
 	members  []*member
 	states   []clusterState // the watch's states, for redrawing
-	objects  printers.ResourcePrinter
+	objects  *objectPrinter
 	terminal bool
 }
 
@@ -185,9 +184,9 @@ func (o *showOptions) newFleetDrawer(env Environment, errOut io.Writer, name str
 	d := &fleetDrawer{env: env, opts: o, errOut: errOut, name: name, members: members}
 	switch o.output {
 	case outputJSON:
-		d.objects = &printers.JSONPrinter{}
+		d.objects = &objectPrinter{}
 	case outputYAML:
-		d.objects = &printers.YAMLPrinter{}
+		d.objects = &objectPrinter{yaml: true}
 	default:
 		d.terminal = env.Terminal
 	}
@@ -296,7 +295,7 @@ func (d *fleetDrawer) apply(s *clusterState, ev clusterEvent) error {
 // printState prints one new state of a cluster's inventory: the object or a line.
 func (d *fleetDrawer) printState(i int, gi *homelabv1.GpuInventory) error {
 	if d.objects != nil {
-		return d.objects.PrintObj(annotated(d.members[i].context, gi), d.env.Out)
+		return d.objects.print(annotated(d.members[i].context, gi), d.env.Out)
 	}
 	_, err := fmt.Fprintln(d.env.Out, printer.FleetLine(d.members[i].context, gi))
 	return err

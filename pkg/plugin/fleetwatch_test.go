@@ -31,7 +31,6 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
-	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -69,8 +68,8 @@ func quickRetries(t *testing.T) {
 // an inventory, a deletion, a cluster lost and one back.
 func TestFleetWatchLines(t *testing.T) {
 	c := fleetClients(t, nil)
-	prod := c.fleet["prod"].gpu.(*gpufake.Clientset)
-	lab := c.fleet["lab"].gpu.(*gpufake.Clientset)
+	prod := c.fleet["prod"].gpu.(fakeGPU).Clientset
+	lab := c.fleet["lab"].gpu.(fakeGPU).Clientset
 	// prod's first watch is the test's to end; the next finds nothing listening (one failure:
 	// client-go's retries back off from 0.8 s, with jitter).
 	first := watch.NewFake()
@@ -142,7 +141,7 @@ func TestFleetWatchTerminalRetriesAClusterDownAtTheStart(t *testing.T) {
 	late := cluster("https://late.example:6443", true, edge)
 	var mu sync.Mutex
 	lists := 0
-	late.gpu.(*gpufake.Clientset).PrependReactor("*", "gpuinventories", func(action clienttesting.Action) (bool, runtime.Object, error) {
+	late.gpu.(fakeGPU).Clientset.PrependReactor("*", "gpuinventories", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

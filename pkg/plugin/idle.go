@@ -78,7 +78,7 @@ func (o *idleOptions) run(ctx context.Context, env Environment, c *clients, name
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return c.explain(err, getInventory(name))
 	}

@@ -28,7 +28,6 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
-	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 )
 
 // idleUsage is usage on the mixed fleet: a notebook idle on 2 H100s for 7 hours, a job stuck
@@ -90,7 +89,7 @@ func TestIdleGolden(t *testing.T) {
 // stdout and the reason on stderr.
 func TestIdleJSON(t *testing.T) {
 	c := fakeClients(t, nil, true, usageInventory(idleUsage(), usageRead))
-	c.gpu.(*gpufake.Clientset).ClearActions()
+	c.gpu.(fakeGPU).Clientset.ClearActions()
 	r := runPlugin(context.Background(), c, false, nil, "idle", "-o", "json")
 	var got homelabv1.GpuUsage
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil || r.code != ExitOK {
@@ -99,7 +98,7 @@ func TestIdleJSON(t *testing.T) {
 	if diff := cmp.Diff(idleUsage(), &got); diff != "" {
 		t.Errorf("-o json (-want +got):\n%s", diff)
 	}
-	if n := len(c.gpu.(*gpufake.Clientset).Actions()); n != 1 {
+	if n := len(c.gpu.(fakeGPU).Clientset.Actions()); n != 1 {
 		t.Errorf("idle made %d calls, want one GET", n)
 	}
 	r = runPlugin(context.Background(), fakeClients(t, nil, true, usageInventory(nil)), false, nil, "idle", "-o", "json")

@@ -43,7 +43,7 @@ func newListCommand(env Environment, c *clients) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := gpu.HomelabV1().GpuInventories().List(cmd.Context(), metav1.ListOptions{})
+			list, err := gpu.GpuInventories().List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
 				return c.explain(err, listInventory)
 			}

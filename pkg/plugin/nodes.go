@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
@@ -131,11 +130,11 @@ func (o *nodesOptions) run(ctx context.Context, env Environment, c *clients) err
 
 // gpuNodeRecords lists every GpuNode record, chunkSize at a time, sorted by name. Managed
 // fields are dropped page by page: nothing here prints them.
-func gpuNodeRecords(ctx context.Context, gpu versioned.Interface, chunkSize int64) ([]homelabv1.GpuNode, error) {
+func gpuNodeRecords(ctx context.Context, gpu gpuAPI, chunkSize int64) ([]homelabv1.GpuNode, error) {
 	opts := metav1.ListOptions{Limit: chunkSize}
 	var records []homelabv1.GpuNode
 	for {
-		page, err := gpu.HomelabV1().GpuNodes().List(ctx, opts)
+		page, err := gpu.GpuNodes().List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}

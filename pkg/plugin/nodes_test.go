@@ -93,7 +93,7 @@ func recordedFleet() ([]*corev1.Node, []*homelabv1.GpuNode) {
 func nodesClients(t *testing.T, nodes []*corev1.Node, records []*homelabv1.GpuNode) *clients {
 	t.Helper()
 	c := fakeClients(t, nodes, true)
-	gpu := c.gpu.(*gpufake.Clientset)
+	gpu := c.gpu.(fakeGPU).Clientset
 	for _, r := range records {
 		if err := gpu.Tracker().Add(r.DeepCopy()); err != nil {
 			t.Fatal(err)
@@ -230,7 +230,7 @@ func TestNodesReadsBothListsInPages(t *testing.T) {
 	server := &nodeServer{nodes: nodes}
 	c := fakeClientsServing(t, server, true)
 	var limits []int64
-	pagedGpuNodes(c.gpu.(*gpufake.Clientset), records, &limits)
+	pagedGpuNodes(c.gpu.(fakeGPU).Clientset, records, &limits)
 	r := runPlugin(context.Background(), c, false, nil, "nodes", "--chunk-size", "10")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
@@ -277,21 +277,21 @@ func TestNodesErrorMessagesSayWhatToDo(t *testing.T) {
 	// olderOperator serves GpuInventories but not GpuNodes, as an operator from before the records.
 	olderOperator := func() *clients {
 		c := fakeClients(t, nodes, true)
-		c.gpu.(*gpufake.Clientset).PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		c.gpu.(fakeGPU).Clientset.PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, action.GetVerb(), homelabv1.Resource("gpunodes"), "", "", 0, false)
 		})
 		return c
 	}
 	noCRDs := func() *clients {
 		c := fakeClients(t, nodes, false)
-		c.gpu.(*gpufake.Clientset).PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		c.gpu.(fakeGPU).Clientset.PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, action.GetVerb(), homelabv1.Resource("gpunodes"), "", "", 0, false)
 		})
 		return c
 	}
 	forbiddenRecords := func() *clients {
 		c := nodesClients(t, nodes, records)
-		c.gpu.(*gpufake.Clientset).PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		c.gpu.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(homelabv1.Resource("gpunodes"), "", nil)
 		})
 		return c

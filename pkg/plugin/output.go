@@ -17,13 +17,15 @@ limitations under the License.
 package plugin
 
 import (
+	"encoding/json"
+	"errors"
 	"io"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
@@ -76,11 +78,58 @@ func show(w io.Writer, gi *homelabv1.GpuInventory, output string, opts printer.O
 func printObject(w io.Writer, obj runtime.Object, output string) error {
 	obj = obj.DeepCopyObject()
 	setKinds(obj)
-	var p printers.ResourcePrinter = &printers.JSONPrinter{}
-	if output == outputYAML {
-		p = &printers.YAMLPrinter{}
+	return (&objectPrinter{yaml: output == outputYAML, omitManagedFields: true}).print(obj, w)
+}
+
+// objectPrinter prints objects as kubectl's -o json and -o yaml do (cli-runtime's
+// printers, which the plugin does not link: docs/design/clients.md): JSON indented by four
+// spaces, YAML with "---" before every object but the first.
+type objectPrinter struct {
+	yaml              bool
+	omitManagedFields bool
+	printed           int
+}
+
+func (p *objectPrinter) print(obj runtime.Object, w io.Writer) error {
+	if obj.GetObjectKind().GroupVersionKind().Empty() {
+		return errors.New("missing apiVersion or kind; try GetObjectKind().SetGroupVersionKind() if you know the type")
 	}
-	return (&printers.OmitManagedFieldsPrinter{Delegate: p}).PrintObj(obj, w)
+	if p.omitManagedFields {
+		obj = obj.DeepCopyObject()
+		if meta.IsListType(obj) {
+			_ = meta.EachListItem(obj, func(item runtime.Object) error {
+				omitManagedFields(item)
+				return nil
+			})
+		} else {
+			omitManagedFields(obj)
+		}
+	}
+	if !p.yaml {
+		data, err := json.MarshalIndent(obj, "", "    ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(data, '\n'))
+		return err
+	}
+	if p.printed++; p.printed > 1 {
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+	}
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+func omitManagedFields(obj runtime.Object) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
 }
 
 // setKinds fills in apiVersion and kind, which typed clients leave empty.

@@ -97,7 +97,7 @@ func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inve
 				homelabv1.Resource("gpuinventories"), "", "", 0, false)
 		})
 	}
-	return &clients{base: nodes.start(t), warnings: io.Discard, gpu: gpu, discovery: disc}
+	return &clients{base: nodes.start(t), warnings: io.Discard, gpu: fakeGPU{gpu}, discovery: disc}
 }
 
 type result struct {
@@ -271,7 +271,7 @@ func TestExitCodes(t *testing.T) {
 func TestErrorMessagesSayWhatToDo(t *testing.T) {
 	forbidden := func(c *clients, resource string) *clients {
 		gr := schema.GroupResource{Group: homelabv1.GroupName, Resource: resource}
-		c.gpu.(*gpufake.Clientset).PrependReactor("*", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
+		c.gpu.(fakeGPU).Clientset.PrependReactor("*", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(gr, "cluster", nil)
 		})
 		return c
@@ -376,7 +376,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			home := fixtures.HomeLab()
 			c := fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil))
-			gpu := c.gpu.(*gpufake.Clientset)
+			gpu := c.gpu.(fakeGPU).Clientset
 			expiring := watch.NewFake()
 			watches := make(chan int, 10)
 			var count int
@@ -436,7 +436,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			home := fixtures.HomeLab()
 			gi := inventoryObject("cluster", home, nil, nil)
 			c := fakeClients(t, home, true, gi)
-			gpu := c.gpu.(*gpufake.Clientset)
+			gpu := c.gpu.(fakeGPU).Clientset
 			watching := make(chan struct{}, 10)
 			gpu.PrependWatchReactor("gpuinventories", func(clienttesting.Action) (bool, watch.Interface, error) {
 				watching <- struct{}{}

@@ -104,7 +104,7 @@ func (o *quotaOptions) run(ctx context.Context, env Environment, c *clients, nam
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return c.explain(err, getInventory(name))
 	}
@@ -140,7 +140,7 @@ func (c *clients) completeQueues(cmd *cobra.Command, args []string, _ string) ([
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 	defer cancel()
-	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil || gi.Status.Quota == nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

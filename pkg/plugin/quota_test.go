@@ -37,7 +37,6 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
-	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 )
 
@@ -232,12 +231,12 @@ func TestQuotaReadsOneObject(t *testing.T) {
 	kueue := kueueV1beta1()
 	c := quotaClients(t, kueue, quotaInventory())
 	for _, args := range [][]string{{"quota"}, {"quota", "-o", "json"}, {"quota", "--queue", "team-a"}} {
-		c.gpu.(*gpufake.Clientset).ClearActions()
+		c.gpu.(fakeGPU).Clientset.ClearActions()
 		if r := runPlugin(context.Background(), c, false, nil, args...); r.code != ExitOK {
 			t.Fatalf("%v: exit %d, stderr %q", args, r.code, r.err)
 		}
 		var calls []string
-		for _, a := range c.gpu.(*gpufake.Clientset).Actions() {
+		for _, a := range c.gpu.(fakeGPU).Clientset.Actions() {
 			calls = append(calls, a.GetVerb()+" "+a.GetResource().Resource)
 		}
 		if diff := cmp.Diff([]string{"get gpuinventories"}, calls); diff != "" {

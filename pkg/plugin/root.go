@@ -22,7 +22,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
@@ -78,8 +77,8 @@ fit, 2 on errors.`
 // newRootCommand builds `kubectl gpuinv` with its subcommands. fake, when not nil, replaces
 // the clients that the config flags would make.
 func newRootCommand(env Environment, fake *clients) *cobra.Command {
-	flags := genericclioptions.NewConfigFlags(true)
-	contexts := &contextList{single: new(string)}
+	flags := newConfigFlags()
+	contexts := &contextList{single: flags.context}
 	c := fake
 	if c == nil {
 		c = &clients{flags: flags, warnings: env.ErrOut}
@@ -116,12 +115,8 @@ func newRootCommand(env Environment, fake *clients) *cobra.Command {
 	}
 	cmd.SetVersionTemplate("kubectl gpuinv {{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	// GpuInventories and Nodes are cluster-scoped, and discovery is not cached on disk.
-	flags.Namespace, flags.CacheDir = nil, nil
+	flags.addFlags(cmd.PersistentFlags())
 	// --context is contextList: one context as kubectl's, or several.
-	flags.Context = nil
-	flags.AddFlags(cmd.PersistentFlags())
-	flags.Context = contexts.single
 	cmd.PersistentFlags().Var(contexts, "context", "The kubeconfig context to use; with several (repeated or comma-separated), the inventory is read in each of them (not for the subcommands).")
 	_ = cmd.RegisterFlagCompletionFunc("context", c.completeContexts)
 	cmd.Flags().BoolVar(&o.allContexts, "all-contexts", false, "Read the inventory in every context of the kubeconfig (a fleet report: a row per cluster, models summed across clusters, a CLUSTER column on the node rows).")
@@ -143,7 +138,7 @@ func (o *showOptions) run(ctx context.Context, env Environment, c *clients, name
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.HomelabV1().GpuInventories().Get(ctx, name, metav1.GetOptions{})
+	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return c.explain(err, getInventory(name))
 	}
@@ -172,7 +167,7 @@ func (c *clients) completeInventoryNames(cmd *cobra.Command, args []string, _ st
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 	defer cancel()
-	list, err := gpu.HomelabV1().GpuInventories().List(ctx, metav1.ListOptions{})
+	list, err := gpu.GpuInventories().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

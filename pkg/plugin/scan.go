@@ -25,11 +25,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
@@ -206,7 +206,7 @@ func gpuNodes(ctx context.Context, core rest.Interface, sel labels.Selector, chu
 
 // streamNodes reads one page of the node list as a protobuf stream.
 func streamNodes(ctx context.Context, core rest.Interface, opts metav1.ListOptions, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
-	body, err := core.Get().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec).
+	body, err := core.Get().Resource("nodes").VersionedParams(&opts, kubeclient.ParameterCodec).
 		SetHeader("Accept", "application/vnd.kubernetes.protobuf").Stream(ctx)
 	if err != nil {
 		return metav1.ListMeta{}, 0, scanError{err}

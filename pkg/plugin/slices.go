@@ -24,29 +24,28 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 )
 
-// Slices returns the client of DRA's resource.k8s.io/v1 group, in protobuf.
-func (c *clients) Slices() (resourcev1client.ResourceSlicesGetter, error) {
-	cfg, err := c.config()
+// Slices returns the ResourceSlices' client, in protobuf.
+func (c *clients) Slices() (lister[*resourcev1.ResourceSliceList], error) {
+	resource, err := c.Resource()
 	if err != nil {
 		return nil, err
 	}
-	return resourcev1client.NewForConfig(kubeproto.StreamConfig(cfg))
+	return kubeclient.ResourceSlices(resource), nil
 }
 
 // deviceFacts reads every gpu.nvidia.com ResourceSlice, chunkSize at a time, and returns what
 // each node's slices say. Without the API (a cluster before 1.34, or DRA off) or the
 // permission to list slices, it returns no facts and a note saying so.
-func deviceFacts(ctx context.Context, slices resourcev1client.ResourceSlicesGetter, chunkSize int64) (inventory.Devices, string, error) {
+func deviceFacts(ctx context.Context, slices lister[*resourcev1.ResourceSliceList], chunkSize int64) (inventory.Devices, string, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, inventory.DRADriver).String(), Limit: chunkSize}
 	byNode := map[string][]*resourcev1.ResourceSlice{}
 	for {
-		list, err := slices.ResourceSlices().List(ctx, opts)
+		list, err := slices.List(ctx, opts)
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, "", nil // no DRA on this cluster

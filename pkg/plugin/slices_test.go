@@ -49,7 +49,7 @@ func TestScanReadsDRASlices(t *testing.T) {
 		objs = append(objs, s)
 	}
 	client := fake.NewClientset(objs...)
-	devices, note, err := deviceFacts(context.Background(), client.ResourceV1(), 500)
+	devices, note, err := deviceFacts(context.Background(), client.ResourceV1().ResourceSlices(), 500)
 	if err != nil || note != "" {
 		t.Fatalf("deviceFacts: %v (note %q)", err, note)
 	}
@@ -70,7 +70,7 @@ func TestScanWithoutSlicesGoesOn(t *testing.T) {
 	} {
 		client := fake.NewClientset()
 		client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, answer })
-		devices, note, err := deviceFacts(context.Background(), client.ResourceV1(), 500)
+		devices, note, err := deviceFacts(context.Background(), client.ResourceV1().ResourceSlices(), 500)
 		if err != nil || devices != nil {
 			t.Errorf("%s: devices %v, error %v; want none and no error", name, devices != nil, err)
 		}

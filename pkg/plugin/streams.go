@@ -26,10 +26,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
@@ -45,7 +45,7 @@ import (
 // as a protobuf stream. In unit tests they come from the fake clientset.
 func (c *clients) listNodes(ctx context.Context, cfg *rest.Config, p *placing, fn func(*corev1.Node)) error {
 	if c.kube != nil {
-		return listAll(ctx, c.kube.CoreV1().Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
+		return listAll(ctx, c.kube.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -56,7 +56,7 @@ func (c *clients) listNodes(ctx context.Context, cfg *rest.Config, p *placing, f
 	if err != nil {
 		return err
 	}
-	w, err := corev1client.New(client).Nodes().Watch(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true),
+	w, err := kubeclient.Nodes(client).Watch(ctx, metav1.ListOptions{SendInitialEvents: ptr.To(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
 	if err != nil {
 		return nodeStream.Stream(ctx, client, "", metav1.ListOptions{Limit: nodeChunk}, kubeproto.Decoded("node", p.decodeNode, func(n *corev1.Node) error {
@@ -130,11 +130,7 @@ func smallListsClient(cfg *rest.Config) (rest.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType, cfg.AcceptContentTypes = kubeproto.ContentType, kubeproto.ContentType+",application/json"
 	cfg.QPS = -1
-	client, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return client.RESTClient(), nil
+	return kubeclient.New(cfg, corev1.SchemeGroupVersion, nil)
 }
 
 // listPods lists the pods of every namespace and hands each to fn: from an API server as a
@@ -142,7 +138,7 @@ func smallListsClient(cfg *rest.Config) (rest.Interface, error) {
 // large list); in unit tests, from the fake clientset.
 func (c *clients) listPods(ctx context.Context, cfg *rest.Config, client rest.Interface, stream kubeproto.List, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
 	if c.kube != nil {
-		return listAll(ctx, c.kube.CoreV1().Pods("").List, opts, func(l *corev1.PodList) string {
+		return listAll(ctx, c.kube.Pods("").List, opts, func(l *corev1.PodList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -163,11 +159,7 @@ func (c *clients) listPods(ctx context.Context, cfg *rest.Config, client rest.In
 
 // streamClient is a core REST client of cfg for large lists read as protobuf streams.
 func streamClient(cfg *rest.Config) (rest.Interface, error) {
-	core, err := corev1client.NewForConfig(kubeproto.StreamConfig(cfg))
-	if err != nil {
-		return nil, err
-	}
-	return core.RESTClient(), nil
+	return kubeclient.New(kubeproto.StreamConfig(cfg), corev1.SchemeGroupVersion, nil)
 }
 
 // listSlices lists the ResourceSlices and hands each to fn: from an API server as a protobuf
@@ -175,7 +167,7 @@ func streamClient(cfg *rest.Config) (rest.Interface, error) {
 // clientset.
 func (c *clients) listSlices(ctx context.Context, decode func([]byte) (*resourcev1.ResourceSlice, error), fn func(*resourcev1.ResourceSlice)) error {
 	if c.kube != nil {
-		return listAll(ctx, c.kube.ResourceV1().ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
+		return listAll(ctx, c.kube.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -49,7 +48,7 @@ func (o *showOptions) follow(ctx context.Context, env Environment, c *clients, g
 	last := gi
 	// client-go logs its reconnects; what a user needs to know is reported here.
 	quiet := klog.NewContext(ctx, logr.Discard())
-	err = follow.Inventory(quiet, gpu, gi.Name, func(cur *homelabv1.GpuInventory, deleted bool) (bool, error) {
+	err = follow.Inventory(quiet, gpu.GpuInventories(), gi.Name, func(cur *homelabv1.GpuInventory, deleted bool) (bool, error) {
 		switch {
 		case deleted && last != nil:
 			last = nil
@@ -79,17 +78,17 @@ func (o *showOptions) follow(ctx context.Context, env Environment, c *clients, g
 type drawer struct {
 	env      Environment
 	opts     *showOptions
-	objects  printers.ResourcePrinter // -o json/yaml: one object per change
-	terminal bool                     // redraw the report
+	objects  *objectPrinter // -o json/yaml: one object per change
+	terminal bool           // redraw the report
 }
 
 func (o *showOptions) newDrawer(env Environment) *drawer {
 	d := &drawer{env: env, opts: o}
 	switch o.output {
 	case outputJSON:
-		d.objects = &printers.OmitManagedFieldsPrinter{Delegate: &printers.JSONPrinter{}}
+		d.objects = &objectPrinter{omitManagedFields: true}
 	case outputYAML:
-		d.objects = &printers.OmitManagedFieldsPrinter{Delegate: &printers.YAMLPrinter{}} // "---" between objects
+		d.objects = &objectPrinter{yaml: true, omitManagedFields: true} // "---" between objects
 	default:
 		d.terminal = env.Terminal
 	}
@@ -102,7 +101,7 @@ func (d *drawer) draw(gi *homelabv1.GpuInventory) error {
 	case d.objects != nil:
 		gi = gi.DeepCopy()
 		setKinds(gi)
-		return d.objects.PrintObj(gi, out)
+		return d.objects.print(gi, out)
 	case d.terminal:
 		popts := printOptions(d.env, d.opts.output)
 		popts.Problems = d.opts.problems

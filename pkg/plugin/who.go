@@ -249,7 +249,7 @@ func readShapes(ctx context.Context, c *clients, keep func(node string) bool, ch
 	shapes = map[string]*nodeShape{}
 	opts := metav1.ListOptions{Limit: chunkSize}
 	for {
-		page, err := gpu.HomelabV1().GpuNodes().List(ctx, opts)
+		page, err := gpu.GpuNodes().List(ctx, opts)
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, "the GpuNode CRD is not installed: models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil

@@ -36,13 +36,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
-	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 )
 
@@ -50,7 +48,7 @@ import (
 func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) *clients {
 	t.Helper()
 	c := fakeClientsServing(t, server, true)
-	gpu := c.gpu.(*gpufake.Clientset)
+	gpu := c.gpu.(fakeGPU).Clientset
 	for _, r := range records {
 		if err := gpu.Tracker().Add(r.DeepCopy()); err != nil {
 			t.Fatal(err)
@@ -173,7 +171,7 @@ func TestWhoWithoutRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := whoClients(t, allocatedServer(), allocatedRecords())
-			c.gpu.(*gpufake.Clientset).PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			c.gpu.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
 			})
 			r := runPlugin(context.Background(), c, false, nil, "who", "-n", "research")
@@ -351,8 +349,8 @@ current-context: ctx
 	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig = &kubeconfig
+	flags := newConfigFlags()
+	flags.kubeConfig = kubeconfig
 	r := runPlugin(context.Background(), &clients{flags: flags, warnings: io.Discard}, false, nil, "who")
 	// The test server serves no GpuNode records: models are unknown.
 	want := `NAMESPACE  POD      NODE         MODEL      GPUS  SINCE

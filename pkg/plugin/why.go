@@ -31,8 +31,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 )
@@ -146,11 +144,11 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 			return err
 		}
 	}
-	core, resource, err := c.typed()
+	api, err := c.typed()
 	if err != nil {
 		return err
 	}
-	pod, err := core.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	pod, err := api.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("pod %q not found in namespace %q: `kubectl get pods -n %s` lists its pods, -n picks another namespace", name, ns, ns)
 	}
@@ -164,7 +162,7 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 		a.State = stateFinished
 	case pod.Spec.NodeName != "":
 		a.State = stateBound
-		a.Claims, err = describeClaims(pod, apiClaims(ctx, c, resource, ns))
+		a.Claims, err = describeClaims(pod, apiClaims(ctx, c, api, ns))
 	case len(pod.Spec.SchedulingGates) > 0:
 		a.State = stateGated
 		for _, g := range pod.Spec.SchedulingGates {
@@ -204,7 +202,7 @@ func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, q 
 	if err != nil {
 		return err
 	}
-	core, resource, err := c.typed()
+	api, err := c.typed()
 	if err != nil {
 		return err
 	}
@@ -212,12 +210,12 @@ func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, q 
 	if a.Claims, err = describeClaims(pod, v.claimLookup()); err != nil {
 		return err
 	}
-	if ev, err := latestFailedScheduling(ctx, core, pod); err != nil {
+	if ev, err := latestFailedScheduling(ctx, api, pod); err != nil {
 		fmt.Fprintf(env.ErrOut, "Note: the scheduler's own message is not shown: %v\n", c.explainList(err, request{verb: "list", resource: "events", namespaced: true, namespace: pod.Namespace}))
 	} else {
 		a.Scheduler = ev
 	}
-	templates, err := podTemplates(ctx, c, resource, pod)
+	templates, err := podTemplates(ctx, c, api, pod)
 	if err != nil {
 		return err
 	}
@@ -254,9 +252,9 @@ func (v *view) claimLookup() func(ns, name string) (*resourcev1.ResourceClaim, e
 }
 
 // apiClaims gets claims from the API server; nil for one that does not exist.
-func apiClaims(ctx context.Context, c *clients, resource resourcev1client.ResourceV1Interface, ns string) func(ns, name string) (*resourcev1.ResourceClaim, error) {
+func apiClaims(ctx context.Context, c *clients, api kubeAPI, ns string) func(ns, name string) (*resourcev1.ResourceClaim, error) {
 	return func(ns, name string) (*resourcev1.ResourceClaim, error) {
-		claim, err := resource.ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		claim, err := api.ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -323,14 +321,14 @@ func ptrString(p *string) string {
 
 // podTemplates gets the templates of the pod's claims that are not made yet; a template that
 // does not exist is left out (PodClaims then says so).
-func podTemplates(ctx context.Context, c *clients, resource resourcev1client.ResourceV1Interface, pod *corev1.Pod) (map[string]*resourcev1.ResourceClaimTemplate, error) {
+func podTemplates(ctx context.Context, c *clients, api kubeAPI, pod *corev1.Pod) (map[string]*resourcev1.ResourceClaimTemplate, error) {
 	out := map[string]*resourcev1.ResourceClaimTemplate{}
 	for _, pc := range pod.Spec.ResourceClaims {
 		if pc.ResourceClaimTemplateName == nil || generatedClaimName(pod, pc.Name) != "" {
 			continue
 		}
 		name := *pc.ResourceClaimTemplateName
-		t, err := resource.ResourceClaimTemplates(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		t, err := api.ResourceClaimTemplates(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			continue
@@ -343,10 +341,10 @@ func podTemplates(ctx context.Context, c *clients, resource resourcev1client.Res
 }
 
 // latestFailedScheduling is the scheduler's latest FailedScheduling event for the pod, or nil.
-func latestFailedScheduling(ctx context.Context, core corev1client.CoreV1Interface, pod *corev1.Pod) (*schedulerEvent, error) {
+func latestFailedScheduling(ctx context.Context, api kubeAPI, pod *corev1.Pod) (*schedulerEvent, error) {
 	sel := fields.Set{"involvedObject.name": pod.Name, "involvedObject.namespace": pod.Namespace, "involvedObject.uid": string(pod.UID)}
 	var latest *schedulerEvent
-	err := listAll(ctx, core.Events(pod.Namespace).List, metav1.ListOptions{FieldSelector: sel.AsSelector().String()}, func(l *corev1.EventList) string {
+	err := listAll(ctx, api.Events(pod.Namespace).List, metav1.ListOptions{FieldSelector: sel.AsSelector().String()}, func(l *corev1.EventList) string {
 		for i := range l.Items {
 			e := &l.Items[i]
 			if e.InvolvedObject.UID != pod.UID || e.InvolvedObject.Name != pod.Name || e.Reason != "FailedScheduling" {

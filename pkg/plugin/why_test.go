@@ -47,7 +47,7 @@ const selectGPUs = `device.driver == "gpu.nvidia.com" && device.attributes["gpu.
 // kubeClients serve objs from a client-go fake clientset.
 func kubeClients(objs ...runtime.Object) (*clients, *fake.Clientset) {
 	kube := fake.NewClientset(objs...)
-	return &clients{kube: kube, warnings: io.Discard}, kube
+	return &clients{kube: fakeKube{kube}, warnings: io.Discard}, kube
 }
 
 // schedNode is a node labelled pool, with gpus nvidia.com/gpu from the device plugin (none
