@@ -155,6 +155,8 @@ build_prometheus() {
   key=$(cd "$moddir" && cat go.mod go.sum | sha256sum | cut -c1-16)
   if [[ "$(cat "$dir/prometheus.key" 2>/dev/null)" == "$key" && -x "$dir/promtool" && -x "$dir/prometheus" ]]; then return; fi
   rm -f "$dir/promtool" "$dir/prometheus" "$dir/prometheus.key"
+  # go list -m names no directory for a module not yet in the module cache: download it first.
+  (cd "$moddir" && go mod download github.com/prometheus/prometheus)
   version=$(cat "$(cd "$moddir" && go list -m -f '{{.Dir}}' github.com/prometheus/prometheus)/VERSION")
   local ldflags="-s -w -X github.com/prometheus/common/version.Version=$version"
   build promtool "$moddir" github.com/prometheus/prometheus/cmd/promtool "$ldflags"
