@@ -71,7 +71,8 @@ type allocationResult struct {
 	firstStatusCPU                          float64 // seconds the operator took of the CPU until then
 	// Restarts in turn after the churn: pods listed at once, and by namespace.
 	atOnce, byNamespace               []time.Duration
-	steadyRSS, steadyAnon, steadyHeap float64 // KiB
+	floor                             *listFloor // its lists in turn with the starts
+	steadyRSS, steadyAnon, steadyHeap float64    // KiB
 	churn                             *churnCounts
 	churnWall                         time.Duration
 	churnCPU                          float64 // share of a core
@@ -105,12 +106,7 @@ func allocationPhase(ctx context.Context, h *harness, env *testenv.Env, n int) e
 			return err
 		}
 	}
-	// Last, so that its lists' garbage in the API server's heap is in no other figure.
-	floor, err := measureListFloor(ctx, env.Config, 3)
-	if err != nil {
-		return fmt.Errorf("allocation phase: the floor of the first status: %w", err)
-	}
-	printListFloor(floor, res.firstStatus)
+	printListFloor(res.floor, append([]time.Duration{res.firstStatus}, res.atOnce...))
 	return nil
 }
 
@@ -140,6 +136,12 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 	var startProfiled sync.WaitGroup
 	defer startProfiled.Wait()
 	if err := allocationStart(ctx, h, env, &startProfiled, res); err != nil {
+		return nil, err
+	}
+	if res.floor, err = newListFloor(ctx, env.Config); err != nil {
+		return nil, err
+	}
+	if err := res.floor.listAtOnce(ctx); err != nil {
 		return nil, err
 	}
 
@@ -297,10 +299,16 @@ func alternateRestarts(ctx context.Context, h *harness, res *allocationResult) e
 			if err != nil {
 				return fmt.Errorf("restart (pods listed by namespace: %t): %w", split, err)
 			}
+			time.Sleep(alternationPause)
 			if split {
 				res.byNamespace = append(res.byNamespace, took)
+				err = res.floor.listByNamespace(ctx)
 			} else {
 				res.atOnce = append(res.atOnce, took)
+				err = res.floor.listAtOnce(ctx)
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}

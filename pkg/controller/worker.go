@@ -27,6 +27,7 @@ import (
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -61,7 +62,7 @@ func (l Loop[T]) Run(ctx context.Context, workers int, synced ...cache.InformerS
 	defer utilruntime.HandleCrashWithContext(ctx)
 
 	logger.V(2).Info("Waiting for informer caches to sync")
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, synced...) {
+	if !WaitForCacheSync(ctx, synced...) {
 		l.Queue.ShutDown()
 		if ctx.Err() != nil {
 			return nil // asked to stop before the caches synced
@@ -82,6 +83,30 @@ func (l Loop[T]) Run(ctx context.Context, workers int, synced ...cache.InformerS
 	wg.Wait()
 	logger.V(2).Info("Stopped workers")
 	return nil
+}
+
+// syncPollPeriod is how often WaitForCacheSync looks at the caches: a look is a few atomic
+// loads, and the first status waits for it (client-go's WaitForCacheSync looks every 100 ms).
+const syncPollPeriod = 5 * time.Millisecond
+
+// WaitForCacheSync waits until every synced reports true, logging when it starts and ends
+// as client-go's WaitForNamedCacheSyncWithContext does; it returns false if ctx ends first.
+func WaitForCacheSync(ctx context.Context, synced ...cache.InformerSynced) bool {
+	logger := klog.FromContext(ctx)
+	logger.Info("Waiting for caches to sync")
+	all := func(context.Context) (bool, error) {
+		for _, ok := range synced {
+			if !ok() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if wait.PollUntilContextCancel(ctx, syncPollPeriod, true, all) != nil {
+		return false
+	}
+	logger.Info("Caches are synced")
+	return true
 }
 
 func (l Loop[T]) processNext(ctx context.Context) bool {

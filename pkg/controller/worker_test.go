@@ -74,3 +74,22 @@ func TestLoopSurvivesAPanickingSync(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 }
+
+// The wait for the caches ends once every cache has synced, however late one does, and
+// reports a wait cut short.
+func TestWaitForCacheSync(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var looks atomic.Int32
+	late := func() bool { return looks.Add(1) > 3 } // synced at its fourth look
+	if !WaitForCacheSync(ctx, func() bool { return true }, late) {
+		t.Fatal("the wait failed although every cache synced")
+	}
+	if n := looks.Load(); n != 4 {
+		t.Errorf("the late cache was asked %d times, want 4: the wait ended before it synced, or asked on", n)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if WaitForCacheSync(cancelled, func() bool { return false }) {
+		t.Error("the wait succeeded although a cache never synced")
+	}
+}

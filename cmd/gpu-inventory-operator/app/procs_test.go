@@ -53,17 +53,17 @@ func TestProcsSetter(t *testing.T) {
 	}
 }
 
-// The operator settles only once the caches have synced and every controller has made its
-// first pass.
+// The operator settles only once the first status is written and every controller has made
+// its first pass.
 func TestSettleWaitsForTheFirstPasses(t *testing.T) {
 	var passed atomic.Bool
 	polled := make(chan struct{}, 100)
 	settled := make(chan bool, 1)
 	o := &Operator{setProcs: func(s bool) { settled <- s }}
-	synced := []cache.InformerSynced{func() bool { return true }}
+	firstStatus := func() bool { return true }
 	started := []cache.InformerSynced{func() bool { return true }, func() bool { polled <- struct{}{}; return passed.Load() }}
 	done := make(chan struct{})
-	go func() { o.settle(context.Background(), synced, started); close(done) }()
+	go func() { o.settle(context.Background(), firstStatus, started); close(done) }()
 	<-polled // asked once, and told no
 	select {
 	case <-settled:

@@ -404,14 +404,14 @@ func (o *Operator) runInformers(ctx context.Context, crds crdsServed, trimmer *n
 	}
 	go o.watchSliceServing(ctx, c.slices != nil, relist)
 
-	var synced, started []cache.InformerSynced
+	var started []cache.InformerSynced
 	for _, r := range runners {
-		synced, started = append(synced, r.WaitsFor...), append(started, r.Started)
+		started = append(started, r.Started)
 	}
 	if o.setProcs != nil {
 		o.setProcs(false)
 	}
-	go o.settle(ctx, synced, started)
+	go o.settle(ctx, cs.inventory.Synced, started)
 
 	errs := make(chan error, len(runners))
 	for _, r := range runners {
@@ -524,11 +524,12 @@ func (o *Operator) newControllers(ctx context.Context, cc *controller.Context, c
 	return cs, runners, nil
 }
 
-// settle hands the initial lists' buffers back to the OS once the caches have synced and
-// hold only what they keep, and what the first syncs left once every controller has made
-// its first pass; then the operator runs on --steady-gomaxprocs.
-func (o *Operator) settle(ctx context.Context, synced, started []cache.InformerSynced) {
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+// settle hands the initial lists' buffers back to the OS once the first status is written
+// (not as the caches sync, where a collection would slow that first status), and what the
+// first syncs left once every controller has made its first pass; then the operator runs on
+// --steady-gomaxprocs.
+func (o *Operator) settle(ctx context.Context, firstStatus cache.InformerSynced, started []cache.InformerSynced) {
+	if wait.PollUntilContextCancel(ctx, settlePoll, false, func(context.Context) (bool, error) { return firstStatus(), nil }) != nil {
 		return
 	}
 	runtime.GC()
@@ -551,3 +552,6 @@ func (o *Operator) settle(ctx context.Context, synced, started []cache.InformerS
 		klog.FromContext(ctx).V(2).Info("Settled", "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
 }
+
+// settlePoll is how often settle asks whether the first status is written.
+const settlePoll = 100 * time.Millisecond
