@@ -129,8 +129,8 @@ func midpoint(d []time.Duration) time.Duration {
 // printListFloor prints the floor's table and the operator's starts with all pods listed at
 // once (the first after the pods were created, then the restarts) against it.
 func printListFloor(f *listFloor, starts []time.Duration) {
-	fmt.Printf("\nThe floor of the first complete status: the %d pods listed by a client that only decodes them, as the operator's pod cache does (protobuf over HTTP/1.1, no gzip), each list %s after one of the operator's starts, in turn with them; median (range)\n\n",
-		f.pods, alternationPause)
+	fmt.Printf("\nThe floor of the first complete status: the %d pods listed by a client that only decodes them, as the operator's pod cache does (protobuf over HTTP/1.1, no gzip), in turn with the operator's starts: each list once the start before it has settled; median (range)\n\n",
+		f.pods)
 	fmt.Println("| list | wall time | target |")
 	fmt.Println("|---|---|---|")
 	fmt.Printf("| one list of all pods (resourceVersion 0, the operator's first list), %d times | %s | |\n", len(f.one), spread(f.one))
