@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -143,4 +144,14 @@ func printListFloor(f *listFloor, starts []time.Duration) {
 	}
 	fmt.Printf("| the operator's first complete status with the pods listed at once, %d starts (the first after the pods were created, then the restarts) | %s = %.2f× one list | ≤ %.2f×: %s |\n",
 		len(starts), spread(starts), ratio, maxFloorRatio, judged)
+	fmt.Printf("\nIn turn, start / the floor's list after it: %s\n", inTurn(starts, f.one))
+}
+
+// inTurn pairs each start with the floor's list that followed it, in seconds.
+func inTurn(starts, lists []time.Duration) string {
+	var pairs []string
+	for i := range min(len(starts), len(lists)) {
+		pairs = append(pairs, fmt.Sprintf("%.2f / %.2f s", starts[i].Seconds(), lists[i].Seconds()))
+	}
+	return strings.Join(pairs, ", ")
 }
