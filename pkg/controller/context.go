@@ -18,18 +18,17 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
 // Context is what every controller of one run of the caches is made with: the caches and
@@ -40,9 +39,11 @@ type Context struct {
 	// event handlers go (one listener of Nodes for all controllers); nil: Nodes.
 	Nodes      cache.SharedIndexInformer
 	NodeEvents nodecache.EventSource
+	// KeepsLabel reports whether the node cache holds a label key; nil: every one.
+	KeepsLabel func(key string) bool
 	// Entries caches parsed node entries for every controller; nil: each makes its own.
 	Entries *inventory.EntryCache
-	// Facts are the nodes' GPU facts the Node objects do not hold.
+	// Facts are the nodes' GPU facts the Node objects do not hold; nil: none.
 	Facts   Facts
 	Metrics *metrics.Metrics
 	// Recorder receives the controllers' events; nil discards them.
@@ -55,26 +56,36 @@ type Context struct {
 	MaxStatusNodes int
 }
 
-// Facts are the sources of what a node's GPUs are beyond its Node object. Each controller
-// merges the ones it follows into the one NodeFacts it listens to. Each is nil when not read.
-type Facts struct {
-	// Devices tells of nodes whose DRA slices changed (Entries reads the slices themselves).
-	Devices NodeFacts
-	// Holdings tells of nodes where what pods hold changed, and "" when what waiting pods ask
-	// for changed (Entries reads what they hold itself); Pending is what they ask for.
-	Holdings NodeFacts
-	Pending  func() []allocation.Demand
-	// Records tells of nodes whose GpuNode record changed; Record returns a node's record.
-	Records NodeFacts
-	Record  inventory.Records
-	// Quota tells of changes to what quota promises (as node ""); QuotaNow reads it: the
-	// cluster's quota without its nodes, and why it could not be read ("" when it could).
-	Quota    NodeFacts
-	QuotaNow func() (quota.Cluster, string)
-	// Usage tells of changes to what the pods holding GPUs use of them (as node "");
-	// UsageNow reads it: never nil once set, and never modified.
-	Usage    NodeFacts
-	UsageNow func() *usage.Snapshot
+// NodeSource is the role of the node cache: the informer every controller lists nodes
+// from, the one listener through which they hear its events, and its keep-rules.
+type NodeSource interface {
+	source.Source
+	Informer() cache.SharedIndexInformer
+	Events() nodecache.EventSource
+	Keeps(key string) bool
+}
+
+// NewContext makes the Context of one run from its sources (exactly one NodeSource among
+// them) and the settings in base: the node cache, the facts of the sources' roles and the
+// entry cache on them, which hears of changed devices and holdings before any controller.
+func NewContext(sources []source.Source, base Context) (*Context, error) {
+	c := base
+	var nodes NodeSource
+	for _, s := range sources {
+		if n, ok := s.(NodeSource); ok {
+			if nodes != nil {
+				return nil, fmt.Errorf("two node caches: %s and %s", nodes.Name(), n.Name())
+			}
+			nodes = n
+		}
+	}
+	if nodes == nil {
+		return nil, fmt.Errorf("no node cache among the sources")
+	}
+	c.Nodes, c.NodeEvents, c.KeepsLabel = nodes.Informer(), nodes.Events(), nodes.Keeps
+	f := NewFacts(sources).(*facts)
+	c.Facts, c.Entries = f, entriesOn(f)
+	return &c, nil
 }
 
 // Defaulted returns a copy of c with the unset optional fields filled in.
@@ -85,6 +96,9 @@ func (c *Context) Defaulted() Context {
 	}
 	if d.Entries == nil {
 		d.Entries = inventory.NewEntryCache()
+	}
+	if d.Facts == nil {
+		d.Facts = NewFacts(nil)
 	}
 	if d.Recorder == nil {
 		d.Recorder = &record.FakeRecorder{} // discards
@@ -106,4 +120,16 @@ type Runner struct {
 	WaitsFor []cache.InformerSynced
 	// Started reports whether the controller has made its first pass.
 	Started cache.InformerSynced
+	// Unhandled tells of what the controller met and cannot handle in this run (nil: it
+	// never meets any); the owner of the run decides what to do.
+	Unhandled <-chan Unhandled
+}
+
+// Unhandled is something a controller met that this run of the caches cannot handle.
+type Unhandled struct {
+	// LabelKeys are node label keys the controller needs and the node cache drops: a node
+	// selector's, or those a section selects nodes by. The nodes must be listed again with them.
+	LabelKeys []string
+	// Reason says who needs it, for the log.
+	Reason string
 }

@@ -17,136 +17,136 @@ limitations under the License.
 package controller
 
 import (
-	"fmt"
-	"sync"
-
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
-// NodeFacts tells a controller of nodes whose GPU facts changed beyond what the Node objects
-// say: their DRA devices (pkg/slicecache), what pods hold there (pkg/allocation's Tracker),
-// or their GpuNode record.
-type NodeFacts interface {
-	// OnChange registers f, called with a node's name whenever its facts changed; a source
-	// of what pods hold calls it with "" when what waiting pods ask for changed. Register
-	// before the caches start.
-	OnChange(f func(node string))
-	// HasSynced reports whether the caches behind the facts have been listed once.
-	HasSynced() bool
+// Kind is a kind of node fact beyond the Node object; kinds combine as bits.
+type Kind uint8
+
+const (
+	// Devices are the nodes' DRA devices (pkg/slicecache).
+	Devices Kind = 1 << iota
+	// Holdings are what pods hold on the nodes, and (as key "") what waiting pods ask for:
+	// pkg/allocation's Tracker, fed by the pod and claim caches.
+	Holdings
+	// Records are the GpuNode records, the memory of a node whose labels vanished.
+	Records
+)
+
+// Facts is what the controllers read of the nodes beyond their Node objects, from whichever
+// sources tell it; NewFacts finds them by the roles below.
+type Facts interface {
+	// Changes tells of changes to facts of the given kinds; nil when none of them is read.
+	Changes(kinds Kind) source.Changes
+	// Record is the spec of a node's GpuNode record; nil without records or without one.
+	Record(node string) *homelabv1.GpuNodeSpec
+	// Pending is what waiting pods ask for; nil when pods are not read.
+	Pending() []allocation.Demand
 }
 
-// Merge is one NodeFacts of several, leaving out nil ones: f is registered with each source
-// in the order given, and it has synced when every source has. Of none, it never calls f
-// and has always synced.
-func Merge(sources ...NodeFacts) NodeFacts {
-	var merged merged
+// The roles a source plays for the controllers. A source may play several, or none (its
+// changes then reach the controllers through a section, see pkg/section).
+type (
+	// DeviceSource tells of the nodes' DRA devices.
+	DeviceSource interface {
+		source.Source
+		Facts(node string) *inventory.DeviceFacts
+		Devices(node string) []homelabv1.GpuDevice
+	}
+	// HoldingSource feeds the allocation tracker: what pods hold and wait for. The tracker
+	// has synced when every holding source has.
+	HoldingSource interface {
+		source.Source
+		Tracker() *allocation.Tracker
+	}
+	// RecordSource holds the GpuNode records; its changes are their nodes' names.
+	RecordSource interface {
+		source.Source
+		Record(node string) *homelabv1.GpuNodeSpec
+	}
+)
+
+// NewFacts is the Facts of sources, found by their roles.
+func NewFacts(sources []source.Source) Facts {
+	f := &facts{}
+	var holdings []source.Changes
 	for _, s := range sources {
-		if s != nil {
-			merged = append(merged, s)
+		if d, ok := s.(DeviceSource); ok && f.devices == nil {
+			f.devices = d
+		}
+		if h, ok := s.(HoldingSource); ok {
+			f.tracker = h.Tracker()
+			holdings = append(holdings, h)
+		}
+		if r, ok := s.(RecordSource); ok && f.records == nil {
+			f.records = r
 		}
 	}
-	return merged
-}
-
-type merged []NodeFacts
-
-func (m merged) OnChange(f func(node string)) {
-	for _, s := range m {
-		s.OnChange(f)
-	}
-}
-
-func (m merged) HasSynced() bool {
-	for _, s := range m {
-		if !s.HasSynced() {
-			return false
+	if f.tracker != nil {
+		synced := make([]cache.InformerSynced, len(holdings))
+		for i, h := range holdings {
+			synced[i] = h.HasSynced
 		}
+		f.holdings = source.Of(f.tracker.OnChange, synced...)
 	}
-	return true
+	return f
 }
 
-// Only is source (nil: nil) telling only of the nodes keep accepts when the change comes.
-func Only(source NodeFacts, keep func(node string) bool) NodeFacts {
-	if source == nil {
+type facts struct {
+	devices  DeviceSource
+	tracker  *allocation.Tracker
+	holdings source.Changes
+	records  RecordSource
+}
+
+func (f *facts) Changes(kinds Kind) source.Changes {
+	var parts []source.Changes
+	if kinds&Devices != 0 && f.devices != nil {
+		parts = append(parts, f.devices)
+	}
+	if kinds&Holdings != 0 && f.holdings != nil {
+		parts = append(parts, f.holdings)
+	}
+	if kinds&Records != 0 && f.records != nil {
+		parts = append(parts, f.records)
+	}
+	if len(parts) == 0 {
 		return nil
 	}
-	return only{source, keep}
+	return source.Merge(parts...)
 }
 
-type only struct {
-	NodeFacts
-	keep func(node string) bool
-}
-
-func (o only) OnChange(f func(node string)) {
-	o.NodeFacts.OnChange(func(node string) {
-		if o.keep(node) {
-			f(node)
-		}
-	})
-}
-
-// FactsOf is the NodeFacts of a source's OnChange registration (such as the allocation
-// Tracker's), synced when every one of synced is.
-func FactsOf(onChange func(f func(node string)), synced ...cache.InformerSynced) NodeFacts {
-	return registration{onChange: onChange, synced: synced}
-}
-
-type registration struct {
-	onChange func(f func(node string))
-	synced   []cache.InformerSynced
-}
-
-func (r registration) OnChange(f func(node string)) { r.onChange(f) }
-
-func (r registration) HasSynced() bool {
-	for _, synced := range r.synced {
-		if !synced() {
-			return false
-		}
+func (f *facts) Record(node string) *homelabv1.GpuNodeSpec {
+	if f.records == nil {
+		return nil
 	}
-	return true
+	return f.records.Record(node)
 }
 
-// ObjectFacts is the NodeFacts of an informer of objects named after their node (GpuNode
-// records): every add, update and delete is a change of that node. It adds one handler to
-// events, however many listeners register.
-func ObjectFacts(events nodecache.EventSource, synced cache.InformerSynced) (NodeFacts, error) {
-	o := &objectFacts{synced: synced}
-	if _, err := events.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    o.changed,
-		UpdateFunc: func(_, cur any) { o.changed(cur) },
-		DeleteFunc: o.changed,
-	}); err != nil {
-		return nil, fmt.Errorf("add event handler: %w", err)
+func (f *facts) Pending() []allocation.Demand {
+	if f.tracker == nil {
+		return nil
 	}
-	return o, nil
+	return f.tracker.Pending()
 }
 
-type objectFacts struct {
-	synced    cache.InformerSynced
-	mu        sync.RWMutex
-	listeners []func(node string)
-}
-
-func (o *objectFacts) OnChange(f func(node string)) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.listeners = append(o.listeners, f)
-}
-
-func (o *objectFacts) HasSynced() bool { return o.synced() }
-
-func (o *objectFacts) changed(obj any) {
-	name, err := cache.DeletionHandlingObjectToName(obj)
-	if err != nil {
-		return
+// entriesOn makes the entry cache of facts: entries carry the nodes' DRA devices and what
+// pods hold there, and are marked stale by their changes before any controller hears of them.
+func entriesOn(f *facts) *inventory.EntryCache {
+	entries := inventory.NewEntryCache()
+	if f.devices != nil {
+		entries = inventory.NewEntryCacheWithDevices(f.devices.Facts).WithDeviceList(f.devices.Devices)
 	}
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	for _, f := range o.listeners {
-		f(name.Name)
+	if f.tracker != nil {
+		entries = entries.WithAllocation(f.tracker.Held)
 	}
+	if c := f.Changes(Devices | Holdings); c != nil {
+		c.OnChange(entries.Changed)
+	}
+	return entries.Notified()
 }

@@ -384,6 +384,9 @@ func bound(e *homelabv1.GpuNodeEntry) {
 	}
 }
 
+// MaxMessageBytes bounds a condition message that quotes user input (the CRD allows 32 KiB).
+const MaxMessageBytes = 1024
+
 // Cut shortens s to at most n bytes on a rune boundary, marking that it was cut.
 func Cut(s string, n int) string {
 	const marker = "...(cut)"

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -72,7 +73,19 @@ type Cache struct {
 	problems map[string]problem // by what cannot be read
 	dirty    bool
 	snapshot Snapshot
+
+	section *Section
 }
+
+// Options are the cache's settings.
+type Options struct {
+	// DRAResources are the resource names in which Kueue counts DRA GPUs (its
+	// deviceClassMappings): quota given in them is compared with the nodes' DRA GPUs.
+	DRAResources []corev1.ResourceName
+}
+
+// Name names the source.
+func (*Cache) Name() string { return "quota" }
 
 // clients are what the cache reads with; tests give fakes.
 type clients struct {
@@ -87,12 +100,14 @@ type clients struct {
 // New makes the cache's clients from config: the project's protobuf client for
 // ResourceQuotas, a metadata client for the CRD, a dynamic client (JSON) for Kueue's objects
 // and a discovery client for Kueue's served version. Nothing is read until Run.
-func New(config *rest.Config) (*Cache, error) {
+func New(config *rest.Config, opts Options) (*Cache, error) {
 	c, err := clientsFor(config)
 	if err != nil {
 		return nil, err
 	}
-	return newCache(c), nil
+	cc := newCache(c)
+	cc.section = NewSection(cc.Snapshot, cc, opts.DRAResources)
+	return cc, nil
 }
 
 func newCache(c clients) *Cache {

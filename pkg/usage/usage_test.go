@@ -178,14 +178,14 @@ func TestIdleSinceKeptAsTheWindowMoves(t *testing.T) {
 	}
 }
 
-// source is a Source a test sets.
-type source struct {
+// readings is a Source a test sets.
+type readings struct {
 	devices []Device
 	problem Problem
 	reads   int
 }
 
-func (s *source) Read(context.Context, time.Time) ([]Device, Problem) {
+func (s *readings) Read(context.Context, time.Time) ([]Device, Problem) {
 	s.reads++
 	return s.devices, s.problem
 }
@@ -197,7 +197,7 @@ func TestCacheChangesOnlyWithWhatTheStatusShows(t *testing.T) {
 	clock := clocktesting.NewFakeClock(t0.Add(10 * time.Second))
 	d := device("gpu-a", "ml", "trainer", "GPU-1", 0)
 	d.HeldSteps, d.FirstSeen = 60*5+1, t0.Add(-5*time.Hour).Unix()
-	src := &source{devices: []Device{d}}
+	src := &readings{devices: []Device{d}}
 	c := NewCache(CacheConfig{Source: src, Holders: func() Holders { return holdersOf("ml/trainer@gpu-b", "ml/trainer@gpu-a") },
 		Settings: settings, Interval: time.Minute, Clock: clock})
 	changes := 0

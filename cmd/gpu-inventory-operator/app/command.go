@@ -136,7 +136,6 @@ func run(opts *Options) int {
 		logger.Error(err, "Cannot start")
 		return 1
 	}
-	op.setProcs = procsSetter(opts.SteadyProcs)
 	if opts.PprofAddress != "" {
 		if err := servePprof(ctx, opts.PprofAddress); err != nil {
 			logger.Error(err, "Cannot serve profiles")

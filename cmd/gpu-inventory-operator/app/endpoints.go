@@ -27,8 +27,17 @@ import (
 )
 
 // serveEndpoints starts the metrics and health servers (each unless its address is "0" or
-// empty) and stops them when ctx is done. It returns the bound addresses.
-func (o *Operator) serveEndpoints(ctx context.Context) (metricsAddr, healthAddr string, err error) {
+// empty) and stops them when ctx is done; the bound addresses are the state's.
+func (o *Operator) serveEndpoints(ctx context.Context) error {
+	metricsAddr, healthAddr, err := o.listen(ctx)
+	if err != nil {
+		return err
+	}
+	o.state.addresses.Store(&[2]string{metricsAddr, healthAddr})
+	return nil
+}
+
+func (o *Operator) listen(ctx context.Context) (metricsAddr, healthAddr string, err error) {
 	if on(o.opts.MetricsAddress) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(o.metrics.Registry, promhttp.HandlerOpts{}))
@@ -83,21 +92,17 @@ func (o *Operator) readyz(w http.ResponseWriter, _ *http.Request) {
 // nothing to sync); a leader, or an instance without leader election, once every
 // controller's caches have synced and it has made progress.
 func (o *Operator) notReady() string {
-	if o.opts.LeaderElect && !o.leading.Load() {
+	if o.opts.LeaderElect && !o.state.leading.Load() {
 		return ""
 	}
-	o.mu.Lock()
-	inventories, nodeStatus, records, withRecords := o.inventory, o.nodeStatus, o.records, o.withRecords
-	o.mu.Unlock()
-	switch {
-	case inventories == nil || nodeStatus == nil || records == nil && withRecords:
+	cs := o.state.controllers.Load()
+	if cs == nil {
 		return "controllers not started (CRD install or default inventory pending)"
-	case !inventories.Synced():
-		return "GpuInventory controller: caches not synced or no inventory synced yet"
-	case !nodeStatus.Synced():
-		return "gpu-node-status controller: caches not synced or the ConfigMap not written yet"
-	case records != nil && !records.Synced():
-		return "GpuNode controller: caches not synced or the nodes seen at start not all synced yet"
+	}
+	for _, c := range *cs {
+		if !c.runner.Started() {
+			return c.row.waiting
+		}
 	}
 	return ""
 }

@@ -20,7 +20,7 @@ import "testing"
 
 func TestNotReady(t *testing.T) {
 	opts := NewOptions()
-	o := &Operator{opts: opts}
+	o := &Operator{opts: opts, state: &state{}}
 	if why := o.notReady(); why == "" {
 		t.Error("an operator whose controllers have not started must not be ready")
 	}
@@ -28,7 +28,7 @@ func TestNotReady(t *testing.T) {
 	if why := o.notReady(); why != "" {
 		t.Errorf("a standby has nothing to sync and is ready, got %q", why)
 	}
-	o.leading.Store(true)
+	o.state.leading.Store(true)
 	if why := o.notReady(); why == "" {
 		t.Error("a new leader whose controllers have not started must not be ready")
 	}

@@ -40,7 +40,7 @@ type candidacy struct {
 // shutdown the controllers stop first and only then is the lease released, so no write can
 // follow the release.
 func (o *Operator) runWithLeaderElection(ctx context.Context) error {
-	lock := leaderelection.NewLeaseLock(kubeclient.Leases(o.coordination, o.namespace), o.namespace, o.opts.LeaderElectionID, o.identity)
+	lock := leaderelection.NewLeaseLock(kubeclient.Leases(o.clients.coordination, o.namespace), o.namespace, o.opts.LeaderElectionID, o.identity)
 	// The elector runs on its own context: cancelling ctx must not release the lease.
 	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElector()
@@ -80,7 +80,7 @@ func (o *Operator) electionConfig(ctx context.Context, lock leaderelection.Lock,
 				o.lead(klog.NewContext(ctx, logger), leadCtx, t)
 			},
 			OnStoppedLeading: func() {
-				o.leading.Store(false)
+				o.state.leading.Store(false)
 				o.metrics.Leader.Set(0)
 				logger.Info("No longer the leader")
 			},
@@ -97,7 +97,7 @@ func (o *Operator) electionConfig(ctx context.Context, lock leaderelection.Lock,
 // then gives the lease up.
 func (o *Operator) lead(ctx, leadCtx context.Context, t *candidacy) {
 	t.led.Store(true)
-	o.leading.Store(true)
+	o.state.leading.Store(true)
 	o.metrics.Leader.Set(1)
 	defer close(t.controllersDone)
 	klog.FromContext(ctx).Info("Became leader, starting controllers")

@@ -18,9 +18,14 @@ package app
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // After a burst of work (a churn, an attack, many inventories at once) the heap holds
@@ -107,3 +112,34 @@ func afterBurst(threshold uint64) func() {
 func shouldReturn(reclaimable, allocated, threshold uint64, anyway bool) bool {
 	return reclaimable > threshold && (anyway || reclaimable > 2*allocated)
 }
+
+// settleAfter hands the initial lists' buffers back to the OS once firstStatus (not as the
+// caches sync, where a collection would slow that first status), and what the first syncs
+// left once every one of started; then it tells setProcs (when set) that the run settled.
+func settleAfter(ctx context.Context, firstStatus cache.InformerSynced, started []cache.InformerSynced, setProcs func(bool)) {
+	if wait.PollUntilContextCancel(ctx, settlePoll, false, func(context.Context) (bool, error) { return firstStatus(), nil }) != nil {
+		return
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	all := func(context.Context) (bool, error) {
+		for _, ok := range started {
+			if !ok() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if wait.PollUntilContextCancel(ctx, time.Second, false, all) != nil {
+		return
+	}
+	runtime.GC()
+	debug.FreeOSMemory()
+	if setProcs != nil {
+		setProcs(true)
+		klog.FromContext(ctx).V(2).Info("Settled", "gomaxprocs", runtime.GOMAXPROCS(0))
+	}
+}
+
+// settlePoll is how often settle asks whether the first status is written.
+const settlePoll = 100 * time.Millisecond

@@ -18,89 +18,140 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"golang.org/x/time/rate"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpunode"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nodestatus"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
-// Operator is one running instance of the operator.
+// Operator is one instance of the operator. New sets its fields and nothing changes them
+// after; what a run changes (leadership, its controllers, the bound addresses) is in state.
 type Operator struct {
 	opts      *Options
-	config    *rest.Config
 	namespace string
-	metrics   *metrics.Metrics // one per operator: counters live across re-lists
 	identity  string
-
-	// The API clients (pkg/kubeclient, docs/design/clients.md): REST clients of one group
-	// version each, built-in kinds as protobuf, custom resources as JSON.
-	core           rest.Interface // core/v1: the ConfigMap, Events
-	protobufConfig *rest.Config   // makes the Node informer's client (see nodeClient)
-	homelab        rest.Interface // homelab.youngju.dev/v1: GpuInventories
-	recordClient   rest.Interface // GpuNode records, at --gpunode-qps
-	recordReader   rest.Interface // whole GpuNode records the cache summarizes, at --gpunode-qps
-	apiext         rest.Interface // apiextensions.k8s.io/v1: the CRDs
-	coordination   rest.Interface // coordination.k8s.io/v1, for the Lease
-
+	metrics   *metrics.Metrics // one per operator: counters live across re-lists
+	clients   *clients
+	// leaderHealth is the elector's watchdog; nil without leader election.
 	leaderHealth *leaderelection.HealthzAdaptor
-	leading      atomic.Bool
-
-	// setProcs, when set, is told when each run of the informers starts (false) and when it
-	// has settled (true): caches synced, every controller's first pass made.
+	// setProcs, when set, is told when each run starts (false) and when it has settled
+	// (true): caches synced, every controller's first pass made.
 	setProcs func(settled bool)
-
-	mu          sync.Mutex
-	metricsAddr string
-	healthAddr  string
-	inventory   *gpuinventory.Controller // of the current run of the informers; nil before
-	nodeStatus  *nodestatus.Controller
-	records     *gpunode.Controller
-	withRecords bool     // the GpuNode CRD is served (or installed by this operator)
-	askedKeys   []string // label keys runs asked the node cache to keep (ResourceFlavors')
+	state    *state
 }
 
-// New builds an operator from options, resolving the kubeconfig.
+// state is what the operator's runs change, read by its endpoints.
+type state struct {
+	leading     atomic.Bool
+	controllers atomic.Pointer[[]builtController] // of the current run; nil before the first
+	addresses   atomic.Pointer[[2]string]         // metrics, health
+}
+
+// New builds an operator from options, resolving the kubeconfig; it runs Go code on
+// --steady-gomaxprocs CPUs once settled.
 func New(opts *Options) (*Operator, error) {
 	config, namespace, err := opts.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
-	return NewForConfig(opts, config, namespace)
+	return newOperator(opts, config, namespace, procsSetter(opts.SteadyProcs))
 }
 
 // NewForConfig builds an operator that talks to the API server of config.
 func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Operator, error) {
-	o := &Operator{opts: opts, namespace: namespace, metrics: metrics.New()}
-	if err := o.newClients(config); err != nil {
+	return newOperator(opts, config, namespace, nil)
+}
+
+func newOperator(opts *Options, config *rest.Config, namespace string, setProcs func(bool)) (*Operator, error) {
+	c, err := newClients(opts, config)
+	if err != nil {
 		return nil, err
 	}
 	hostname, _ := os.Hostname()
-	o.identity = hostname + "_" + string(uuid.NewUUID())
+	o := &Operator{opts: opts, namespace: namespace, identity: hostname + "_" + string(uuid.NewUUID()),
+		metrics: metrics.New(), clients: c, setProcs: setProcs, state: &state{}}
+	if opts.LeaderElect {
+		o.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
 	return o, nil
 }
 
+// newClients makes the API clients: built-in types (Nodes, the ConfigMap, Events, the Lease)
+// travel as protobuf; custom resources as JSON, the only encoding they have.
+func newClients(opts *Options, config *rest.Config) (*clients, error) {
+	config = rest.CopyConfig(config)
+	// Gzip costs CPU on both sides for no gain on a cluster network; watches are never compressed.
+	config.DisableCompression = !opts.Compression
+	// Reads wait for an API server that is away, so informers resume as soon as it is back.
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return reconnect.Transport(rt, reconnect.DefaultPolicy) })
+	protobuf := rest.CopyConfig(config)
+	protobuf.ContentType = "application/vnd.kubernetes.protobuf"
+	protobuf.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	records := rest.CopyConfig(config)
+	records.QPS, records.Burst = float32(opts.RecordQPS), opts.RecordBurst
+	c := &clients{config: config, protobuf: protobuf}
+	var err error
+	// The custom resources' informers read JSON watch events in place, and the inventory
+	// informer's GpuInventories come without status.nodes: the controller's own writes come
+	// back without it.
+	if c.light, err = inventorycache.NewInformerClient(config); err != nil {
+		return nil, err
+	}
+	for _, r := range []struct {
+		client *rest.Interface
+		config *rest.Config
+		gv     schema.GroupVersion
+	}{
+		{&c.core, protobuf, corev1.SchemeGroupVersion},
+		{&c.coordination, protobuf, coordinationv1.SchemeGroupVersion},
+		{&c.homelab, config, homelabv1.SchemeGroupVersion},
+		{&c.recordWriter, records, homelabv1.SchemeGroupVersion},
+		{&c.recordReader, records, homelabv1.SchemeGroupVersion}, // a rate limit of its own
+		{&c.apiext, config, apiextensionsv1.SchemeGroupVersion},
+	} {
+		if *r.client, err = kubeclient.New(r.config, r.gv, nil); err != nil {
+			return nil, err // names the group version
+		}
+	}
+	return c, nil
+}
+
 // MetricsAddress and HealthAddress are the bound addresses ("" when off or not started).
-func (o *Operator) MetricsAddress() string { o.mu.Lock(); defer o.mu.Unlock(); return o.metricsAddr }
-func (o *Operator) HealthAddress() string  { o.mu.Lock(); defer o.mu.Unlock(); return o.healthAddr }
+func (o *Operator) MetricsAddress() string { return o.address(0) }
+func (o *Operator) HealthAddress() string  { return o.address(1) }
+
+func (o *Operator) address(i int) string {
+	if a := o.state.addresses.Load(); a != nil {
+		return a[i]
+	}
+	return ""
+}
 
 // Identity is this instance's leader-election identity.
 func (o *Operator) Identity() string { return o.identity }
@@ -111,20 +162,12 @@ func (o *Operator) Metrics() *metrics.Metrics { return o.metrics }
 // Run runs the operator until ctx is cancelled. With leader election, nothing is written
 // before the lease is held, and losing the lease is an error (the process should exit).
 func (o *Operator) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.config.Host, "leaderElect", o.opts.LeaderElect)
+	klog.FromContext(ctx).Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.clients.config.Host, "leaderElect", o.opts.LeaderElect)
 	o.metrics.ServeClientMetrics()
 	go returnFreeMemory(ctx, freeMemoryEvery, freeMemoryThreshold)
-	if o.opts.LeaderElect {
-		o.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	}
-	metricsAddr, healthAddr, err := o.serveEndpoints(ctx)
-	if err != nil {
+	if err := o.serveEndpoints(ctx); err != nil {
 		return err
 	}
-	o.mu.Lock()
-	o.metricsAddr, o.healthAddr = metricsAddr, healthAddr
-	o.mu.Unlock()
 	if !o.opts.LeaderElect {
 		o.metrics.Leader.Set(1)
 		defer o.metrics.Leader.Set(0)
@@ -133,169 +176,207 @@ func (o *Operator) Run(ctx context.Context) error {
 	return o.runWithLeaderElection(ctx)
 }
 
-// runControllers installs the CRDs, makes sure the default inventory exists and runs the
-// controllers until ctx is cancelled.
+// runControllers does the operator's work once it may write: the CRDs, then runs of the
+// sources and controllers, each until ctx ends or the next run must list again (a node
+// label the node cache drops is needed, or what the API server serves changed).
 func (o *Operator) runControllers(ctx context.Context) error {
-	fresh := false
-	if o.opts.InstallCRD {
-		outcomes, err := crd.Ensure(ctx, kubeclient.CRDs(o.apiext))
-		if err != nil {
+	crds, err := o.prepareCRDs(ctx)
+	if err != nil {
+		return err
+	}
+	var asked []string // label keys earlier runs were asked for
+	relists := rate.NewLimiter(rate.Every(relistEvery), relistBurst)
+	for {
+		next, err := o.runOnce(ctx, crds, asked)
+		if next == nil || ctx.Err() != nil {
 			return err
 		}
-		for _, outcome := range outcomes {
-			klog.FromContext(ctx).Info("CRD "+string(outcome.Result), "crd", outcome.Name,
-				"schemaRevision", outcome.Installed, "operatorSchemaRevision", outcome.Embedded)
-			fresh = fresh || outcome.Name == homelabv1.CustomResourceDefinitionName && outcome.Result == crd.Created
+		asked = append(asked, next.labelKeys...)
+		crds.fresh = false
+		// Anyone who may edit an inventory could cycle selector keys: re-lists are spaced.
+		wait := relists.Reserve().Delay()
+		klog.FromContext(ctx).Info("Re-listing", "reason", next.reason, "after", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
 		}
 	}
-	prepare := func() error {
-		if o.opts.InstallCRD {
-			if err := crd.WaitAllEstablished(ctx, kubeclient.CRDs(o.apiext), 30*time.Second); err != nil {
-				return err
-			}
-		}
-		return o.ensureDefaultInventory(ctx, false)
-	}
-	if !fresh {
-		if err := prepare(); err != nil {
-			return err
-		}
-		o.setWithRecords(o.opts.InstallCRD || o.gpuNodesServed(ctx))
-		return o.runRelisting(ctx, served(nil), false)
-	}
-	o.setWithRecords(true)
-	// A GpuInventory CRD created just now: no inventory names a selector key yet, and the API
-	// server takes a while to serve the new kinds, so the node list does not wait for them,
-	// and the custom resources' informers do not wait for the default inventory's create.
-	established := make(chan error, 1)
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		err := crd.WaitAllEstablished(ctx, kubeclient.CRDs(o.apiext), 30*time.Second)
-		established <- err
-		if err == nil {
-			err = o.ensureDefaultInventory(ctx, true)
-		}
-		if err != nil {
-			cancel(err)
-		}
-	}()
-	err := o.runRelisting(runCtx, waitOnce(established), true)
-	if cause := context.Cause(runCtx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return err
 }
 
-func (o *Operator) setWithRecords(on bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.withRecords = on
+// relistEvery and relistBurst space the re-lists.
+const (
+	relistEvery = 30 * time.Second
+	relistBurst = 3
+)
+
+// relist says why a run ended for another.
+type relist struct {
+	reason    string
+	labelKeys []string // label keys the next node cache must keep
 }
 
-// gpuNodesServed reports whether the API server serves GpuNode records. Without them (the
-// CRDs are applied by hand and this release's are not yet), the operator runs as before
-// records existed: the stored node lists are the memory, bounded as they are.
-func (o *Operator) gpuNodesServed(ctx context.Context) bool {
-	served, err := kubeclient.Serves(ctx, o.homelab, homelabv1.SchemeGroupVersion, "gpunodes")
-	if served {
-		return true
+// runOnce is one run of the sources and the controllers, until ctx is cancelled or the next
+// run must list again: sources from the table, controllers from their list on one Context of
+// those sources, start, wait for sync, run, shut down. It returns once every source and
+// controller it started has stopped, so a re-list never holds two node caches.
+func (o *Operator) runOnce(ctx context.Context, crds crdState, asked []string) (*relist, error) {
+	var running sync.WaitGroup
+	defer running.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Sources: the node cache keeps the labels the others select nodes by.
+	e := &env{opts: o.opts, clients: o.clients, namespace: o.namespace, fresh: crds.fresh, records: crds.records,
+		observe: func(took float64, result string) { o.metrics.UsageReadings.WithLabelValues(result).Observe(took) }}
+	e.labelKeys = append(nodeLabelKeys(ctx, e, sources), asked...)
+	built, err := buildSources(ctx, e, sources)
+	if err != nil {
+		return nil, err
 	}
-	if err == nil {
-		err = fmt.Errorf("%s serves no gpunodes", homelabv1.SchemeGroupVersion)
+
+	// Controllers, in order, on one Context. Events about GPU nodes go to the GpuInventory,
+	// events about the ConfigMap to it; the broadcaster aggregates repeats.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: o.clients.core})
+	defer broadcaster.Shutdown()
+	cc, err := controller.NewContext(built, controller.Context{Metrics: o.metrics,
+		Recorder:        broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: homelabv1.FieldManager}),
+		MinSyncInterval: o.opts.MinSyncInterval, MaxStatusNodes: o.opts.MaxStatusNodes})
+	if err != nil {
+		return nil, err
 	}
-	klog.FromContext(ctx).Error(err, "GpuNode records are not served: running without them, so a GPU node that loses its labels is remembered only while status.nodes lists it; apply manifests/crd of this release (or run with --install-crd)",
-		"crd", homelabv1.GpuNodeCRDName)
+	cs, err := buildControllers(ctx, e, cc, controllers)
+	if err != nil {
+		return nil, err
+	}
+	o.state.controllers.Store(&cs)
+
+	// Start: the sources of built-in kinds at once, the custom resources' once they are served.
+	for _, s := range built {
+		if !isCustom(s) {
+			running.Go(func() { s.Run(ctx) })
+		}
+	}
+	if err := crds.served(ctx); err != nil {
+		return nil, err
+	}
+	for _, s := range built {
+		if isCustom(s) {
+			running.Go(func() { s.Run(ctx) })
+		}
+	}
+	if o.setProcs != nil {
+		o.setProcs(false)
+	}
+	go o.settle(ctx, cs)
+
+	// Run the controllers until ctx ends, one fails, or the next run must list again.
+	done := make(chan error, len(cs))
+	for _, c := range cs {
+		running.Go(func() { done <- c.runner.Run(ctx) })
+	}
+	next, err := o.watchRun(ctx, e, cs, done)
+	cancel()
+	return next, err
+}
+
+// isCustom reports whether a source reads a kind of this project's.
+func isCustom(s source.Source) bool {
+	for _, row := range sources {
+		if row.name == s.Name() {
+			return row.custom
+		}
+	}
 	return false
 }
 
-// crdsServed waits until the CRDs are served (on a cluster where they existed already, also
-// until the default inventory exists).
-type crdsServed func(ctx context.Context) error
-
-// served is a crdsServed that is done, with err.
-func served(err error) crdsServed { return func(context.Context) error { return err } }
-
-// waitOnce is a crdsServed that waits for ready's one result and keeps it.
-func waitOnce(ready <-chan error) crdsServed {
-	var once sync.Once
-	var result error
-	done := make(chan struct{})
-	return func(ctx context.Context) error {
-		go once.Do(func() { result = <-ready; close(done) })
+// watchRun waits until ctx ends, a controller returns (its error), a controller meets what
+// the run cannot handle, or the sources the API server serves change; the last two end the
+// run for another.
+func (o *Operator) watchRun(ctx context.Context, e *env, cs []builtController, done <-chan error) (*relist, error) {
+	unhandled := make(chan controller.Unhandled, 1)
+	for _, c := range cs {
+		if c.runner.Unhandled != nil {
+			go forward(ctx, c.runner.Unhandled, unhandled)
+		}
+	}
+	served := time.NewTicker(servedCheckInterval)
+	defer served.Stop()
+	for {
 		select {
-		case <-done:
-			return result
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, nil
+		case err := <-done:
+			if err == nil {
+				err = errors.New("a controller stopped")
+			}
+			return nil, err
+		case u := <-unhandled:
+			return &relist{reason: fmt.Sprintf("%s names label %q, which the node cache drops", u.Reason, u.LabelKeys),
+				labelKeys: u.LabelKeys}, nil
+		case <-served.C:
+			if change := servedChange(ctx, e, sources); change != "" {
+				return &relist{reason: change}, nil
+			}
 		}
 	}
 }
 
-// defaultInventoryNote is the note of the GpuInventory the operator creates.
-const defaultInventoryNote = "Created by gpu-inventory-operator: every GPU node in the cluster."
-
-// ensureDefaultInventory creates the GpuInventory that covers every node, if it is missing.
-// With fresh (its CRD created just now, so there is nothing to overwrite) it is created by a
-// server-side apply: the API server holds every create of a kind for 2 s after the kind
-// becomes Established (so that its HA peers know the kind first), not an apply.
-func (o *Operator) ensureDefaultInventory(ctx context.Context, fresh bool) error {
-	return createDefaultInventory(ctx, kubeclient.GpuInventories(o.homelab), o.opts.DefaultInventory, fresh)
-}
-
-// inventoryWriter creates and applies GpuInventories: kubeclient.GpuInventories, or a fake
-// clientset's in tests.
-type inventoryWriter interface {
-	Create(ctx context.Context, gi *homelabv1.GpuInventory, opts metav1.CreateOptions) (*homelabv1.GpuInventory, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*homelabv1.GpuInventory, error)
-}
-
-// createDefaultInventory is ensureDefaultInventory on client, for the inventory name ("":
-// none).
-func createDefaultInventory(ctx context.Context, client inventoryWriter, name string, fresh bool) error {
-	if name == "" {
-		return nil
-	}
-	var err error
-	if fresh {
-		_, err = client.Patch(ctx, name, types.ApplyPatchType, defaultInventoryApply(name),
-			metav1.PatchOptions{FieldManager: homelabv1.FieldManager})
-		if apierrors.IsConflict(err) {
-			return nil // someone else's inventory of that name after all: left as it is
+// forward passes what from says on to to, until ctx ends.
+func forward(ctx context.Context, from <-chan controller.Unhandled, to chan<- controller.Unhandled) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-from:
+			select {
+			case to <- u:
+			case <-ctx.Done():
+				return
+			}
 		}
-	} else {
-		_, err = client.Create(ctx, &homelabv1.GpuInventory{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       homelabv1.GpuInventorySpec{Note: defaultInventoryNote},
-		}, metav1.CreateOptions{FieldManager: homelabv1.FieldManager})
-	}
-	switch {
-	case err == nil:
-		klog.FromContext(ctx).Info("Created default GpuInventory", "inventory", name)
-		return nil
-	case apierrors.IsAlreadyExists(err):
-		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("create default GpuInventory %s: the GpuInventory CRD is not installed "+
-			"(run with --install-crd=true, or `kubectl apply -f manifests/crd/`): %w", name, err)
-	case apierrors.IsForbidden(err):
-		verb := "create"
-		if fresh {
-			verb = "patch (server-side apply)"
-		}
-		return fmt.Errorf("create default GpuInventory %s: the operator may not %s gpuinventories.homelab.youngju.dev "+
-			"(apply the RBAC in manifests/, or run with --default-inventory=\"\"): %w", name, verb, err)
-	default:
-		return fmt.Errorf("create default GpuInventory %s: %w", name, err)
 	}
 }
 
-// defaultInventoryApply is the server-side apply of the default inventory: its name and note.
-func defaultInventoryApply(name string) []byte {
-	body, _ := json.Marshal(map[string]any{ // cannot fail: strings only
-		"apiVersion": homelabv1.SchemeGroupVersion.String(), "kind": "GpuInventory",
-		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"note": defaultInventoryNote},
-	})
-	return body
+// servedCheckInterval is how often the operator asks whether the API server still serves
+// what this run reads, and nothing more (ResourceSlices, say).
+const servedCheckInterval = 5 * time.Minute
+
+// servedChange says which rows' on-ness differs from the run's, or "" when none does.
+func servedChange(ctx context.Context, e *env, rows []sourceRow) string {
+	var changed []string
+	for _, row := range rows {
+		if row.on == nil {
+			continue
+		}
+		on, err := row.on(ctx, e)
+		if err != nil {
+			continue // cannot tell: no change
+		}
+		read := slices.ContainsFunc(e.built, func(s source.Source) bool { return s.Name() == row.name })
+		if on != read {
+			changed = append(changed, fmt.Sprintf("%s read: %t", row.name, on))
+		}
+	}
+	if len(changed) == 0 {
+		return ""
+	}
+	return "what the API server serves changed: " + fmt.Sprint(changed)
+}
+
+// settle hands the initial lists' buffers back to the OS once the first status is written
+// (not as the caches sync, where a collection would slow that first status), and what the
+// first syncs left once every controller has made its first pass; then the operator runs on
+// --steady-gomaxprocs.
+func (o *Operator) settle(ctx context.Context, cs []builtController) {
+	var firstStatus cache.InformerSynced = func() bool { return true }
+	started := make([]cache.InformerSynced, len(cs))
+	for i, c := range cs {
+		started[i] = c.runner.Started
+		if c.row.name == gpuinventory.Name {
+			firstStatus = c.runner.Started
+		}
+	}
+	settleAfter(ctx, firstStatus, started, o.setProcs)
 }

@@ -59,11 +59,11 @@ func TestSettleWaitsForTheFirstPasses(t *testing.T) {
 	var passed atomic.Bool
 	polled := make(chan struct{}, 100)
 	settled := make(chan bool, 1)
-	o := &Operator{setProcs: func(s bool) { settled <- s }}
+	setProcs := func(s bool) { settled <- s }
 	firstStatus := func() bool { return true }
 	started := []cache.InformerSynced{func() bool { return true }, func() bool { polled <- struct{}{}; return passed.Load() }}
 	done := make(chan struct{})
-	go func() { o.settle(context.Background(), firstStatus, started); close(done) }()
+	go func() { settleAfter(context.Background(), firstStatus, started, setProcs); close(done) }()
 	<-polled // asked once, and told no
 	select {
 	case <-settled:

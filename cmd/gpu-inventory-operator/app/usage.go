@@ -22,9 +22,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/cache"
-
-	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
@@ -84,35 +81,4 @@ func (o *UsageOptions) validateUsage(allocation bool) []error {
 		errs = append(errs, fmt.Errorf("--idle-after must not be negative, got %s", o.IdleAfter))
 	}
 	return errs
-}
-
-// newUsageCache makes the usage cache of a run: it reads the holders from the allocation
-// tracker and, on DRA nodes, the slices' device UUIDs. nil without --prometheus-url or pods.
-func (o *Operator) newUsageCache(c *caches) (*usage.Cache, error) {
-	u := o.opts.UsageOptions
-	if u.PrometheusURL == "" || c.pods == nil {
-		return nil, nil
-	}
-	settings := usage.Settings{Window: u.IdleWindow, IdleBelow: u.IdleBelow, IdleAfter: u.IdleAfter}
-	reader, err := usage.NewReader(usage.ReaderConfig{URL: u.PrometheusURL, BearerTokenFile: u.PrometheusBearerTokenFile,
-		CAFile: u.PrometheusCAFile, Timeout: u.PrometheusTimeout}, settings)
-	if err != nil {
-		return nil, err
-	}
-	var devices func(string) []homelabv1.GpuDevice
-	synced := []cache.InformerSynced{c.pods.HasSynced}
-	if c.slices != nil {
-		devices = c.slices.Devices
-		synced = append(synced, c.slices.HasSynced)
-	}
-	if c.claims != nil {
-		synced = append(synced, c.claims.HasSynced)
-	}
-	tracker := c.tracker
-	return usage.NewCache(usage.CacheConfig{Source: reader, Settings: settings, Interval: u.Interval, Synced: synced,
-		Holders: func() usage.Holders { return usage.NewKnown(tracker, devices) },
-		Observe: func(took time.Duration, result string) {
-			o.metrics.UsageReadings.WithLabelValues(result).Observe(took.Seconds())
-		},
-		Done: afterBurst(afterBurstThreshold)}), nil
 }

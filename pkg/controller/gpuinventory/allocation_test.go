@@ -27,7 +27,6 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
@@ -58,10 +57,7 @@ func TestAllocationReachesTheStatusAndMetrics(t *testing.T) {
 	all := gpuInventory("all", 1, homelabv1.GpuInventoryStatus{})
 	pool := gpuInventory("pool-b", 1, homelabv1.GpuInventoryStatus{})
 	pool.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}
-	f := newFixtureWith(t, func(cc *controller.Context) {
-		cc.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
-		cc.Facts.Holdings, cc.Facts.Pending = controller.FactsOf(tracker.OnChange), tracker.Pending
-	}, []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b")}, all, pool)
+	f := newFixtureWith(t, withHoldings(tracker), []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b")}, all, pool)
 	drain(f.controller)
 
 	tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "train", UID: allocation.UIDOf("u1"), Node: "gpu-a",
@@ -124,10 +120,7 @@ func TestFragmentedInventoryWritesOnceAndFollowsItsSpec(t *testing.T) {
 		tracker.SetPod(&allocation.Pod{Namespace: "ml", Name: "train-" + name, UID: allocation.UIDOf(name), Node: name,
 			Requests: []allocation.ResourceCount{{Name: allocation.ResourceGPU, Count: 6}}})
 	}
-	configure := func(cc *controller.Context) {
-		cc.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
-		cc.Facts.Holdings, cc.Facts.Pending = controller.FactsOf(tracker.OnChange), tracker.Pending
-	}
+	configure := withHoldings(tracker)
 	f := newFixtureWith(t, configure, nodes, gpuInventory("all", 1, homelabv1.GpuInventoryStatus{}))
 	status := f.appliedStatus(f.sync("all"), "all")
 	cond := meta.FindStatusCondition(status.Conditions, homelabv1.ConditionFragmented)

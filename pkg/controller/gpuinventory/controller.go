@@ -32,16 +32,15 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/section"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
 // Name names the controller and its workqueue.
@@ -63,11 +62,9 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// PerNodeMetrics adds a gpu_inventory_node_not_ready series per not-ready node.
 	PerNodeMetrics bool
-	// KeepsLabel reports whether the node cache holds a label key; OnUnknownSelectorKey is
-	// called with a key that a node selector names but the cache drops (the caller then
-	// re-lists nodes with that key kept). Both nil: every label is kept.
-	KeepsLabel           func(key string) bool
-	OnUnknownSelectorKey func(key string)
+	// Sections are the features' parts of the status (quota, usage, ...), in the order
+	// their hashes join the inventory's.
+	Sections []section.Section
 	// Workers sync inventories in parallel (0: 1).
 	Workers int
 	// BeforeSync, for tests, runs at the start of every sync (inside the worker's recovery).
@@ -90,14 +87,12 @@ type Controller struct {
 	entries           *inventory.EntryCache
 	maxStatusNodes    int
 	perNodeMetrics    bool
-	keeps             func(string) bool
-	unknown           func(string)
-	records           inventory.Records
-	facts             controller.NodeFacts           // devices, holdings and records
-	pending           func() []allocation.Demand     // nil: pods are not read
-	quotaNow          func() (quota.Cluster, string) // nil: quota is not read
-	quotaMemo         quotaMemo
-	usageNow          func() *usage.Snapshot // nil: usage is not read
+	keeps             func(string) bool // nil: every label is kept
+	unhandled         chan controller.Unhandled
+	facts             controller.Facts
+	readsPods         bool           // pods are read: inventories count demand
+	changes           source.Changes // devices, holdings, records and the sections'
+	sections          []section.Section
 
 	beforeSync func(string)
 
@@ -128,25 +123,29 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		entries:           d.Entries,
 		maxStatusNodes:    d.MaxStatusNodes,
 		perNodeMetrics:    opts.PerNodeMetrics,
-		keeps:             opts.KeepsLabel,
-		unknown:           opts.OnUnknownSelectorKey,
+		keeps:             d.KeepsLabel,
+		unhandled:         make(chan controller.Unhandled, unhandledBuffer),
+		facts:             d.Facts,
+		readsPods:         d.Facts.Changes(controller.Holdings) != nil,
+		sections:          opts.Sections,
 		memory:            newMemory(),
 		warnings:          newWarnings(),
 		selectors:         newSelectors(),
 		beforeSync:        opts.BeforeSync,
-		records:           d.Facts.Record,
-		pending:           d.Facts.Pending,
-		quotaNow:          d.Facts.QuotaNow,
-		usageNow:          d.Facts.UsageNow,
 	}
 	// A record is the memory of a node whose labels vanished: of a labelled one it changes nothing.
-	c.facts = controller.Merge(d.Facts.Devices, d.Facts.Holdings, controller.Only(d.Facts.Records, c.unlabelled), d.Facts.Quota, d.Facts.Usage)
+	changes := []source.Changes{d.Facts.Changes(controller.Devices | controller.Holdings),
+		source.Only(d.Facts.Changes(controller.Records), c.unlabelled)}
+	for _, s := range opts.Sections {
+		changes = append(changes, s.Changes())
+	}
+	c.changes = source.Merge(changes...)
 	if err := c.addHandlers(ctx, d.NodeEvents, opts); err != nil {
 		return nil, controller.Runner{}, err
 	}
 	workers := max(opts.Workers, 1)
 	return c, controller.Runner{Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
-		WaitsFor: c.waitsFor(), Started: c.Synced}, nil
+		WaitsFor: c.waitsFor(), Started: c.Synced, Unhandled: c.unhandled}, nil
 }
 
 func (c *Controller) addHandlers(ctx context.Context, nodeEvents nodecache.EventSource, opts Options) error {
@@ -168,7 +167,7 @@ func (c *Controller) addHandlers(ctx context.Context, nodeEvents nodecache.Event
 	})); err != nil {
 		return fmt.Errorf("add Node event handler: %w", err)
 	}
-	c.facts.OnChange(c.factsChanged)
+	c.changes.OnChange(c.factsChanged)
 	return nil
 }
 
@@ -179,14 +178,14 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 }
 
 func (c *Controller) waitsFor() []cache.InformerSynced {
-	return []cache.InformerSynced{c.nodesSynced, c.inventoriesSynced, c.facts.HasSynced}
+	return []cache.InformerSynced{c.nodesSynced, c.inventoriesSynced, c.changes.HasSynced}
 }
 
 // Synced reports whether the caches have synced and the controller has made progress: an
 // inventory had a successful sync, or there is none. One inventory that cannot be written
 // shows in its own metrics, not here.
 func (c *Controller) Synced() bool {
-	if !c.nodesSynced() || !c.inventoriesSynced() || !c.facts.HasSynced() {
+	if !c.nodesSynced() || !c.inventoriesSynced() || !c.changes.HasSynced() {
 		return false
 	}
 	inventories, err := c.inventories.List(labels.Everything())
@@ -202,22 +201,38 @@ func (c *Controller) Synced() bool {
 }
 
 // indexSelector parses and indexes an inventory's node selector, and tells the owner of the
-// node cache about a selector key the cache drops.
+// run about the selector's keys the node cache drops.
 func (c *Controller) indexSelector(obj any) {
 	gi, ok := obj.(*homelabv1.GpuInventory)
 	if !ok {
 		return
 	}
 	sel, err := c.selectors.get(gi)
-	if err != nil || c.keeps == nil || c.unknown == nil {
+	if err != nil || c.keeps == nil {
 		return
 	}
 	reqs, _ := sel.Requirements()
+	var missing []string
 	for _, r := range reqs {
 		if !c.keeps(r.Key()) {
-			c.unknown(r.Key())
-			return
+			missing = append(missing, r.Key())
 		}
+	}
+	c.cannotHandle(missing, "the node selector of GpuInventory "+gi.Name)
+}
+
+// unhandledBuffer is how many reports of missing label keys wait for the owner of the run,
+// which ends the run at the first; later ones are dropped, the next run finds them again.
+const unhandledBuffer = 8
+
+// cannotHandle reports label keys the node cache drops, if any, without blocking.
+func (c *Controller) cannotHandle(keys []string, reason string) {
+	if len(keys) == 0 {
+		return
+	}
+	select {
+	case c.unhandled <- controller.Unhandled{LabelKeys: keys, Reason: reason}:
+	default:
 	}
 }
 
@@ -264,7 +279,9 @@ func (c *Controller) inventoryDeleted(obj any) {
 	c.limiter.Forget(key)
 	c.memory.forget(key)
 	c.selectors.forget(key)
-	c.quotaMemo.forget(key.Name)
+	for _, s := range c.sections {
+		s.Forget(key.Name)
+	}
 }
 
 // handleNode enqueues the inventories whose selector matches the node before or after the

@@ -76,7 +76,7 @@ func newFixture(t *testing.T, nodes []*corev1.Node, inventories ...*homelabv1.Gp
 }
 
 // newFixtureWith is newFixture with a context that configure completes (nil: none).
-func newFixtureWith(t *testing.T, configure func(*controller.Context), nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
+func newFixtureWith(t *testing.T, configure func(*controller.Context, *Options), nodes []*corev1.Node, inventories ...*homelabv1.GpuInventory) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	for _, gi := range inventories {
@@ -90,11 +90,11 @@ func newFixtureWith(t *testing.T, configure func(*controller.Context), nodes []*
 	m := metrics.New()
 	cc := &controller.Context{Nodes: kubeFactory.Core().V1().Nodes().Informer(), Metrics: m,
 		Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(t1)}
+	opts := Options{Writer: writer, Client: client.HomelabV1().GpuInventories(), Inventories: invInformer, ResyncPeriod: time.Minute}
 	if configure != nil {
-		configure(cc)
+		configure(cc, &opts)
 	}
-	c, _, err := NewController(ctx, cc, Options{Writer: writer, Client: client.HomelabV1().GpuInventories(), Inventories: invInformer,
-		ResyncPeriod: time.Minute})
+	c, _, err := NewController(ctx, cc, opts)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}
@@ -358,9 +358,9 @@ func TestInvalidSelectorWithAHugeValueIsReportedBounded(t *testing.T) {
 	f := newFixture(t, nodes, gi)
 	got := f.appliedStatus(f.sync("broken"), "broken")
 	degraded := meta.FindStatusCondition(got.Conditions, homelabv1.ConditionDegraded)
-	if degraded == nil || degraded.Reason != homelabv1.ReasonInvalidNodeSelector || len(degraded.Message) > maxMessageBytes ||
+	if degraded == nil || degraded.Reason != homelabv1.ReasonInvalidNodeSelector || len(degraded.Message) > inventory.MaxMessageBytes ||
 		!strings.HasSuffix(degraded.Message, "(cut)") {
-		t.Fatalf("Degraded = %+v; want InvalidNodeSelector with a message of at most %d bytes, marked as cut", degraded, maxMessageBytes)
+		t.Fatalf("Degraded = %+v; want InvalidNodeSelector with a message of at most %d bytes, marked as cut", degraded, inventory.MaxMessageBytes)
 	}
 	if len(got.InventoryHash) > 64 {
 		t.Errorf("inventoryHash is %d bytes; want it bounded whatever the selector", len(got.InventoryHash))

@@ -17,21 +17,29 @@ limitations under the License.
 package gpuinventory
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
-// notifier is a NodeFacts source the test drives.
-type notifier struct{ listeners []func(string) }
-
-func (n *notifier) facts() controller.NodeFacts {
-	return controller.FactsOf(func(f func(string)) { n.listeners = append(n.listeners, f) })
+// notifier is a source the test drives; synced.
+type notifier struct {
+	name      string
+	listeners []func(string)
 }
+
+func (n *notifier) Name() string            { return n.name }
+func (n *notifier) Run(context.Context)     {}
+func (n *notifier) HasSynced() bool         { return true }
+func (n *notifier) OnChange(f func(string)) { n.listeners = append(n.listeners, f) }
 
 func (n *notifier) notify(node string) {
 	for _, f := range n.listeners {
@@ -39,18 +47,45 @@ func (n *notifier) notify(node string) {
 	}
 }
 
+// devicesOf and recordsOf play the roles of the slice cache and the records (telling only).
+type devicesOf struct{ *notifier }
+
+func (devicesOf) Facts(string) *inventory.DeviceFacts  { return nil }
+func (devicesOf) Devices(string) []homelabv1.GpuDevice { return nil }
+
+type recordsOf struct{ *notifier }
+
+func (recordsOf) Record(string) *homelabv1.GpuNodeSpec { return nil }
+
+// holdingsOf plays the role of the pod cache feeding tracker.
+type holdingsOf struct {
+	*notifier
+	tracker *allocation.Tracker
+}
+
+func (h holdingsOf) OnChange(f func(string))      { h.tracker.OnChange(f) }
+func (h holdingsOf) Tracker() *allocation.Tracker { return h.tracker }
+
+// withHoldings gives the controller the facts of pods tracker follows, and entries that count them.
+func withHoldings(tracker *allocation.Tracker) func(*controller.Context, *Options) {
+	return func(cc *controller.Context, _ *Options) {
+		cc.Entries = inventory.NewEntryCache().WithAllocation(tracker.Held)
+		cc.Facts = controller.NewFacts([]source.Source{holdingsOf{&notifier{name: "pods"}, tracker}})
+	}
+}
+
 // A device change enqueues the inventories that select its node; a record change only those
 // that select a GPU node without GFD's labels (of a labelled one the record says nothing new);
 // neither reaches an inventory for a node the cache does not hold as a GPU node.
 func TestFactsEnqueueTheInventoriesOfTheirNode(t *testing.T) {
-	devices, records := &notifier{}, &notifier{}
+	devices, records := &notifier{name: "resourceslices"}, &notifier{name: "gpunodes"}
 	all := gpuInventory("all", 1, homelabv1.GpuInventoryStatus{})
 	pool := gpuInventory("pool-b", 1, homelabv1.GpuInventoryStatus{})
 	pool.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}
 	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bare", ResourceVersion: "1",
 		Labels: map[string]string{"pool": "b", "nvidia.com/gpu.present": "true"}}}
-	f := newFixtureWith(t, func(cc *controller.Context) {
-		cc.Facts.Devices, cc.Facts.Records = devices.facts(), records.facts()
+	f := newFixtureWith(t, func(cc *controller.Context, _ *Options) {
+		cc.Facts = controller.NewFacts([]source.Source{devicesOf{devices}, recordsOf{records}})
 	}, []*corev1.Node{h100("gpu-a", "a"), h100("gpu-b", "b"), bare}, all, pool)
 	drain(f.controller)
 

@@ -27,6 +27,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	listersv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/listers/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
 // InventoryGetter reads a GpuInventory: kubeclient.GpuInventories, or a clientset's
@@ -49,18 +50,19 @@ type Informer interface {
 
 // NewInformer returns the informer of the GpuInventories client lists and watches (over
 // inventorycache.NewInformerClient: without their node lists), resynced every resync,
-// indexed by namespace. Run it with Informer().RunWithContext.
-func NewInformer(client InventoryListWatcher, resync time.Duration) Informer {
-	return inventoryInformer{cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch[*homelabv1.GpuInventoryList](client, nil),
+// indexed by namespace. Run it as a source (Run).
+func NewInformer(client InventoryListWatcher, resync time.Duration) *Inventories {
+	return &Inventories{source.FromInformer("gpuinventories", cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch[*homelabv1.GpuInventoryList](client, nil),
 		&homelabv1.GpuInventory{}, cache.SharedIndexInformerOptions{
 			ResyncPeriod: resync,
 			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		})}
+		}))}
 }
 
-type inventoryInformer struct{ informer cache.SharedIndexInformer }
+// Inventories is the inventories' cache as a source.
+type Inventories struct{ *source.InformerSource }
 
-func (i inventoryInformer) Informer() cache.SharedIndexInformer { return i.informer }
-func (i inventoryInformer) Lister() listersv1.GpuInventoryLister {
-	return listersv1.NewGpuInventoryLister(i.informer.GetIndexer())
+// Lister lists the cached inventories.
+func (i *Inventories) Lister() listersv1.GpuInventoryLister {
+	return listersv1.NewGpuInventoryLister(i.Informer().GetIndexer())
 }

@@ -28,6 +28,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/quotacache"
 )
 
 // quotaSource is a quota cache a test sets: what it says and whom it tells.
@@ -39,8 +40,8 @@ type quotaSource struct {
 
 func (q *quotaSource) OnChange(f func(string)) { q.listeners = append(q.listeners, f) }
 func (q *quotaSource) HasSynced() bool         { return true }
-func (q *quotaSource) now() (quota.Cluster, string) {
-	return q.cluster, q.problem
+func (q *quotaSource) snapshot() quotacache.Snapshot {
+	return quotacache.Snapshot{Kueue: q.cluster.Kueue, ResourceQuotas: q.cluster.ResourceQuotas, Problem: q.problem}
 }
 func (q *quotaSource) set(c quota.Cluster, problem string) {
 	q.cluster, q.problem = c, problem
@@ -49,8 +50,10 @@ func (q *quotaSource) set(c quota.Cluster, problem string) {
 	}
 }
 
-func withQuota(q *quotaSource) func(*controller.Context) {
-	return func(cc *controller.Context) { cc.Facts.Quota, cc.Facts.QuotaNow = q, q.now }
+func withQuota(q *quotaSource) func(*controller.Context, *Options) {
+	return func(_ *controller.Context, opts *Options) {
+		opts.Sections = append(opts.Sections, quotacache.NewSection(q.snapshot, q, nil))
+	}
 }
 
 // team is a Kueue with one flavor of the pool-a nodes and one ClusterQueue giving gpus of
@@ -136,7 +139,7 @@ func TestQuotaReachesTheWholeClusterInventory(t *testing.T) {
 	if status.Quota != nil {
 		t.Errorf("status.quota = %+v after Kueue went, want none", status.Quota)
 	}
-	for _, c := range quotaConditionTypes {
+	for _, c := range quotacache.NewSection(nil, nil, nil).Conditions() {
 		if meta.FindStatusCondition(status.Conditions, c) != nil {
 			t.Errorf("condition %s stays after Kueue went", c)
 		}

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/section"
 )
 
 // computed is an inventory's content as the caches say it is now.
@@ -42,8 +44,7 @@ type computed struct {
 	conditions []metav1.Condition       // without transition times
 	stored     []homelabv1.GpuNodeEntry // the node list of the stored status
 	invalid    bool                     // the selector is invalid: no nodes were read
-	quota      *homelabv1.GpuQuota      // status.quota; nil: none
-	usage      *computedUsage           // status.usage and UsageUnknown; nil: not read
+	parts      []*section.Part          // each section's, nil where it has none
 }
 
 // syncHandler brings one inventory's status up to date: compute, up to date?, write, announce.
@@ -89,7 +90,7 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 		sum := sha256.Sum256([]byte(err.Error()))
 		content.Hash = "invalid-selector:" + hex.EncodeToString(sum[:8])
 		cond := inventory.InvalidSelectorCondition(err, gi.Generation)
-		cond.Message = inventory.Cut(cond.Message, maxMessageBytes)
+		cond.Message = inventory.Cut(cond.Message, inventory.MaxMessageBytes)
 		return computed{content: content, invalid: true, conditions: []metav1.Condition{cond}}, nil
 	}
 	nodes, err := c.nodes.List(sel)
@@ -100,27 +101,32 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 	if err != nil {
 		return computed{}, err
 	}
-	content, warnings := c.entries.ComputeWithRecords(nodes, stored, c.records, c.clock.Now())
-	if c.pending != nil {
-		content.AddDemand(c.pending(), gi.Spec.NodeSelector == nil)
+	content, warnings := c.entries.ComputeWithRecords(nodes, stored, c.facts.Record, c.clock.Now())
+	if c.readsPods {
+		content.AddDemand(c.facts.Pending(), gi.Spec.NodeSelector == nil)
 	}
 	c.warnings.log(klog.FromContext(ctx), warnings)
 	listed, omitted := content.Listed(c.maxStatusNodes, inventory.MaxNodeListBytes)
 	now := computed{content: content, listed: listed, stored: stored,
 		conditions: inventory.ConditionsFor(content, &gi.Spec, omitted, gi.Generation)}
-	if q := c.quotaFor(klog.FromContext(ctx), gi, nodes, content); q != nil && (q.status != nil || len(q.conditions) > 0) {
-		now.quota, now.conditions = q.status, append(now.conditions, q.conditions...)
-		now.content.Hash += ":quota:" + q.hash
-	}
-	if u := c.usageFor(gi, nodes, content); u != nil {
-		now.usage, now.conditions = u, append(now.conditions, u.condition)
-		now.content.Hash += ":usage:" + u.hash
-	}
+	c.computeSections(ctx, gi, nodes, &now)
 	return now, nil
 }
 
-// maxMessageBytes bounds a condition message that quotes user input (the CRD allows 32 KiB).
-const maxMessageBytes = 1024
+// computeSections adds each section's part: its conditions, and its hash to the content's.
+func (c *Controller) computeSections(ctx context.Context, gi *homelabv1.GpuInventory, nodes []*corev1.Node, now *computed) {
+	in := section.Input{Inventory: gi, Nodes: nodes, Content: &now.content, Logger: klog.FromContext(ctx), KeepsLabel: c.keeps}
+	now.parts = make([]*section.Part, len(c.sections))
+	for i, s := range c.sections {
+		part := s.Compute(in)
+		if part == nil {
+			continue
+		}
+		c.cannotHandle(part.MissingLabels, "the inventory's "+s.Name())
+		now.parts[i], now.conditions = part, append(now.conditions, part.Conditions...)
+		now.content.Hash += ":" + s.Name() + ":" + part.Hash
+	}
+}
 
 // upToDate reports whether the stored status has this content for the current spec.
 func upToDate(gi *homelabv1.GpuInventory, hash string) bool {
@@ -142,20 +148,22 @@ func (c *Controller) statusFor(gi *homelabv1.GpuInventory, now computed) homelab
 		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionTruncated)
 		meta.RemoveStatusCondition(&conditions, homelabv1.ConditionFragmented)
 	}
-	if now.quota == nil && !hasQuotaCondition(now.conditions) { // no quota (any more)
-		for _, t := range quotaConditionTypes {
-			meta.RemoveStatusCondition(&conditions, t)
+	for _, s := range c.sections { // a section's conditions its part no longer sets
+		for _, t := range s.Conditions() {
+			if meta.FindStatusCondition(now.conditions, t) == nil {
+				meta.RemoveStatusCondition(&conditions, t)
+			}
 		}
 	}
-	withoutUsage(&conditions, now)
 	for _, cond := range now.conditions {
 		cond.LastTransitionTime = at
 		meta.SetStatusCondition(&conditions, cond)
 	}
 	status := now.content.Status(now.listed, conditions, gi.Generation, observedAt)
-	status.Quota = now.quota
-	if now.usage != nil {
-		status.Usage = now.usage.status
+	for _, part := range now.parts {
+		if part != nil && part.Set != nil {
+			part.Set(&status)
+		}
 	}
 	return status
 }
@@ -215,8 +223,6 @@ func (c *Controller) storedNodes(ctx context.Context, gi *homelabv1.GpuInventory
 func (c *Controller) observe(gi *homelabv1.GpuInventory, now computed) {
 	content := now.content
 	out := metrics.Content{
-		Quota:    quotaMetrics(now.quota, now.conditions),
-		Usage:    usageMetrics(now.usage),
 		GPUNodes: content.TotalGpuNodes, ReadyGPUNodes: content.ReadyGpuNodes,
 		GPUs: content.TotalGpus, ReadyGPUs: content.ReadyGpus,
 		UnhealthyGPUs: content.UnhealthyGpus, LabelsMissingNodes: content.LabelsMissingNodes,
@@ -239,6 +245,11 @@ func (c *Controller) observe(gi *homelabv1.GpuInventory, now computed) {
 		}
 	}
 	out.SourceNodes, out.ConditionNodes = counts(sources), counts(conditions)
+	for _, part := range now.parts {
+		if part != nil && part.Observe != nil {
+			part.Observe(&out)
+		}
+	}
 	if a := content.Allocation; a != nil {
 		out.Allocation = true
 		for _, d := range a.Pending {

@@ -46,8 +46,10 @@ func (u *usageSource) tell() {
 		f("")
 	}
 }
-func withUsage(u *usageSource) func(*controller.Context) {
-	return func(cc *controller.Context) { cc.Facts.Usage, cc.Facts.UsageNow = u, u.now }
+func withUsage(u *usageSource) func(*controller.Context, *Options) {
+	return func(_ *controller.Context, opts *Options) {
+		opts.Sections = append(opts.Sections, usage.NewSection(u.now, u))
+	}
 }
 
 var usageAt = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)

@@ -47,6 +47,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
 // Name names the controller and its workqueue.
@@ -87,7 +88,7 @@ type Controller struct {
 	records       listersv1.GpuNodeLister
 	recordKeys    func() []string // the cached records' names, without expanding summaries
 	recordsSynced cache.InformerSynced
-	facts         controller.NodeFacts // DRA devices
+	facts         source.Changes // DRA devices
 	queue         workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	limiter       *controller.WriteLimiter[cache.ObjectName] // spaces a relabelled node's writes
 	metrics       *metrics.Metrics
@@ -133,7 +134,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		records:       opts.Records.Lister(),
 		recordKeys:    opts.Records.Informer().GetIndexer().ListKeys,
 		recordsSynced: opts.Records.Informer().HasSynced,
-		facts:         controller.Merge(d.Facts.Devices),
+		facts:         source.Merge(d.Facts.Changes(controller.Devices)),
 		queue:         controller.NewQueue[cache.ObjectName](Name, d.Metrics),
 		limiter:       controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, d.Clock),
 		metrics:       d.Metrics,
@@ -241,18 +242,6 @@ func (c *Controller) Record(name string) *homelabv1.GpuNode {
 		return nil
 	}
 	return r
-}
-
-// RecordsOf returns the spec of a node's record from the records' cache (Record's), for
-// the controllers that read the records.
-func RecordsOf(records RecordInformer) inventory.Records {
-	lister := records.Lister()
-	return func(name string) *homelabv1.GpuNodeSpec {
-		if r, err := lister.Get(name); err == nil {
-			return &r.Spec
-		}
-		return nil
-	}
 }
 
 func (c *Controller) syncHandler(ctx context.Context, key cache.ObjectName) error {

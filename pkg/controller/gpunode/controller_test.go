@@ -58,7 +58,7 @@ type fixture struct {
 	client  *fake.Clientset
 	nodes   cache.SharedIndexInformer
 	events  *nodecache.Events
-	records recordInformer
+	records *Records
 	clock   *clocktesting.FakePassiveClock
 	metrics *metrics.Metrics
 	seed    map[string]homelabv1.GpuNodeEntry
@@ -76,7 +76,7 @@ func newFixture(t *testing.T, nodes []*corev1.Node, records ...*homelabv1.GpuNod
 		clock: clocktesting.NewFakePassiveClock(t0.Add(123 * time.Millisecond)), metrics: metrics.New(),
 		seed: map[string]homelabv1.GpuNodeEntry{}}
 	f.nodes = nodecache.NewNodeInformer(k8sfake.NewClientset().CoreV1().Nodes(), 0)
-	f.records = NewRecordInformer(f.client.HomelabV1().GpuNodes(), 0).(recordInformer)
+	f.records = NewRecordInformer(f.client.HomelabV1().GpuNodes(), 0)
 	cc := &controller.Context{Nodes: f.nodes, NodeEvents: f.events, Metrics: f.metrics, Clock: f.clock}
 	c, _, err := NewController(ctx, cc, Options{Client: f.client.HomelabV1().GpuNodes(), Records: f.records,
 		Seed: func(name string) (homelabv1.GpuNodeEntry, bool) { e, ok := f.seed[name]; return e, ok }})
@@ -125,7 +125,7 @@ func (f *fixture) refreshRecords() {
 		r, _ := TrimRecord(list.Items[i].DeepCopy())
 		objs = append(objs, r)
 	}
-	if err := f.records.informer.GetIndexer().Replace(objs, list.ResourceVersion); err != nil {
+	if err := f.records.Informer().GetIndexer().Replace(objs, list.ResourceVersion); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -544,7 +544,7 @@ func TestRecordDeletedBySomeoneIsRecreated(t *testing.T) {
 		if err := f.client.HomelabV1().GpuNodes().Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.records.informer.GetIndexer().Delete(r); err != nil {
+		if err := f.records.Informer().GetIndexer().Delete(r); err != nil {
 			t.Fatal(err)
 		}
 		f.c.recordDeleted(r)

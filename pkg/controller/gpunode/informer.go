@@ -36,6 +36,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/intern"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
 // RecordGetter reads a GpuNode record: kubeclient.GpuNodes, or a clientset's
@@ -67,12 +68,12 @@ type RecordInformer interface {
 // whose cache keeps of a record as this controller writes it, while its node is not missing,
 // only its summary (Summarized), and of any other record all but its managedFields, with one
 // copy of each string that many records repeat. Its Lister expands the summaries. Run it
-// with Informer().RunWithContext.
-func NewRecordInformer(client RecordListWatcher, resync time.Duration) RecordInformer {
+// it as a source (Run).
+func NewRecordInformer(client RecordListWatcher, resync time.Duration) *Records {
 	informer := cache.NewSharedIndexInformerWithOptions(kubeclient.ListWatch[*homelabv1.GpuNodeList](client, nil),
 		&homelabv1.GpuNode{}, cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}})
 	_ = informer.SetTransform(TrimRecord) // fails only once the informer has started
-	return recordInformer{informer}
+	return &Records{source.FromInformer("gpunodes", informer)}
 }
 
 // summarized marks, in an expanded summary only, a record of which the cache kept the summary.
@@ -255,11 +256,21 @@ func shareAll(strs []string) {
 	}
 }
 
-type recordInformer struct{ informer cache.SharedIndexInformer }
+// Records is the records' cache as a source: its changes are the names of the nodes whose
+// record changed.
+type Records struct{ *source.InformerSource }
 
-func (r recordInformer) Informer() cache.SharedIndexInformer { return r.informer }
-func (r recordInformer) Lister() listersv1.GpuNodeLister {
-	return recordLister{r.informer.GetIndexer()}
+// Record is the spec of a node's record; nil when it has none.
+func (r *Records) Record(name string) *homelabv1.GpuNodeSpec {
+	if rec, err := r.Lister().Get(name); err == nil {
+		return &rec.Spec
+	}
+	return nil
+}
+
+// Lister lists the cached records, their summaries expanded.
+func (r *Records) Lister() listersv1.GpuNodeLister {
+	return recordLister{r.Informer().GetIndexer()}
 }
 
 // recordLister is the generated lister for a cache of records and summaries: it returns

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
 // ConfigMapListWatcher lists and watches the ConfigMaps of one namespace:
@@ -33,6 +34,11 @@ import (
 type ConfigMapListWatcher interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// NewConfigMapSource is the informer of NewConfigMapInformer as a source.
+func NewConfigMapSource(client ConfigMapListWatcher, name string) *source.InformerSource {
+	return source.FromInformer("configmap", NewConfigMapInformer(client, name))
 }
 
 // NewConfigMapInformer returns the informer of the controller's ConfigMap: client's

@@ -48,6 +48,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/statuswriter"
 )
 
@@ -120,8 +121,8 @@ type Controller struct {
 
 	recorder   record.EventRecorder
 	records    inventory.Records
-	facts      controller.NodeFacts // DRA devices and GpuNode records
-	progressed atomic.Bool          // a sync succeeded
+	facts      source.Changes // DRA devices and GpuNode records
+	progressed atomic.Bool    // a sync succeeded
 
 	// last is what this controller wrote last: while the ConfigMap is at that
 	// resourceVersion, its entries need not be decoded again.
@@ -179,7 +180,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		entries:          d.Entries,
 		metrics:          d.Metrics,
 		records:          d.Facts.Record,
-		facts:            controller.Merge(d.Facts.Devices, d.Facts.Records),
+		facts:            source.Merge(d.Facts.Changes(controller.Devices | controller.Records)),
 	}
 	c.limiter = controller.NewWriteLimiter[cache.ObjectName](opts.MinInterval, 1, c.clock).WithDelay(opts.Delay)
 	enqueue := func(any) { c.limiter.Enqueue(c.queue, c.key) }

@@ -14,26 +14,28 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package gpuinventory
+package quotacache
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/section"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
 
 // quotaRows bounds status.quota's per-cohort, per-queue and per-namespace lists.
@@ -46,6 +48,70 @@ const draDeviceClassGPUs corev1.ResourceName = "gpu.nvidia.com.deviceclass.resou
 // quotaConditionTypes are the conditions that only an inventory with quota carries.
 var quotaConditionTypes = []string{homelabv1.ConditionQuotaOvercommitted, homelabv1.ConditionQuotaStranded, homelabv1.ConditionQuotaUnknown}
 
+// Section is the quota part of the whole cluster's inventory (status.quota and the Quota*
+// conditions): the cache's quota beside the inventory's GPU nodes. Only an inventory without
+// a node selector has quota: quota is the cluster's.
+type Section struct {
+	snapshot func() Snapshot
+	changes  source.Changes
+	dra      []corev1.ResourceName
+	memo     quotaMemo
+}
+
+// NewSection is the quota section of the snapshots snapshot returns (Cache.Snapshot), which
+// changes tells of; quota in the resource names dra is compared with the nodes' DRA GPUs.
+func NewSection(snapshot func() Snapshot, changes source.Changes, dra []corev1.ResourceName) *Section {
+	return &Section{snapshot: snapshot, changes: changes, dra: dra}
+}
+
+// Sections is the cache's one section, counting DRA GPUs in Kueue under the resource names
+// of Options.DRAResources.
+func (c *Cache) Sections() []section.Section { return []section.Section{c.section} }
+
+// Name names the part in the inventory's hash.
+func (*Section) Name() string { return "quota" }
+
+// Conditions are the conditions only an inventory with quota carries.
+func (*Section) Conditions() []string { return quotaConditionTypes }
+
+// Changes are the snapshots'.
+func (s *Section) Changes() source.Changes { return s.changes }
+
+// Forget drops the last quota computed for an inventory.
+func (s *Section) Forget(inventory string) { s.memo.forget(inventory) }
+
+// Compute puts the cluster's quota beside the inventory's GPU nodes.
+func (s *Section) Compute(in section.Input) *section.Part {
+	gi := in.Inventory
+	if gi.Spec.NodeSelector != nil {
+		return nil
+	}
+	snap := s.snapshot()
+	cluster := quota.Cluster{Kueue: snap.Kueue, ResourceQuotas: snap.ResourceQuotas, DRAResources: s.dra}
+	problem := snap.Problem
+	if cluster.Kueue == nil && len(cluster.ResourceQuotas) == 0 && problem == "" {
+		return nil // no quota: nothing to compare
+	}
+	missing := missingFlavorLabels(cluster.Kueue, in.KeepsLabel)
+	key := memoKey{kueue: cluster.Kueue, quotas: len(cluster.ResourceQuotas), problem: problem,
+		content: in.Content.Hash, nodes: nodesDigest(in.Nodes), generation: gi.Generation}
+	if len(cluster.ResourceQuotas) > 0 {
+		key.firstQuota = &cluster.ResourceQuotas[0]
+	}
+	q := s.memo.get(gi.Name, key) // the same quota, nodes and entries as the last sync: the same answer
+	if q == nil {
+		q = computeQuota(in, cluster, problem)
+		s.memo.put(gi.Name, key, q)
+	}
+	if q.status == nil && len(q.conditions) == 0 {
+		return nil
+	}
+	status := q.status
+	return &section.Part{Hash: q.hash, Conditions: q.conditions, MissingLabels: missing,
+		Set:     func(st *homelabv1.GpuInventoryStatus) { st.Quota = status },
+		Observe: func(m *metrics.Content) { m.Quota = quotaMetrics(status, q.conditions) }}
+}
+
 // computedQuota is an inventory's quota against its nodes.
 type computedQuota struct {
 	status     *homelabv1.GpuQuota
@@ -53,31 +119,14 @@ type computedQuota struct {
 	hash       string
 }
 
-// quotaFor puts the cluster's quota beside the inventory's GPU nodes. Only an inventory
-// without a node selector has quota: quota is the cluster's.
-func (c *Controller) quotaFor(logger klog.Logger, gi *homelabv1.GpuInventory, nodes []*corev1.Node, content inventory.Inventory) *computedQuota {
-	if c.quotaNow == nil || gi.Spec.NodeSelector != nil {
-		return nil
-	}
-	cluster, problem := c.quotaNow()
-	if cluster.Kueue == nil && len(cluster.ResourceQuotas) == 0 && problem == "" {
-		return nil // no quota: nothing to compare
-	}
-	c.keepFlavorLabels(cluster.Kueue)
-	key := quotaKey{kueue: cluster.Kueue, quotas: len(cluster.ResourceQuotas), problem: problem,
-		content: content.Hash, nodes: nodesDigest(nodes), generation: gi.Generation}
-	if len(cluster.ResourceQuotas) > 0 {
-		key.firstQuota = &cluster.ResourceQuotas[0]
-	}
-	if q := c.quotaMemo.get(gi.Name, key); q != nil {
-		return q // the same quota, nodes and entries as the last sync: the same answer
-	}
-	cluster.Nodes = quotaNodes(nodes, content.Nodes, cluster.DRAResources)
+// computeQuota sets the cluster's quota beside the inventory's nodes.
+func computeQuota(in section.Input, cluster quota.Cluster, problem string) *computedQuota {
+	cluster.Nodes = quotaNodes(in.Nodes, in.Content.Nodes, cluster.DRAResources)
 	res := quota.Compute(cluster, quotaRows)
 	for _, w := range res.Warnings { // bad quota input, said once per change of it
-		logger.Info("Quota cannot be read as given", "warning", w)
+		in.Logger.Info("Quota cannot be read as given", "warning", w)
 	}
-	q := &computedQuota{status: res.Status, conditions: quotaConditions(res, problem, gi.Generation)}
+	q := &computedQuota{status: res.Status, conditions: quotaConditions(res, problem, in.Inventory.Generation)}
 	if q.status == nil && problem == "" {
 		q.conditions = nil
 	}
@@ -87,23 +136,25 @@ func (c *Controller) quotaFor(logger klog.Logger, gi *homelabv1.GpuInventory, no
 	}{q.status, q.conditions})
 	sum := sha256.Sum256(data)
 	q.hash = hex.EncodeToString(sum[:8])
-	c.quotaMemo.put(gi.Name, key, q)
 	return q
 }
 
-// keepFlavorLabels tells the owner of the node cache of every label ResourceFlavors select
-// nodes by that the cache drops, all at once: one re-list keeps them all.
-func (c *Controller) keepFlavorLabels(k *quota.Kueue) {
-	if k == nil || c.keeps == nil || c.unknown == nil {
-		return
+// missingFlavorLabels are the labels ResourceFlavors select nodes by that the node cache
+// drops, all at once: one re-list keeps them all.
+func missingFlavorLabels(k *quota.Kueue, keeps func(string) bool) []string {
+	if k == nil || keeps == nil {
+		return nil
 	}
+	var missing []string
 	for _, f := range k.Flavors {
 		for key := range f.NodeLabels {
-			if !c.keeps(key) {
-				c.unknown(key)
+			if !keeps(key) && !slices.Contains(missing, key) {
+				missing = append(missing, key)
 			}
 		}
 	}
+	slices.Sort(missing)
+	return missing
 }
 
 // quotaNodes are the GPU nodes as quota reads them: labels and taints from the Node, the
@@ -171,7 +222,7 @@ func quotaConditions(res quota.Result, problem string, generation int64) []metav
 		if found {
 			c.Status, c.Reason, c.Message = metav1.ConditionTrue, yes, strings.Join(lines, "; ")
 		}
-		c.Message = inventory.Cut(c.Message, maxMessageBytes)
+		c.Message = inventory.Cut(c.Message, inventory.MaxMessageBytes)
 		return c
 	}
 	unknownReason := homelabv1.ReasonQuotaReadError
@@ -186,17 +237,6 @@ func quotaConditions(res quota.Result, problem string, generation int64) []metav
 		cond(homelabv1.ConditionQuotaUnknown, problem != "", unknownReason, homelabv1.ReasonQuotaRead,
 			[]string{problem}, "Kueue's objects and the ResourceQuotas were read."),
 	}
-}
-
-func hasQuotaCondition(conditions []metav1.Condition) bool {
-	for _, cond := range conditions {
-		for _, t := range quotaConditionTypes {
-			if cond.Type == t {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // quotaMetrics is status.quota as the metrics report it; nil when there is none.
@@ -224,10 +264,10 @@ func quotaMetrics(q *homelabv1.GpuQuota, conditions []metav1.Condition) *metrics
 	return out
 }
 
-// quotaKey is what an inventory's quota is computed from: the quota cache's snapshot (its
+// memoKey is what an inventory's quota is computed from: the quota cache's snapshot (its
 // parts are rebuilt, so new pointers, whenever it changes), the entries' hash and the Nodes'
 // versions (a flavor's label is no part of an entry), and the generation the conditions name.
-type quotaKey struct {
+type memoKey struct {
 	kueue      *quota.Kueue
 	firstQuota *quota.NamespaceQuota
 	quotas     int
@@ -245,11 +285,11 @@ type quotaMemo struct {
 }
 
 type memoized struct {
-	key quotaKey
+	key memoKey
 	q   *computedQuota
 }
 
-func (m *quotaMemo) get(inventory string, key quotaKey) *computedQuota {
+func (m *quotaMemo) get(inventory string, key memoKey) *computedQuota {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.last[inventory]; ok && e.key == key {
@@ -258,7 +298,7 @@ func (m *quotaMemo) get(inventory string, key quotaKey) *computedQuota {
 	return nil
 }
 
-func (m *quotaMemo) put(inventory string, key quotaKey, q *computedQuota) {
+func (m *quotaMemo) put(inventory string, key memoKey, q *computedQuota) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.last == nil {
