@@ -20,6 +20,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // maxItemMilli bounds what one pod or claim adds to a demand (two million GPUs), so that sums
@@ -75,9 +77,9 @@ func podDemandMilli(p *Pod) int64 {
 	for _, r := range p.Requests {
 		switch {
 		case r.Name == ResourceGPU || r.Name == ResourceGPUShared:
-			milli = addSat(milli, mulSat(r.Count, 1000))
+			milli = saturating.Add(milli, saturating.Mul(r.Count, 1000))
 		case IsGPUResource(r.Name):
-			milli = addSat(milli, MilliOf(r.Name, r.Count, Shape{}))
+			milli = saturating.Add(milli, MilliOf(r.Name, r.Count, Shape{}))
 		}
 	}
 	return min(milli, maxItemMilli)
@@ -99,7 +101,7 @@ func claimDemands(c *Claim) []contribution {
 	}
 	var out []contribution
 	for _, r := range c.Requests {
-		m := mulSat(max(r.Count, 0), 1000)
+		m := saturating.Mul(max(r.Count, 0), 1000)
 		if strings.HasPrefix(r.Class, "mig.") {
 			m /= defaultSlicesPerGPU
 		}
@@ -111,7 +113,7 @@ func claimDemands(c *Claim) []contribution {
 		if i == len(out) {
 			out = append(out, contribution{key: key, pods: 0, created: c.Created})
 		}
-		out[i].milli = min(addSat(out[i].milli, m), maxItemMilli)
+		out[i].milli = min(saturating.Add(out[i].milli, m), maxItemMilli)
 	}
 	if len(out) > 0 {
 		out[0].pods = 1
@@ -240,7 +242,7 @@ func buildHeld(node string, pods []*Pod, claims []*Claim) *Held {
 			n.Devices = append(n.Devices, d)
 		}
 		sort.Strings(n.Devices)
-		h.Pods = int32(min(int64(h.Pods)+int64(n.Pods), math.MaxInt32))
+		h.Pods = saturating.Add(h.Pods, n.Pods)
 		h.Namespaces = append(h.Namespaces, n)
 	}
 	sort.Slice(h.Namespaces, func(i, j int) bool { return h.Namespaces[i].Namespace < h.Namespaces[j].Namespace })

@@ -21,6 +21,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // defaultSlicesPerGPU is the number of MIG compute slices of most GPUs (A100, H100, B200).
@@ -56,13 +58,13 @@ func MilliOf(resource string, count int64, s Shape) int64 {
 	replicas := max(int64(s.Replicas), 1)
 	switch {
 	case resource == ResourceGPU && s.SingleMIGProfile != "":
-		return mulSat(count, profileSlices(s.SingleMIGProfile, perGPU)*1000) / perGPU
+		return saturating.Mul(count, profileSlices(s.SingleMIGProfile, perGPU)*1000) / perGPU
 	case resource == ResourceGPU:
-		return mulSat(count, 1000) / replicas
+		return saturating.Mul(count, 1000) / replicas
 	case resource == ResourceGPUShared:
-		return mulSat(count, 1000) / replicas
+		return saturating.Mul(count, 1000) / replicas
 	case IsGPUResource(resource):
-		return mulSat(count, profileSlices(resource[len(ResourceMIGPrefix):], perGPU)*1000) / perGPU
+		return saturating.Mul(count, profileSlices(resource[len(ResourceMIGPrefix):], perGPU)*1000) / perGPU
 	}
 	return 0
 }
@@ -171,7 +173,7 @@ func (h *Held) NamespaceMilli(s Shape) []int64 {
 func Apportion(total int64, parts []int64) []int64 {
 	var sum int64
 	for _, p := range parts {
-		sum = addSat(sum, max(p, 0))
+		sum = saturating.Add(sum, max(p, 0))
 	}
 	if sum == total || len(parts) == 0 || total < 0 {
 		return parts
@@ -216,10 +218,10 @@ func gpusOf(resources map[string]int64, devices []string, s Shape) (int32, int64
 	var whole, partial, milli int64
 	for name, count := range resources {
 		if wholeGPUs(name, s) {
-			whole = addSat(whole, max(count, 0))
+			whole = saturating.Add(whole, max(count, 0))
 			continue
 		}
-		partial = addSat(partial, MilliOf(name, count, s))
+		partial = saturating.Add(partial, MilliOf(name, count, s))
 	}
 	parents := map[string]struct{}{}
 	seen := map[string]struct{}{}
@@ -230,13 +232,13 @@ func gpusOf(resources map[string]int64, devices []string, s Shape) (int32, int64
 		seen[d] = struct{}{}
 		parent, m := DeviceShare(d, s)
 		parents[parent] = struct{}{}
-		milli = addSat(milli, m)
+		milli = saturating.Add(milli, m)
 	}
-	gpus := addSat(addSat(whole, int64(len(parents))), partial/1000)
+	gpus := saturating.Add(saturating.Add(whole, int64(len(parents))), partial/1000)
 	if partial%1000 != 0 {
-		gpus = addSat(gpus, 1)
+		gpus = saturating.Add(gpus, 1)
 	}
-	milli = addSat(addSat(milli, mulSat(whole, 1000)), partial)
+	milli = saturating.Add(saturating.Add(milli, saturating.Mul(whole, 1000)), partial)
 	if s.GPUs > 0 {
 		gpus = min(gpus, int64(s.GPUs))
 		milli = min(milli, int64(s.GPUs)*1000)

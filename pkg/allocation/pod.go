@@ -23,6 +23,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // PodRequests is the pod's effective request as the scheduler computes it
@@ -47,7 +49,7 @@ func PodRequests(app, init []Container, overhead []ResourceCount) []ResourceCoun
 		need := map[string]int64{}
 		addTo(need, c.Requests)
 		for name, v := range sidecars {
-			need[name] = addSat(need[name], v)
+			need[name] = saturating.Add(need[name], v)
 		}
 		maxInto(initMax, need)
 	}
@@ -58,7 +60,7 @@ func PodRequests(app, init []Container, overhead []ResourceCount) []ResourceCoun
 
 func addTo(m map[string]int64, rs []ResourceCount) {
 	for _, r := range rs {
-		m[r.Name] = addSat(m[r.Name], max(r.Count, 0))
+		m[r.Name] = saturating.Add(m[r.Name], max(r.Count, 0))
 	}
 }
 
@@ -80,25 +82,6 @@ func sortedCounts(m map[string]int64) []ResourceCount {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-// addSat adds two non-negative numbers, saturating at math.MaxInt64.
-func addSat(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
-// mulSat multiplies two non-negative numbers, saturating at math.MaxInt64.
-func mulSat(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a > math.MaxInt64/b {
-		return math.MaxInt64
-	}
-	return a * b
 }
 
 // quantityCount is a quantity as a whole number of units (rounded up, as Value does),

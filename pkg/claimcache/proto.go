@@ -23,7 +23,6 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
@@ -116,7 +115,7 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 	if err := m.Err(); err != nil {
 		return claim, err
 	}
-	if err := setMeta(&claim.ObjectMeta, &meta); err != nil || claim.Status.Allocation != nil {
+	if err := kubeproto.SetObjectMeta(&claim.ObjectMeta, &meta, claimMeta); err != nil || claim.Status.Allocation != nil {
 		return claim, err
 	}
 	for _, spec := range specs {
@@ -127,20 +126,9 @@ func decodeMinimal(raw []byte) (*resourcev1.ResourceClaim, error) {
 	return claim, nil
 }
 
-// setMeta sets what FromClaim and the reflector read of the metadata.
-func setMeta(out *metav1.ObjectMeta, meta *kubeproto.ObjectMeta) error {
-	out.Name = string(meta.Name)
-	out.Namespace = string(meta.Namespace)
-	out.UID = types.UID(meta.UID)
-	out.ResourceVersion = string(meta.ResourceVersion)
-	if meta.InitialEventsEnd != nil {
-		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
-	}
-	if meta.CreationTimestamp != nil {
-		return out.CreationTimestamp.Unmarshal(meta.CreationTimestamp)
-	}
-	return nil
-}
+// claimMeta is what FromClaim and the reflector read of a claim's metadata.
+const claimMeta = kubeproto.MetaName | kubeproto.MetaNamespace | kubeproto.MetaUID | kubeproto.MetaResourceVersion |
+	kubeproto.MetaCreationTimestamp | kubeproto.MetaInitialEventsEnd
 
 // tooMany is the error for a list longer than the API server accepts: such a claim comes
 // from no conforming server, and decoding it could take memory many times its size.

@@ -21,7 +21,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // Bounds of the allocation summary, so that it stays small at any fleet size.
@@ -129,7 +129,7 @@ func freeOf(e *homelabv1.GpuNodeEntry, held *allocation.Held, node *corev1.Node,
 	}
 	if facts != nil && !facts.Pending {
 		blocked, partitions := facts.Counters.free(held)
-		whole = addSaturating(whole, int32(bits.OnesCount64(facts.WholeGPUs&^facts.TaintedGPUs&^held.HeldGPUs()&^blocked)))
+		whole = saturating.Add(whole, int32(bits.OnesCount64(facts.WholeGPUs&^facts.TaintedGPUs&^held.HeldGPUs()&^blocked)))
 		units = append(units, partitions...)
 		units = append(units, sharedFree(facts.Shareable, held)...)
 	}
@@ -166,11 +166,7 @@ func wholeUnits(e *homelabv1.GpuNodeEntry) bool {
 
 func addRequests(sum map[string]int64, rs []allocation.ResourceCount) {
 	for _, r := range rs {
-		if r.Count > math.MaxInt64-sum[r.Name] {
-			sum[r.Name] = math.MaxInt64
-			continue
-		}
-		sum[r.Name] += r.Count
+		sum[r.Name] = saturating.Add(sum[r.Name], r.Count)
 	}
 }
 
@@ -180,9 +176,9 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 	byNamespace := map[string]*homelabv1.NamespaceUsage{}
 	for _, r := range refs {
 		e := r.entry
-		a.AllocatedGpus = addSaturating(a.AllocatedGpus, e.AllocatedGpus)
-		a.FreeGpus = addSaturating(a.FreeGpus, e.FreeGpus)
-		a.GpuPods = addSaturating(a.GpuPods, e.GpuPods)
+		a.AllocatedGpus = saturating.Add(a.AllocatedGpus, e.AllocatedGpus)
+		a.FreeGpus = saturating.Add(a.FreeGpus, e.FreeGpus)
+		a.GpuPods = saturating.Add(a.GpuPods, e.GpuPods)
 		a.AllocatedMilliGpus += r.milli
 		held := r.held()
 		if held == nil {
@@ -199,8 +195,8 @@ func allocationOf(refs []entryRef) *homelabv1.GpuAllocation {
 			}
 			var gpus int32
 			gpus, parts[i] = heldGPUs(ns.GPUs, e)
-			u.Pods = addSaturating(u.Pods, ns.Pods)
-			u.Gpus = addSaturating(u.Gpus, gpus)
+			u.Pods = saturating.Add(u.Pods, ns.Pods)
+			u.Gpus = saturating.Add(u.Gpus, gpus)
 			usage[i] = u
 		}
 		// The node's thousandths round once; its namespaces' shares add up to them.
@@ -226,8 +222,8 @@ func topNamespaces(byNamespace map[string]*homelabv1.NamespaceUsage) []homelabv1
 	}
 	other := homelabv1.NamespaceUsage{Namespace: OtherNamespaces}
 	for _, u := range all[MaxNamespaces:] {
-		other.Pods = addSaturating(other.Pods, u.Pods)
-		other.Gpus = addSaturating(other.Gpus, u.Gpus)
+		other.Pods = saturating.Add(other.Pods, u.Pods)
+		other.Gpus = saturating.Add(other.Gpus, u.Gpus)
 		other.MilliGpus += u.MilliGpus
 	}
 	return append(all[:MaxNamespaces:MaxNamespaces], other)
@@ -249,7 +245,7 @@ func (f *fitter) add(e *homelabv1.GpuNodeEntry) {
 		count *int32
 	}{{1, &f.fit.NodesWith1Free}, {2, &f.fit.NodesWith2Free}, {4, &f.fit.NodesWith4Free}, {8, &f.fit.NodesWith8Free}} {
 		if free >= step.min {
-			*step.count = addSaturating(*step.count, 1)
+			*step.count = saturating.Add(*step.count, 1)
 		}
 	}
 	f.most = append(f.most, homelabv1.NodeFree{Name: e.Name, FreeGpus: free})
@@ -261,10 +257,10 @@ func (f *fitter) merge(g *homelabv1.GpuFit) {
 	if g == nil {
 		return
 	}
-	f.fit.NodesWith1Free = addSaturating(f.fit.NodesWith1Free, g.NodesWith1Free)
-	f.fit.NodesWith2Free = addSaturating(f.fit.NodesWith2Free, g.NodesWith2Free)
-	f.fit.NodesWith4Free = addSaturating(f.fit.NodesWith4Free, g.NodesWith4Free)
-	f.fit.NodesWith8Free = addSaturating(f.fit.NodesWith8Free, g.NodesWith8Free)
+	f.fit.NodesWith1Free = saturating.Add(f.fit.NodesWith1Free, g.NodesWith1Free)
+	f.fit.NodesWith2Free = saturating.Add(f.fit.NodesWith2Free, g.NodesWith2Free)
+	f.fit.NodesWith4Free = saturating.Add(f.fit.NodesWith4Free, g.NodesWith4Free)
+	f.fit.NodesWith8Free = saturating.Add(f.fit.NodesWith8Free, g.NodesWith8Free)
 	f.most = append(f.most, g.Most...)
 	f.sortMost()
 }
@@ -321,8 +317,8 @@ func (inv *Inventory) AddDemand(demand []allocation.Demand, allModels bool) {
 			continue
 		}
 		if d.Queued {
-			a.QueuedPods = addSaturating(a.QueuedPods, d.Pods)
-			a.QueuedGpus = addSaturating(a.QueuedGpus, clampInt32((d.Milli+999)/1000))
+			a.QueuedPods = saturating.Add(a.QueuedPods, d.Pods)
+			a.QueuedGpus = saturating.Add(a.QueuedGpus, clampInt32((d.Milli+999)/1000))
 			continue
 		}
 		g := byModel[model]
@@ -330,8 +326,8 @@ func (inv *Inventory) AddDemand(demand []allocation.Demand, allModels bool) {
 			g = &homelabv1.GpuDemand{Model: model}
 			byModel[model] = g
 		}
-		g.Pods = addSaturating(g.Pods, d.Pods)
-		g.Gpus = addSaturating(g.Gpus, clampInt32((d.Milli+999)/1000))
+		g.Pods = saturating.Add(g.Pods, d.Pods)
+		g.Gpus = saturating.Add(g.Gpus, clampInt32((d.Milli+999)/1000))
 		since := metav1.NewTime(time.Unix(d.Since, 0).UTC())
 		if g.Since == nil || since.Before(g.Since) {
 			g.Since = &since
@@ -339,8 +335,8 @@ func (inv *Inventory) AddDemand(demand []allocation.Demand, allModels bool) {
 	}
 	a.PendingPods, a.PendingGpus = 0, 0
 	for _, g := range byModel {
-		a.PendingPods = addSaturating(a.PendingPods, g.Pods)
-		a.PendingGpus = addSaturating(a.PendingGpus, g.Gpus)
+		a.PendingPods = saturating.Add(a.PendingPods, g.Pods)
+		a.PendingGpus = saturating.Add(a.PendingGpus, g.Gpus)
 	}
 	for i := range inv.Models {
 		if g := byModel[inv.Models[i].Product]; g != nil {
@@ -364,8 +360,8 @@ func foldDemand(byModel map[string]*homelabv1.GpuDemand) []homelabv1.GpuDemand {
 	if len(all) > MaxDemands {
 		other := homelabv1.GpuDemand{Model: OtherModels}
 		for _, g := range all[MaxDemands-1:] {
-			other.Pods = addSaturating(other.Pods, g.Pods)
-			other.Gpus = addSaturating(other.Gpus, g.Gpus)
+			other.Pods = saturating.Add(other.Pods, g.Pods)
+			other.Gpus = saturating.Add(other.Gpus, g.Gpus)
 			if other.Since == nil || g.Since.Before(other.Since) {
 				other.Since = g.Since
 			}

@@ -18,7 +18,6 @@ package inventory
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // Bounds of CounterFacts, against hostile or broken slices (the API allows far fewer).
@@ -197,7 +197,7 @@ func deviceUses(sets []CounterSet, d draDevice) ([]CounterUse, string, bool) {
 			if !ok {
 				return nil, "", false
 			}
-			uses[k].Amounts[j] = addMilli(uses[k].Amounts[j], CounterMilli(counter.Value))
+			uses[k].Amounts[j] = saturating.Add(uses[k].Amounts[j], CounterMilli(counter.Value))
 		}
 	}
 	slices.SortFunc(uses, func(a, b CounterUse) int { return cmp.Compare(a.Set, b.Set) })
@@ -210,14 +210,6 @@ func deviceUses(sets []CounterSet, d draDevice) ([]CounterUse, string, bool) {
 		key = append(key, ';')
 	}
 	return uses, string(key), true
-}
-
-// addMilli adds two non-negative amounts, at most math.MaxInt64.
-func addMilli(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 func noScheduleTaint(d *resourcev1.Device) bool {
@@ -300,7 +292,7 @@ func (c *CounterFacts) free(h *allocation.Held) (blocked uint64, partitions []ho
 		for _, d := range c.Devices {
 			if d.Profile == p && !held[d.Name] && !d.Tainted && fits(carve, d.Uses) {
 				take(carve, d.Uses)
-				n = addSaturating(n, 1)
+				n = saturating.Add(n, 1)
 			}
 		}
 		partitions = append(partitions, homelabv1.ResourceFree{Resource: DRAPartitionPrefix + p, Free: n})
@@ -324,11 +316,7 @@ func fits(left [][]int64, uses []CounterUse) bool {
 func take(left [][]int64, uses []CounterUse) {
 	for _, u := range uses {
 		for j, a := range u.Amounts {
-			if l := left[u.Set][j]; l >= math.MinInt64+a {
-				left[u.Set][j] = l - a
-			} else {
-				left[u.Set][j] = math.MinInt64
-			}
+			left[u.Set][j] = saturating.Sub(left[u.Set][j], a)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // DRASharedResource names, in a node's free units, the DRA devices that allow several
@@ -108,7 +109,7 @@ func sharedFree(devices []ShareableDevice, h *allocation.Held) []homelabv1.Resou
 			}
 		}
 		if !d.Tainted && shareLeft(d.Capacity, consumed) {
-			free = addSaturating(free, 1)
+			free = saturating.Add(free, 1)
 		}
 	}
 	return []homelabv1.ResourceFree{{Resource: DRASharedResource, Free: free}}

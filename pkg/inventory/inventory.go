@@ -32,6 +32,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // Inventory is the content of a GpuInventory's status, without the bookkeeping fields
@@ -561,15 +562,15 @@ func fromRefs(refs []entryRef, tracked bool) Inventory {
 	}
 	for _, n := range inv.Nodes {
 		inv.TotalGpuNodes++
-		inv.TotalGpus = addSaturating(inv.TotalGpus, n.GpuCount)
-		inv.UnhealthyGpus = addSaturating(inv.UnhealthyGpus, n.UnhealthyGpus)
+		inv.TotalGpus = saturating.Add(inv.TotalGpus, n.GpuCount)
+		inv.UnhealthyGpus = saturating.Add(inv.UnhealthyGpus, n.UnhealthyGpus)
 		if n.Ready {
 			inv.ReadyGpuNodes++
-			inv.ReadyGpus = addSaturating(inv.ReadyGpus, n.GpuCount)
+			inv.ReadyGpus = saturating.Add(inv.ReadyGpus, n.GpuCount)
 		}
 		if n.LabelsMissing {
 			inv.LabelsMissingNodes++
-			inv.UnlabeledGpus = addSaturating(inv.UnlabeledGpus, n.GpuCount)
+			inv.UnlabeledGpus = saturating.Add(inv.UnlabeledGpus, n.GpuCount)
 		}
 	}
 	inv.Cliques = Cliques(inv.Nodes)
@@ -614,9 +615,9 @@ func modelsOf(entries []homelabv1.GpuNodeEntry, pooled bool) []homelabv1.GpuMode
 			sums[base] = &modelSums{}
 			order = append(order, base)
 		}
-		m.AllocatedGpus = addSaturating(m.AllocatedGpus, n.AllocatedGpus)
-		m.FreeGpus = addSaturating(m.FreeGpus, n.FreeGpus)
-		m.UnschedulableFreeGpus = addSaturating(m.UnschedulableFreeGpus, n.UnschedulableFreeGpus)
+		m.AllocatedGpus = saturating.Add(m.AllocatedGpus, n.AllocatedGpus)
+		m.FreeGpus = saturating.Add(m.FreeGpus, n.FreeGpus)
+		m.UnschedulableFreeGpus = saturating.Add(m.UnschedulableFreeGpus, n.UnschedulableFreeGpus)
 		m.LargestFit = max(m.LargestFit, n.FreeGpus)
 		sum := sums[base]
 		sum.fit.add(n)
@@ -627,12 +628,12 @@ func modelsOf(entries []homelabv1.GpuNodeEntry, pooled bool) []homelabv1.GpuMode
 			m.Variants = append(m.Variants, variant)
 		}
 		m.Nodes++
-		m.Gpus = addSaturating(m.Gpus, n.GpuCount)
-		m.AllocatableGpus = addSaturating(m.AllocatableGpus, n.Allocatable)
-		m.UnhealthyGpus = addSaturating(m.UnhealthyGpus, n.UnhealthyGpus)
+		m.Gpus = saturating.Add(m.Gpus, n.GpuCount)
+		m.AllocatableGpus = saturating.Add(m.AllocatableGpus, n.Allocatable)
+		m.UnhealthyGpus = saturating.Add(m.UnhealthyGpus, n.UnhealthyGpus)
 		if n.Ready {
 			m.ReadyNodes++
-			m.ReadyGpus = addSaturating(m.ReadyGpus, n.GpuCount)
+			m.ReadyGpus = saturating.Add(m.ReadyGpus, n.GpuCount)
 		}
 		m.MemoryMiB = max(m.MemoryMiB, n.GpuMemoryMiB)
 	}
@@ -687,20 +688,20 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 	var pool pooler
 	pooled := false // the models carry pools (pods are read)
 	for _, m := range bySize[MaxModels-1:] {
-		other.AllocatedGpus = addSaturating(other.AllocatedGpus, m.AllocatedGpus)
-		other.FreeGpus = addSaturating(other.FreeGpus, m.FreeGpus)
-		other.UnschedulableFreeGpus = addSaturating(other.UnschedulableFreeGpus, m.UnschedulableFreeGpus)
-		other.PendingGpus = addSaturating(other.PendingGpus, m.PendingGpus)
+		other.AllocatedGpus = saturating.Add(other.AllocatedGpus, m.AllocatedGpus)
+		other.FreeGpus = saturating.Add(other.FreeGpus, m.FreeGpus)
+		other.UnschedulableFreeGpus = saturating.Add(other.UnschedulableFreeGpus, m.UnschedulableFreeGpus)
+		other.PendingGpus = saturating.Add(other.PendingGpus, m.PendingGpus)
 		other.LargestFit = max(other.LargestFit, m.LargestFit)
 		fit.merge(m.Fit)
 		pool.merge(m.Pool)
 		pooled = pooled || m.Pool != nil
 		other.Nodes += m.Nodes
 		other.ReadyNodes += m.ReadyNodes
-		other.Gpus = addSaturating(other.Gpus, m.Gpus)
-		other.ReadyGpus = addSaturating(other.ReadyGpus, m.ReadyGpus)
-		other.AllocatableGpus = addSaturating(other.AllocatableGpus, m.AllocatableGpus)
-		other.UnhealthyGpus = addSaturating(other.UnhealthyGpus, m.UnhealthyGpus)
+		other.Gpus = saturating.Add(other.Gpus, m.Gpus)
+		other.ReadyGpus = saturating.Add(other.ReadyGpus, m.ReadyGpus)
+		other.AllocatableGpus = saturating.Add(other.AllocatableGpus, m.AllocatableGpus)
+		other.UnhealthyGpus = saturating.Add(other.UnhealthyGpus, m.UnhealthyGpus)
 		other.MemoryMiB = max(other.MemoryMiB, m.MemoryMiB)
 	}
 	other.Fit = fit.result()
@@ -711,15 +712,6 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 	folded := append(slices.Clone(kept), other)
 	slices.SortFunc(folded, func(a, b homelabv1.GpuModel) int { return strings.Compare(a.Product, b.Product) })
 	return folded
-}
-
-// addSaturating adds two non-negative counts, stopping at the int32 maximum instead of
-// wrapping to a negative total when labels claim absurd counts.
-func addSaturating(a, b int32) int32 {
-	if sum := int64(a) + int64(b); sum <= int64(^uint32(0)>>1) {
-		return int32(sum)
-	}
-	return int32(^uint32(0) >> 1)
 }
 
 // Hash returns a deterministic digest of entries sorted by name: the SHA-256 of the entries'
@@ -782,9 +774,9 @@ func Cliques(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuClique {
 			byName[n.Clique] = c
 		}
 		c.Nodes++
-		c.Gpus = addSaturating(c.Gpus, n.GpuCount)
+		c.Gpus = saturating.Add(c.Gpus, n.GpuCount)
 		if n.Ready {
-			c.ReadyGpus = addSaturating(c.ReadyGpus, n.GpuCount)
+			c.ReadyGpus = saturating.Add(c.ReadyGpus, n.GpuCount)
 		}
 	}
 	if len(byName) == 0 {
@@ -804,8 +796,8 @@ func Cliques(entries []homelabv1.GpuNodeEntry) []homelabv1.GpuClique {
 		other := homelabv1.GpuClique{Name: OtherCliques}
 		for _, c := range all[MaxCliques-1:] {
 			other.Nodes += c.Nodes
-			other.Gpus = addSaturating(other.Gpus, c.Gpus)
-			other.ReadyGpus = addSaturating(other.ReadyGpus, c.ReadyGpus)
+			other.Gpus = saturating.Add(other.Gpus, c.Gpus)
+			other.ReadyGpus = saturating.Add(other.ReadyGpus, c.ReadyGpus)
 		}
 		all = append(all[:MaxCliques-1], other)
 	}

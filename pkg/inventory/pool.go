@@ -22,6 +22,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // Bounds of a model's pool.partitions: MIG profiles, and the length of a profile's name
@@ -53,9 +54,9 @@ func (p *pooler) add(e *homelabv1.GpuNodeEntry) {
 		// held nor free, so that a tainted, allocated GPU counts once, as allocated.
 		unavailable = min(max(e.UnhealthyGpus, 0), max(gpus-held-max(e.FreeGpus, 0), 0))
 	}
-	p.pool.TotalDevices = addSaturating(p.pool.TotalDevices, gpus)
-	p.pool.AllocatedDevices = addSaturating(p.pool.AllocatedDevices, held)
-	p.pool.UnavailableDevices = addSaturating(p.pool.UnavailableDevices, unavailable)
+	p.pool.TotalDevices = saturating.Add(p.pool.TotalDevices, gpus)
+	p.pool.AllocatedDevices = saturating.Add(p.pool.AllocatedDevices, held)
+	p.pool.UnavailableDevices = saturating.Add(p.pool.UnavailableDevices, unavailable)
 	if !ok {
 		return
 	}
@@ -80,7 +81,7 @@ func (p *pooler) addPartition(profile string, free int32) {
 	if p.partitions == nil {
 		p.partitions = map[string]int32{}
 	}
-	p.partitions[profile] = addSaturating(p.partitions[profile], max(free, 0))
+	p.partitions[profile] = saturating.Add(p.partitions[profile], max(free, 0))
 }
 
 // merge adds another model's pool (folding models into OtherModels).
@@ -88,9 +89,9 @@ func (p *pooler) merge(g *homelabv1.GpuPool) {
 	if g == nil {
 		return
 	}
-	p.pool.TotalDevices = addSaturating(p.pool.TotalDevices, g.TotalDevices)
-	p.pool.AllocatedDevices = addSaturating(p.pool.AllocatedDevices, g.AllocatedDevices)
-	p.pool.UnavailableDevices = addSaturating(p.pool.UnavailableDevices, g.UnavailableDevices)
+	p.pool.TotalDevices = saturating.Add(p.pool.TotalDevices, g.TotalDevices)
+	p.pool.AllocatedDevices = saturating.Add(p.pool.AllocatedDevices, g.AllocatedDevices)
+	p.pool.UnavailableDevices = saturating.Add(p.pool.UnavailableDevices, g.UnavailableDevices)
 	for _, part := range g.Partitions {
 		p.addPartition(part.Profile, part.Free)
 	}

@@ -19,6 +19,7 @@ package kubeproto
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Field numbers of ObjectMeta (k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto): part of
@@ -100,6 +101,54 @@ func ReadObjectMeta(b []byte, keepLabel func(key string) bool, meta *ObjectMeta)
 		}
 	}
 	return m.Err()
+}
+
+// MetaFields names the fields of a metav1.ObjectMeta that SetObjectMeta sets: a cache keeps
+// only what its readers use, and each cache's set is its own.
+type MetaFields uint8
+
+const (
+	MetaName MetaFields = 1 << iota
+	MetaNamespace
+	MetaUID
+	MetaResourceVersion
+	MetaCreationTimestamp
+	MetaDeletionTimestamp
+	// MetaInitialEventsEnd is the watch-list bookmark's annotation, which the reflector waits
+	// for; set, it is out's only annotation.
+	MetaInitialEventsEnd
+)
+
+// SetObjectMeta sets the fields of out that fields names from what ReadObjectMeta read into
+// meta, each as the generated decoder sets it: the strings copied, a timestamp present only
+// when meta has it, and a malformed one an error. Fields it does not name are left as they
+// are, for a cache that makes them its own way (interned, or sharing one allocation).
+func SetObjectMeta(out *metav1.ObjectMeta, meta *ObjectMeta, fields MetaFields) error {
+	if fields&MetaName != 0 {
+		out.Name = string(meta.Name)
+	}
+	if fields&MetaNamespace != 0 {
+		out.Namespace = string(meta.Namespace)
+	}
+	if fields&MetaUID != 0 {
+		out.UID = types.UID(meta.UID)
+	}
+	if fields&MetaResourceVersion != 0 {
+		out.ResourceVersion = string(meta.ResourceVersion)
+	}
+	if fields&MetaInitialEventsEnd != 0 && meta.InitialEventsEnd != nil {
+		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
+	}
+	if fields&MetaCreationTimestamp != 0 && meta.CreationTimestamp != nil {
+		if err := out.CreationTimestamp.Unmarshal(meta.CreationTimestamp); err != nil {
+			return err
+		}
+	}
+	if fields&MetaDeletionTimestamp != 0 && meta.DeletionTimestamp != nil {
+		out.DeletionTimestamp = &metav1.Time{}
+		return out.DeletionTimestamp.Unmarshal(meta.DeletionTimestamp)
+	}
+	return nil
 }
 
 // replaceTime keeps the later of two occurrences of a Time field, as the generated decoder

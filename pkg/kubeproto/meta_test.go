@@ -24,30 +24,24 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
+// everyField is every field SetObjectMeta sets.
+const everyField = kubeproto.MetaName | kubeproto.MetaNamespace | kubeproto.MetaUID | kubeproto.MetaResourceVersion |
+	kubeproto.MetaCreationTimestamp | kubeproto.MetaDeletionTimestamp | kubeproto.MetaInitialEventsEnd
+
 // readMeta is what ReadObjectMeta reads of b, keeping the labels that start with "k", as a
-// metav1.ObjectMeta.
+// metav1.ObjectMeta: every field SetObjectMeta sets, and the labels.
 func readMeta(b []byte) (metav1.ObjectMeta, error) {
 	var meta kubeproto.ObjectMeta
 	if err := kubeproto.ReadObjectMeta(b, func(key string) bool { return strings.HasPrefix(key, "k") }, &meta); err != nil {
 		return metav1.ObjectMeta{}, err
 	}
-	out := metav1.ObjectMeta{Name: string(meta.Name), Namespace: string(meta.Namespace),
-		UID: types.UID(meta.UID), ResourceVersion: string(meta.ResourceVersion)}
-	if meta.CreationTimestamp != nil {
-		if err := out.CreationTimestamp.Unmarshal(meta.CreationTimestamp); err != nil {
-			return out, err
-		}
-	}
-	if meta.DeletionTimestamp != nil {
-		out.DeletionTimestamp = &metav1.Time{}
-		if err := out.DeletionTimestamp.Unmarshal(meta.DeletionTimestamp); err != nil {
-			return out, err
-		}
+	var out metav1.ObjectMeta
+	if err := kubeproto.SetObjectMeta(&out, &meta, everyField); err != nil {
+		return out, err
 	}
 	for _, e := range meta.Labels {
 		key, value, err := kubeproto.MapEntry(e)
@@ -58,9 +52,6 @@ func readMeta(b []byte) (metav1.ObjectMeta, error) {
 			out.Labels = map[string]string{}
 		}
 		out.Labels[string(key)] = string(value)
-	}
-	if meta.InitialEventsEnd != nil {
-		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
 	}
 	return out, nil
 }
@@ -95,9 +86,9 @@ func generatedMeta(b []byte) (metav1.ObjectMeta, bool) {
 	return out, true
 }
 
-// Whatever the bytes, ReadObjectMeta returns or fails and never panics; whenever the
-// generated decoder accepts them, it reads the identity, timestamps, kept labels and the
-// bookmark's annotation as that decoder does.
+// Whatever the bytes, ReadObjectMeta and SetObjectMeta return or fail and never panic;
+// whenever the generated decoder accepts them, they read the identity, timestamps, kept labels
+// and the bookmark's annotation as that decoder does.
 func FuzzReadObjectMetaLikeGenerated(f *testing.F) {
 	deleted := metav1.Unix(20, 5)
 	meta := metav1.ObjectMeta{Name: "n", Namespace: "ns", UID: "u", ResourceVersion: "7", Generation: 3,
@@ -184,5 +175,70 @@ func TestReadObjectMetaMerges(t *testing.T) {
 	want := fmt.Sprintf("%s/%s@%s %v", generated.Namespace, generated.Name, generated.ResourceVersion, generated.Labels)
 	if got != want || want != "/b@9 map[k1:1 k2:2]" {
 		t.Errorf("merged metadata %s; the generated decoder: %s", got, want)
+	}
+}
+
+// SetObjectMeta sets the fields it is told to and leaves the others as they were: each
+// cache keeps its own set.
+func TestSetObjectMetaSetsOnlyItsFields(t *testing.T) {
+	deleted := metav1.Unix(20, 0)
+	data, err := (&metav1.ObjectMeta{Name: "n", Namespace: "ns", UID: "u", ResourceVersion: "7",
+		CreationTimestamp: metav1.Unix(10, 0), DeletionTimestamp: &deleted,
+		Annotations: map[string]string{"x": "y", metav1.InitialEventsAnnotationKey: "true"}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta kubeproto.ObjectMeta
+	if err := kubeproto.ReadObjectMeta(data, nil, &meta); err != nil {
+		t.Fatal(err)
+	}
+	before := metav1.ObjectMeta{Name: "old", Namespace: "old", UID: "old", ResourceVersion: "1", CreationTimestamp: metav1.Unix(1, 0),
+		Annotations: map[string]string{"old": "1"}}
+	full := metav1.ObjectMeta{Name: "n", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: metav1.Unix(10, 0),
+		DeletionTimestamp: &deleted, Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}
+	for _, tc := range []struct {
+		fields kubeproto.MetaFields
+		set    func(out *metav1.ObjectMeta)
+	}{
+		{kubeproto.MetaName, func(out *metav1.ObjectMeta) { out.Name = full.Name }},
+		{kubeproto.MetaNamespace, func(out *metav1.ObjectMeta) { out.Namespace = full.Namespace }},
+		{kubeproto.MetaUID, func(out *metav1.ObjectMeta) { out.UID = full.UID }},
+		{kubeproto.MetaResourceVersion, func(out *metav1.ObjectMeta) { out.ResourceVersion = full.ResourceVersion }},
+		{kubeproto.MetaCreationTimestamp, func(out *metav1.ObjectMeta) { out.CreationTimestamp = full.CreationTimestamp }},
+		{kubeproto.MetaDeletionTimestamp, func(out *metav1.ObjectMeta) { out.DeletionTimestamp = full.DeletionTimestamp }},
+		{kubeproto.MetaInitialEventsEnd, func(out *metav1.ObjectMeta) { out.Annotations = full.Annotations }},
+		{everyField, func(out *metav1.ObjectMeta) { *out = full }},
+		{0, func(*metav1.ObjectMeta) {}},
+	} {
+		got, want := *before.DeepCopy(), *before.DeepCopy()
+		tc.set(&want)
+		if err := kubeproto.SetObjectMeta(&got, &meta, tc.fields); err != nil {
+			t.Fatalf("fields %b: %v", tc.fields, err)
+		}
+		if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+			t.Errorf("fields %b: (-want +got)\n%s", tc.fields, diff)
+		}
+	}
+}
+
+// A malformed timestamp is an error where SetObjectMeta sets it, and not looked at where it
+// does not (ReadObjectMeta checks only a timestamp that a later one replaces).
+func TestSetObjectMetaRejectsAMalformedTimestampItSets(t *testing.T) {
+	for _, tc := range []struct {
+		field byte // creationTimestamp, deletionTimestamp
+		sets  kubeproto.MetaFields
+	}{{8, kubeproto.MetaCreationTimestamp}, {9, kubeproto.MetaDeletionTimestamp}} {
+		data := []byte{tc.field<<3 | 2, 2, 0x08, 0x80} // seconds: a varint cut short
+		var meta kubeproto.ObjectMeta
+		if err := kubeproto.ReadObjectMeta(data, nil, &meta); err != nil {
+			t.Fatalf("field %d: ReadObjectMeta: %v", tc.field, err)
+		}
+		var out metav1.ObjectMeta
+		if err := kubeproto.SetObjectMeta(&out, &meta, tc.sets); err == nil {
+			t.Errorf("field %d: no error for a malformed timestamp", tc.field)
+		}
+		if err := kubeproto.SetObjectMeta(&out, &meta, everyField&^tc.sets); err != nil {
+			t.Errorf("field %d: error %v for a timestamp it does not set", tc.field, err)
+		}
 	}
 }

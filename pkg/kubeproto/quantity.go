@@ -23,8 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Bounds of a quantity's string that Quantity parses: ParseQuantity's work grows with the
-// power of ten a string names (a long fraction or a large exponent), without limit.
+// Bounds of a quantity's string that Quantity and every other reader of quantities parse:
+// ParseQuantity's work grows with the power of ten a string names (a long fraction or a large
+// exponent), without limit.
 const (
 	maxQuantityBytes  = 64
 	maxExponentDigits = 3
@@ -44,7 +45,7 @@ func Quantity(b []byte, q *resource.Quantity) error {
 			continue
 		}
 		v := m.Value()
-		if absurd(v) {
+		if AbsurdQuantity(v) {
 			return fmt.Errorf("%w of %d bytes", ErrAbsurdQuantity, len(v))
 		}
 		parsed, err := resource.ParseQuantity(string(v))
@@ -56,14 +57,16 @@ func Quantity(b []byte, q *resource.Quantity) error {
 	return m.Err()
 }
 
-// absurd reports whether a quantity's string is beyond the bounds Quantity parses.
-func absurd(s []byte) bool {
+// AbsurdQuantity reports whether a quantity's string is beyond the bounds this project
+// parses: longer than maxQuantityBytes, or with more than maxExponentDigits digits after its
+// exponent's e. Whoever parses a quantity string from the API asks it first.
+func AbsurdQuantity[S string | []byte](s S) bool {
 	if len(s) > maxQuantityBytes {
 		return true
 	}
 	digits := -1 // of the exponent, once an e or E is seen
-	for _, c := range s {
-		switch {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
 		case c == 'e' || c == 'E':
 			digits = 0
 		case digits >= 0 && c >= '0' && c <= '9':

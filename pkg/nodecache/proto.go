@@ -24,7 +24,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -218,22 +217,12 @@ func (t *NodeTrimmer) setMeta(node *corev1.Node, read *kubeproto.ObjectMeta, scr
 		uid = nil
 	}
 	meta.Name, meta.UID, meta.ResourceVersion = identity(read.Name, uid, read.ResourceVersion)
-	if read.CreationTimestamp != nil {
-		if err := meta.CreationTimestamp.Unmarshal(read.CreationTimestamp); err != nil {
-			return err
-		}
-	}
-	if read.DeletionTimestamp != nil {
-		meta.DeletionTimestamp = &metav1.Time{}
-		if err := meta.DeletionTimestamp.Unmarshal(read.DeletionTimestamp); err != nil {
-			return err
-		}
-	}
-	if read.InitialEventsEnd != nil { // the watch-list bookmark's marker: the reflector waits for it
-		meta.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(read.InitialEventsEnd)}
-	}
-	return nil
+	return kubeproto.SetObjectMeta(meta, read, nodeMeta)
 }
+
+// nodeMeta is what Trim keeps of a Node's metadata besides the labels and the identity,
+// which setMeta makes its own way (shared label sets, one allocation for the identity).
+const nodeMeta = kubeproto.MetaCreationTimestamp | kubeproto.MetaDeletionTimestamp | kubeproto.MetaInitialEventsEnd
 
 // identity returns a node's name, UID and resourceVersion as parts of one string: one
 // allocation a node, not three.

@@ -21,8 +21,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
@@ -217,29 +215,17 @@ func minimalPod(b []byte) (*corev1.Pod, error) {
 	if err := m.Err(); err != nil {
 		return pod, err
 	}
-	return pod, decodeMeta(&meta, &pod.ObjectMeta)
+	pod.Namespace = interned.intern(kubeproto.View(meta.Namespace))
+	return pod, kubeproto.SetObjectMeta(&pod.ObjectMeta, &meta, podMeta)
 }
 
 // gated stands for a pod's scheduling gates: FromPod reads only whether there are any.
 var gated = []corev1.PodSchedulingGate{{}}
 
-// decodeMeta copies what FromPod reads of the pod's metadata; the namespace is interned.
-func decodeMeta(meta *kubeproto.ObjectMeta, out *metav1.ObjectMeta) error {
-	out.Name = string(meta.Name)
-	out.Namespace = interned.intern(kubeproto.View(meta.Namespace))
-	out.UID = types.UID(meta.UID)
-	out.ResourceVersion = string(meta.ResourceVersion)
-	if meta.DeletionTimestamp != nil {
-		out.DeletionTimestamp = &metav1.Time{}
-		if err := out.DeletionTimestamp.Unmarshal(meta.DeletionTimestamp); err != nil {
-			return err
-		}
-	}
-	if meta.CreationTimestamp == nil {
-		return nil
-	}
-	return out.CreationTimestamp.Unmarshal(meta.CreationTimestamp)
-}
+// podMeta is what FromPod reads of the pod's metadata but the namespace, which minimalPod
+// interns.
+const podMeta = kubeproto.MetaName | kubeproto.MetaUID | kubeproto.MetaResourceVersion |
+	kubeproto.MetaCreationTimestamp | kubeproto.MetaDeletionTimestamp
 
 func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 	m := kubeproto.NewMessage(b)

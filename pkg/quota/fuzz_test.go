@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // fuzzBytes hands out the fuzzer's bytes as small choices and counts.
@@ -148,12 +149,12 @@ func checkFuzzStatus(t *testing.T, r Result, bound, nodes int) {
 	for _, m := range s.Models {
 		figures = append(figures, m.QuotaFigures)
 		if m.Source == homelabv1.QuotaSourceKueue {
-			modelSum = add(modelSum, m.Nominal)
+			modelSum = saturating.Add(modelSum, m.Nominal)
 		}
 	}
 	for _, c := range s.CohortModels {
 		figures = append(figures, c.QuotaFigures)
-		cohortSum = add(cohortSum, c.Nominal)
+		cohortSum = saturating.Add(cohortSum, c.Nominal)
 		if _, n := lineWith(r.Overcommitted, " "+c.Cohort+" (", fmt.Sprint(" ", c.Nominal, " ", c.Resource, " of ", c.Model, ",")); c.Finding == homelabv1.QuotaFindingOvercommitted && n == 0 {
 			t.Fatalf("overcommitted cohort %+v without its line in %q", c, r.Overcommitted)
 		}

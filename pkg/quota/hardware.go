@@ -18,33 +18,18 @@ package quota
 
 import (
 	"cmp"
-	"math"
 	"math/bits"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // unknownProduct names the product of a GPU node whose model the inventory does not know, so
 // that an empty model keeps meaning "no node".
 const unknownProduct = "unknown"
-
-// add is a + b for non-negative counts, stopping at math.MaxInt64 instead of wrapping.
-func add(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt64
-}
-
-// add32 is add for workload counts.
-func add32(a, b int32) int32 {
-	if s := a + b; s >= a {
-		return s
-	}
-	return math.MaxInt32
-}
 
 // nodeSet is a set of node indices, one bit each.
 type nodeSet []uint64
@@ -140,9 +125,9 @@ func newHardware(nodes []Node, isGPU func(corev1.ResourceName) bool) *hardware {
 			}
 			h.has[ri].add(i)
 			h.gpu.add(i)
-			h.capacity[ri][i] = add(h.capacity[ri][i], r.Capacity)
+			h.capacity[ri][i] = saturating.Add(h.capacity[ri][i], r.Capacity)
 			if node.Ready {
-				h.free[ri][i] = min(add(h.free[ri][i], max(0, r.Free)), h.capacity[ri][i])
+				h.free[ri][i] = min(saturating.Add(h.free[ri][i], max(0, r.Free)), h.capacity[ri][i])
 			}
 		}
 		if node.Ready {
@@ -254,10 +239,10 @@ func (h *hardware) sum(sel nodeSet, r corev1.ResourceName) figures {
 			i := wi*64 + bits.TrailingZeros64(w)
 			w &= w - 1
 			seen[h.product[i]] = true
-			f.capacity = add(f.capacity, capacity[i])
+			f.capacity = saturating.Add(f.capacity, capacity[i])
 			if h.ready.has(i) {
-				f.ready = add(f.ready, capacity[i])
-				f.free = add(f.free, free[i])
+				f.ready = saturating.Add(f.ready, capacity[i])
+				f.free = saturating.Add(f.free, free[i])
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // kueueModel is Kueue's GPU quota as rows per queue, per cohort tree and per model, judged.
@@ -53,7 +54,7 @@ func (r *reader) kueueModel(f *forest, h *hardware) *kueueModel {
 			model := h.ofFlavor(fr).model
 			for _, rw := range []*row{m.cohorts.get(c.root(), model, fr.resource), m.models.get(nil, model, fr.resource), m.own.get(c, model, fr.resource)} {
 				rw.addFlavor(fr.flavor)
-				rw.nominal = add(rw.nominal, c.quotas[fr].nominal)
+				rw.nominal = saturating.Add(rw.nominal, c.quotas[fr].nominal)
 			}
 		}
 	}
@@ -79,13 +80,13 @@ func (m *kueueModel) addQueue(r *reader, f *forest, h *hardware, q *member) {
 	for _, fr := range q.entries {
 		model := h.ofFlavor(fr).model
 		own := m.queues.get(q, model, fr.resource)
-		own.borrowable = add(own.borrowable, f.borrowable(q, fr))
+		own.borrowable = saturating.Add(own.borrowable, f.borrowable(q, fr))
 		for _, rw := range []*row{own, m.cohorts.get(root, model, fr.resource), m.models.get(nil, model, fr.resource)} {
 			rw.addFlavor(fr.flavor)
 			rw.addQueue(q)
-			rw.nominal = add(rw.nominal, q.quotas[fr].nominal)
-			rw.reserved = add(rw.reserved, reserved[fr])
-			rw.used = add(rw.used, used[fr])
+			rw.nominal = saturating.Add(rw.nominal, q.quotas[fr].nominal)
+			rw.reserved = saturating.Add(rw.reserved, reserved[fr])
+			rw.used = saturating.Add(rw.used, used[fr])
 		}
 	}
 }

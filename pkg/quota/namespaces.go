@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // draQuotaSuffix ends the ResourceQuota key of a DRA device class's devices.
@@ -112,8 +113,8 @@ func (m *namespaceModel) judge(byResource map[nsKey]hardUsed, h *hardware) {
 		var names []string
 		for ; i < len(keys) && keys[i].resource == res; i++ {
 			v := byResource[keys[i]]
-			rw.nominal = add(rw.nominal, v.hard)
-			rw.used = add(rw.used, v.used)
+			rw.nominal = saturating.Add(rw.nominal, v.hard)
+			rw.used = saturating.Add(rw.used, v.used)
 			names = append(names, keys[i].namespace)
 		}
 		rw.reserved = rw.used

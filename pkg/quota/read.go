@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // reader reads the input, turning bad values into warnings and safe values.
@@ -96,7 +98,7 @@ func (r *reader) usage(queue, field string, in []Usage) map[flavorResource]int64
 		what := func() string {
 			return fmt.Sprintf("ClusterQueue %s, %s in ResourceFlavor %q", queue, u.Resource, u.Flavor)
 		}
-		out[fr] = add(out[fr], r.count(what, field, u.Total))
+		out[fr] = saturating.Add(out[fr], r.count(what, field, u.Total))
 	}
 	return out
 }

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // row is quota against hardware for one owner (a ClusterQueue, a root cohort, a Cohort
@@ -82,8 +83,8 @@ func (r *row) addQueue(q *member) {
 	}
 	r.lastQueue = q
 	r.queues = append(r.queues, q.name)
-	r.pending = add32(r.pending, max(0, q.queue.Pending))
-	r.admitted = add32(r.admitted, max(0, q.queue.Admitted))
+	r.pending = saturating.Add(r.pending, max(0, q.queue.Pending))
+	r.admitted = saturating.Add(r.admitted, max(0, q.queue.Admitted))
 }
 
 // name is what a row is sorted by after its quota: its owner's name.

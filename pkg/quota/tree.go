@@ -22,6 +22,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/saturating"
 )
 
 // flavorResource is one (flavor, resource) pair, the unit Kueue keeps quota in.
@@ -145,7 +147,7 @@ func (f *forest) accumulate() {
 	for _, q := range f.queues {
 		if q.parent != nil {
 			for _, fr := range q.entries {
-				q.parent.subtree[fr] = add(q.parent.subtree[fr], q.sub(fr)-q.local(fr))
+				q.parent.subtree[fr] = saturating.Add(q.parent.subtree[fr], q.sub(fr)-q.local(fr))
 			}
 		}
 	}
@@ -154,7 +156,7 @@ func (f *forest) accumulate() {
 	for _, c := range cohorts {
 		if c.parent != nil {
 			for fr, v := range c.subtree {
-				c.parent.subtree[fr] = add(c.parent.subtree[fr], v-c.local(fr))
+				c.parent.subtree[fr] = saturating.Add(c.parent.subtree[fr], v-c.local(fr))
 			}
 		}
 	}
@@ -173,9 +175,9 @@ func (f *forest) potential(m *member, fr flavorResource) int64 {
 			return v
 		}
 	}
-	v := add(m.local(fr), f.potential(m.parent, fr))
+	v := saturating.Add(m.local(fr), f.potential(m.parent, fr))
 	if b := m.quotas[fr].borrowing; b != nil {
-		v = min(v, add(m.sub(fr), *b))
+		v = min(v, saturating.Add(m.sub(fr), *b))
 	}
 	if m.queue == nil {
 		f.memo[key] = v

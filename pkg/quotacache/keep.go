@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
 // deviceClassSuffix ends the name of a DRA per-DeviceClass quota and of Kueue's resource for
@@ -58,16 +59,9 @@ func KeepQueueResource(name corev1.ResourceName) bool {
 	return ok && domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
 }
 
-// Bounds of a quantity's string that value parses: ParseQuantity's work grows with the power
-// of ten a string names, without limit.
-const (
-	maxQuantityBytes  = 64
-	maxExponentDigits = 3
-)
-
 // value is a quantity in its resource's unit (resource.Quantity.Value(): fractions round
 // up), saturated at the int64 bounds: a quota of "1e30" stays larger than any hardware, for
-// the model to report. A string that is not a quantity, or is beyond the parsed bounds, is
+// the model to report. A string that is not a quantity, or is kubeproto.AbsurdQuantity, is
 // math.MaxInt64 when it names a positive amount as far as can be told, and ok is false.
 func value(v any) (n int64, ok bool) {
 	switch v := v.(type) {
@@ -82,7 +76,7 @@ func value(v any) (n int64, ok bool) {
 }
 
 func quantityValue(s string) (int64, bool) {
-	if absurd(s) {
+	if kubeproto.AbsurdQuantity(s) {
 		if strings.HasPrefix(s, "-") {
 			return math.MinInt64, false
 		}
@@ -109,21 +103,4 @@ func saturated(q resource.Quantity) int64 {
 		return math.MinInt64
 	}
 	return q.Value()
-}
-
-// absurd reports whether a quantity's string is beyond the bounds value parses.
-func absurd(s string) bool {
-	if len(s) > maxQuantityBytes {
-		return true
-	}
-	digits := -1 // of the exponent, once an e or E is seen
-	for _, c := range s {
-		switch {
-		case c == 'e' || c == 'E':
-			digits = 0
-		case digits >= 0 && c >= '0' && c <= '9':
-			digits++
-		}
-	}
-	return digits > maxExponentDigits
 }
