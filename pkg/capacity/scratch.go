@@ -97,13 +97,15 @@ func (s *Snapshot) Restore(node string, pods []*corev1.Pod) {
 
 // Requested returns how many pods are bound to the node and the sum of their requests
 // (CPU in millicores, the rest in their unit), as NodeResourcesFit counts them. The map is
-// the caller's.
+// the caller's, never nil.
 func (s *Snapshot) Requested(node string) (int64, map[corev1.ResourceName]int64) {
+	out := map[corev1.ResourceName]int64{}
 	n := s.nodes[node]
 	if n == nil {
-		return 0, nil
+		return 0, out
 	}
-	return n.count, maps.Clone(n.requested)
+	maps.Copy(out, n.requested)
+	return n.count, out
 }
 
 // The scheduler's requests for a container that asks for no CPU or memory, as its resource
