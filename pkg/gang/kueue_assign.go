@@ -67,7 +67,7 @@ func (t *tasSnapshot) newRequest(tmpl Template, top Topology, name string) (*req
 		r.sliceSize = int32(top.SliceSize)
 	}
 	if r.levelIdx > r.sliceLevelIdx {
-		return nil, fmt.Sprintf("podset slice topology %s is above the podset topology %s", top.SliceKey, top.Key)
+		return nil, fmt.Sprintf("podset slice topology %s is above the podset topology %s", top.SliceKey, t.levels[r.levelIdx])
 	}
 	return r, ""
 }

@@ -18,8 +18,8 @@ package gang
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 )
 
 // pods lists the gang's pods as the assignments place them: a PodSet's pods fill its
@@ -66,8 +66,9 @@ func (t *tasSnapshot) rooms(g Gang, k Kueue) []Domain {
 	if g.Topology.Key != "" {
 		level = slices.Index(t.levels, g.Topology.Key)
 	}
+	domains := slices.SortedFunc(maps.Values(t.byLevel[level]), func(a, b *kdomain) int { return slices.Compare(a.values, b.values) })
 	var out []Domain
-	for _, d := range t.byLevel[level] {
+	for _, d := range domains {
 		room := Domain{Value: d.values[len(d.values)-1], Pods: int(min(d.sliceState*r.sliceSize, r.count))}
 		stats := newExclusions()
 		for leaf := range leavesOf(d) {
@@ -84,7 +85,6 @@ func (t *tasSnapshot) rooms(g Gang, k Kueue) []Domain {
 		}
 		out = append(out, room)
 	}
-	slices.SortFunc(out, func(a, b Domain) int { return strings.Compare(a.Value, b.Value) })
 	return out
 }
 

@@ -132,6 +132,13 @@ func TestPlaceAsKueue(t *testing.T) {
 		mode: KueueFit, domain: "z1", level: zone, assigned: hosts("a1", 1, "a2", 1, "c1", 1, "c2", 1), nodes: []string{"a1", "a2", "c1", "c2"},
 		rooms: []Domain{{Value: "z1", Nodes: 7, Pods: 4}},
 	}, {
+		// Kueue does not check that the slice size divides the count: it assigns
+		// count/size slices, and the last pod gets no domain.
+		name: "a slice size that does not divide the count", cluster: capacity.Cluster{Nodes: racks().Nodes},
+		gang: Gang{Templates: []Template{replicas("train", 1, 5)}, Topology: Topology{Key: zone, SliceKey: rack, SliceSize: 2}}, levels: byHost,
+		mode: KueueFit, domain: "z1", level: zone, assigned: hosts("a1", 4), nodes: []string{"a1", "a1", "a1", "a1", ""},
+		rooms: []Domain{{Value: "z1", Nodes: 4, Pods: 5}},
+	}, {
 		name: "unconstrained: the node with the least room that holds the gang", cluster: sizes,
 		gang: Gang{Templates: []Template{replicas("train", 8, 2)}, Topology: Topology{Unconstrained: true}}, levels: byHost,
 		mode: KueueFit, domain: "n16", level: topology.Hostname, assigned: hosts("n16", 2), nodes: []string{"n16", "n16"},
