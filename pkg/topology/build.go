@@ -31,13 +31,6 @@ const (
 	fPods // then one per gang size
 )
 
-// domainKey names a domain by its parent and value, so a value reused under two parents
-// makes two domains, as Kueue's domain IDs (the values of every level) do.
-type domainKey struct {
-	parent int32
-	value  string
-}
-
 // builder holds Build's scratch.
 type builder struct {
 	levels   []string
@@ -49,7 +42,12 @@ type builder struct {
 	podGPUs  [][]int64
 	stride   int
 	leaf     []int32 // per node: its domain on the lowest level, -1 outside the tree
-	index    []map[domainKey]int32
+	// index finds, per level, the first domain of a value; next chains the domains of the
+	// same value under other parents. A domain is its parent and value, so a value reused
+	// under two parents makes two domains, as Kueue's domain IDs (the values of every
+	// level) do.
+	index    []map[string]int32
+	next     [][]int32
 	doms     [][]Domain
 	missing  []int // per level: the nodes lacking its label
 	examples [][]string
@@ -65,14 +63,15 @@ func newBuilder(levels []string, nodes []Node, sizes []int64) *builder {
 		sizes:    sizes,
 		stride:   fPods + len(sizes),
 		leaf:     make([]int32, len(nodes)),
-		index:    make([]map[domainKey]int32, len(levels)),
+		index:    make([]map[string]int32, len(levels)),
+		next:     make([][]int32, len(levels)),
 		doms:     make([][]Domain, len(levels)),
 		missing:  make([]int, len(levels)),
 		examples: make([][]string, len(levels)),
 		acc:      make([][]int64, len(levels)),
 	}
 	for l := range levels {
-		b.index[l] = map[domainKey]int32{}
+		b.index[l] = map[string]int32{}
 	}
 	b.findModels()
 	return b
@@ -147,17 +146,31 @@ func (b *builder) place() {
 		}
 		parent := int32(-1)
 		for l, v := range values {
-			k := domainKey{parent: parent, value: v}
-			idx, ok := b.index[l][k]
-			if !ok {
-				idx = int32(len(b.doms[l]))
-				b.doms[l] = append(b.doms[l], Domain{Value: v, Parent: int(parent)})
-				b.index[l][k] = idx
-			}
-			parent = idx
+			parent = b.domain(l, parent, v)
 		}
 		b.leaf[i] = parent
 	}
+}
+
+// domain returns the index of the domain of value under parent on level l, made if new.
+func (b *builder) domain(l int, parent int32, value string) int32 {
+	first, ok := b.index[l][value]
+	if ok {
+		for idx := first; idx >= 0; idx = b.next[l][idx] {
+			if b.doms[l][idx].Parent == int(parent) {
+				return idx
+			}
+		}
+	}
+	idx := int32(len(b.doms[l]))
+	b.doms[l] = append(b.doms[l], Domain{Value: value, Parent: int(parent)})
+	b.next[l] = append(b.next[l], -1)
+	if ok {
+		b.next[l][idx], b.next[l][first] = b.next[l][first], idx
+	} else {
+		b.index[l][value] = idx
+	}
+	return idx
 }
 
 // sortLevels orders each level's domains by their parents' order, then by value, so the
