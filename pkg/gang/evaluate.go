@@ -48,7 +48,7 @@ type evaluation struct {
 // evaluate places the gang's pods one after the other on the placement's nodes,
 // assuming each as the scheduler's snapshot does, then forgets them all, as
 // podGroupSchedulingDefaultAlgorithm and the revert of each placement do.
-func (sim *simulation) evaluate(s *capacity.Snapshot, sc *scorer, pl placement) (evaluation, error) {
+func (sim *simulation) evaluate(st *state, pl placement) (evaluation, error) {
 	ev := evaluation{placement: pl, outcomes: make([]outcome, len(sim.members))}
 	// failed remembers, per template, the pod that found no node and how many pods were
 	// placed then: a pod of the same template finds none either while nothing changes.
@@ -60,9 +60,9 @@ func (sim *simulation) evaluate(s *capacity.Snapshot, sc *scorer, pl placement) 
 			ev.outcomes[j].message = ev.outcomes[f.pod].message
 			continue
 		}
-		node, fit, msg, err := schedulePod(s, sc, m, pl.nodes)
+		node, fit, msg, err := st.schedulePod(m, pl.nodes)
 		if err != nil {
-			sim.revert(s, sc, ev.outcomes[:j])
+			sim.revert(st, ev.outcomes[:j])
 			return ev, err
 		}
 		if node == "" {
@@ -73,24 +73,44 @@ func (sim *simulation) evaluate(s *capacity.Snapshot, sc *scorer, pl placement) 
 			}
 			continue
 		}
-		s.Assume(m.pod, fit)
-		sc.assume(node, m, 1)
+		st.assume(node, m, fit, 1)
 		ev.outcomes[j].node, ev.outcomes[j].fit = node, fit
 		ev.placed++
 	}
-	sim.revert(s, sc, ev.outcomes)
+	sim.revert(st, ev.outcomes)
 	ev.judge(sim.minCount)
 	return ev, nil
 }
 
 // revert forgets the placed pods of outcomes, the last first.
-func (sim *simulation) revert(s *capacity.Snapshot, sc *scorer, outcomes []outcome) {
+func (sim *simulation) revert(st *state, outcomes []outcome) {
 	for j := len(outcomes) - 1; j >= 0; j-- {
 		if o := outcomes[j]; o.node != "" {
-			s.Forget(sim.members[j].pod, o.fit)
-			sc.assume(o.node, sim.members[j], -1)
+			st.assume(o.node, sim.members[j], o.fit, -1)
 		}
 	}
+}
+
+// state is the scratch snapshot and what is kept beside it of the gang's assumed pods.
+type state struct {
+	s  *capacity.Snapshot
+	sc *scorer
+	pf *prefilter
+}
+
+func newState(s *capacity.Snapshot) *state {
+	return &state{s: s, sc: newScorer(s), pf: newPrefilter(s)}
+}
+
+// assume assumes (sign 1) or forgets (-1) a gang pod on its node.
+func (st *state) assume(node string, m member, fit capacity.Result, sign int64) {
+	if sign > 0 {
+		st.s.Assume(m.pod, fit)
+	} else {
+		st.s.Forget(m.pod, fit)
+	}
+	st.sc.assume(node, m, sign)
+	st.pf.assume(node, m, sign)
 }
 
 // judge runs GangScheduling's PlacementFeasible after each pod, as the default algorithm
@@ -119,23 +139,41 @@ func (ev *evaluation) domain() Domain {
 // schedulePod is the scheduler's schedulingAlgorithm for one pod on the placement's
 // nodes: every node through the filters, the feasible ones scored, the best chosen. A
 // pod no node takes gets the FitError's text, without a preemption part (the pod group
-// cycle runs no PostFilter per pod).
-func schedulePod(s *capacity.Snapshot, sc *scorer, m member, nodes []string) (string, capacity.Result, string, error) {
-	results := make([]capacity.Result, 0, len(nodes))
+// cycle runs no PostFilter per pod). Nodes the prefilter rejects skip the filters unless
+// no node takes the pod, when every node's reasons make the text.
+func (st *state) schedulePod(m member, nodes []string) (string, capacity.Result, string, error) {
 	var feasible []capacity.Result
 	for _, n := range nodes {
-		r, err := s.Fit(m.pod, m.claims, n)
-		if err != nil {
-			return "", capacity.Result{}, "", fmt.Errorf("%w: pod %s: %w", ErrInput, m.pod.Name, err)
+		if !st.pf.mayFit(n, m) {
+			continue
 		}
-		results = append(results, r)
+		r, err := st.fit(m, n)
+		if err != nil {
+			return "", capacity.Result{}, "", err
+		}
 		if r.Fits() {
 			feasible = append(feasible, r)
 		}
 	}
-	if len(feasible) == 0 {
-		return "", capacity.Result{}, capacity.Message(results), nil
+	if len(feasible) > 0 {
+		best := feasible[st.sc.pick(m, feasible)]
+		return best.Node, best, "", nil
 	}
-	best := feasible[sc.pick(m, feasible)]
-	return best.Node, best, "", nil
+	results := make([]capacity.Result, 0, len(nodes))
+	for _, n := range nodes {
+		r, err := st.fit(m, n)
+		if err != nil {
+			return "", capacity.Result{}, "", err
+		}
+		results = append(results, r)
+	}
+	return "", capacity.Result{}, capacity.Message(results), nil
+}
+
+func (st *state) fit(m member, node string) (capacity.Result, error) {
+	r, err := st.s.Fit(m.pod, m.claims, node)
+	if err != nil {
+		return r, fmt.Errorf("%w: pod %s: %w", ErrInput, m.pod.Name, err)
+	}
+	return r, nil
 }

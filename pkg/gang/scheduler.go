@@ -142,12 +142,12 @@ type cycle struct {
 // run evaluates every placement on the scratch snapshot and chooses one, as
 // podGroupSchedulingPlacementAlgorithm does.
 func (sim *simulation) run(scratch *capacity.Snapshot, pls []placement) (*cycle, error) {
-	sc := newScorer(scratch)
+	st := newState(scratch)
 	c := &cycle{best: -1}
 	bestScore := int64(-1)
 	var fits []int
 	for _, pl := range pls {
-		ev, err := sim.evaluate(scratch, sc, pl)
+		ev, err := sim.evaluate(st, pl)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +161,7 @@ func (sim *simulation) run(scratch *capacity.Snapshot, pls []placement) (*cycle,
 		maxPods = max(maxPods, c.evals[i].placed)
 	}
 	for _, i := range fits {
-		score := int64(c.evals[i].placed*maxScore/maxPods) + sc.placementScore(sim.members, c.evals[i])
+		score := int64(c.evals[i].placed*maxScore/maxPods) + st.sc.placementScore(sim.members, c.evals[i])
 		if len(fits) == 1 || score > bestScore {
 			c.best, bestScore = i, score
 		}
