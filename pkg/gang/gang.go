@@ -114,8 +114,8 @@ type Pod struct {
 	// Node is where the pod goes; "" when it does not (or, for Kueue, when its lowest
 	// level is not the hostname: the scheduler then picks a node of Domain).
 	Node string
-	// Domain is, for the scheduler, the placement's value; for Kueue, the lowest-level
-	// domain the pod is assigned to (its values joined by ",").
+	// Domain is where the pod goes: for the scheduler, its placement's value; for Kueue,
+	// the lowest-level domain it is assigned to (its values joined by ",").
 	Domain string
 	// Message is, for the scheduler, the FailedScheduling event text of a pod that stays
 	// pending.

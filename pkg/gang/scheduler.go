@@ -181,7 +181,11 @@ func (c *cycle) result() Result {
 	ev := c.evals[c.best]
 	res.Fits, res.Domain = true, ev.placement.value
 	for _, o := range ev.outcomes {
-		res.Pods = append(res.Pods, Pod{Name: o.pod, Template: o.template, Node: o.node, Message: o.message})
+		p := Pod{Name: o.pod, Template: o.template, Node: o.node, Message: o.message}
+		if o.node != "" {
+			p.Domain = ev.placement.value
+		}
+		res.Pods = append(res.Pods, p)
 	}
 	return res
 }
