@@ -184,7 +184,7 @@ func (k Kueue) check(g Gang) error {
 	}
 	for _, key := range []string{t.Key, t.SliceKey} {
 		if key != "" && !slices.Contains(k.Levels, key) {
-			return fmt.Errorf("%w %q among the topology's levels: %s", ErrNoDomain, key, fmt.Sprintf(kueueNoLevel, k.Flavor))
+			return fmt.Errorf("%w: %q is not a level of topology %q (Kueue: %q)", ErrNoDomain, key, k.Topology, fmt.Sprintf(kueueNoLevel, k.Flavor))
 		}
 	}
 	return nil

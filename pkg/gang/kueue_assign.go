@@ -17,6 +17,7 @@ limitations under the License.
 package gang
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -292,26 +293,16 @@ func sortDomains(domains []*kdomain, unconstrained bool) []*kdomain {
 	slices.SortFunc(out, func(a, b *kdomain) int {
 		if a.sliceState != b.sliceState {
 			if unconstrained {
-				return compareInt32(a.sliceState, b.sliceState)
+				return cmp.Compare(a.sliceState, b.sliceState)
 			}
-			return compareInt32(b.sliceState, a.sliceState)
+			return cmp.Compare(b.sliceState, a.sliceState)
 		}
 		if a.state != b.state {
-			return compareInt32(a.state, b.state)
+			return cmp.Compare(a.state, b.state)
 		}
 		return slices.Compare(a.values, b.values)
 	})
 	return out
-}
-
-func compareInt32(a, b int32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // bestFitDomain is findBestFitDomain(ForSlices): the first domain with the fewest pods

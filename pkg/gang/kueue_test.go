@@ -266,7 +266,7 @@ func TestKueueBadInput(t *testing.T) {
 		want   string
 	}{
 		{"a key not among the levels", Gang{Templates: one, Topology: Topology{Key: topology.NVLinkClique}}, byHost, ErrNoDomain,
-			`no node carries the topology label "nvidia.com/gpu.clique" among the topology's levels: Flavor "default" does not contain the requested level`},
+			`no topology domain: "nvidia.com/gpu.clique" is not a level of topology "default" (Kueue: "Flavor \"default\" does not contain the requested level")`},
 		{"the hostname above the lowest level", Gang{Templates: one}, []string{topology.Hostname, rack}, ErrInput,
 			"topology levels: the kubernetes.io/hostname label can only be used at the lowest level of topology"},
 		{"a level named twice", Gang{Templates: one}, []string{rack, rack}, ErrInput,

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 )
@@ -38,8 +39,9 @@ const (
 	reasonTooManyRuns = "the simulation would run the scheduler's filters %d times (pods x nodes), over its bound of %d"
 )
 
-// ErrNoDomain reports a topology key that no node carries.
-var ErrNoDomain = errors.New("no node carries the topology label")
+// ErrNoDomain reports a topology key that makes no domain: no node carries it, or it is
+// not a level of Kueue's topology.
+var ErrNoDomain = errors.New("no topology domain")
 
 // PlaceAsScheduler answers as kube-scheduler v1.37.2 with the GenericWorkload and
 // TopologyAwareWorkloadScheduling gates places a PodGroup of the gang's pods: a placement
@@ -65,7 +67,7 @@ func PlaceAsScheduler(s *capacity.Snapshot, g Gang) (Result, error) {
 	}
 	pls := placements(s, g.Topology.Key)
 	if len(pls) == 0 {
-		return Result{}, fmt.Errorf("%w %q: kube-scheduler finds %q", ErrNoDomain, g.Topology.Key, msgNoPlacements)
+		return Result{}, fmt.Errorf("%w: no node carries the label %q (kube-scheduler: %q)", ErrNoDomain, g.Topology.Key, msgNoPlacements)
 	}
 	if runs := total * len(s.Nodes()); runs > MaxFilterRuns {
 		return Result{}, inputErr(reasonTooManyRuns, runs, MaxFilterRuns)
@@ -113,18 +115,8 @@ func placements(s *capacity.Snapshot, key string) []placement {
 		}
 		out[i].nodes = append(out[i].nodes, name)
 	}
-	slices.SortFunc(out, func(a, b placement) int { return compareStrings(a.value, b.value) })
+	slices.SortFunc(out, func(a, b placement) int { return strings.Compare(a.value, b.value) })
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // simulation is the gang and how to place it.

@@ -217,7 +217,7 @@ func TestSchedulerBadInput(t *testing.T) {
 		{"minCount above the pods", Gang{Templates: []Template{replicas("t", 8, 3)}, MinCount: 5}, ErrInput,
 			`minCount 5 is more than the gang's 3 pods: kube-scheduler keeps them out of its queue ("waiting for minCount pods from a gang to appear in scheduling queue")`},
 		{"a topology key no node carries", Gang{Templates: []Template{replicas("t", 8, 1)}, Topology: Topology{Key: "example.com/pod"}}, ErrNoDomain,
-			`no node carries the topology label "example.com/pod": kube-scheduler finds "no feasible placements found"`},
+			`no topology domain: no node carries the label "example.com/pod" (kube-scheduler: "no feasible placements found")`},
 		{"10,000 replicas", Gang{Templates: []Template{replicas("t", 1, 10000)}}, ErrInput,
 			"the gang asks for more than 2048 pods; this simulation places at most 2048"},
 		{"no pods", Gang{Templates: []Template{replicas("t", 1, 0)}}, ErrInput, "the gang has no pods"},
