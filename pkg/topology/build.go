@@ -41,7 +41,9 @@ type builder struct {
 	nodeGPUs []int64
 	podGPUs  [][]int64
 	stride   int
-	leaf     []int32 // per node: its domain on the lowest level, -1 outside the tree
+	partial  bool
+	leaf     []int32 // per node: its domain on its deepest level
+	depth    []int8  // per node: that level, -1 outside the tree
 	// index finds, per level, the first domain of a value; next chains the domains of the
 	// same value under other parents. A domain is its parent and value, so a value reused
 	// under two parents makes two domains, as Kueue's domain IDs (the values of every
@@ -56,13 +58,15 @@ type builder struct {
 	cluster  []int64   // models x stride counters over every node
 }
 
-func newBuilder(levels []string, nodes []Node, sizes []int64) *builder {
+func newBuilder(levels []string, nodes []Node, sizes []int64, partial bool) *builder {
 	b := &builder{
 		levels:   levels,
 		nodes:    nodes,
 		sizes:    sizes,
 		stride:   fPods + len(sizes),
+		partial:  partial,
 		leaf:     make([]int32, len(nodes)),
+		depth:    make([]int8, len(nodes)),
 		index:    make([]map[string]int32, len(levels)),
 		next:     make([][]int32, len(levels)),
 		doms:     make([][]Domain, len(levels)),
@@ -122,33 +126,35 @@ func (b *builder) findModels() {
 	}
 }
 
-// place puts each node in its domain of every level, making the domains as it goes.
+// place puts each node in its domain of every level, making the domains as it goes. A node
+// lacking a level's label is outside the tree, or with partial in the domains of the levels
+// above that one.
 func (b *builder) place() {
 	values := make([]string, len(b.levels))
 	for i := range b.nodes {
 		n := &b.nodes[i]
-		b.leaf[i] = -1
-		complete := true
+		depth := len(b.levels)
 		for l, key := range b.levels {
 			v, ok := n.Labels[key]
 			values[l] = v
 			if !ok {
-				complete = false
+				depth = min(depth, l)
 				b.missing[l]++
 				if len(b.examples[l]) < maxExamples {
 					b.examples[l] = append(b.examples[l], n.Name)
 				}
 			}
 		}
-		if !complete {
+		if depth < len(b.levels) && !b.partial || depth == 0 {
 			b.outside++
+			b.depth[i] = -1
 			continue
 		}
 		parent := int32(-1)
-		for l, v := range values {
+		for l, v := range values[:depth] {
 			parent = b.domain(l, parent, v)
 		}
-		b.leaf[i] = parent
+		b.leaf[i], b.depth[i] = parent, int8(depth-1)
 	}
 }
 
@@ -176,12 +182,12 @@ func (b *builder) domain(l int, parent int32, value string) int32 {
 // sortLevels orders each level's domains by their parents' order, then by value, so the
 // tree is the same whatever order the nodes came in.
 func (b *builder) sortLevels() {
-	var moved []int32 // the previous level's new index of each old index
+	moved := make([][]int32, len(b.levels)) // per level, the new index of each old index
 	for l := range b.levels {
 		doms := b.doms[l]
 		for i := range doms {
 			if doms[i].Parent >= 0 {
-				doms[i].Parent = int(moved[doms[i].Parent])
+				doms[i].Parent = int(moved[l-1][doms[i].Parent])
 			}
 		}
 		order := make([]int32, len(doms))
@@ -192,16 +198,16 @@ func (b *builder) sortLevels() {
 			return cmp.Or(cmp.Compare(doms[x].Parent, doms[y].Parent), cmp.Compare(doms[x].Value, doms[y].Value))
 		})
 		sorted := make([]Domain, len(doms))
-		moved = make([]int32, len(doms))
+		moved[l] = make([]int32, len(doms))
 		for to, from := range order {
 			sorted[to] = doms[from]
-			moved[from] = int32(to)
+			moved[l][from] = int32(to)
 		}
 		b.doms[l] = sorted
 	}
-	for i, leaf := range b.leaf {
-		if leaf >= 0 {
-			b.leaf[i] = moved[leaf]
+	for i, d := range b.depth {
+		if d >= 0 {
+			b.leaf[i] = moved[d][b.leaf[i]]
 		}
 	}
 }
@@ -216,9 +222,9 @@ func (b *builder) count() {
 	b.cluster = make([]int64, perDomain)
 	last := len(b.levels) - 1
 	for i := range b.nodes {
-		n := &b.nodes[i]
-		if leaf := b.leaf[i]; leaf >= 0 {
-			d := &b.doms[last][leaf]
+		n, depth, leaf := &b.nodes[i], b.depth[i], b.leaf[i]
+		if depth >= 0 {
+			d := &b.doms[depth][leaf]
 			d.Nodes++
 			if !n.Schedulable {
 				d.Unschedulable++
@@ -229,8 +235,8 @@ func (b *builder) count() {
 			continue
 		}
 		b.add(b.cluster[int(m)*b.stride:], n, m)
-		if leaf := b.leaf[i]; leaf >= 0 {
-			b.add(b.acc[last][int(leaf)*perDomain+int(m)*b.stride:], n, m)
+		if depth >= 0 {
+			b.add(b.acc[depth][int(leaf)*perDomain+int(m)*b.stride:], n, m)
 		}
 	}
 	for l := last; l > 0; l-- {

@@ -54,7 +54,16 @@ var perNodeKeys = map[string]bool{Hostname: true, GKEHost: true}
 // problems finds what the levels' labels get wrong.
 func (b *builder) problems() []Problem {
 	var out []Problem
-	inTree := len(b.nodes) - b.outside
+	placed := make([]int, len(b.levels)) // per level: the nodes in one of its domains
+	for _, d := range b.depth {
+		for l := 0; l <= int(d); l++ {
+			placed[l]++
+		}
+	}
+	where := "belong to no domain"
+	if b.partial {
+		where = "count only in the levels above"
+	}
 	for l, key := range b.levels {
 		switch {
 		case len(b.nodes) > 0 && b.missing[l] == len(b.nodes):
@@ -62,8 +71,8 @@ func (b *builder) problems() []Problem {
 				Message: fmt.Sprintf("topology level %q: none of the %d nodes carries this label", key, len(b.nodes))})
 		case b.missing[l] > 0:
 			out = append(out, Problem{Kind: MissingLabel, Level: key, Count: b.missing[l], Examples: b.examples[l],
-				Message: fmt.Sprintf("topology level %q: %d of %d nodes lack this label and belong to no domain (%s)",
-					key, b.missing[l], len(b.nodes), examples(b.examples[l], b.missing[l]))})
+				Message: fmt.Sprintf("topology level %q: %d of %d nodes lack this label and %s (%s)",
+					key, b.missing[l], len(b.nodes), where, examples(b.examples[l], b.missing[l]))})
 		}
 		values := map[string]int{}
 		var split []string
@@ -83,9 +92,9 @@ func (b *builder) problems() []Problem {
 				Message: fmt.Sprintf("topology level %q does not nest in %q: %d values lie in more than one domain above (%s)",
 					key, b.levels[l-1], splitCount, examples(split, splitCount))})
 		}
-		if inTree >= 2 && len(values) == inTree && !perNodeKeys[key] {
-			out = append(out, Problem{Kind: DistinctPerNode, Level: key, Count: inTree,
-				Message: fmt.Sprintf("topology level %q has a distinct value on each of its %d nodes: every domain is one node", key, inTree)})
+		if placed[l] >= 2 && len(values) == placed[l] && !perNodeKeys[key] {
+			out = append(out, Problem{Kind: DistinctPerNode, Level: key, Count: placed[l],
+				Message: fmt.Sprintf("topology level %q has a distinct value on each of its %d nodes: every domain is one node", key, placed[l])})
 		}
 	}
 	return out

@@ -107,7 +107,8 @@ type Tree struct {
 	Domains [][]Domain
 	// Cluster is what all nodes hold, per model, inside the tree or not.
 	Cluster []ModelStats
-	// Outside counts the nodes that lack a level's label and so belong to no domain.
+	// Outside counts the nodes that lack a level's label and so belong to no domain (with
+	// Options.Partial, those that lack the top level's).
 	Outside  int
 	Problems []Problem
 }
@@ -142,6 +143,10 @@ type ModelStats struct {
 
 // Options tune Build.
 type Options struct {
+	// Partial keeps a node that lacks a level's label in the domains of the levels above
+	// it (a fleet where only some nodes have NVLink cliques), instead of leaving it out of
+	// the tree as Kueue does. Without the top level's label a node is outside either way.
+	Partial bool
 	// GangSizes are the gang sizes to count, in GPUs; DefaultGangSizes when empty. They
 	// are counted in increasing order.
 	GangSizes []int64
@@ -169,7 +174,7 @@ func CheckLevels(levels []string) error {
 
 // Build groups nodes into the domains of levels (label keys, broadest first) and counts
 // what each domain holds. A node lacking any level's label belongs to no domain, as Kueue
-// leaves such nodes out of a topology. The error reports levels CheckLevels refuses or a
+// leaves such nodes out of a topology (unless Options.Partial). The error reports levels CheckLevels refuses or a
 // gang size that is not positive; what the nodes' labels get wrong is in Tree.Problems.
 func Build(levels []string, nodes []Node, opts Options) (*Tree, error) {
 	if err := CheckLevels(levels); err != nil {
@@ -186,7 +191,7 @@ func Build(levels []string, nodes []Node, opts Options) (*Tree, error) {
 			return nil, fmt.Errorf("gang size %d is not a positive number of GPUs", s)
 		}
 	}
-	b := newBuilder(levels, nodes, sizes)
+	b := newBuilder(levels, nodes, sizes, opts.Partial)
 	b.place()
 	b.sortLevels()
 	b.count()

@@ -355,3 +355,32 @@ func TestMessagesNameTheLevel(t *testing.T) {
 		t.Errorf("a node without the label is outside the tree: outside %d, domains %+v", tree.Outside, tree.Domains[0])
 	}
 }
+
+func TestPartialKeepsNodesWithoutLowerLevels(t *testing.T) {
+	// H100 nodes in racks without NVLink cliques beside GB200 nodes in one clique.
+	nodes := []Node{node("h1", "z1", "r1", h100, 8, 8, true), node("h2", "z1", "r1", h100, 8, 8, true)}
+	for i := range 4 {
+		n := node(fmt.Sprintf("g%d", i), "z1", "r2", gb200, 4, 4, true)
+		n.Labels[NVLinkClique] = "uuid.1"
+		nodes = append(nodes, n)
+	}
+	levels := []string{Zone, Rack, NVLinkClique}
+	kueue, _ := Build(levels, nodes, Options{})
+	partial, _ := Build(levels, nodes, Options{Partial: true})
+	if kueue.Outside != 2 || partial.Outside != 0 {
+		t.Errorf("outside: %d without Partial (want 2), %d with (want 0)", kueue.Outside, partial.Outside)
+	}
+	if got := summarize(partial, 1, h100); !reflect.DeepEqual(got, []summary{{"r1", 2, 16, 0, []int64{2, 1, 0, 0, 0}, 16}}) {
+		t.Errorf("H100 racks with Partial: %+v", got)
+	}
+	if got := summarize(partial, 2, gb200); !reflect.DeepEqual(got, []summary{{"uuid.1", 4, 16, 0, []int64{2, 1, 0, 0, 0}, 16}}) {
+		t.Errorf("GB200 cliques with Partial: %+v", got)
+	}
+	if got := partial.Domains[0][0].Nodes; got != 6 {
+		t.Errorf("zone z1 has %d nodes with Partial, want 6", got)
+	}
+	want := `topology level "nvidia.com/gpu.clique": 2 of 6 nodes lack this label and count only in the levels above (e.g. h1, h2)`
+	if len(partial.Problems) != 1 || partial.Problems[0].Message != want {
+		t.Errorf("problems with Partial: %+v", partial.Problems)
+	}
+}
