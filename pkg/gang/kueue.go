@@ -123,9 +123,9 @@ func PlaceAsKueue(s *capacity.Snapshot, g Gang, k Kueue) (Result, error) {
 	} else {
 		res.Fits = true
 		res.Kueue.Assignments = assignments
-		res.Pods = snap.pods(g, assignments)
 		res.Domain = strings.Join(assignments[0].Chosen, ",")
 	}
+	res.Pods = snap.pods(g, assignments)
 	res.Domains = snap.rooms(g, k)
 	return res, nil
 }

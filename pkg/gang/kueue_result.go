@@ -23,13 +23,17 @@ import (
 )
 
 // pods lists the gang's pods as the assignments place them: a PodSet's pods fill its
-// domains in the assignment's order.
+// domains in the assignment's order; without assignments, no pod has a node.
 func (t *tasSnapshot) pods(g Gang, assignments []TopologyAssignment) []Pod {
 	var out []Pod
 	prefixes := g.prefixes()
-	for ti, ta := range assignments {
+	for ti := range g.Templates {
+		var domains []DomainCount
+		if ti < len(assignments) {
+			domains = assignments[ti].Domains
+		}
 		i := 0
-		for _, d := range ta.Domains {
+		for _, d := range domains {
 			leaf := t.byID[domainID(d.Values)]
 			for range d.Count {
 				p := Pod{Name: fmt.Sprintf("%s-%d", prefixes[ti], i), Template: ti}

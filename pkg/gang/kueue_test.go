@@ -97,21 +97,21 @@ func TestPlaceAsKueue(t *testing.T) {
 	}, {
 		name: "3 x 8 GPUs that no rack holds", cluster: full,
 		gang: Gang{Templates: []Template{replicas("train", 8, 3)}, Topology: Topology{Key: rack}}, levels: byHost,
-		mode: KueueNoFit, nodes: []string{},
+		mode: KueueNoFit, nodes: []string{"", "", ""},
 		message: `couldn't assign flavors to pod set main: topology "default" allows to fit only 1 out of 3 pod(s). Total nodes: 4; excluded: resource "nvidia.com/gpu": 3`,
 		rooms: []Domain{{Value: "rack-a", Nodes: 2, Held: `Total nodes: 2; excluded: resource "nvidia.com/gpu": 2`},
 			{Value: "rack-b", Nodes: 2, Pods: 1, Held: `Total nodes: 2; excluded: resource "nvidia.com/gpu": 1`}},
 	}, {
 		name: "fits only with the TAS workloads' pods gone: Preempt", cluster: tasFull,
 		gang: Gang{Templates: []Template{replicas("train", 8, 3)}, Topology: Topology{Key: rack}}, levels: byHost,
-		mode: KueuePreempt, nodes: []string{},
+		mode: KueuePreempt, nodes: []string{"", "", ""},
 		message: `couldn't assign flavors to pod set main: topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 5; excluded: resource "nvidia.com/gpu": 3`,
 		rooms: []Domain{{Value: "rack-a", Nodes: 3, Held: `Total nodes: 3; excluded: resource "nvidia.com/gpu": 3`},
 			{Value: "rack-b", Nodes: 2, Pods: 2, Held: "Total nodes: 2; excluded: none"}},
 	}, {
 		name: "cordoned and NotReady nodes are not in Kueue's topology at all", cluster: unready,
 		gang: Gang{Templates: []Template{replicas("train", 8, 4)}, Topology: Topology{Key: rack}}, levels: byHost,
-		mode: KueueNoFit, nodes: []string{},
+		mode: KueueNoFit, nodes: []string{"", "", "", ""},
 		message: `couldn't assign flavors to pod set main: topology "default" allows to fit only 3 out of 4 pod(s)`,
 		rooms: []Domain{{Value: "rack-a", Nodes: 2, Pods: 2, Held: "Total nodes: 2; excluded: none"},
 			{Value: "rack-b", Nodes: 3, Pods: 3, Held: "Total nodes: 3; excluded: none"}},
@@ -156,7 +156,7 @@ func TestPlaceAsKueue(t *testing.T) {
 	}, {
 		name: "device-plugin GPUs on DRA nodes: Kueue finds no nvidia.com/gpu there", cluster: draRack(t),
 		gang: Gang{Templates: []Template{replicas("train", 8, 2)}, Topology: Topology{Key: rack}}, levels: byHost,
-		mode: KueueNoFit, nodes: []string{},
+		mode: KueueNoFit, nodes: []string{"", ""},
 		message: `couldn't assign flavors to pod set main: topology "default" allows to fit only 1 out of 2 pod(s). Total nodes: 3; excluded: resource "nvidia.com/gpu": 2`,
 		rooms: []Domain{{Value: "rack-d", Nodes: 2, Held: `Total nodes: 2; excluded: resource "nvidia.com/gpu": 2`},
 			{Value: "rack-p", Nodes: 1, Pods: 1, Held: "Total nodes: 1; excluded: none"}},
@@ -170,14 +170,14 @@ func TestPlaceAsKueue(t *testing.T) {
 		// halves make one 8-GPU pod), taints are not read, and a rack is one "node".
 		name: "lowest level not the hostname", cluster: halves,
 		gang: Gang{Templates: []Template{replicas("train", 8, 2)}, Topology: Topology{Key: rack}}, levels: byRack,
-		mode: KueueNoFit, nodes: []string{},
+		mode: KueueNoFit, nodes: []string{"", ""},
 		message: `couldn't assign flavors to pod set main: topology "default" allows to fit only 1 out of 2 pod(s). Total nodes: 2; excluded: resource "nvidia.com/gpu": 1`,
 		rooms: []Domain{{Value: "rack-x", Nodes: 2, Pods: 1, Held: "Total nodes: 1; excluded: none"},
 			{Value: "rack-y", Nodes: 2, Held: `Total nodes: 1; excluded: resource "nvidia.com/gpu": 1`}},
 	}, {
 		name: "a key in the levels that no node carries", cluster: capacity.Cluster{Nodes: []*corev1.Node{gpuNode("a1", "z1", "", gpus("8"))}},
 		gang: Gang{Templates: []Template{replicas("train", 8, 1)}, Topology: Topology{Key: rack}}, levels: byHost,
-		mode: KueueNoFit, nodes: []string{},
+		mode: KueueNoFit, nodes: []string{""},
 		message: "couldn't assign flavors to pod set main: no topology domains at level: topology.kubernetes.io/rack",
 	}}
 	for _, tc := range tests {
