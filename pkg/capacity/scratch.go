@@ -108,6 +108,10 @@ func (s *Snapshot) Requested(node string) (int64, map[corev1.ResourceName]int64)
 	return n.count, out
 }
 
+// ScheduledResource reports whether NodeResourcesFit checks the resource: CPU, memory,
+// ephemeral storage, hugepages and extended resources.
+func ScheduledResource(name corev1.ResourceName) bool { return isScheduledResource(name) }
+
 // The scheduler's requests for a container that asks for no CPU or memory, as its resource
 // scoring counts them (schedutil.DefaultMilliCPURequest, DefaultMemoryRequest).
 const (

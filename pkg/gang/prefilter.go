@@ -17,10 +17,6 @@ limitations under the License.
 package gang
 
 import (
-	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 )
 
@@ -53,7 +49,7 @@ func (f *prefilter) room(node string) *room {
 	a := f.s.Node(node).Status.Allocatable
 	r := &room{pods: a.Pods().Value() - count, left: requests{}}
 	for name, q := range a {
-		if v := value(name, q); v > 0 && scheduled(name) {
+		if v := value(name, q); v > 0 && capacity.ScheduledResource(name) {
 			r.left[name] = v - used[name]
 		}
 	}
@@ -67,7 +63,7 @@ func (f *prefilter) need(m member) requests {
 	}
 	n := requests{}
 	for name, q := range capacity.Requests(m.pod) {
-		if v := value(name, q); v > 0 && scheduled(name) {
+		if v := value(name, q); v > 0 && capacity.ScheduledResource(name) {
 			n[name] = v
 		}
 	}
@@ -98,16 +94,4 @@ func (f *prefilter) assume(node string, m member, sign int64) {
 			r.left[name] -= sign * want
 		}
 	}
-}
-
-// scheduled is pkg/capacity's isScheduledResource: the resources NodeResourcesFit checks.
-func scheduled(name corev1.ResourceName) bool {
-	switch name {
-	case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
-		return true
-	}
-	n := string(name)
-	extended := strings.Contains(n, "/") && !strings.Contains(n, corev1.ResourceDefaultNamespacePrefix) &&
-		!strings.HasPrefix(n, corev1.DefaultResourceRequestsPrefix)
-	return extended || strings.HasPrefix(n, corev1.ResourceHugePagesPrefix)
 }
