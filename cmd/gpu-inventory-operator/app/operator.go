@@ -160,7 +160,8 @@ func (o *Operator) Identity() string { return o.identity }
 func (o *Operator) Metrics() *metrics.Metrics { return o.metrics }
 
 // Run runs the operator until ctx is cancelled. With leader election, nothing is written
-// before the lease is held, and losing the lease is an error (the process should exit).
+// before the lease is held, and losing the lease is an error (the process should exit). A
+// stop asked for while it starts (a request cancelled by ctx) is no error.
 func (o *Operator) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.clients.config.Host, "leaderElect", o.opts.LeaderElect)
 	o.metrics.ServeClientMetrics()
@@ -168,12 +169,18 @@ func (o *Operator) Run(ctx context.Context) error {
 	if err := o.serveEndpoints(ctx); err != nil {
 		return err
 	}
-	if !o.opts.LeaderElect {
+	var err error
+	if o.opts.LeaderElect {
+		err = o.runWithLeaderElection(ctx)
+	} else {
 		o.metrics.Leader.Set(1)
-		defer o.metrics.Leader.Set(0)
-		return o.runControllers(ctx)
+		err = o.runControllers(ctx)
+		o.metrics.Leader.Set(0)
 	}
-	return o.runWithLeaderElection(ctx)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // runControllers does the operator's work once it may write: the CRDs, then runs of the
