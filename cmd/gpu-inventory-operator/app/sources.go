@@ -133,7 +133,9 @@ var sources = []sourceRow{
 			return keys
 		}},
 	{name: "prometheus",
-		on:    func(_ context.Context, e *env) (bool, error) { return e.opts.PrometheusURL != "" && e.opts.Allocation, nil },
+		on: func(_ context.Context, e *env) (bool, error) {
+			return e.opts.PrometheusURL != "" && e.opts.Allocation, nil
+		},
 		build: newUsageSource},
 	{name: "gpunodes", custom: true, reads: []access{{group: homelabv1.GroupName, resources: []string{"gpunodes"}}},
 		on: func(_ context.Context, e *env) (bool, error) { return e.records, nil },
@@ -303,4 +305,3 @@ type clients struct {
 	recordReader rest.Interface // whole GpuNode records the cache summarizes, at --gpunode-qps
 	apiext       rest.Interface // apiextensions.k8s.io/v1: the CRDs
 }
-
