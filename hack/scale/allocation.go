@@ -78,7 +78,7 @@ type allocationResult struct {
 // churn are those of a start with the pods in place, as after an upgrade, and no earlier
 // phase's figure includes them. It fails when the status is not what the pods make it; once
 // the pods have churned, what it measured is reported even then.
-func allocationPhase(ctx context.Context, h *harness) (any, error) {
+func allocationPhase(ctx context.Context, h *harness) (result, error) {
 	res, err := measureAllocation(ctx, h)
 	if res == nil {
 		return nil, err
@@ -663,7 +663,7 @@ type freeWhoResult struct {
 
 // freeWhoPhase measures `kubectl gpuinv free` and `kubectl gpuinv who` on the allocation
 // phase's pods; a command this plugin does not have is reported as not measured.
-func freeWhoPhase(ctx context.Context, h *harness) (any, error) {
+func freeWhoPhase(ctx context.Context, h *harness) (result, error) {
 	o, env := h.o, h.env
 	kubeconfig := env.KubeconfigPath()
 	res := &freeWhoResult{}

@@ -53,7 +53,7 @@ type fleetResult struct {
 // many kube-apiservers, each under its own prefix of one etcd, each with the GpuInventory the
 // operator would write for --fleet-gpu-nodes GPU nodes (its node list bounded as the operator
 // bounds it). No operator runs: the status is written once, and the plugin reads it.
-func fleetPhase(ctx context.Context, h *harness) (any, error) {
+func fleetPhase(ctx context.Context, h *harness) (result, error) {
 	contexts, gpuNodes := h.o.fleetContexts, h.o.fleetGPUNodes
 	start := time.Now()
 	first, err := testenv.Start(ctx, testenv.Options{StartTimeout: 3 * time.Minute})

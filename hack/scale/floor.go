@@ -115,7 +115,7 @@ type floorResult struct {
 }
 
 // floorPhase sets the allocation phase's starts against its floor.
-func floorPhase(_ context.Context, h *harness) (any, error) {
+func floorPhase(_ context.Context, h *harness) (result, error) {
 	a := h.alloc
 	return &floorResult{pods: a.floor.pods, namespaces: len(a.floor.names), one: a.floor.one, perNamespace: a.floor.perNamespace,
 		starts: append([]time.Duration{a.firstStatus}, a.atOnce...)}, nil

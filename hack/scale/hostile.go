@@ -101,7 +101,7 @@ func (r *hostileResult) mistakes() []error {
 // is correct when an inventory of every other node shows the fixture's figures throughout,
 // and the cluster-wide inventory shows them for the whole fleet once the nodes are restored;
 // a wrong report fails the run (mistakes), the phases after it still run.
-func hostilePhase(ctx context.Context, h *harness) (any, error) {
+func hostilePhase(ctx context.Context, h *harness) (result, error) {
 	nodes, pid := h.o.hostileNodes, h.op.pid
 	res := &hostileResult{nodes: nodes, asked: float64(nodes) * h.o.hostileRate, quietRSS: h.quietRSS, whole: expectTotals(h.fleet, labels.Everything())}
 	hostile := chooseHostile(h.fleet, nodes)

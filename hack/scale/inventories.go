@@ -51,7 +51,7 @@ type inventoriesResult struct {
 // inventoriesPhase creates --inventories GpuInventories over subsets of a few hundred GPU
 // nodes, waits until every status shows the fixture's figures for its subset, measures the
 // operator's memory with them, and deletes them.
-func inventoriesPhase(ctx context.Context, h *harness) (any, error) {
+func inventoriesPhase(ctx context.Context, h *harness) (result, error) {
 	count, pid := h.o.inventories, h.op.pid
 	res := &inventoriesResult{count: count, fewest: 1 << 30}
 	want := map[string]totals{}

@@ -45,7 +45,7 @@ type emptyStart struct {
 // coldStartPhase starts the API server with the fleet and the first operator on it, an
 // empty cluster: it waits for the operator to install the CRDs, report every GPU node and
 // GPU, and create every record at its default client rate.
-func coldStartPhase(ctx context.Context, h *harness) (any, error) {
+func coldStartPhase(ctx context.Context, h *harness) (result, error) {
 	if err := h.startCluster(ctx); err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ type warmStart struct{ firstStatus time.Duration }
 
 // warmStartPhase restarts the operator with the CRDs, the inventory and every record in
 // place, and counts the default inventory's writes from then on.
-func warmStartPhase(ctx context.Context, h *harness) (any, error) {
+func warmStartPhase(ctx context.Context, h *harness) (result, error) {
 	took, _, err := restartOperator(ctx, h, "restart with the records in place")
 	if err != nil {
 		return nil, fmt.Errorf("operator log %s: %w", h.logPath, err)
@@ -116,7 +116,7 @@ type quietResult struct {
 	serverApply     []time.Duration // the API server's share: dry-run applies of the status
 }
 
-func quietPhase(ctx context.Context, h *harness) (any, error) {
+func quietPhase(ctx context.Context, h *harness) (result, error) {
 	pid := h.op.pid
 	res := &quietResult{}
 	var err error
@@ -163,7 +163,7 @@ type churnResult struct {
 // churnPhase changes the fleet at --churn a second for --churn-duration
 // (testenv.ChurnDRA) while it probes the latency, then waits until the churn's rejoins have
 // settled (the inventory quiet, every GPU node's record there) for the phases after it.
-func churnPhase(ctx context.Context, h *harness) (any, error) {
+func churnPhase(ctx context.Context, h *harness) (result, error) {
 	o := h.o
 	churnCtx, stop := context.WithTimeout(ctx, o.churnFor)
 	defer stop()
@@ -213,7 +213,7 @@ type statusSize struct {
 	bytes         int
 }
 
-func statusSizePhase(ctx context.Context, h *harness) (any, error) {
+func statusSizePhase(ctx context.Context, h *harness) (result, error) {
 	total, size, err := inventorySize(ctx, h.gpu)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func inventorySize(ctx context.Context, gpu versioned.Interface) (int32, int, er
 }
 
 // resetPhase brings the fleet back to its generated state for the phases after it.
-func resetPhase(ctx context.Context, h *harness) (any, error) {
+func resetPhase(ctx context.Context, h *harness) (result, error) {
 	reset, err := resetFleet(ctx, h.kube, h.fleet, h.o.draShare)
 	if err != nil {
 		return nil, err
@@ -250,7 +250,7 @@ func resetPhase(ctx context.Context, h *harness) (any, error) {
 }
 
 // holdPhase keeps the API server and the operator running until SIGINT or SIGTERM (--hold).
-func holdPhase(ctx context.Context, h *harness) (any, error) {
+func holdPhase(ctx context.Context, h *harness) (result, error) {
 	fmt.Fprintf(os.Stderr, "holding (interrupt to stop): KUBECONFIG=%s\n", h.env.KubeconfigPath())
 	interrupted, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -127,7 +127,7 @@ func (r *outageResult) mistakes() []error {
 // counts, labelsMissingNodes must count every GFD node during the outage (with the
 // LabelsMissing condition naming the count) and none after, and the records must come back
 // unmarked.
-func outagePhase(ctx context.Context, h *harness) (any, error) {
+func outagePhase(ctx context.Context, h *harness) (result, error) {
 	d := h.o.outageFor
 	gfd := gfdNodes(h.fleet)
 	res := &outageResult{nodes: len(gfd), all: len(h.fleet)}

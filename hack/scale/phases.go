@@ -33,7 +33,7 @@ type phase struct {
 	fatal bool
 	// needs are earlier phases whose failure skips this one (one that is off does not).
 	needs []string
-	run   func(context.Context, *harness) (any, error)
+	run   func(context.Context, *harness) (result, error)
 }
 
 // phases is the run, in order; where the order matters, the reason stands beside it.
@@ -116,7 +116,7 @@ func runPhases(ctx context.Context, h *harness, list []phase, rep *report) error
 		}
 		res, err := p.run(ctx, h)
 		if res != nil {
-			rep.print(res)
+			res.printTo(rep)
 		}
 		if w, ok := res.(interface{ mistakes() []error }); ok {
 			errs = append(errs, w.mistakes()...)

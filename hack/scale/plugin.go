@@ -40,7 +40,7 @@ type pluginsResult struct {
 }
 
 // pluginsPhase runs the plugin, once the status has settled after the changes above.
-func pluginsPhase(ctx context.Context, h *harness) (any, error) {
+func pluginsPhase(ctx context.Context, h *harness) (result, error) {
 	if err := settle(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Second, 30*time.Second); err != nil {
 		return nil, err
 	}

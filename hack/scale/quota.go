@@ -262,7 +262,7 @@ type quotaResult struct {
 // bed runs no Kueue controller here), and measures the operator's steady RSS without and
 // with them, its quiet status writes, its first status with quota after a restart, and
 // `kubectl gpuinv quota`. Then it removes Kueue.
-func quotaPhase(ctx context.Context, h *harness) (any, error) {
+func quotaPhase(ctx context.Context, h *harness) (result, error) {
 	env := h.env
 	plan := planQuota(h.o.quotaQueues, h.o.quotaFlavors, h.o.quotaWorkloads)
 	cfg := rest.CopyConfig(env.Config)

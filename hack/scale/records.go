@@ -188,7 +188,7 @@ type relabelResult struct {
 // --relabel-duration (as a driver upgrade rolling through the fleet does), counts the record
 // writes until every relabelled record shows its new version, then puts the fleet's version
 // back and waits until the records show that too.
-func relabelPhase(ctx context.Context, h *harness) (any, error) {
+func relabelPhase(ctx context.Context, h *harness) (result, error) {
 	rate, d := h.o.relabelRate, h.o.relabelFor
 	res := &relabelResult{}
 	gfd := gfdNodes(h.fleet) // a DRA node's driver version is its slice's
@@ -307,13 +307,13 @@ type flipResult struct {
 
 // flipsPhase flips Ready of GPU nodes at --churn a second for --flip-duration, nothing else
 // changing.
-func flipsPhase(ctx context.Context, h *harness) (any, error) {
+func flipsPhase(ctx context.Context, h *harness) (result, error) {
 	return flip(ctx, h, h.o.flipFor, 0)
 }
 
 // republishPhase flips Ready of GPU nodes at --churn a second for --republish-duration, a
 // change that falls on a DRA node republishing its slice half of the time instead.
-func republishPhase(ctx context.Context, h *harness) (any, error) {
+func republishPhase(ctx context.Context, h *harness) (result, error) {
 	return flip(ctx, h, h.o.republishFor, h.o.draShare)
 }
 
@@ -321,7 +321,7 @@ func republishPhase(ctx context.Context, h *harness) (any, error) {
 // meanwhile (and for the 2 s after, which a write would take to show). With draShare, a
 // change that falls on a DRA node republishes its slice half of the time instead
 // (testenv.FlipAndRepublish); without it nothing else changes.
-func flip(ctx context.Context, h *harness, d time.Duration, draShare float64) (any, error) {
+func flip(ctx context.Context, h *harness, d time.Duration, draShare float64) (result, error) {
 	res := &flipResult{republish: draShare > 0}
 	name := "flips"
 	if res.republish {

@@ -93,7 +93,7 @@ func verdict(met bool) string {
 }
 
 // report prints the run's tables, docs/performance.md's source, as the phases' results come
-// in: each table once the phases it shows have run.
+// in (result.printTo): each table once the phases it shows have run.
 type report struct {
 	w io.Writer
 	o *options
@@ -113,56 +113,35 @@ type operatorFigures struct {
 	relabel                *relabelResult
 }
 
-// print prints what a phase measured; a result that completes no table is kept for the one
-// it belongs to.
-func (r *report) print(res any) {
-	switch v := res.(type) {
-	case *fleetResult:
-		r.fleet(v)
-	case *emptyStart:
-		r.op.empty = v
-	case *warmStart:
-		r.op.warm = v
-	case *quietResult:
-		r.op.quiet = v
-	case *churnResult:
-		r.op.churn = v
-	case *flipResult:
-		if v.republish {
-			r.op.republished = v
-		} else {
-			r.op.onlyFlips = v
-		}
-	case *relabelResult:
-		r.op.relabel = v
-	case *statusSize:
-		r.operator(&r.op, v)
-	case *pluginsResult:
-		r.plugins(v)
-	case *hostileResult:
-		r.openLast()
-		r.hostile(v)
-	case *inventoriesResult:
-		r.openLast()
-		r.inventories(v)
-	case *outageResult:
-		r.outage(v)
-	case *quotaResult:
-		r.quota(v)
-	case *allocationResult:
-		r.allocation(v)
-	case *freeWhoResult:
-		r.freeWho(v)
-	case *whyFitResult:
-		r.whyFit(v)
-	case *floorResult:
-		r.floor(v)
-	case *usageResult:
-		r.usage(v)
-	default:
-		panic(fmt.Sprintf("report: no table for %T", res))
+// result is what a phase measured; printTo hands it to the report's table for it.
+type result interface{ printTo(r *report) }
+
+// A result that completes no table is kept for the one it belongs to.
+func (e *emptyStart) printTo(r *report)  { r.op.empty = e }
+func (w *warmStart) printTo(r *report)   { r.op.warm = w }
+func (q *quietResult) printTo(r *report) { r.op.quiet = q }
+func (c *churnResult) printTo(r *report) { r.op.churn = c }
+func (f *flipResult) printTo(r *report) {
+	if f.republish {
+		r.op.republished = f
+	} else {
+		r.op.onlyFlips = f
 	}
 }
+func (l *relabelResult) printTo(r *report) { r.op.relabel = l }
+
+func (f *fleetResult) printTo(r *report)       { r.fleet(f) }
+func (s *statusSize) printTo(r *report)        { r.operator(&r.op, s) }
+func (p *pluginsResult) printTo(r *report)     { r.plugins(p) }
+func (h *hostileResult) printTo(r *report)     { r.hostile(h) }
+func (i *inventoriesResult) printTo(r *report) { r.inventories(i) }
+func (o *outageResult) printTo(r *report)      { r.outage(o) }
+func (q *quotaResult) printTo(r *report)       { r.quota(q) }
+func (a *allocationResult) printTo(r *report)  { r.allocation(a) }
+func (f *freeWhoResult) printTo(r *report)     { r.freeWho(f) }
+func (w *whyFitResult) printTo(r *report)      { r.whyFit(w) }
+func (f *floorResult) printTo(r *report)       { r.floor(f) }
+func (u *usageResult) printTo(r *report)       { r.usage(u) }
 
 func (r *report) printf(format string, args ...any) { fmt.Fprintf(r.w, format, args...) }
 
@@ -254,6 +233,7 @@ func (r *report) openLast() {
 }
 
 func (r *report) hostile(h *hostileResult) {
+	r.openLast()
 	r.printf("| hostile writes: %d GPU nodes, each a new 64 KiB Ready message and random `nvidia.com/gpu.*` values | %.0f/s of %.0f/s asked (%d in %s, %d failed) | %.0f/s |\n",
 		h.nodes, float64(h.writes)/h.duration.Seconds(), h.asked, h.writes, h.duration.Round(time.Second), h.failed, h.asked)
 	r.printf("| operator CPU during the attack | %.0f %% of a core | |\n", h.operatorCPU*100)
@@ -275,6 +255,7 @@ func (r *report) hostile(h *hostileResult) {
 }
 
 func (r *report) inventories(i *inventoriesResult) {
+	r.openLast()
 	r.printf("| %d more inventories (%d–%d GPU nodes each, mean %d): first create to every status right | %.1f s (creates took %.1f s) | |\n",
 		i.count, i.fewest, i.most, i.mean, i.synced.Seconds(), i.created.Seconds())
 	r.printf("| RSS just before the %d inventories were created | %.1f MiB | |\n", i.count, i.beforeRSS/1024)

@@ -63,9 +63,9 @@ func TestReportPrintsTheTablesOfRecordedResults(t *testing.T) {
 	for _, tc := range []struct {
 		golden  string
 		o       *options
-		results []any
+		results []result
 	}{
-		{"bench", benchOptions(), []any{
+		{"bench", benchOptions(), []result{
 			&fleetResult{contexts: 10, total: 1000, listed: 500, objBytes: 194 * 1024, runs: benchFleet},
 			benchEmpty, &warmStart{firstStatus: ms(890)}, benchQuiet, benchChurn, benchFlips, benchRepublish, benchRelabel,
 			&statusSize{totalGpuNodes: 2500, bytes: 198 * 1024},
@@ -75,7 +75,7 @@ func TestReportPrintsTheTablesOfRecordedResults(t *testing.T) {
 			&whyFitResult{rows: whyFitRows(), whyAgrees: benchWhySays, fitAgrees: benchFitSays},
 			benchFloor, benchUsage,
 		}},
-		{"missed", missedOptions, []any{
+		{"missed", missedOptions, []result{
 			missedEmpty, &warmStart{firstStatus: ms(2100)}, missedQuiet, missedChurn, missedFlips, missedRelabel,
 			&statusSize{totalGpuNodes: 2500, bytes: 300 * 1024},
 			missedHostile, missedInventories, missedOutage, missedQuota, missedAllocation,
@@ -83,13 +83,13 @@ func TestReportPrintsTheTablesOfRecordedResults(t *testing.T) {
 			&whyFitResult{notMeasured: errors.New(`kubectl-gpuinv has no "fit" command`)},
 			missedFloor, missedUsage,
 		}},
-		{"inventories-only", benchOptions(), []any{benchInventories}},
+		{"inventories-only", benchOptions(), []result{benchInventories}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var out strings.Builder
 			rep := &report{w: &out, o: tc.o}
 			for _, res := range tc.results {
-				rep.print(res)
+				res.printTo(rep)
 			}
 			want, err := os.ReadFile("testdata/" + tc.golden + ".golden")
 			if err != nil {

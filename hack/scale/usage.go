@@ -87,7 +87,7 @@ type usageResult struct {
 // by promtool, and the operator is restarted with --prometheus-url. It measures the steady
 // RSS without and with usage, the status writes of a quiet period of readings, the time of a
 // reading and Prometheus' answers.
-func usagePhase(ctx context.Context, h *harness) (any, error) {
+func usagePhase(ctx context.Context, h *harness) (result, error) {
 	res := &usageResult{}
 	x, err := startUsageExporter(ctx, h, res)
 	if err != nil {

@@ -68,7 +68,7 @@ type whyFitResult struct {
 // allocated claims; each as the plugin reads by default (uncompressed) and with
 // --disable-compression=false (gzip, as kubectl asks); and whether the pinned answers agree
 // with the pods.
-func whyFitPhase(ctx context.Context, h *harness) (any, error) {
+func whyFitPhase(ctx context.Context, h *harness) (result, error) {
 	o, env, pods := h.o, h.env, h.alloc.after
 	if _, err := pluginHelp(o.plugin, "fit"); err != nil {
 		return &whyFitResult{notMeasured: err}, nil
