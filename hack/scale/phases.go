@@ -71,7 +71,8 @@ func phases(o *options) []phase {
 		{name: "outage", on: o.outageFor > 0, needs: []string{"fleet reset", "hostile", "inventories"}, run: outagePhase},
 		// Before the allocation phase, whose pods would be in its memory.
 		{name: "quota", on: o.quotaQueues > 0, run: quotaPhase},
-		// The last to change the cluster: its pods stay for the phases after it.
+		// After every phase above, so that none of their figures includes its pods, which stay
+		// for the phases below.
 		{name: "allocation", on: o.pods > 0, run: allocationPhase},
 		{name: "free and who", on: o.pods > 0 && plugin, needs: []string{"allocation"}, run: freeWhoPhase},
 		// After free and who: it lifts the nodes' not-ready taints and adds DRA pods.
