@@ -120,3 +120,18 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// A question about a pod that can go anywhere reads every pod: it is judged by ≤ 5 s and
+// ≤ 128 MiB, a pinned one by ≤ 1 s and ≤ 64 MiB.
+func TestWhyFitTargetsDependOnTheNodeSelector(t *testing.T) {
+	runs := metTimes(4, 3, 120*1024) // median 4 s, largest 120.25 MiB
+	if !anywhereTarget.met(runs) || pinnedTarget.met(runs) {
+		t.Errorf("4 s, 120 MiB: anywhere met %t, pinned met %t; want met, missed", anywhereTarget.met(runs), pinnedTarget.met(runs))
+	}
+	if got := anywhereTarget.String(); got != "≤ 5 s, ≤ 128 MiB" {
+		t.Errorf("the anywhere target reads %q", got)
+	}
+	if slow := metTimes(5.2, 3, 100*1024); anywhereTarget.met(slow) {
+		t.Error("a median of 5.2 s meets ≤ 5 s")
+	}
+}
