@@ -17,18 +17,15 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,17 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
-)
-
-// The allocation phase's flags.
-var (
-	podTotal     int
-	gpuPodTotal  int
-	podChurnRate float64
-	podChurnFor  time.Duration
-	podWorkers   int
 )
 
 // After the churn the operator restarts alternations times each way, pods listed at once and
@@ -85,35 +73,25 @@ type allocationResult struct {
 	informerErr                       error
 }
 
-// allocationPhase is the last phase: it stops the operator, creates podTotal pods
-// (gpuPodTotal of them GPU pods) and starts the operator again, so that its first status,
-// its memory and its CPU under pod churn are those of a start with the pods in place, as
-// after an upgrade, and no earlier phase's figure includes them. It prints its table and
-// fails when the status is not what the pods make it.
-func allocationPhase(ctx context.Context, h *harness, env *testenv.Env, n int) error {
-	res, err := measureAllocation(ctx, h, env, n)
-	if res != nil {
-		printAllocation(res, n)
+// allocationPhase stops the operator, creates --pods pods (--gpu-pods of them GPU pods) and
+// starts the operator again, so that its first status, its memory and its CPU under pod
+// churn are those of a start with the pods in place, as after an upgrade, and no earlier
+// phase's figure includes them. It fails when the status is not what the pods make it; once
+// the pods have churned, what it measured is reported even then.
+func allocationPhase(ctx context.Context, h *harness) (result, error) {
+	res, err := measureAllocation(ctx, h)
+	if res == nil {
+		return nil, err
 	}
-	if err != nil {
-		return fmt.Errorf("allocation phase: %w", err)
-	}
-	if pluginBinary != "" {
-		if err := measureAllocationPlugins(env, &res.wantAfter); err != nil {
-			return err
-		}
-		if err := measureWhyFit(ctx, h, env, res.after); err != nil {
-			return err
-		}
-	}
-	printListFloor(res.floor, append([]time.Duration{res.firstStatus}, res.atOnce...))
-	return nil
+	h.alloc = res
+	return res, err
 }
 
 // measureAllocation runs the allocation phase's steps in order and returns what they
-// measured (once the pods exist, what it has so far when a later step fails).
-func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int) (*allocationResult, error) {
-	reset, err := resetFleet(ctx, h.kube, h.fleet)
+// measured (once the pods have churned, what it has so far when a later step fails).
+func measureAllocation(ctx context.Context, h *harness) (*allocationResult, error) {
+	o, env := h.o, h.env
+	reset, err := resetFleet(ctx, h.kube, h.fleet, h.o.draShare)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +100,7 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 	}
 	rng := rand.New(rand.NewPCG(18, 42))
 	names := &podNames{}
-	plans, free, err := podPopulation(h.fleet, n, podTotal, gpuPodTotal, names, rng)
+	plans, free, err := podPopulation(h.fleet, o.nodes, o.pods, o.gpuPods, names, rng)
 	if err != nil {
 		return nil, err
 	}
@@ -130,12 +108,12 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 
 	// The pods are created with no operator running: creating them is not what is measured.
 	h.op.stop()
-	if err := createAllocationPods(ctx, h.kube, plans, res); err != nil {
+	if err := createAllocationPods(ctx, h.kube, plans, o, res); err != nil {
 		return nil, err
 	}
 	var startProfiled sync.WaitGroup
 	defer startProfiled.Wait()
-	if err := allocationStart(ctx, h, env, &startProfiled, res); err != nil {
+	if err := allocationStart(ctx, h, &startProfiled, res); err != nil {
 		return nil, err
 	}
 	if res.floor, err = newListFloor(ctx, env.Config); err != nil {
@@ -153,7 +131,7 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 	if err != nil {
 		return nil, err
 	}
-	state := newChurnState(h.fleet, n, plans, free, names, rng)
+	state := newChurnState(h.fleet, o, plans, free, names, rng)
 	churnEnd := allocationChurn(ctx, h, state, writes, res)
 	if err := allocationAfterChurn(ctx, h, state, churnEnd, res); err != nil {
 		return res, err
@@ -168,8 +146,11 @@ func measureAllocation(ctx context.Context, h *harness, env *testenv.Env, n int)
 // newAllocationResult is the result of an allocation phase with the pods of plans: what
 // their status must show, and how many of their GPU pods are bound, wait or have finished.
 func newAllocationResult(fleet []fleetNode, plans []*podPlan) *allocationResult {
-	res := &allocationResult{pods: podTotal, gpuPods: gpuPodTotal, want: expectAllocation(fleet, plans)}
+	res := &allocationResult{pods: len(plans), want: expectAllocation(fleet, plans)}
 	for _, p := range plans {
+		if p.gpu != "" {
+			res.gpuPods++
+		}
 		switch {
 		case p.gpu == "":
 		case !p.bound():
@@ -185,12 +166,12 @@ func newAllocationResult(fleet []fleetNode, plans []*podPlan) *allocationResult 
 
 // createAllocationPods creates the phase's namespaces and pods and measures the pods'
 // creation and stored size.
-func createAllocationPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan, res *allocationResult) error {
+func createAllocationPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan, o *options, res *allocationResult) error {
 	if err := createNamespaces(ctx, kube); err != nil {
 		return err
 	}
 	start := time.Now()
-	if err := createPods(ctx, kube, plans, podWorkers); err != nil {
+	if err := createPods(ctx, kube, plans, o.podWorkers, o.nodes); err != nil {
 		return err
 	}
 	res.created = time.Since(start)
@@ -199,28 +180,28 @@ func createAllocationPods(ctx context.Context, kube kubernetes.Interface, plans 
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "allocation: created %d pods in %s; a GPU pod is %d bytes of JSON (%d without managedFields), %d of protobuf; expecting %s\n",
-		podTotal, res.created.Round(time.Second), res.podJSON, res.podBare, res.podProto, &res.want)
+		len(plans), res.created.Round(time.Second), res.podJSON, res.podBare, res.podProto, &res.want)
 	return nil
 }
 
 // allocationStart starts the operator with the pods in place, measures its start until the
 // allocation is exact, and its memory once nothing has changed for 10 s; with --profile-dir,
 // profiles of the start are fetched on profiled.
-func allocationStart(ctx context.Context, h *harness, env *testenv.Env, profiled *sync.WaitGroup, res *allocationResult) error {
-	profileStart(profiled, 15*time.Second, "allocation-start-cpu.pprof")
-	profileAPIServer(profiled, env.Config, 15*time.Second, "allocation-start-apiserver-cpu.pprof")
+func allocationStart(ctx context.Context, h *harness, profiled *sync.WaitGroup, res *allocationResult) error {
+	h.prof.start(profiled, 15*time.Second, "allocation-start-cpu.pprof")
+	h.prof.apiServer(profiled, h.env.Config, 15*time.Second, "allocation-start-apiserver-cpu.pprof")
 	var err error
 	if res.firstStatus, err = restartUntilAllocation(ctx, h, "allocation: restart with the pods in place", &res.want); err != nil {
 		return err
 	}
 	pid := h.op.pid
-	res.firstStatusCPU = float64(cpuTicks(pid)) / 100 // clock ticks are 1/100 s
+	res.firstStatusCPU = proc.Seconds(pid.CPUTicks())
 
 	// Steady: nothing changes for 10 s after the first complete status.
 	time.Sleep(10 * time.Second)
-	res.steadyRSS, res.steadyAnon = readStatus(pid, "VmRSS"), readStatus(pid, "RssAnon")
+	res.steadyRSS, res.steadyAnon = pid.RSS(), pid.KiB("RssAnon")
 	res.steadyHeap = h.op.metric("go_memstats_heap_inuse_bytes") / 1024
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "allocation-heap.pprof")
+	h.prof.heap("allocation-heap.pprof")
 	return nil
 }
 
@@ -241,16 +222,17 @@ func restartUntilAllocation(ctx context.Context, h *harness, why string, want *a
 // allocationChurn creates and deletes pods for --pod-churn-duration and measures the
 // operator's CPU and status writes meanwhile; it returns when the churn ended.
 func allocationChurn(ctx context.Context, h *harness, state *churnState, writes *writeCounter, res *allocationResult) time.Time {
-	churnCtx, stop := context.WithTimeout(ctx, podChurnFor)
+	o := h.o
+	churnCtx, stop := context.WithTimeout(ctx, o.podChurnFor)
 	defer stop()
 	pid := h.op.pid
 	var profiled sync.WaitGroup
-	profilePhase(&profiled, podChurnFor, "allocation-cpu.pprof", "")
-	resetPeak(pid)
-	cpu0, wall0 := cpuTicks(pid), time.Now()
-	res.churn = churnPods(churnCtx, h.kube, state, podChurnRate, float64(gpuPodTotal)/float64(max(1, podTotal)))
+	h.prof.phase(&profiled, o.podChurnFor, "allocation-cpu.pprof", "")
+	pid.ResetPeak()
+	cpu0, wall0 := pid.CPUTicks(), time.Now()
+	res.churn = churnPods(churnCtx, h.kube, state, o.podChurn, float64(o.gpuPods)/float64(max(1, o.pods)))
 	res.churnWall = time.Since(wall0)
-	res.churnCPU = float64(cpuTicks(pid)-cpu0) / 100 / res.churnWall.Seconds() // clock ticks are 1/100 s
+	res.churnCPU = pid.CoreShare(cpu0, res.churnWall)
 	res.writesPerSec = float64(writes.count()) / res.churnWall.Seconds()
 	churnEnd := time.Now()
 	profiled.Wait()
@@ -276,7 +258,7 @@ func allocationAfterChurn(ctx context.Context, h *harness, state *churnState, ch
 	res.exactAfter = time.Since(churnEnd)
 	time.Sleep(10 * time.Second) // quiet again
 	pid := h.op.pid
-	res.afterRSS, res.peakRSS = readStatus(pid, "VmRSS"), readStatus(pid, "VmHWM")
+	res.afterRSS, res.peakRSS = pid.RSS(), pid.Peak()
 	res.afterHeap = h.op.metric("go_memstats_heap_inuse_bytes") / 1024
 	return nil
 }
@@ -315,47 +297,6 @@ func alternateRestarts(ctx context.Context, h *harness, res *allocationResult) e
 	return nil
 }
 
-func printAllocation(r *allocationResult, n int) {
-	mib := func(kib float64) float64 { return kib / 1024 }
-	fmt.Printf("\nAllocation: %d pods on the %d nodes (%d asking for GPUs: %d bound to GPU nodes, %d waiting, %d finished; the rest ordinary, on any node), the operator restarted with them in place; then %.0f pod creations and deletions a second for %s\n\n",
-		r.pods, n, r.gpuPods, r.bound, r.pending, r.finished, podChurnRate, podChurnFor)
-	fmt.Println("| figure | measured | target |")
-	fmt.Println("|---|---|---|")
-	fmt.Printf("| pods created (%d workers; each then gets its kubelet's or scheduler's status) | %d in %.0f s, %.0f/s; a GPU pod is %.1f KiB of JSON (%.1f KiB without managedFields), %.1f KiB of protobuf | |\n",
-		podWorkers, r.pods, r.created.Seconds(), float64(r.pods)/r.created.Seconds(), float64(r.podJSON)/1024, float64(r.podBare)/1024, float64(r.podProto)/1024)
-	fmt.Printf("| start to first complete status (allocation exact: %s) | %.2f s (the operator's CPU time until then: %.1f s) | ≤ %.2f× the floor: in the floor's table |\n",
-		&r.want, r.firstStatus.Seconds(), r.firstStatusCPU, maxFloorRatio)
-	if len(r.byNamespace) > 0 {
-		fmt.Printf("| restarts in turn after the churn, %d each, %s apart: pods listed at once / by namespace (`--list-pods-by-namespace`, needs `list` on namespaces); median (range) | %s / %s | |\n",
-			len(r.atOnce), alternationPause, spread(r.atOnce), spread(r.byNamespace))
-	}
-	fmt.Printf("| steady RSS after sync | %.1f MiB (%.1f MiB anonymous, Go heap in use %.1f MiB) | ≤ 64 MiB: %s |\n",
-		mib(r.steadyRSS), mib(r.steadyAnon), mib(r.steadyHeap), verdict(r.steadyRSS <= 64*1024))
-	if i := r.informer; i != nil {
-		fmt.Printf("| plain client-go Pod informer, transform dropping managedFields, same %d pods (a process of its own, protobuf) | %.0f MiB 10 s after sync, %.0f MiB after a forced GC (heap %.0f MiB; synced in %.1f s, peak %.0f MiB) | |\n",
-			i.Pods, mib(float64(i.RSSKiB)), mib(float64(i.RSSAfterGCKiB)), mib(float64(i.HeapAfterGCKiB)), i.SyncSeconds, mib(float64(i.PeakKiB)))
-		fmt.Printf("| ratio: that informer's RSS (after a forced GC) / the operator's steady RSS | %.1f× | |\n", float64(i.RSSAfterGCKiB)/r.steadyRSS)
-	} else {
-		fmt.Printf("| plain client-go Pod informer | not measured: %v | |\n", r.informerErr)
-	}
-	c := r.churn
-	fmt.Printf("| pod churn: %d creations and %d deletions in %.1f s (%d and %d of them GPU pods), %d failed | %.0f/s of %.0f/s asked | |\n",
-		c.creates.Load(), c.deletes.Load(), r.churnWall.Seconds(), c.gpuCreates.Load(), c.gpuDeletes.Load(), c.failed.Load(),
-		float64(c.creates.Load()+c.deletes.Load())/r.churnWall.Seconds(), podChurnRate)
-	// When the API server could not keep up with the rate asked, the CPU figure is also given
-	// scaled to that rate, and judged so.
-	achieved := float64(c.creates.Load()+c.deletes.Load()) / r.churnWall.Seconds()
-	cpu, scaled := r.churnCPU, ""
-	if achieved < 0.95*podChurnRate && achieved > 0 {
-		cpu = r.churnCPU * podChurnRate / achieved
-		scaled = fmt.Sprintf(" at %.0f/s; %.1f %% scaled to %.0f/s", achieved, cpu*100, podChurnRate)
-	}
-	fmt.Printf("| CPU under the pod churn | %.1f %% of a core%s | ≤ 10 %% of a core: %s |\n", r.churnCPU*100, scaled, verdict(cpu <= 0.10))
-	fmt.Printf("| status writes/s under the pod churn (one inventory) | %.1f | ≤ 2 per inventory: %s |\n", r.writesPerSec, verdict(r.writesPerSec <= 2))
-	fmt.Printf("| after the churn: status exact (%s) | after %.2f s | pass |\n", &r.wantAfter, r.exactAfter.Seconds())
-	fmt.Printf("| RSS after the churn, quiet (peak during it) | %.1f MiB, Go heap in use %.1f MiB (%.1f MiB) | |\n", mib(r.afterRSS), mib(r.afterHeap), mib(r.peakRSS))
-}
-
 // createNamespaces creates the namespaces of the phase's pods.
 func createNamespaces(ctx context.Context, kube kubernetes.Interface) error {
 	var names []string
@@ -376,7 +317,7 @@ func createNamespaces(ctx context.Context, kube kubernetes.Interface) error {
 
 // createPods creates plans with workers in parallel, each pod then given the status its
 // kubelet (or, for a pod that waits, the scheduler) writes. It stops at the first error.
-func createPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan, workers int) error {
+func createPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan, workers, fleetSize int) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var done atomic.Int64
@@ -385,7 +326,7 @@ func createPods(ctx context.Context, kube kubernetes.Interface, plans []*podPlan
 	for range workers {
 		wg.Go(func() {
 			for k := range todo {
-				if err := createPod(ctx, kube, plans[k], k); err != nil {
+				if err := createPod(ctx, kube, plans[k], k, fleetSize); err != nil {
 					cancel(err)
 					continue
 				}
@@ -416,8 +357,9 @@ feed:
 }
 
 // createPod creates one pod and writes its status, as the Deployment, scheduler and kubelet
-// would: the pod arrives bound (or not), then its status changes once.
-func createPod(ctx context.Context, kube kubernetes.Interface, p *podPlan, serial int) error {
+// would: the pod arrives bound (or not), then its status changes once; fleetSize is the
+// fleet's nodes, which a pod that waits is told of.
+func createPod(ctx context.Context, kube kubernetes.Interface, p *podPlan, serial, fleetSize int) error {
 	pods := kube.CoreV1().Pods(p.namespace)
 	created, err := retried(ctx, func() (*corev1.Pod, error) {
 		return pods.Create(ctx, buildPod(p), metav1.CreateOptions{FieldManager: "kube-controller-manager"})
@@ -428,7 +370,7 @@ func createPod(ctx context.Context, kube kubernetes.Interface, p *podPlan, seria
 	if err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", p.namespace, p.name, err)
 	}
-	created.Status = podStatus(created, p, serial)
+	created.Status = podStatus(created, p, serial, fleetSize)
 	manager := "kubelet"
 	if !p.bound() {
 		manager = "kube-scheduler"
@@ -496,9 +438,9 @@ type churnState struct {
 	apps     [2]int // Deployments of ordinary and of GPU pods
 }
 
-func newChurnState(fleet []fleetNode, n int, plans []*podPlan, free []gpuSlot, names *podNames, rng *rand.Rand) *churnState {
-	s := &churnState{rng: rng, fleet: fleet, n: n, names: names, free: free, serial: len(plans)}
-	s.apps = [2]int{max(1, (podTotal-gpuPodTotal)/replicasPerApp), max(1, gpuPodTotal/replicasPerApp)}
+func newChurnState(fleet []fleetNode, o *options, plans []*podPlan, free []gpuSlot, names *podNames, rng *rand.Rand) *churnState {
+	s := &churnState{rng: rng, fleet: fleet, n: o.nodes, names: names, free: free, serial: len(plans)}
+	s.apps = [2]int{max(1, (o.pods-o.gpuPods)/replicasPerApp), max(1, o.gpuPods/replicasPerApp)}
 	for _, p := range plans {
 		switch {
 		case p.gpu == "":
@@ -652,7 +594,7 @@ func churnCreate(ctx context.Context, kube kubernetes.Interface, s *churnState, 
 	if gpu {
 		c.gpuCreates.Add(1)
 	}
-	created.Status = podStatus(created, p, serial)
+	created.Status = podStatus(created, p, serial, s.n)
 	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
 		c.fail(fmt.Errorf("write the status of pod %s/%s: %w", p.namespace, p.name, err))
 	}
@@ -679,24 +621,6 @@ func churnDelete(ctx context.Context, kube kubernetes.Interface, s *churnState, 
 	if gpu {
 		c.gpuDeletes.Add(1)
 	}
-}
-
-// metric reads one unlabelled figure from the operator's /metrics (0 when absent).
-func (p *operatorProc) metric(name string) float64 {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), name+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return 0
 }
 
 // informerResult is hack/scale/podinformer's output.
@@ -731,61 +655,65 @@ func measureInformer(dir, kubeconfig string) (*informerResult, error) {
 	return &res, nil
 }
 
-// measureAllocationPlugins measures `kubectl gpuinv free` and `kubectl gpuinv who` on the
+// freeWhoResult is what the free and who phase measured.
+type freeWhoResult struct {
+	rows      []commandRow
+	whoAgrees string // whether who equals the pods, once who was measured
+}
+
+// freeWhoPhase measures `kubectl gpuinv free` and `kubectl gpuinv who` on the allocation
 // phase's pods; a command this plugin does not have is reported as not measured.
-func measureAllocationPlugins(env *testenv.Env, want *allocationTotals) error {
+func freeWhoPhase(ctx context.Context, h *harness) (result, error) {
+	o, env := h.o, h.env
 	kubeconfig := env.KubeconfigPath()
-	fmt.Printf("\n`kubectl gpuinv free` and `who` with the pods in place (%d runs each, output to /dev/null; median wall time, largest max RSS)\n\n", pluginRuns)
-	fmt.Println("| command | wall time | max RSS | target |")
-	fmt.Println("|---|---|---|---|")
+	res := &freeWhoResult{}
 	var whoArgs []string
 	for _, c := range []struct {
 		args   []string
 		exits  []int // exit codes that are answers
 		what   string
-		target string
-		wall   time.Duration
-		rss    float64 // MiB
+		target commandTarget
 	}{
-		{[]string{"free"}, []int{0, 4}, "reads the GpuInventory", "≤ 0.3 s, ≤ 40 MiB", 300 * time.Millisecond, 40},
-		{[]string{"who"}, []int{0}, fmt.Sprintf("streams the %d pods and the claims", podTotal), "≤ 5 s, ≤ 150 MiB", 5 * time.Second, 150},
-		{[]string{"who", "--disable-compression"}, []int{0}, "the same without gzip, kubectl's flag", "≤ 5 s, ≤ 150 MiB", 5 * time.Second, 150},
+		{[]string{"free"}, []int{0, 4}, "reads the GpuInventory", freeTarget},
+		{[]string{"who"}, []int{0}, fmt.Sprintf("streams the %d pods and the claims", o.pods), whoTarget},
+		{[]string{"who", "--disable-compression"}, []int{0}, "the same without gzip, kubectl's flag", whoTarget},
 	} {
-		help, err := pluginHelp(c.args[0])
+		row := commandRow{args: c.args, what: c.what, target: c.target}
+		help, err := pluginHelp(o.plugin, c.args[0])
 		if err != nil {
-			fmt.Printf("| `kubectl gpuinv %s` | not measured: %v | | %s |\n", c.args[0], err, c.target)
+			row.notMeasured = err
+			res.rows = append(res.rows, row)
 			continue
 		}
 		if c.args[0] == "who" && strings.Contains(help, "--all-namespaces") {
-			c.args = append(c.args[:1:1], append([]string{"--all-namespaces"}, c.args[1:]...)...)
+			row.args = append(c.args[:1:1], append([]string{"--all-namespaces"}, c.args[1:]...)...)
 		}
 		var profiled sync.WaitGroup
-		if c.args[0] == "who" && len(c.args) == 2 {
-			profileAPIServer(&profiled, env.Config, 15*time.Second, "who-apiserver-cpu.pprof")
+		if c.args[0] == "who" && len(row.args) == 2 {
+			h.prof.apiServer(&profiled, env.Config, 15*time.Second, "who-apiserver-cpu.pprof")
 		}
-		runs, err := measurePluginExits(env.Dir, pluginBinary, kubeconfig, pluginRuns, c.exits, c.args...)
+		row.runs, err = measurePluginExits(env.Dir, o.plugin, kubeconfig, o.pluginRuns, c.exits, row.args...)
 		profiled.Wait()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		met := runs.medianWall() <= c.wall && float64(runs.maxRSS())/1024 <= c.rss
-		fmt.Printf("| `kubectl gpuinv %s` (%s) | %s, CPU %s | %s | %s: %s |\n", strings.Join(c.args, " "), c.what, runs.wall(), runs.cpu(), runs.rss(), c.target, verdict(met))
+		res.rows = append(res.rows, row)
 		if c.args[0] == "who" && whoArgs == nil {
-			whoArgs = c.args
+			whoArgs = row.args
 		}
 	}
 	if whoArgs != nil {
-		fmt.Printf("\n`kubectl gpuinv who` equals the pods: %s\n", whoAgrees(kubeconfig, whoArgs, want))
+		res.whoAgrees = whoAgrees(o.plugin, kubeconfig, whoArgs, &h.alloc.wantAfter)
 	}
-	return nil
+	return res, nil
 }
 
 // whoAgrees compares the totals of `kubectl gpuinv who -o json` with the pods as created and
 // the operator's status (want): the pods holding and waiting must be equal; the milli-GPUs
 // are shown side by side, who summing per namespace on each node as the status's namespaces
 // do.
-func whoAgrees(kubeconfig string, args []string, want *allocationTotals) string {
-	data, err := exec.Command(pluginBinary, append([]string{"--kubeconfig", kubeconfig}, append(args, "--by-namespace", "-o", "json")...)...).Output()
+func whoAgrees(binary, kubeconfig string, args []string, want *allocationTotals) string {
+	data, err := exec.Command(binary, append([]string{"--kubeconfig", kubeconfig}, append(args, "--by-namespace", "-o", "json")...)...).Output()
 	if err != nil {
 		return fmt.Sprintf("NO: %v", err)
 	}
@@ -804,47 +732,4 @@ func whoAgrees(kubeconfig string, args []string, want *allocationTotals) string 
 			who.Pods, who.WaitingPods, who.WaitingGpus, want.Pods, want.PendingPods, want.PendingGpus, milli)
 	}
 	return fmt.Sprintf("yes: %d pods holding, %d waiting for %d GPUs; %s", who.Pods, who.WaitingPods, who.WaitingGpus, milli)
-}
-
-// pluginHelp returns the help of a plugin command, or an error when the plugin does not
-// have it (the root's help comes back instead).
-func pluginHelp(command string) (string, error) {
-	out, err := exec.Command(pluginBinary, command, "--help").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("%s %s --help: %w", pluginBinary, command, err)
-	}
-	if !strings.Contains(string(out), "Usage:\n  kubectl gpuinv "+command) {
-		return "", fmt.Errorf("%s has no %q command", pluginBinary, command)
-	}
-	return string(out), nil
-}
-
-func (r pluginResults) medianWall() time.Duration {
-	return r.median(func(run pluginRun) float64 { return run.WallSeconds })
-}
-
-// cpu is the median CPU time (user and system) of the runs.
-func (r pluginResults) cpu() string {
-	return fmt.Sprintf("%.2f s", r.median(func(run pluginRun) float64 { return run.CPUSeconds }).Seconds())
-}
-
-func (r pluginResults) median(seconds func(pluginRun) float64) time.Duration {
-	if len(r) == 0 {
-		return 0
-	}
-	d := make([]time.Duration, len(r))
-	for i := range r {
-		d[i] = time.Duration(seconds(r[i]) * float64(time.Second))
-	}
-	slices.Sort(d)
-	return d[len(d)/2]
-}
-
-// maxRSS is the largest max RSS of the runs, in KiB.
-func (r pluginResults) maxRSS() int64 {
-	var most int64
-	for _, run := range r {
-		most = max(most, run.MaxRSSKiB)
-	}
-	return most
 }

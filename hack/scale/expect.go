@@ -172,8 +172,9 @@ func waitTotals(ctx context.Context, gpu versioned.Interface, name string, want 
 // resetFleet brings the GPU nodes back to the fixture's state after the churn and the
 // probes: every one there and with its labels (a rejoin in flight when the churn ends leaves
 // its node deleted, or unlabelled) and Ready, the probes' marker node with its own product,
-// no device of a DRA node tainted. kube lists in protobuf.
-func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) (resetCounts, error) {
+// no device of a DRA node tainted (a node re-created with draShare as the fleet was). kube
+// lists in protobuf.
+func resetFleet(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode, draShare float64) (resetCounts, error) {
 	var counts resetCounts
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -41,25 +41,24 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
-var (
-	// fleetContexts is the number of clusters of the fleet phase (0: skip it).
-	fleetContexts int
-	// fleetGPUNodes is the number of GPU nodes each fleet-phase inventory covers.
-	fleetGPUNodes int
-	// fleetOnly runs the fleet phase alone.
-	fleetOnly bool
-)
+// fleetResult is what the fleet phase measured.
+type fleetResult struct {
+	contexts      int
+	total, listed int32 // GPU nodes each inventory covers, and lists
+	objBytes      int   // an inventory as the API server sends it
+	runs          pluginResults
+}
 
-// fleetPhase measures `kubectl gpuinv --all-contexts` over contexts clusters: as many
-// kube-apiservers, each under its own prefix of one etcd, each with the GpuInventory the
-// operator would write for gpuNodes GPU nodes (its node list bounded as the operator bounds
-// it). No operator runs: the status is written once, and the plugin reads it. It prints its
-// table.
-func fleetPhase(ctx context.Context, contexts, gpuNodes int) error {
+// fleetPhase measures `kubectl gpuinv --all-contexts` over --fleet-contexts clusters: as
+// many kube-apiservers, each under its own prefix of one etcd, each with the GpuInventory the
+// operator would write for --fleet-gpu-nodes GPU nodes (its node list bounded as the operator
+// bounds it). No operator runs: the status is written once, and the plugin reads it.
+func fleetPhase(ctx context.Context, h *harness) (result, error) {
+	contexts, gpuNodes := h.o.fleetContexts, h.o.fleetGPUNodes
 	start := time.Now()
 	first, err := testenv.Start(ctx, testenv.Options{StartTimeout: 3 * time.Minute})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer first.Stop()
 	envs := make([]*testenv.Env, contexts)
@@ -89,20 +88,19 @@ func fleetPhase(ctx context.Context, contexts, gpuNodes int) error {
 		}
 	}()
 	if startErr != nil {
-		return fmt.Errorf("start the fleet's kube-apiservers: %w", startErr)
+		return nil, fmt.Errorf("start the fleet's kube-apiservers: %w", startErr)
 	}
 	started := time.Since(start)
 
 	kc := clientcmdapi.NewConfig()
-	var objBytes int
-	var listed, total int32
+	res := &fleetResult{contexts: contexts}
 	for i, env := range envs {
 		name := fmt.Sprintf("cluster-%02d", i)
 		gi, size, err := writeFleetInventory(ctx, env, i, gpuNodes)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		objBytes, listed, total = size, int32(len(gi.Status.Nodes)), gi.Status.TotalGpuNodes
+		res.objBytes, res.listed, res.total = size, int32(len(gi.Status.Nodes)), gi.Status.TotalGpuNodes
 		kc.Clusters[name] = &clientcmdapi.Cluster{Server: env.Config.Host, InsecureSkipTLSVerify: true}
 		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: env.Config.BearerToken}
 		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
@@ -110,28 +108,21 @@ func fleetPhase(ctx context.Context, contexts, gpuNodes int) error {
 	kc.CurrentContext = "cluster-00"
 	kubeconfig := filepath.Join(first.Dir, "fleet-kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "fleet: %d kube-apiservers on one etcd started in %s, each with an inventory of %d GPU nodes\n", contexts, started.Round(time.Second), total)
+	fmt.Fprintf(os.Stderr, "fleet: %d kube-apiservers on one etcd started in %s, each with an inventory of %d GPU nodes\n", contexts, started.Round(time.Second), res.total)
 
-	read, err := fleetReads(pluginBinary, kubeconfig)
+	read, err := fleetReads(h.o.plugin, kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if read != contexts {
-		return fmt.Errorf("kubectl gpuinv --all-contexts -o json listed %d inventories, want %d", read, contexts)
+		return nil, fmt.Errorf("kubectl gpuinv --all-contexts -o json listed %d inventories, want %d", read, contexts)
 	}
-	runs, err := measurePlugin(first.Dir, pluginBinary, kubeconfig, pluginRuns, "--all-contexts")
-	if err != nil {
-		return err
+	if res.runs, err = measurePlugin(first.Dir, h.o.plugin, kubeconfig, h.o.pluginRuns, "--all-contexts"); err != nil {
+		return nil, err
 	}
-	fmt.Printf("\n`kubectl gpuinv --all-contexts` over %d contexts: %d kube-apiservers sharing one etcd (one prefix each), each GpuInventory covering %d GPU nodes and listing %d (%.0f KiB) (%d runs, output to /dev/null; median wall time, largest max RSS)\n\n",
-		contexts, contexts, total, listed, float64(objBytes)/1024, pluginRuns)
-	fmt.Println("| command | wall time | CPU | max RSS | target |")
-	fmt.Println("|---|---|---|---|---|")
-	fmt.Printf("| `kubectl gpuinv --all-contexts` (%d GETs at once, fleet report) | %s | %s | %s | ≤ 1 s: %s |\n",
-		contexts, runs.wall(), runs.cpu(), runs.rss(), verdict(runs.medianWall() <= time.Second))
-	return nil
+	return res, nil
 }
 
 // writeFleetInventory installs the CRDs in env and writes the inventory of cluster i: the

@@ -19,8 +19,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -106,52 +104,19 @@ func listAllPods(ctx context.Context, core rest.Interface, namespaces []string, 
 	return pods.Load(), err
 }
 
-// spread is the median of d and its range, in seconds.
-func spread(d []time.Duration) string {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return fmt.Sprintf("%.2f s (%.2f–%.2f)", midpoint(s).Seconds(), s[0].Seconds(), s[len(s)-1].Seconds())
+// floorResult is the allocation phase's starts with all pods listed at once (the first
+// after the pods were created, then the restarts) and the floor's lists taken in turn with
+// them.
+type floorResult struct {
+	pods              int64
+	namespaces        int
+	one, perNamespace []time.Duration
+	starts            []time.Duration
 }
 
-// maxFloorRatio bounds the first complete status at 100,000 pods: a multiple of the floor of
-// one list measured in the same run.
-const maxFloorRatio = 1.25
-
-// midpoint is the median of d: the mean of the middle two of an even count.
-func midpoint(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
-// printListFloor prints the floor's table and the operator's starts with all pods listed at
-// once (the first after the pods were created, then the restarts) against it.
-func printListFloor(f *listFloor, starts []time.Duration) {
-	fmt.Printf("\nThe floor of the first complete status: the %d pods listed by a client that only decodes them, as the operator's pod cache does (protobuf over HTTP/1.1, no gzip), in turn with the operator's starts: each list once the start before it has settled; median (range)\n\n",
-		f.pods)
-	fmt.Println("| list | wall time | target |")
-	fmt.Println("|---|---|---|")
-	fmt.Printf("| one list of all pods (resourceVersion 0, the operator's first list), %d times | %s | |\n", len(f.one), spread(f.one))
-	fmt.Printf("| namespace by namespace (%d namespaces, %d at a time, as `kubectl gpuinv who -A`; needs `list` on namespaces), %d times | %s | |\n",
-		len(f.names), podcache.Listers, len(f.perNamespace), spread(f.perNamespace))
-	ratio := midpoint(starts).Seconds() / midpoint(f.one).Seconds()
-	judged := verdict(ratio <= maxFloorRatio)
-	if profileDir != "" {
-		judged = "not comparable: with --profile-dir the start was profiled, the operator's and the API server's CPU"
-	}
-	fmt.Printf("| the operator's first complete status with the pods listed at once, %d starts (the first after the pods were created, then the restarts) | %s = %.2f× one list | ≤ %.2f×: %s |\n",
-		len(starts), spread(starts), ratio, maxFloorRatio, judged)
-	fmt.Printf("\nIn turn, start / the floor's list after it: %s\n", inTurn(starts, f.one))
-}
-
-// inTurn pairs each start with the floor's list that followed it, in seconds.
-func inTurn(starts, lists []time.Duration) string {
-	var pairs []string
-	for i := range min(len(starts), len(lists)) {
-		pairs = append(pairs, fmt.Sprintf("%.2f / %.2f s", starts[i].Seconds(), lists[i].Seconds()))
-	}
-	return strings.Join(pairs, ", ")
+// floorPhase sets the allocation phase's starts against its floor.
+func floorPhase(_ context.Context, h *harness) (result, error) {
+	a := h.alloc
+	return &floorResult{pods: a.floor.pods, namespaces: len(a.floor.names), one: a.floor.one, perNamespace: a.floor.perNamespace,
+		starts: append([]time.Duration{a.firstStatus}, a.atOnce...)}, nil
 }

@@ -63,32 +63,47 @@ const (
 
 // hostileResult is what the hostile phase measured.
 type hostileResult struct {
-	nodes         int
-	asked         float64 // writes per second asked for, all nodes together
-	writes        int64
-	failed        int64
-	firstFailure  error
-	duration      time.Duration
-	operatorCPU   float64 // share of a core during the attack
-	beforeRSS     float64 // KiB, just before the attack
-	peakRSS       float64 // KiB
-	settledRSS    float64 // KiB
-	settleTook    time.Duration
-	untouched     totals // expected for the untouched GPU nodes
-	wrongStates   int    // states of the untouched inventory that did not show untouched
-	firstWrong    string
-	statesSeen    int
-	restoredRight bool
-	restoreErr    error
+	nodes        int
+	asked        float64 // writes per second asked for, all nodes together
+	writes       int64
+	failed       int64
+	firstFailure error
+	duration     time.Duration
+	operatorCPU  float64 // share of a core during the attack
+	beforeRSS    float64 // KiB, just before the attack
+	peakRSS      float64 // KiB
+	settledRSS   float64 // KiB
+	settleTook   time.Duration
+	quietRSS     float64 // KiB: the quiet phase's steady RSS, the settled figure's target
+	untouched    totals  // expected for the untouched GPU nodes
+	wrongStates  int     // states of the untouched inventory that did not show untouched
+	firstWrong   string
+	statesSeen   int
+	whole        totals // expected for the whole fleet once the nodes are restored
+	restoreErr   error  // the whole fleet's report not right after the restore
 }
 
-// hostilePhase makes nodes GPU nodes of the fleet rewrite a 64 KiB Ready message and random
-// GPU labels, ratePerNode times a second each for d, then restores them, and measures the
-// operator's memory meanwhile and once it settled. The report is correct when an inventory
-// of every other node shows the fixture's figures throughout, and the cluster-wide inventory
-// shows them for the whole fleet once the nodes are restored.
-func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float64, d time.Duration) (*hostileResult, error) {
-	res := &hostileResult{nodes: nodes, asked: float64(nodes) * ratePerNode}
+// mistakes are what the reports got wrong.
+func (r *hostileResult) mistakes() []error {
+	var out []error
+	if r.wrongStates > 0 {
+		out = append(out, fmt.Errorf("the inventory of the untouched nodes showed %d wrong states, first %s (want %s)", r.wrongStates, r.firstWrong, r.untouched))
+	}
+	if r.restoreErr != nil {
+		out = append(out, fmt.Errorf("after the hostile nodes were restored: %w", r.restoreErr))
+	}
+	return out
+}
+
+// hostilePhase makes --hostile-nodes GPU nodes of the fleet rewrite a 64 KiB Ready message
+// and random GPU labels, --hostile-rate times a second each for --hostile-duration, then
+// restores them, and measures the operator's memory meanwhile and once it settled. The report
+// is correct when an inventory of every other node shows the fixture's figures throughout,
+// and the cluster-wide inventory shows them for the whole fleet once the nodes are restored;
+// a wrong report fails the run (mistakes), the phases after it still run.
+func hostilePhase(ctx context.Context, h *harness) (result, error) {
+	nodes, pid := h.o.hostileNodes, h.op.pid
+	res := &hostileResult{nodes: nodes, asked: float64(nodes) * h.o.hostileRate, quietRSS: h.quietRSS, whole: expectTotals(h.fleet, labels.Everything())}
 	hostile := chooseHostile(h.fleet, nodes)
 	names := make([]string, len(hostile))
 	for i, n := range hostile {
@@ -104,14 +119,14 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 	var following sync.WaitGroup
 	following.Go(func() { followUntouched(followCtx, h, res) })
 
-	res.beforeRSS = readStatus(h.op.pid, "VmRSS")
-	resetPeak(h.op.pid)
+	res.beforeRSS = pid.RSS()
+	pid.ResetPeak()
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	peak := make(chan float64)
-	go func() { peak <- sampleRSS(sampleCtx, h.op.pid) }()
-	cpu0 := cpuTicks(h.op.pid)
-	res.writes, res.failed, res.duration, res.firstFailure = attack(ctx, h.kube, names, res.asked, d)
-	res.operatorCPU = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.duration.Seconds() // clock ticks are 1/100 s
+	go func() { peak <- pid.PeakUntil(sampleCtx) }()
+	cpu0 := pid.CPUTicks()
+	res.writes, res.failed, res.duration, res.firstFailure = attack(ctx, h.kube, names, res.asked, h.o.hostileFor)
+	res.operatorCPU = pid.CoreShare(cpu0, res.duration)
 	fmt.Fprintf(os.Stderr, "hostile: %d writes in %s (%.0f/s, %d failed)\n", res.writes, res.duration.Round(time.Second), float64(res.writes)/res.duration.Seconds(), res.failed)
 
 	if err := restoreHostile(ctx, h.kube, hostile); err != nil {
@@ -119,16 +134,18 @@ func hostilePhase(ctx context.Context, h *harness, nodes int, ratePerNode float6
 		stopFollowing()
 		return nil, err
 	}
-	res.restoreErr = waitTotals(ctx, h.watcher, "cluster", expectTotals(h.fleet, labels.Everything()), 2*time.Minute)
-	res.restoredRight = res.restoreErr == nil
+	res.restoreErr = waitTotals(ctx, h.watcher, homelabv1.DefaultInventoryName, res.whole, 2*time.Minute)
 	stopSampling()
-	res.peakRSS = max(<-peak, readStatus(h.op.pid, "VmHWM"))
+	res.peakRSS = max(<-peak, pid.Peak())
 	stopFollowing()
 	following.Wait()
 
-	fmt.Fprintf(os.Stderr, "hostile: waiting for the operator's RSS to settle (%.0f MiB now)\n", readStatus(h.op.pid, "VmRSS")/1024)
-	res.settledRSS, res.settleTook = settleRSS(ctx, h.op.pid, h.quietRSS+8*1024, 4*time.Minute)
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "hostile-heap.pprof") // what stayed, beside heap.pprof of the quiet phase
+	fmt.Fprintf(os.Stderr, "hostile: waiting for the operator's RSS to settle (%.0f MiB now)\n", pid.RSS()/1024)
+	res.settledRSS, res.settleTook = pid.Settle(ctx, h.quietRSS+hostileSettleKiB, 4*time.Minute)
+	h.prof.heap("hostile-heap.pprof") // what stayed, beside heap.pprof of the quiet phase
+	if res.failed > 0 {
+		fmt.Fprintf(os.Stderr, "first failed hostile write: %v\n", res.firstFailure)
+	}
 
 	if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, untouchedInventory, metav1.DeleteOptions{}); err != nil {
 		return nil, fmt.Errorf("delete inventory %s: %w", untouchedInventory, err)
@@ -352,57 +369,4 @@ func restoreHostile(ctx context.Context, kube kubernetes.Interface, hostile []fl
 		}
 	}
 	return nil
-}
-
-// resetPeak resets the process's VmHWM to its current RSS, so that a later VmHWM is the peak
-// of what follows.
-func resetPeak(pid int) {
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
-}
-
-// sampleRSS returns the largest VmRSS seen, polled every 100 ms until ctx ends (VmHWM is
-// the better figure where the kernel lets resetPeak work).
-func sampleRSS(ctx context.Context, pid int) float64 {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	most := readStatus(pid, "VmRSS")
-	for {
-		select {
-		case <-ctx.Done():
-			return most
-		case <-tick.C:
-			most = max(most, readStatus(pid, "VmRSS"))
-		}
-	}
-}
-
-// settleRSS polls VmRSS once a second until it is at most target for 5 s in a row, or has
-// not reached a new low for 60 s once Go's forced collection (every 2 minutes when nothing
-// allocates) has had time to run, at most bound; it returns the last figure (KiB).
-func settleRSS(ctx context.Context, pid int, target float64, bound time.Duration) (float64, time.Duration) {
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	rss := readStatus(pid, "VmRSS")
-	low, lowAt, within := rss, start, 0
-	for time.Since(start) < bound {
-		select {
-		case <-ctx.Done():
-			return rss, time.Since(start)
-		case <-tick.C:
-		}
-		rss = readStatus(pid, "VmRSS")
-		if rss < low {
-			low, lowAt = rss, time.Now()
-		}
-		if rss <= target {
-			within++
-		} else {
-			within = 0
-		}
-		if within >= 5 || (time.Since(start) > 130*time.Second && time.Since(lowAt) > 60*time.Second) {
-			break
-		}
-	}
-	return rss, time.Since(start)
 }

@@ -48,10 +48,11 @@ type inventoriesResult struct {
 	beforeRSS          float64       // KiB, just before the first create
 }
 
-// inventoriesPhase creates count GpuInventories over subsets of a few hundred GPU nodes,
-// waits until every status shows the fixture's figures for its subset, measures the
+// inventoriesPhase creates --inventories GpuInventories over subsets of a few hundred GPU
+// nodes, waits until every status shows the fixture's figures for its subset, measures the
 // operator's memory with them, and deletes them.
-func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesResult, error) {
+func inventoriesPhase(ctx context.Context, h *harness) (result, error) {
+	count, pid := h.o.inventories, h.op.pid
 	res := &inventoriesResult{count: count, fewest: 1 << 30}
 	want := map[string]totals{}
 	var items []*homelabv1.GpuInventory
@@ -69,8 +70,8 @@ func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesR
 	}
 	res.mean /= int32(max(1, count))
 
-	res.beforeRSS = readStatus(h.op.pid, "VmRSS")
-	resetPeak(h.op.pid)
+	res.beforeRSS = pid.RSS()
+	pid.ResetPeak()
 	start := time.Now()
 	if err := createInventories(ctx, h, items); err != nil {
 		return nil, err
@@ -83,9 +84,9 @@ func inventoriesPhase(ctx context.Context, h *harness, count int) (*inventoriesR
 
 	// A quiet period with every inventory in place: nothing changes, so nothing to watch for.
 	time.Sleep(10 * time.Second)
-	res.steadyRSS = readStatus(h.op.pid, "VmRSS")
-	res.peakRSS = readStatus(h.op.pid, "VmHWM")
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "inventories-heap.pprof")
+	res.steadyRSS = pid.RSS()
+	res.peakRSS = pid.Peak()
+	h.prof.heap("inventories-heap.pprof")
 
 	if err := forEach(items, func(gi *homelabv1.GpuInventory) error {
 		if err := h.gpu.HomelabV1().GpuInventories().Delete(ctx, gi.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

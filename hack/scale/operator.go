@@ -19,6 +19,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
@@ -44,7 +46,7 @@ type launcher struct {
 // operatorProc is one running operator.
 type operatorProc struct {
 	cmd     *exec.Cmd
-	pid     int
+	pid     proc.Process
 	metrics string // host:port of its /metrics
 	started time.Time
 }
@@ -64,7 +66,7 @@ func (l *launcher) start() (*operatorProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start operator %s: %w", l.binary, err)
 	}
-	return &operatorProc{cmd: cmd, pid: cmd.Process.Pid, metrics: addr, started: started}, nil
+	return &operatorProc{cmd: cmd, pid: proc.Process(cmd.Process.Pid), metrics: addr, started: started}, nil
 }
 
 // stop ends the operator as Kubernetes does: SIGTERM, then SIGKILL after 30 s.
@@ -93,40 +95,62 @@ func freeAddress() (string, error) {
 // recordWrites reads gpu_inventory_gpunode_writes_total by outcome from the operator's
 // /metrics.
 func (p *operatorProc) recordWrites() (writeCounts, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	series, err := scrape("http://" + p.metrics + "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("read the operator's metrics: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read the operator's metrics: %s", resp.Status)
-	}
 	const prefix = "gpu_inventory_gpunode_writes_total{outcome=\""
 	out := writeCounts{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		rest, ok := strings.CutPrefix(s.Text(), prefix)
-		if !ok {
-			continue
+	for name, v := range series {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			out[strings.TrimSuffix(rest, "\"}")] = int64(v)
 		}
-		outcome, value, ok := strings.Cut(rest, "\"} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("metric %s: %w", s.Text(), err)
-		}
-		out[outcome] = int64(v)
-	}
-	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("read the operator's metrics: %w", err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the operator's metrics have no gpu_inventory_gpunode_writes_total")
 	}
 	return out, nil
+}
+
+// metric reads one figure of the operator's /metrics, by its name and labels as written
+// (0 when absent or unreadable).
+func (p *operatorProc) metric(name string) float64 {
+	series, _ := scrape("http://" + p.metrics + "/metrics")
+	return series[name]
+}
+
+// scrape reads a Prometheus text exposition: every series by its name and labels as
+// written.
+func scrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return parseSeries(resp.Body)
+}
+
+// parseSeries reads "name{labels} value" lines; comments are skipped.
+func parseSeries(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "#") || i <= 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("series %s: %w", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out, s.Err()
 }
 
 // writeCounts are GpuNode record writes by outcome.

@@ -112,14 +112,23 @@ func (r *outageResult) failures() []string {
 	return out
 }
 
+// mistakes are what the reports got wrong.
+func (r *outageResult) mistakes() []error {
+	if failures := r.failures(); len(failures) > 0 {
+		return []error{fmt.Errorf("GFD outage: %s", strings.Join(failures, "; "))}
+	}
+	return nil
+}
+
 // outagePhase takes GPU Feature Discovery's labels away from every GPU node it labels at once
 // (its DaemonSet deleted), restarts the operator in the middle and puts the labels back after
-// d; DRA nodes have none to lose. It follows the default inventory throughout: every state
+// --outage-duration; DRA nodes have none to lose. It follows the default inventory throughout: every state
 // that counts all GPU nodes must show the fleet's total GPUs and per-model node and GPU
 // counts, labelsMissingNodes must count every GFD node during the outage (with the
 // LabelsMissing condition naming the count) and none after, and the records must come back
 // unmarked.
-func outagePhase(ctx context.Context, h *harness, d time.Duration) (*outageResult, error) {
+func outagePhase(ctx context.Context, h *harness) (result, error) {
+	d := h.o.outageFor
 	gfd := gfdNodes(h.fleet)
 	res := &outageResult{nodes: len(gfd), all: len(h.fleet)}
 	want := expectTotals(h.fleet, labels.Everything())

@@ -24,7 +24,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,9 +43,6 @@ const (
 	resourceGPU        = "nvidia.com/gpu"
 	productLabel       = "nvidia.com/gpu.product"
 )
-
-// fleetNodes is the number of nodes, for the scheduler's message.
-var fleetNodes atomic.Int64
 
 // podPlan is one pod of the allocation phase: where it runs and what GPUs it asks for.
 type podPlan struct {
@@ -140,7 +136,6 @@ var pendingModels = []struct {
 // (1 % waiting to be scheduled, 1 % finished, the rest bound to a free share of a GPU node),
 // the others bound to any of the n nodes. It returns the shares of GPU nodes left free.
 func podPopulation(fleet []fleetNode, n, total, gpuPods int, names *podNames, rng *rand.Rand) (pods []*podPlan, free []gpuSlot, err error) {
-	fleetNodes.Store(int64(n))
 	pending, finished := gpuPods/100, gpuPods/100
 	bound := gpuPods - pending
 	slots := gpuSlots(fleet, rng)
@@ -309,9 +304,9 @@ func uuidOf(s string) string {
 }
 
 // podStatus is the status the kubelet writes of a started pod (Running, or Succeeded for a
-// finished one) or the scheduler of one that does not fit (PodScheduled False).
-func podStatus(pod *corev1.Pod, p *podPlan, serial int) corev1.PodStatus {
-	fleetSize := fleetNodes.Load()
+// finished one) or the scheduler of one that does not fit (PodScheduled False, its message
+// naming the fleetSize nodes).
+func podStatus(pod *corev1.Pod, p *podPlan, serial, fleetSize int) corev1.PodStatus {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	st := pod.Status
 	if !p.bound() {

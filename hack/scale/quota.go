@@ -17,16 +17,11 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,24 +34,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
-// The quota phase's size (main's flags): --quota-queues 0 skips it.
-var (
-	quotaQueues    int
-	quotaFlavors   int
-	quotaWorkloads int
-)
-
 const (
 	quotaWorkers   = 32          // parallel writes of Kueue's objects
 	quotaQuietFor  = time.Minute // the quiet period whose status writes are counted
-	quotaBudgetKiB = 8 * 1024    // what Kueue's objects may add to the steady RSS
-	quotaPlugin    = 500 * time.Millisecond
-	quotaManager   = "kueue" // field manager of the ClusterQueue statuses written here
+	quotaManager   = "kueue"     // field manager of the ClusterQueue statuses written here
 	quotaZoneLabel = "topology.kubernetes.io/zone"
 )
 
@@ -244,10 +231,22 @@ func quotaWorkload(namespace, name, queue string, resource corev1.ResourceName) 
 	return obj
 }
 
+// quotaSize counts the plan's objects.
+type quotaSize struct {
+	flavors, queues, cohortNames, borrowing, lending, cohorts, localQueues, namespaces, workloads int
+}
+
+func (p *quotaPlan) size() quotaSize {
+	return quotaSize{flavors: len(p.flavors), queues: len(p.queues), cohortNames: len(p.cohortNames), borrowing: p.borrowing, lending: p.lending,
+		cohorts: len(p.cohorts), localQueues: len(p.localQueues), namespaces: len(p.namespaces), workloads: len(p.workloads)}
+}
+
 // quotaResult is what the quota phase measured.
 type quotaResult struct {
+	plan                               quotaSize
 	created, firstQuota, workloadsTook time.Duration
-	before, live, restarted            rssWindow // steady RSS without Kueue, with it, after a restart with it
+	before, live, restarted            proc.Window // steady RSS without Kueue, with it, after a restart with it
+	splits                             [3]memSplit // where the RSS goes at the end of each of those windows
 	quietWrites                        int
 	quietRecords                       writeCounts
 	restartFirst, restartComplete      time.Duration // to the first status with quota; to the first complete one
@@ -262,60 +261,60 @@ type quotaResult struct {
 // writes the ClusterQueues' status through the status subresource as Kueue would (the test
 // bed runs no Kueue controller here), and measures the operator's steady RSS without and
 // with them, its quiet status writes, its first status with quota after a restart, and
-// `kubectl gpuinv quota`. It prints its table, then removes Kueue.
-func quotaPhase(ctx context.Context, h *harness, env *testenv.Env) error {
-	plan := planQuota(quotaQueues, quotaFlavors, quotaWorkloads)
+// `kubectl gpuinv quota`. Then it removes Kueue.
+func quotaPhase(ctx context.Context, h *harness) (result, error) {
+	env := h.env
+	plan := planQuota(h.o.quotaQueues, h.o.quotaFlavors, h.o.quotaWorkloads)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS = -1
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res := &quotaResult{}
+	res := &quotaResult{plan: plan.size()}
 	// The baseline: a restarted operator without Kueue, measured as the quiet phase is.
 	if _, _, err := restartOperator(ctx, h, "quota phase, without Kueue"); err != nil {
-		return err
+		return nil, err
 	}
-	settleCPU(h.op.pid, 15*time.Second)
-	res.before = rssOver(h.op, quotaQuietFor)
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "quota-before-heap.pprof")
+	h.op.pid.SettleCPU(15 * time.Second)
+	res.before, res.splits[0] = quietWindow(ctx, h.op)
+	h.prof.heap("quota-before-heap.pprof")
 	fmt.Fprintf(os.Stderr, "quota: steady RSS without Kueue %s; installing Kueue's CRDs\n", res.before)
 
 	if err := env.InstallKueueCRDs(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
 	if err := createKueue(ctx, h, dyn, plan); err != nil {
-		return err
+		return nil, err
 	}
 	res.created = time.Since(start)
 	last := time.Now()
 	if err := watchInventory(ctx, h.watcher, homelabv1.DefaultInventoryName, 3*time.Minute, plan.shown); err != nil {
-		return fmt.Errorf("status.quota with every ClusterQueue and its usage: %w", err)
+		return nil, fmt.Errorf("status.quota with every ClusterQueue and its usage: %w", err)
 	}
 	res.firstQuota = time.Since(last)
 	start = time.Now()
 	if err := createAll(ctx, dyn, testenv.WorkloadsResource, plan.workloads); err != nil {
-		return err
+		return nil, err
 	}
 	res.workloadsTook = time.Since(start)
 	fmt.Fprintf(os.Stderr, "quota: Kueue's objects in %s, status.quota %s after the last, %d Workloads in %s\n",
 		res.created.Round(100*time.Millisecond), res.firstQuota.Round(time.Millisecond), len(plan.workloads), res.workloadsTook.Round(100*time.Millisecond))
 
-	if err := measureQuotaSteady(ctx, h, env, plan, res); err != nil {
-		return err
+	if err := measureQuotaSteady(ctx, h, plan, res); err != nil {
+		return nil, err
 	}
-	printQuota(plan, res)
-	return removeKueue(ctx, h, env, dyn, plan)
+	return res, removeKueue(ctx, h, env, dyn, plan)
 }
 
 // measureQuotaSteady measures the operator with Kueue in place: RSS once settled, a quiet
 // minute's writes, the plugin, and a restart.
-func measureQuotaSteady(ctx context.Context, h *harness, env *testenv.Env, plan *quotaPlan, res *quotaResult) error {
+func measureQuotaSteady(ctx context.Context, h *harness, plan *quotaPlan, res *quotaResult) error {
 	if err := settle(ctx, h.watcher, homelabv1.DefaultInventoryName, 5*time.Second, 2*time.Minute); err != nil {
 		return err
 	}
-	settleCPU(h.op.pid, 30*time.Second)
+	h.op.pid.SettleCPU(30 * time.Second)
 
 	quiet, stop := context.WithCancel(ctx)
 	writes, err := countStatusWrites(quiet, h)
@@ -324,7 +323,7 @@ func measureQuotaSteady(ctx context.Context, h *harness, env *testenv.Env, plan 
 		return err
 	}
 	res.quietRecords, err = countWrites(h.op, func() error {
-		res.live = rssOver(h.op, quotaQuietFor) // a quiet period: no change is expected to watch for
+		res.live, res.splits[1] = quietWindow(ctx, h.op) // a quiet period: no change is expected to watch for
 		return nil
 	})
 	res.quietWrites = writes.count()
@@ -338,16 +337,16 @@ func measureQuotaSteady(ctx context.Context, h *harness, env *testenv.Env, plan 
 		return err
 	}
 	res.quota, res.conditions = gi.Status.Quota, gi.Status.Conditions
-	if _, res.statusBytes, err = statusSize(ctx, h.gpu); err != nil {
+	if _, res.statusBytes, err = inventorySize(ctx, h.gpu); err != nil {
 		return err
 	}
-	if pluginBinary != "" && pluginRuns > 0 {
-		if res.show, err = measurePlugin(env.Dir, pluginBinary, env.KubeconfigPath(), pluginRuns, "quota"); err != nil {
+	if o := h.o; o.plugin != "" && o.pluginRuns > 0 {
+		if res.show, err = measurePlugin(h.env.Dir, o.plugin, h.env.KubeconfigPath(), o.pluginRuns, "quota"); err != nil {
 			return err
 		}
 		if res.quota != nil && len(res.quota.Queues) > 0 {
 			res.queueArg = plan.localQueueOf[res.quota.Queues[0].Name]
-			if res.queue, err = measurePlugin(env.Dir, pluginBinary, env.KubeconfigPath(), pluginRuns, "quota", "--queue", res.queueArg); err != nil {
+			if res.queue, err = measurePlugin(h.env.Dir, o.plugin, h.env.KubeconfigPath(), o.pluginRuns, "quota", "--queue", res.queueArg); err != nil {
 				return err
 			}
 		}
@@ -363,34 +362,17 @@ func measureQuotaSteady(ctx context.Context, h *harness, env *testenv.Env, plan 
 	if res.restartFirst, _, err = restartOperatorUntil(ctx, h, "quota phase, with Kueue", done); err != nil {
 		return err
 	}
-	settleCPU(h.op.pid, 15*time.Second)
-	res.restarted = rssOver(h.op, quotaQuietFor)
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "quota-heap.pprof")
+	h.op.pid.SettleCPU(15 * time.Second)
+	res.restarted, res.splits[2] = quietWindow(ctx, h.op)
+	h.prof.heap("quota-heap.pprof")
 	return nil
 }
 
-// rssWindow is VmRSS sampled once a second over a quiet window (KiB), and where the memory
-// goes at its end.
-type rssWindow struct {
-	median, low, high float64
-	split             memSplit
-}
-
-func (w rssWindow) String() string {
-	return fmt.Sprintf("%.1f MiB (%.1f–%.1f)", w.median/1024, w.low/1024, w.high/1024)
-}
-
-// rssOver samples the operator's VmRSS once a second for d. With nothing changing, the
-// garbage of the operator's periodic resyncs still comes and goes between collections: one
-// reading can sit anywhere in that cycle, the median of a minute does not.
-func rssOver(op *operatorProc, d time.Duration) rssWindow {
-	var samples []float64
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		samples = append(samples, readStatus(op.pid, "VmRSS"))
-		time.Sleep(time.Second) // sampling a process that announces nothing
-	}
-	slices.Sort(samples)
-	return rssWindow{median: samples[len(samples)/2], low: samples[0], high: samples[len(samples)-1], split: readMemSplit(op)}
+// quietWindow samples the operator's RSS over quotaQuietFor, and where its memory goes at
+// the end.
+func quietWindow(ctx context.Context, op *operatorProc) (proc.Window, memSplit) {
+	w := op.pid.Window(ctx, quotaQuietFor)
+	return w, readMemSplit(op)
 }
 
 // shown says whether an inventory's status.quota counts every ClusterQueue of the plan and
@@ -474,57 +456,6 @@ func removeKueue(ctx context.Context, h *harness, env *testenv.Env, dyn dynamic.
 	})
 }
 
-// printQuota prints the quota phase's table.
-func printQuota(p *quotaPlan, r *quotaResult) {
-	mib := func(kib float64) float64 { return kib / 1024 }
-	fmt.Printf("\nQuota: Kueue's CRDs installed while the operator runs; ClusterQueue status written by the harness through the status subresource, as Kueue would (no Kueue controller runs)\n\n")
-	fmt.Println("| figure | measured | target |")
-	fmt.Println("|---|---|---|")
-	fmt.Printf("| Kueue's objects: %d ResourceFlavors, %d ClusterQueues (%d cohorts, %d with a borrowingLimit, %d with a lendingLimit), %d Cohort objects, %d LocalQueues in %d namespaces, each queue's status | created in %.1f s | |\n",
-		len(p.flavors), len(p.queues), len(p.cohortNames), p.borrowing, p.lending, len(p.cohorts), len(p.localQueues), len(p.namespaces), r.created.Seconds())
-	fmt.Printf("| last write to a status.quota counting every ClusterQueue and its usage (live, no restart) | %.2f s | |\n", r.firstQuota.Seconds())
-	fmt.Printf("| %d Workloads (%d writers; the operator reads none) | created in %.1f s, %.0f/s | |\n",
-		len(p.workloads), quotaWorkers, r.workloadsTook.Seconds(), float64(len(p.workloads))/r.workloadsTook.Seconds())
-	fmt.Printf("| steady RSS without Kueue, after a restart (median of %s, range) | %s | |\n", quotaQuietFor, r.before)
-	fmt.Printf("| steady RSS with Kueue picked up live, over the quiet minute | %s: %+.1f MiB | ≤ +8 MiB: %s |\n",
-		r.live, mib(r.live.median-r.before.median), verdict(r.live.median-r.before.median <= quotaBudgetKiB))
-	fmt.Printf("| steady RSS after a restart with Kueue in place (median of %s, range) | %s: %+.1f MiB | ≤ +8 MiB: %s |\n",
-		quotaQuietFor, r.restarted, mib(r.restarted.median-r.before.median), verdict(r.restarted.median-r.before.median <= quotaBudgetKiB))
-	fmt.Printf("| restart with Kueue in place: start to first complete status / to the first with every ClusterQueue and its usage | %.2f s / %.2f s | |\n", r.restartComplete.Seconds(), r.restartFirst.Seconds())
-	fmt.Printf("| status writes while quiet (%s, Kueue in place) | %d (record writes %d) | 0: %s |\n",
-		quotaQuietFor, r.quietWrites, r.quietRecords.writes(), verdict(r.quietWrites == 0 && r.quietRecords.writes() == 0))
-	fmt.Printf("| status size with quota | %.0f KiB | ≤ 256 KiB: %s |\n", float64(r.statusBytes)/1024, verdict(r.statusBytes <= 256*1024))
-	if len(r.show) > 0 {
-		fmt.Printf("| `kubectl gpuinv quota` (%d runs: median wall time (range); max RSS median (range)) | %s, CPU %s | %s | ≤ 0.5 s: %s |\n",
-			len(r.show), r.show.wall(), r.show.cpu(), rssSpread(r.show), verdict(r.show.medianWall() <= quotaPlugin))
-	}
-	if len(r.queue) > 0 {
-		fmt.Printf("| `kubectl gpuinv quota --queue %s` (reads the LocalQueue too) | %s, CPU %s | %s | ≤ 0.5 s: %s |\n",
-			r.queueArg, r.queue.wall(), r.queue.cpu(), rssSpread(r.queue), verdict(r.queue.medianWall() <= quotaPlugin))
-	}
-	if q := r.quota; q != nil {
-		var found []string
-		for _, c := range r.conditions {
-			if slices.Contains([]string{homelabv1.ConditionQuotaOvercommitted, homelabv1.ConditionQuotaStranded, homelabv1.ConditionQuotaUnknown}, c.Type) {
-				found = append(found, fmt.Sprintf("%s=%s", c.Type, c.Status))
-			}
-		}
-		fmt.Printf("\nwhere the RSS goes at the end of each window (MiB, without Kueue / live / after the restart): %s\n", splitRows(r.before.split, r.live.split, r.restarted.split))
-		fmt.Printf("status.quota: Kueue %s, %d ClusterQueues, %d cohorts, %d stranded Ready nodes (the DRA nodes: no flavor selects them), %d model rows, %d cohort rows, %d queue rows; %v\n",
-			q.Kueue, q.ClusterQueues, q.Cohorts, q.StrandedNodes, len(q.Models), len(q.CohortModels), len(q.Queues), found)
-	}
-}
-
-// rssSpread is the median of the runs' max RSS and its range.
-func rssSpread(r pluginResults) string {
-	kib := make([]float64, len(r))
-	for i := range r {
-		kib[i] = float64(r[i].MaxRSSKiB)
-	}
-	slices.Sort(kib)
-	return fmt.Sprintf("%.0f MiB (%.0f–%.0f)", kib[len(kib)/2]/1024, kib[0]/1024, kib[len(kib)-1]/1024)
-}
-
 // memSplit is where an operator's RSS goes, in MiB: Go's heap spans in use and the objects
 // in them (live and not yet swept), heap pages free but not returned to the system,
 // goroutine stacks, and mapped files (the binary).
@@ -533,48 +464,10 @@ type memSplit struct{ rss, heapInuse, heapAlloc, idleKept, stacks, file float64 
 // readMemSplit reads the operator's memory from /proc and its /metrics (zero where the
 // metrics cannot be read).
 func readMemSplit(op *operatorProc) memSplit {
-	s := memSplit{rss: readStatus(op.pid, "VmRSS") / 1024, file: readStatus(op.pid, "RssFile") / 1024}
-	gauges := scrapeGo(op)
-	mib := func(name string) float64 { return gauges[name] / (1 << 20) }
+	s := memSplit{rss: op.pid.RSS() / 1024, file: op.pid.KiB("RssFile") / 1024}
+	series, _ := scrape("http://" + op.metrics + "/metrics")
+	mib := func(name string) float64 { return series[name] / (1 << 20) }
 	s.heapInuse, s.heapAlloc, s.stacks = mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_alloc_bytes"), mib("go_memstats_stack_inuse_bytes")
 	s.idleKept = mib("go_memstats_heap_idle_bytes") - mib("go_memstats_heap_released_bytes")
 	return s
-}
-
-// scrapeGo reads the Go runtime's series without labels from the operator's /metrics (none
-// when it cannot be read).
-func scrapeGo(op *operatorProc) map[string]float64 {
-	out := map[string]float64{}
-	resp, err := http.Get("http://" + op.metrics + "/metrics")
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if name, value, ok := strings.Cut(sc.Text(), " "); ok && strings.HasPrefix(name, "go_") {
-			out[name], _ = strconv.ParseFloat(value, 64)
-		}
-	}
-	return out
-}
-
-// splitRows prints memory splits side by side.
-func splitRows(splits ...memSplit) string {
-	row := func(name string, v func(memSplit) float64) string {
-		parts := make([]string, len(splits))
-		for i, s := range splits {
-			parts[i] = fmt.Sprintf("%.1f", v(s))
-		}
-		return name + " " + strings.Join(parts, " / ")
-	}
-	return strings.Join([]string{
-		row("RSS", func(s memSplit) float64 { return s.rss }),
-		row("heap spans in use", func(s memSplit) float64 { return s.heapInuse }),
-		row("heap objects", func(s memSplit) float64 { return s.heapAlloc }),
-		row("free heap kept", func(s memSplit) float64 { return s.idleKept }),
-		row("stacks", func(s memSplit) float64 { return s.stacks }),
-		row("mapped files", func(s memSplit) float64 { return s.file }),
-	}, "; ")
 }

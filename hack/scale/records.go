@@ -184,11 +184,12 @@ type relabelResult struct {
 	writes writeCounts   // from the first relabel until every record shows it
 }
 
-// relabelPhase changes the driver version of rate distinct GFD nodes a second for d (as a
-// driver upgrade rolling through the fleet does), counts the record writes until every
-// relabelled record shows its new version, then puts the fleet's version back and waits
-// until the records show that too.
-func relabelPhase(ctx context.Context, h *harness, rate float64, d time.Duration) (*relabelResult, error) {
+// relabelPhase changes the driver version of --relabel-rate distinct GFD nodes a second for
+// --relabel-duration (as a driver upgrade rolling through the fleet does), counts the record
+// writes until every relabelled record shows its new version, then puts the fleet's version
+// back and waits until the records show that too.
+func relabelPhase(ctx context.Context, h *harness) (result, error) {
+	rate, d := h.o.relabelRate, h.o.relabelFor
 	res := &relabelResult{}
 	gfd := gfdNodes(h.fleet) // a DRA node's driver version is its slice's
 	count := min(len(gfd)-1, int(rate*d.Seconds()))
@@ -296,32 +297,46 @@ func paced(ctx context.Context, nodes []fleetNode, rate float64, do func(fleetNo
 
 // flipResult is what a phase of Ready flips measured.
 type flipResult struct {
-	flips  int // every change, republishes included
-	counts testenv.ChurnCounts
-	took   time.Duration
-	writes writeCounts
-	cpu    float64 // the operator's share of a core while the changes were sent
+	republish bool // on DRA nodes half of the changes slice republishes
+	flips     int  // every change, republishes included
+	counts    testenv.ChurnCounts
+	took      time.Duration
+	writes    writeCounts
+	cpu       float64 // the operator's share of a core while the changes were sent
 }
 
-// flipPhase flips Ready of GPU nodes at rate a second for d and counts the record writes
+// flipsPhase flips Ready of GPU nodes at --churn a second for --flip-duration, nothing else
+// changing.
+func flipsPhase(ctx context.Context, h *harness) (result, error) {
+	return flip(ctx, h, h.o.flipFor, 0)
+}
+
+// republishPhase flips Ready of GPU nodes at --churn a second for --republish-duration, a
+// change that falls on a DRA node republishing its slice half of the time instead.
+func republishPhase(ctx context.Context, h *harness) (result, error) {
+	return flip(ctx, h, h.o.republishFor, h.o.draShare)
+}
+
+// flip flips Ready of GPU nodes at --churn a second for d and counts the record writes
 // meanwhile (and for the 2 s after, which a write would take to show). With draShare, a
 // change that falls on a DRA node republishes its slice half of the time instead
 // (testenv.FlipAndRepublish); without it nothing else changes.
-func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Duration, draShare float64) (*flipResult, error) {
-	res := &flipResult{}
+func flip(ctx context.Context, h *harness, d time.Duration, draShare float64) (result, error) {
+	res := &flipResult{republish: draShare > 0}
 	name := "flips"
-	if draShare > 0 {
+	if res.republish {
 		name = "republish"
 	}
+	n, rate, pid := h.o.nodes, h.o.churn, h.op.pid
 	var err error
 	res.writes, err = countWrites(h.op, func() error {
 		flipCtx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		start, cpu0 := time.Now(), cpuTicks(h.op.pid)
+		start, cpu0 := time.Now(), pid.CPUTicks()
 		var profiled sync.WaitGroup
-		profilePhase(&profiled, d, name+"-cpu.pprof", name+"-allocs.pprof")
+		h.prof.phase(&profiled, d, name+"-cpu.pprof", name+"-allocs.pprof")
 		var err error
-		if draShare > 0 {
+		if res.republish {
 			res.counts, err = testenv.FlipAndRepublish(flipCtx, h.kube, n, rate, draShare)
 		} else {
 			res.counts.Changes, err = testenv.FlipReady(flipCtx, h.kube, n, rate)
@@ -329,13 +344,12 @@ func flipPhase(ctx context.Context, h *harness, n int, rate float64, d time.Dura
 		res.flips = res.counts.Changes
 		res.took = time.Since(start)
 		profiled.Wait()
-		// Clock ticks are 1/100 s.
-		res.cpu = float64(cpuTicks(h.op.pid)-cpu0) / 100 / res.took.Seconds()
+		res.cpu = pid.CoreShare(cpu0, res.took)
 		time.Sleep(2 * time.Second) // a write that none is expected to make: nothing to watch for
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("the %s phase: %w", name, err)
+		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "Ready flips (%d slice republishes): %d in %s, record writes: %s\n", res.counts.Republishes, res.flips, res.took.Round(time.Second), res.writes)
 	return res, nil

@@ -38,22 +38,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
-)
-
-// The usage phase's flags (main's): --usage-window 0 skips it.
-var (
-	usageWindow time.Duration
-	usageQuiet  time.Duration
 )
 
 const (
 	usageScrape    = time.Minute      // the history's step and Prometheus' scrape interval
 	usageInterval  = time.Minute      // the operator's default --usage-interval, the least it allows
 	usageIdleAfter = 30 * time.Minute // below the window: the idle holders count in idleGpus from the first reading
-	usageBudgetKiB = 8 * 1024         // what reading usage may add to the steady RSS
 	usageBaseline  = time.Minute      // the RSS window without usage
 	usageSettle    = 2                // readings after the first before the quiet period
 	usageRuns      = 3                // the harness's own readings and queries
@@ -69,7 +63,7 @@ type usageResult struct {
 	historyBytes                       int64
 	historyWrite, backfill, promStart  time.Duration
 	promtoolKiB                        int64
-	before, after                      rssSpan
+	before, after                      proc.Window   // steady RSS without usage, and with it over the quiet period
 	heapBefore, heapAfter              float64       // MiB: go_memstats_heap_inuse_bytes at the end of each window
 	firstUsage, wholeWindow            time.Duration // restart to the first status with usage, and to the whole window's
 	quietWrites                        int
@@ -89,41 +83,40 @@ type usageResult struct {
 
 // usagePhase runs after the allocation phase, on its pods: a DCGM exporter double reports a
 // device per GPU unit each running GPU pod holds (a third of the pods idle, the rest busy,
-// unchanging), a real Prometheus scrapes it with usageWindow of its history backfilled by
-// promtool, and the operator is restarted with --prometheus-url. It measures the steady RSS
-// without and with usage, the status writes of a quiet period of readings, the time of a
-// reading and Prometheus' answers, and prints its table.
-func usagePhase(ctx context.Context, h *harness, env *testenv.Env) error {
+// unchanging), a real Prometheus scrapes it with --usage-window of its history backfilled
+// by promtool, and the operator is restarted with --prometheus-url. It measures the steady
+// RSS without and with usage, the status writes of a quiet period of readings, the time of a
+// reading and Prometheus' answers.
+func usagePhase(ctx context.Context, h *harness) (result, error) {
 	res := &usageResult{}
 	x, err := startUsageExporter(ctx, h, res)
 	if err != nil {
-		return fmt.Errorf("usage phase: %w", err)
+		return nil, err
 	}
 	defer x.Close()
-	dir := filepath.Join(env.Dir, "prometheus")
+	dir := filepath.Join(h.env.Dir, "prometheus")
 	defer os.RemoveAll(dir)
-	if err := backfillUsage(ctx, dir, x, res); err != nil {
-		return fmt.Errorf("usage phase: %w", err)
+	if err := backfillUsage(ctx, dir, x, h.o.usageWindow, res); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	prom, err := testenv.StartPrometheus(ctx, testenv.PrometheusOptions{Dir: dir, Targets: []testenv.ScrapeTarget{{Addr: x.Addr()}},
 		ScrapeInterval: usageScrape, StartTimeout: 5 * time.Minute})
 	if err != nil {
-		return fmt.Errorf("usage phase: %w", err)
+		return nil, err
 	}
 	defer prom.Stop()
 	res.promStart = time.Since(start)
 	fmt.Fprintf(os.Stderr, "usage: %d devices of %d pods, %s of history in %s, backfilled in %s, Prometheus up in %s\n",
-		res.devices, res.pods, usageWindow, res.historyWrite.Round(time.Second), res.backfill.Round(time.Second), res.promStart.Round(time.Second))
+		res.devices, res.pods, h.o.usageWindow, res.historyWrite.Round(time.Second), res.backfill.Round(time.Second), res.promStart.Round(time.Second))
 
 	if err := measureUsage(ctx, h, prom, res); err != nil {
-		return fmt.Errorf("usage phase: %w", err)
+		return nil, err
 	}
-	if err := measureUsageReads(ctx, prom, res); err != nil {
-		return fmt.Errorf("usage phase: %w", err)
+	if err := measureUsageReads(ctx, prom, h.o.usageWindow, res); err != nil {
+		return nil, err
 	}
-	printUsage(res)
-	return nil
+	return res, nil
 }
 
 // startUsageExporter starts the DCGM exporter double with the devices of the running GPU
@@ -221,10 +214,10 @@ func dcgmDevice(n fleetNode, i int, resource string, pod *corev1.Pod, util float
 	return g
 }
 
-// backfillUsage writes the exporter's devices' past (usageWindow up to now, a sample per
+// backfillUsage writes the exporter's devices' past (window up to now, a sample per
 // usageScrape, both series of every whole GPU as on data-centre GPUs) into a file and
 // promtool turns it into TSDB blocks in dir/data.
-func backfillUsage(ctx context.Context, dir string, x *testenv.DCGMExporter, res *usageResult) error {
+func backfillUsage(ctx context.Context, dir string, x *testenv.DCGMExporter, window time.Duration, res *usageResult) error {
 	binDir := os.Getenv(testenv.BinDirEnv)
 	if binDir == "" {
 		return fmt.Errorf("no promtool: set %s (`make bench` does)", testenv.BinDirEnv)
@@ -241,7 +234,7 @@ func backfillUsage(ctx context.Context, dir string, x *testenv.DCGMExporter, res
 	start := time.Now()
 	to := start.Truncate(usageScrape)
 	w := bufio.NewWriterSize(f, 1<<20)
-	err = x.WriteHistory(w, testenv.DCGMHistory{From: to.Add(-usageWindow), To: to, Step: usageScrape, Profiling: true})
+	err = x.WriteHistory(w, testenv.DCGMHistory{From: to.Add(-window), To: to, Step: usageScrape, Profiling: true})
 	if err == nil {
 		err = w.Flush()
 	}
@@ -274,14 +267,14 @@ func measureUsage(ctx context.Context, h *harness, prom *testenv.Prometheus, res
 	if _, _, err := restartOperator(ctx, h, "usage phase, without Prometheus"); err != nil {
 		return err
 	}
-	settleCPU(h.op.pid, 15*time.Second)
-	res.before = rssSpanOver(h.op, usageBaseline)
+	h.op.pid.SettleCPU(15 * time.Second)
+	res.before = h.op.pid.Window(ctx, usageBaseline)
 	res.heapBefore = h.op.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "usage-before-heap.pprof")
+	h.prof.heap("usage-before-heap.pprof")
 
 	args := h.launcher.args
 	defer func() { h.launcher.args = args }()
-	h.launcher.args = append(slices.Clone(args), "--prometheus-url="+prom.URL, "--idle-window="+usageWindow.String(),
+	h.launcher.args = append(slices.Clone(args), "--prometheus-url="+prom.URL, "--idle-window="+h.o.usageWindow.String(),
 		"--idle-after="+usageIdleAfter.String())
 	start := time.Now()
 	var err error
@@ -337,7 +330,7 @@ func waitReadings(ctx context.Context, op *operatorProc, want float64, timeout t
 }
 
 // usageQuietPeriod counts the status and record writes, the operator's readings, CPU and
-// RSS over usageQuiet, nothing changing.
+// RSS over --usage-quiet, nothing changing.
 func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus, res *usageResult) error {
 	quiet, stop := context.WithCancel(ctx)
 	defer stop()
@@ -350,9 +343,9 @@ func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus,
 		return err
 	}
 	readings0 := h.op.metric(usageReadings)
-	ticks0 := cpuTicks(h.op.pid)
+	ticks0 := h.op.pid.CPUTicks()
 	res.quietRecords, err = countWrites(h.op, func() error {
-		res.after = rssSpanOver(h.op, usageQuiet) // a quiet period: no change is expected to watch for
+		res.after = h.op.pid.Window(ctx, h.o.usageQuiet) // a quiet period: no change is expected to watch for
 		return nil
 	})
 	if err != nil {
@@ -367,10 +360,10 @@ func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus,
 	if res.readings > 0 {
 		res.queriesPerReading = (count - count0) / res.readings
 		res.promPerReading = time.Duration((seconds - seconds0) / res.readings * float64(time.Second))
-		res.cpuPerReading = float64(cpuTicks(h.op.pid)-ticks0) / 100 / res.readings // clock ticks are 1/100 s
+		res.cpuPerReading = proc.Seconds(h.op.pid.CPUTicks()-ticks0) / res.readings
 	}
 	res.heapAfter = h.op.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
-	fetchProfile(pprofAddr, "/debug/pprof/heap", "usage-heap.pprof")
+	h.prof.heap("usage-heap.pprof")
 	gi, err := h.gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -388,8 +381,8 @@ func usageQuietPeriod(ctx context.Context, h *harness, prom *testenv.Prometheus,
 // process (the operator's reader after a restart): its readings of the window's past, chunk
 // by chunk, then usageRuns readings a minute apart; and each query of a chunk's reading
 // answered and read whole.
-func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, res *usageResult) error {
-	settings := usage.Settings{Window: usageWindow, IdleBelow: 0.05, IdleAfter: usageIdleAfter}
+func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, window time.Duration, res *usageResult) error {
+	settings := usage.Settings{Window: window, IdleBelow: 0.05, IdleAfter: usageIdleAfter}
 	reader, err := usage.NewReader(usage.ReaderConfig{URL: prom.URL, Timeout: time.Minute}, settings)
 	if err != nil {
 		return err
@@ -405,7 +398,7 @@ func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, res *usage
 		res.series = len(devices)
 		return nil
 	}
-	for len(res.chunks) <= int(usageWindow/usage.Chunk)+1 && reader.Covered() < usageWindow {
+	for len(res.chunks) <= int(window/usage.Chunk)+1 && reader.Covered() < window {
 		if err := read(&res.chunks); err != nil {
 			return err
 		}
@@ -427,9 +420,9 @@ func measureUsageReads(ctx context.Context, prom *testenv.Prometheus, res *usage
 			res.answerBytes = max(res.answerBytes, size)
 		}
 	}
-	gauges, err := promMetrics(prom)
+	gauges, err := scrape(prom.URL + "/metrics")
 	if err != nil {
-		return err
+		return fmt.Errorf("read Prometheus' metrics: %w", err)
 	}
 	res.promRSS = gauges["process_resident_memory_bytes"] / (1 << 20)
 	return nil
@@ -460,89 +453,10 @@ func timeQuery(ctx context.Context, base, query string, at time.Time) (time.Dura
 // promQueries reads from Prometheus' own metrics the instant queries it has answered and
 // the seconds it took.
 func promQueries(prom *testenv.Prometheus) (count, seconds float64, err error) {
-	gauges, err := promMetrics(prom)
+	gauges, err := scrape(prom.URL + "/metrics")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("read Prometheus' metrics: %w", err)
 	}
 	handler := `{handler="` + usageQueryPath + `"}`
 	return gauges["prometheus_http_request_duration_seconds_count"+handler], gauges["prometheus_http_request_duration_seconds_sum"+handler], nil
-}
-
-// promMetrics reads Prometheus' own /metrics: every series with its labels as written.
-func promMetrics(prom *testenv.Prometheus) (map[string]float64, error) {
-	resp, err := http.Get(prom.URL + "/metrics")
-	if err != nil {
-		return nil, fmt.Errorf("read Prometheus' metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			out[line[:i]], _ = strconv.ParseFloat(line[i+1:], 64)
-		}
-	}
-	return out, s.Err()
-}
-
-// rssSpan is VmRSS sampled once a second over a window (KiB).
-type rssSpan struct{ median, low, high float64 }
-
-func (r rssSpan) String() string {
-	return fmt.Sprintf("%.1f MiB (%.1f–%.1f)", r.median/1024, r.low/1024, r.high/1024)
-}
-
-// rssSpanOver samples the operator's VmRSS once a second for d: a reading's garbage comes
-// and goes between collections, so one sample can sit anywhere in that cycle and the
-// median of the window does not.
-func rssSpanOver(op *operatorProc, d time.Duration) rssSpan {
-	var samples []float64
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		samples = append(samples, readStatus(op.pid, "VmRSS"))
-		time.Sleep(time.Second) // sampling a process that announces nothing
-	}
-	slices.Sort(samples)
-	return rssSpan{median: samples[len(samples)/2], low: samples[0], high: samples[len(samples)-1]}
-}
-
-// printUsage prints the usage phase's table.
-func printUsage(r *usageResult) {
-	mib := func(kib float64) float64 { return kib / 1024 }
-	fmt.Printf("\nUsage: DCGM exporter double reporting a device per GPU unit the running GPU pods hold (a third of the pods idle at %g, the rest at %g, unchanging); a real Prometheus scraping it once a minute with %s of history backfilled; the operator restarted with `--prometheus-url`, `--idle-window %s`, `--idle-after %s`, the default `--usage-interval` (1m) and `--prometheus-timeout` (10s)\n\n",
-		usageIdle, usageBusy, usageWindow, usageWindow, usageIdleAfter)
-	fmt.Println("| figure | measured | target |")
-	fmt.Println("|---|---|---|")
-	fmt.Printf("| held devices (pods): DCGM series (both series of a whole GPU, profiling only of a MIG device) | %d devices of %d pods (%d idle) | |\n", r.devices, r.pods, r.idleDevices)
-	fmt.Printf("| history: %s at one sample a minute, written / `promtool tsdb create-blocks-from openmetrics` | %.0f MiB in %.0f s / %.0f s, promtool max RSS %.0f MiB | |\n",
-		usageWindow, float64(r.historyBytes)/(1<<20), r.historyWrite.Seconds(), r.backfill.Seconds(), mib(float64(r.promtoolKiB)))
-	fmt.Printf("| Prometheus start to first scrape of the double / its RSS at the end | %.0f s / %.0f MiB | |\n", r.promStart.Seconds(), r.promRSS)
-	fmt.Printf("| restart with `--prometheus-url`: start to the first status with usage / to the whole window's | %.1f s / %.1f s | |\n", r.firstUsage.Seconds(), r.wholeWindow.Seconds())
-	fmt.Printf("| steady RSS without usage, after a restart (median of %s, range; Go heap in use) | %s; %.1f MiB | |\n", usageBaseline, r.before, r.heapBefore)
-	fmt.Printf("| steady RSS with usage (median of the quiet %s, range; Go heap in use) | %s; %.1f MiB: %+.1f MiB | ≤ +8 MiB: %s |\n",
-		usageQuiet, r.after, r.heapAfter, mib(r.after.median-r.before.median), verdict(r.after.median-r.before.median <= usageBudgetKiB))
-	fmt.Printf("| status writes while quiet (%s, %.0f readings, no class change) | %d (record writes %d) | 0: %s |\n",
-		usageQuiet, r.readings, r.quietWrites, r.quietRecords.writes(), verdict(r.quietWrites == 0 && r.quietRecords.writes() == 0))
-	fmt.Printf("| readings a minute while quiet (the operator's reading count); Prometheus' instant queries per reading | %.2f; %.1f | ≤ 1: %s |\n",
-		r.readings/usageQuiet.Minutes(), r.queriesPerReading, verdict(r.readings/usageQuiet.Minutes() <= 1.01))
-	fmt.Printf("| one reading of the operator: Prometheus' time answering its queries (its own request-duration metric) / the operator's CPU in the quiet period per reading | %.2f s / %.2f s | within `--prometheus-timeout` 10 s: %s |\n",
-		r.promPerReading.Seconds(), r.cpuPerReading, verdict(r.promPerReading < 10*time.Second))
-	if len(r.chunks) > 0 {
-		fmt.Printf("| a new `usage.Reader` in the harness: its %d readings of the window's past (a %s chunk each; median, range) | %s | within 10 s: %s |\n",
-			len(r.chunks), usage.Chunk, spread(r.chunks), verdict(slices.Max(r.chunks) < 10*time.Second))
-	}
-	fmt.Printf("| its readings after, a minute apart, median of %d (range) | %s: %d devices | |\n", usageRuns, spread(r.reader), r.series)
-	fmt.Printf("| Prometheus' answer, read whole, median of %d: now / over a %s chunk: held / idle / first seen / last busy (largest answer) | %s / %s / %s / %s / %s (%.1f MiB) | |\n",
-		usageRuns, usage.Chunk, median(r.queries[0]), median(r.queries[1]), median(r.queries[2]), median(r.queries[3]), median(r.queries[4]), float64(r.answerBytes)/(1<<20))
-	if u := r.status; u != nil {
-		fmt.Printf("\nstatus.usage: %s, heldGpus %d, idleGpus %d, %d namespace rows, %d idle holders listed", u.Metric, u.HeldGpus, u.IdleGpus, len(u.Namespaces), len(u.IdleHolders))
-	}
-	if r.unknown != "" {
-		fmt.Printf("; UsageUnknown: %s", r.unknown)
-	}
-	fmt.Println()
 }

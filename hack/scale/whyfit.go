@@ -39,7 +39,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // The why and fit measurement's DRA part and questions.
@@ -55,59 +54,62 @@ const (
 	anywhereReplicas = 2
 )
 
-// measureWhyFit measures `kubectl gpuinv why` on a pending pod and `fit -f` on a small
+// whyFitResult is what the why and fit phase measured.
+type whyFitResult struct {
+	notMeasured          error // the plugin has no fit command
+	rows                 []commandRow
+	whyAgrees, fitAgrees string // whether the pinned answers equal the pods
+}
+
+// whyFitPhase measures `kubectl gpuinv why` on a pending pod and `fit -f` on a small
 // Deployment, both pinned to the H100s by node selector, and `fit -f` on a Deployment that
-// names no node (every node a candidate), with pods (the pods that exist) in place, once
+// names no node (every node a candidate), with the allocation phase's pods in place, once
 // the Ready nodes have lost the not-ready taint and draPods DRA pods hold GPUs through
 // allocated claims; each as the plugin reads by default (uncompressed) and with
-// --disable-compression=false (gzip, as kubectl asks). It prints their table and whether
-// the pinned answers agree with the pods.
-func measureWhyFit(ctx context.Context, h *harness, env *testenv.Env, pods []*podPlan) error {
-	fmt.Printf("\n`kubectl gpuinv why` and `fit` with the pods in place (%d runs each, output to /dev/null; median wall time, largest max RSS)\n\n", pluginRuns)
-	fmt.Println("| command | wall time | max RSS | target |")
-	fmt.Println("|---|---|---|---|")
-	if _, err := pluginHelp("fit"); err != nil {
-		fmt.Printf("| `kubectl gpuinv why`, `fit` | not measured: %v | | ≤ 1 s, ≤ 64 MiB |\n", err)
-		return nil
+// --disable-compression=false (gzip, as kubectl asks); and whether the pinned answers agree
+// with the pods.
+func whyFitPhase(ctx context.Context, h *harness) (result, error) {
+	o, env, pods := h.o, h.env, h.alloc.after
+	if _, err := pluginHelp(o.plugin, "fit"); err != nil {
+		return &whyFitResult{notMeasured: err}, nil
 	}
 	if err := prepareWhyFit(ctx, h); err != nil {
-		return fmt.Errorf("before why and fit: %w", err)
+		return nil, fmt.Errorf("before why and fit: %w", err)
 	}
 	pending := pendingPlan(pods, h100, whyGPUs)
 	if pending == nil {
-		return fmt.Errorf("no pending pod asks for %d GPUs of %s", whyGPUs, h100)
+		return nil, fmt.Errorf("no pending pod asks for %d GPUs of %s", whyGPUs, h100)
 	}
 	file, anywhere := filepath.Join(env.Dir, "trainer-h100.yaml"), filepath.Join(env.Dir, "trainer-anywhere.yaml")
 	if err := os.WriteFile(file, []byte(fitDeployment), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(anywhere, []byte(fitAnywhere), 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	kubeconfig := env.KubeconfigPath()
+	kubeconfig, res := env.KubeconfigPath(), &whyFitResult{}
 	for _, c := range []struct {
-		args  []string
-		exits []int
-		what  string
+		args   []string
+		exits  []int
+		what   string
+		target commandTarget
 	}{
-		{[]string{"why", "-n", pending.namespace, pending.name}, []int{0}, fmt.Sprintf("a pending pod asking for %d H100s by node selector", whyGPUs)},
-		{[]string{"fit", "-f", file}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d H100s by node selector", fitReplicas, fitGPUs)},
-		{[]string{"fit", "-f", anywhere}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d GPUs, no node selector: every node's pods", anywhereReplicas, whyGPUs)},
+		{[]string{"why", "-n", pending.namespace, pending.name}, []int{0}, fmt.Sprintf("a pending pod asking for %d H100s by node selector", whyGPUs), pinnedTarget},
+		{[]string{"fit", "-f", file}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d H100s by node selector", fitReplicas, fitGPUs), pinnedTarget},
+		{[]string{"fit", "-f", anywhere}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d GPUs, no node selector: every node's pods", anywhereReplicas, whyGPUs), anywhereTarget},
 	} {
 		for _, extra := range [][]string{nil, {"--disable-compression=false"}} {
-			runs, err := measurePluginExits(env.Dir, pluginBinary, kubeconfig, pluginRuns, c.exits, slices.Concat(c.args, extra)...)
+			runs, err := measurePluginExits(env.Dir, o.plugin, kubeconfig, o.pluginRuns, c.exits, slices.Concat(c.args, extra)...)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			met := runs.medianWall() <= time.Second && float64(runs.maxRSS())/1024 <= 64
-			shown := append([]string{c.args[0]}, extra...)
-			fmt.Printf("| `kubectl gpuinv %s` (%s) | %s, CPU %s | %s | ≤ 1 s, ≤ 64 MiB: %s |\n", strings.Join(shown, " "), c.what, runs.wall(), runs.cpu(), runs.rss(), verdict(met))
+			res.rows = append(res.rows, commandRow{args: append([]string{c.args[0]}, extra...), what: c.what, target: c.target, runs: runs})
 		}
 	}
 	free := modelFree(h.fleet, pods, h100)
-	fmt.Printf("\n`kubectl gpuinv why` equals the pods: %s\n", whyAgrees(kubeconfig, pending, free, int(fleetNodes.Load())))
-	fmt.Printf("`kubectl gpuinv fit` equals the pods: %s\n", fitAgrees(kubeconfig, file, free))
-	return nil
+	res.whyAgrees = whyAgrees(o.plugin, kubeconfig, pending, free, o.nodes)
+	res.fitAgrees = fitAgrees(o.plugin, kubeconfig, file, free)
+	return res, nil
 }
 
 // prepareWhyFit lifts the not-ready taints of the Ready nodes, creates the DRA pods and
@@ -118,7 +120,7 @@ func prepareWhyFit(ctx context.Context, h *harness) error {
 	if err != nil {
 		return err
 	}
-	if err := createDRAWorkload(ctx, h.kube, h.fleet); err != nil {
+	if err := createDRAWorkload(ctx, h.kube, h.fleet, h.o.nodes); err != nil {
 		return fmt.Errorf("DRA pods: %w", err)
 	}
 	if err := settle(ctx, h.watcher, homelabv1.DefaultInventoryName, 2*time.Second, 2*time.Minute); err != nil {
@@ -228,8 +230,8 @@ func expectPlaced(free map[string]int64, replicas, each int64) int64 {
 }
 
 // whyAgrees compares `why -o json` of the pending pod p with what the pods make of it.
-func whyAgrees(kubeconfig string, p *podPlan, free map[string]int64, n int) string {
-	data, err := exec.Command(pluginBinary, "--kubeconfig", kubeconfig, "why", "-n", p.namespace, p.name, "-o", "json").Output()
+func whyAgrees(binary, kubeconfig string, p *podPlan, free map[string]int64, n int) string {
+	data, err := exec.Command(binary, "--kubeconfig", kubeconfig, "why", "-n", p.namespace, p.name, "-o", "json").Output()
 	if err != nil {
 		return fmt.Sprintf("NO: %v", err)
 	}
@@ -251,8 +253,8 @@ func whyAgrees(kubeconfig string, p *podPlan, free map[string]int64, n int) stri
 }
 
 // fitAgrees compares `fit -f file -o json` with what the pods leave free.
-func fitAgrees(kubeconfig, file string, free map[string]int64) string {
-	out, err := exec.Command(pluginBinary, "--kubeconfig", kubeconfig, "fit", "-f", file, "-o", "json").Output()
+func fitAgrees(binary, kubeconfig, file string, free map[string]int64) string {
+	out, err := exec.Command(binary, "--kubeconfig", kubeconfig, "fit", "-f", file, "-o", "json").Output()
 	var exit *exec.ExitError
 	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
 		return fmt.Sprintf("NO: %v", err)
@@ -337,9 +339,9 @@ func inParallel(workers int, fns []func() error) error {
 }
 
 // createDRAWorkload creates NVIDIA's DeviceClass and draPods pods, one on each of the first
-// DRA nodes, each holding 1 to 4 of its GPUs through a ResourceClaim allocated and reserved
-// for it, as the scheduler and the kubelet leave them.
-func createDRAWorkload(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode) error {
+// DRA nodes of a fleet of fleetSize nodes, each holding 1 to 4 of its GPUs through a
+// ResourceClaim allocated and reserved for it, as the scheduler and the kubelet leave them.
+func createDRAWorkload(ctx context.Context, kube kubernetes.Interface, fleet []fleetNode, fleetSize int) error {
 	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: draNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -353,14 +355,14 @@ func createDRAWorkload(ctx context.Context, kube kubernetes.Interface, fleet []f
 	for _, n := range fleet {
 		if n.dra && len(pods) < draPods {
 			k := len(pods)
-			pods = append(pods, func() error { return createDRAPod(ctx, kube, n, k) })
+			pods = append(pods, func() error { return createDRAPod(ctx, kube, n, k, fleetSize) })
 		}
 	}
 	return inParallel(32, pods)
 }
 
 // createDRAPod creates the k-th DRA pod on node n, its claim of 1 to 4 GPUs allocated there.
-func createDRAPod(ctx context.Context, kube kubernetes.Interface, n fleetNode, k int) error {
+func createDRAPod(ctx context.Context, kube kubernetes.Interface, n fleetNode, k, fleetSize int) error {
 	p := &podPlan{namespace: draNamespace, name: fmt.Sprintf("dra-job-%04d", k), app: "dra-job", hash: digest("dra-job", 10), node: n.index}
 	gpus := int64(1 + k%4)
 	claims := kube.ResourceV1().ResourceClaims(draNamespace)
@@ -390,7 +392,7 @@ func createDRAPod(ctx context.Context, kube kubernetes.Interface, n fleetNode, k
 	if _, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: "kube-scheduler"}); err != nil {
 		return fmt.Errorf("allocate claim %s: %w", claim.Name, err)
 	}
-	created.Status = podStatus(created, p, 0)
+	created.Status = podStatus(created, p, 0, fleetSize)
 	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
 		return fmt.Errorf("write the status of pod %s: %w", p.name, err)
 	}

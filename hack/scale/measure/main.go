@@ -24,16 +24,16 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 )
 
 type result struct {
@@ -62,7 +62,7 @@ func main() {
 func run(name string, args ...string) (result, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stderr = os.Stderr
-	spawner := peakRSS()
+	spawner := int64(proc.Self().Peak())
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
@@ -76,21 +76,4 @@ func run(name string, args ...string) (result, error) {
 	}
 	cpu := time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 	return result{WallSeconds: wall.Seconds(), CPUSeconds: cpu.Seconds(), MaxRSSKiB: usage.Maxrss, SpawnerKiB: spawner, ExitCode: cmd.ProcessState.ExitCode()}, nil
-}
-
-// peakRSS is this process's VmHWM in KiB.
-func peakRSS() int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			v, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return v
-		}
-	}
-	return 0
 }

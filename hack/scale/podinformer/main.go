@@ -22,7 +22,6 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -30,11 +29,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -99,11 +97,12 @@ func run(kubeconfig string, quiet time.Duration, protobuf bool) error {
 	res.Pods = len(pods.GetStore().ListKeys())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	res.RSSKiB, res.HeapKiB = procStatus("VmRSS"), int64(ms.HeapInuse/1024)
+	self := proc.Self()
+	res.RSSKiB, res.HeapKiB = int64(self.RSS()), int64(ms.HeapInuse/1024)
 	runtime.GC()
 	debug.FreeOSMemory()
 	runtime.ReadMemStats(&ms)
-	res.RSSAfterGCKiB, res.HeapAfterGCKiB, res.PeakKiB = procStatus("VmRSS"), int64(ms.HeapInuse/1024), procStatus("VmHWM")
+	res.RSSAfterGCKiB, res.HeapAfterGCKiB, res.PeakKiB = int64(self.RSS()), int64(ms.HeapInuse/1024), int64(self.Peak())
 	runtime.KeepAlive(pods)
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
@@ -120,21 +119,4 @@ func stripForCache(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
-}
-
-// procStatus returns a KiB figure of /proc/self/status.
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
-			v, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return v
-		}
-	}
-	return 0
 }
