@@ -148,6 +148,7 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 			"kueue.x-k8s.io/cohorts: get,list,watch",
 			"kueue.x-k8s.io/localqueues: get,list,watch",
 			"/resourcequotas: get,list,watch",
+			"kueue.x-k8s.io/topologies: get,list,watch",
 			"apiextensions.k8s.io/customresourcedefinitions[clusterqueues.kueue.x-k8s.io]: get,list,watch",
 			"/events: create,patch",
 		},

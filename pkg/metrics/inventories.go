@@ -47,6 +47,8 @@ type Content struct {
 	Quota *QuotaContent
 	// Usage is what the pods holding GPUs use of them; nil: not read (no --prometheus-url).
 	Usage *UsageContent
+	// Topology is how the GPU nodes group into topology domains; nil: none.
+	Topology *TopologyContent
 }
 
 // ModelContent is one model's figures in an inventory; LargestFit is the most free GPUs on
@@ -81,6 +83,7 @@ type contents struct {
 	largestFit, fragmentation                                     *prometheus.Desc
 	quota                                                         quotaDescs
 	usage                                                         usageDescs
+	topology                                                      topologyDescs
 }
 
 func newContents() *contents {
@@ -90,6 +93,7 @@ func newContents() *contents {
 	return &contents{
 		quota:         newQuotaDescs(desc),
 		usage:         newUsageDescs(desc),
+		topology:      newTopologyDescs(desc),
 		byName:        map[string]*Content{},
 		gpuNodes:      desc("gpu_nodes", "GPU nodes covered by an inventory, by readiness.", "ready"),
 		gpus:          desc("gpus", "GPUs covered by an inventory, by readiness of their node.", "ready"),
@@ -124,7 +128,7 @@ func (c *contents) Describe(ch chan<- *prometheus.Desc) {
 		c.sources, c.conditions, c.allocated, c.free, c.largestFit, c.fragmentation, c.pending, c.pendingSince, c.namespaces} {
 		ch <- d
 	}
-	for _, d := range append(c.quota.all(), c.usage.all()...) {
+	for _, d := range append(append(c.quota.all(), c.usage.all()...), c.topology.all()...) {
 		ch <- d
 	}
 }
@@ -186,6 +190,7 @@ func (c *contents) collect(ch chan<- prometheus.Metric, name string, in *Content
 	}
 	c.quota.collect(gauge, in.Quota)
 	c.usage.collect(gauge, in.Usage)
+	c.topology.collect(gauge, in.Topology)
 }
 
 // SetContent replaces what the gauges report of an inventory.

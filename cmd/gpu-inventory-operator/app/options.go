@@ -45,6 +45,9 @@ type Options struct {
 	// names Kueue counts DRA GPUs in (its deviceClassMappings).
 	Quota             bool
 	QuotaDRAResources []string
+	// Topology: group the GPU nodes into topology domains by node labels and Kueue's
+	// Topologies, for status.topology.
+	Topology bool
 	DefaultInventory  string
 	ResyncPeriod      time.Duration
 	Workers           int
@@ -84,6 +87,7 @@ func NewOptions() *Options {
 		InstallCRD:       true,
 		Allocation:       true,
 		Quota:            true,
+		Topology:         true,
 		UsageOptions:     defaultUsageOptions(),
 		DefaultInventory: homelabv1.DefaultInventoryName,
 		ResyncPeriod:     30 * time.Second,
@@ -124,6 +128,7 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Allocation, "allocation", o.Allocation, "Read pods (and DRA ResourceClaims) to report which GPUs are allocated, free and waited for. Set to false where the operator may not read pods.")
 	fs.BoolVar(&o.ListPodsByNamespace, "list-pods-by-namespace", o.ListPodsByNamespace, "At start, list the pods namespace by namespace, three at a time, rather than all at once: the API server encodes them on several cores, and the first complete status comes sooner on a cluster with many pods. Needs \"list\" on namespaces (manifests/list-pods-by-namespace); without it, with fewer than two or more than 256 namespaces, the pods are listed at once.")
 	fs.BoolVar(&o.Quota, "quota", o.Quota, "Read Kueue's ResourceFlavors, ClusterQueues, Cohorts and LocalQueues (where Kueue is installed, picked up while running) and the ResourceQuotas, to put quota beside the hardware in status.quota. Set to false where the operator may not read them.")
+	fs.BoolVar(&o.Topology, "topology", o.Topology, "Group the GPU nodes into topology domains (zones, network blocks, racks, NVLink cliques) by their labels and Kueue's Topologies (read where Kueue serves them), and count per domain the free GPUs and the gangs that fit, in status.topology. Set to false to keep no topology labels in memory and read no Topologies.")
 	fs.StringSliceVar(&o.QuotaDRAResources, "quota-dra-resources", o.QuotaDRAResources, "Resource names in which Kueue counts DRA GPUs (the names of its resources.deviceClassMappings): quota given in them is compared with the nodes' DRA GPUs.")
 	fs.StringVar(&o.DefaultInventory, "default-inventory", o.DefaultInventory, "Name of a GpuInventory covering all nodes that is created at startup if missing; empty creates none.")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "How often every inventory is re-examined; costs no API call when nothing changed.")

@@ -44,6 +44,8 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quotacache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/topology"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/topologycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/usage"
 )
 
@@ -131,6 +133,18 @@ var sources = []sourceRow{
 				klog.FromContext(ctx).V(2).Info("Cannot list Kueue's ResourceFlavors for their node labels", "err", err)
 			}
 			return keys
+		}},
+	{name: "topology", reads: []access{{group: "kueue.x-k8s.io", resources: []string{"topologies"}}},
+		on: func(_ context.Context, e *env) (bool, error) { return e.opts.Topology, nil },
+		build: func(_ context.Context, e *env) (source.Source, error) {
+			return topologycache.New(e.clients.config, topologycache.Options{})
+		},
+		nodeLabels: func(ctx context.Context, e *env) []string {
+			keys, err := topologycache.LevelKeys(ctx, e.clients.config)
+			if err != nil { // a Topology's key then costs a re-list
+				klog.FromContext(ctx).V(2).Info("Cannot list Kueue's Topologies for their node labels", "err", err)
+			}
+			return append(keys, topology.DefaultLevels...)
 		}},
 	{name: "prometheus",
 		on: func(_ context.Context, e *env) (bool, error) {
@@ -239,8 +253,8 @@ func builtNamed[T source.Source](e *env, name string) (T, bool) {
 	return zero, false
 }
 
-// selectorKeys lists the label keys that the node selectors of all GpuInventories name,
-// reading the inventories without their node lists.
+// selectorKeys lists the label keys that the node selectors and topology levels of all
+// GpuInventories name, reading the inventories without their node lists.
 func selectorKeys(ctx context.Context, e *env) []string {
 	if e.fresh {
 		return nil // no inventory yet, and the API server may not serve the kind yet
@@ -252,6 +266,9 @@ func selectorKeys(ctx context.Context, e *env) []string {
 	}
 	var keys []string
 	for _, gi := range list.Items {
+		if gi.Spec.Topology != nil {
+			keys = append(keys, gi.Spec.Topology.Levels...)
+		}
 		sel, err := inventory.Selector(gi.Spec.NodeSelector)
 		if err != nil {
 			continue

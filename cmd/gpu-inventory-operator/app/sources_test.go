@@ -31,11 +31,11 @@ import (
 // readVerbs are a source's verbs unless its access says otherwise.
 var readVerbs = []string{"get", "list", "watch"}
 
-// rbacFiles are where each component's grants live.
-var rbacFiles = map[string]string{
-	"":                       "../../../manifests/rbac/cluster_role.yaml",
-	"role":                   "../../../manifests/rbac/role.yaml",
-	"list-pods-by-namespace": "../../../manifests/list-pods-by-namespace/cluster_role.yaml",
+// rbacFiles are where each component's grants live: the manifests' and the Helm chart's.
+var rbacFiles = map[string][]string{
+	"":                       {"../../../manifests/rbac/cluster_role.yaml", "../../../manifests/chart/templates/clusterrole.yaml"},
+	"role":                   {"../../../manifests/rbac/role.yaml", "../../../manifests/chart/templates/role.yaml"},
+	"list-pods-by-namespace": {"../../../manifests/list-pods-by-namespace/cluster_role.yaml", "../../../manifests/chart/templates/list-namespaces.yaml"},
 }
 
 // rules reads the first ClusterRole or Role of a manifest file.
@@ -45,7 +45,13 @@ func rules(t *testing.T, path string) []rbacv1.PolicyRule {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
+	var plain []string // the chart's templates: the rules hold no template expressions
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.Contains(line, "{{") {
+			plain = append(plain, line)
+		}
+	}
+	for _, doc := range strings.Split(strings.Join(plain, "\n"), "\n---\n") {
 		var role rbacv1.ClusterRole // a Role has the same shape
 		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -78,10 +84,19 @@ func grants(r rbacv1.PolicyRule, group, resource string, names, verbs []string) 
 // ClusterRole grants (get, list or watch) is a source's: a source added without its RBAC, or
 // RBAC left behind by a source removed, fails here.
 func TestSourcesReadWhatTheRBACGrants(t *testing.T) {
-	byComponent := map[string][]rbacv1.PolicyRule{}
-	for component, path := range rbacFiles {
-		byComponent[component] = rules(t, path)
+	for i := range 2 {
+		byComponent := map[string][]rbacv1.PolicyRule{}
+		files := map[string]string{}
+		for component, paths := range rbacFiles {
+			byComponent[component], files[component] = rules(t, paths[i]), paths[i]
+		}
+		checkGrants(t, byComponent, files)
 	}
+}
+
+// checkGrants checks one set of RBAC files against the sources.
+func checkGrants(t *testing.T, byComponent map[string][]rbacv1.PolicyRule, rbacFiles map[string]string) {
+	t.Helper()
 	for _, row := range sources {
 		for _, a := range row.reads {
 			verbs := a.verbs

@@ -64,6 +64,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuQuotaApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuSharing"):
 		return &homelabv1.GpuSharingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuTopology"):
+		return &homelabv1.GpuTopologyApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuUsage"):
 		return &homelabv1.GpuUsageApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("IdleHolder"):
@@ -88,6 +90,18 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.QuotaQueueApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceFree"):
 		return &homelabv1.ResourceFreeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TopologyDomain"):
+		return &homelabv1.TopologyDomainApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TopologyLargest"):
+		return &homelabv1.TopologyLargestApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TopologyLevel"):
+		return &homelabv1.TopologyLevelApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TopologyModel"):
+		return &homelabv1.TopologyModelApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TopologySpec"):
+		return &homelabv1.TopologySpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TopologyTree"):
+		return &homelabv1.TopologyTreeApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("UsageNamespace"):
 		return &homelabv1.UsageNamespaceApplyConfiguration{}
 

@@ -50,6 +50,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool":            schema_pkg_apis_homelab_v1_GpuPool(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota":           schema_pkg_apis_homelab_v1_GpuQuota(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuTopology":        schema_pkg_apis_homelab_v1_GpuTopology(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage":           schema_pkg_apis_homelab_v1_GpuUsage(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.IdleHolder":         schema_pkg_apis_homelab_v1_IdleHolder(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
@@ -62,6 +63,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace":     schema_pkg_apis_homelab_v1_QuotaNamespace(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue":         schema_pkg_apis_homelab_v1_QuotaQueue(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":       schema_pkg_apis_homelab_v1_ResourceFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyDomain":     schema_pkg_apis_homelab_v1_TopologyDomain(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLargest":    schema_pkg_apis_homelab_v1_TopologyLargest(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLevel":      schema_pkg_apis_homelab_v1_TopologyLevel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyModel":      schema_pkg_apis_homelab_v1_TopologyModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologySpec":       schema_pkg_apis_homelab_v1_TopologySpec(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyTree":       schema_pkg_apis_homelab_v1_TopologyTree(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.UsageNamespace":     schema_pkg_apis_homelab_v1_UsageNamespace(ref),
 		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
 		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
@@ -581,11 +588,17 @@ func schema_pkg_apis_homelab_v1_GpuInventorySpec(ref common.ReferenceCallback) c
 							Format:      "int32",
 						},
 					},
+					"topology": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Topology sets how status.topology groups the GPU nodes into topology domains.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologySpec"),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.LabelSelector{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologySpec", v1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 
@@ -755,6 +768,12 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage"),
 						},
 					},
+					"topology": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Topology is how the GPU nodes group into topology domains (zones, network blocks, racks, NVLink cliques) and how many gangs of each size fit in each now; absent when no GPU node carries a topology label.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuTopology"),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -765,7 +784,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota* and UsageUnknown conditions where quota or usage is read).",
+							Description: "Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota*, UsageUnknown and TopologyFragmented conditions where quota, usage or topology is read).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -780,7 +799,7 @@ func schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuTopology", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1672,6 +1691,39 @@ func schema_pkg_apis_homelab_v1_GpuSharing(ref common.ReferenceCallback) common.
 	}
 }
 
+func schema_pkg_apis_homelab_v1_GpuTopology(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuTopology is how the GPU nodes group into topology domains, and how many gangs fit in each now.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"topologies": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Topologies are the hierarchies the nodes are grouped by: one per Kueue Topology, or one of spec.topology.levels or the well-known labels; at most 8.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyTree"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyTree"},
+	}
+}
+
 func schema_pkg_apis_homelab_v1_GpuUsage(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -2530,6 +2582,411 @@ func schema_pkg_apis_homelab_v1_ResourceFree(ref common.ReferenceCallback) commo
 				Required: []string{"resource", "free"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_TopologyDomain(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologyDomain is one domain and what its GPU nodes hold.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"level": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the level label's value.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"parent": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Parent is the domain above it (\"\" on the top level).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"unschedulableNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnschedulableNodes counts the nodes no new pod can land on (NotReady, cordoned).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"models": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyModel"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"level", "name", "nodes", "models"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyModel"},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_TopologyLargest(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologyLargest is the largest gang of one model that fits in one domain of a level now.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"level": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Gpus is the gang's size: pods of one node's worth of GPUs on free nodes, and one more pod of what the next node has free.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"domain": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Domain is the domain it fits in (\"\" when none can take a GPU).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"model", "level", "gpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_TopologyLevel(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologyLevel is one level of a hierarchy.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"domains": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Domains counts the level's domains.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"key", "domains"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_TopologyModel(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologyModel is what one GPU model's nodes in a domain hold.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"unschedulableFreeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnschedulableFreeGpus are free on nodes no new pod can land on.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"gangSlots": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "GangSlots is, per gang size (in the topology's order), how many such gangs fit here at once now.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"largestGang": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LargestGang is the largest gang, in GPUs, that fits here now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"model", "nodes", "gpus", "freeGpus", "gangSlots", "largestGang"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_TopologySpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologySpec says how an inventory groups its GPU nodes into topology domains for status.topology: by which node labels, counting gangs of which sizes, and which level a gang must fit inside.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"levels": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Levels are node label keys, broadest first, that name topology domains (a zone, a network block, a rack, an NVLink clique). Unset: one topology per Kueue Topology where Kueue serves them, else the well-known keys some node carries (docs/api.md#topology).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"gangSizes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "GangSizes are the gang sizes, in GPUs, whose slots are counted per domain: gangs of pods of one node's worth of GPUs each. Unset: 8, 16, 32, 64, 128.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"requiredLevel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequiredLevel is the level a gang must fit inside one domain of: TopologyFragmented is True when a model has at least spec.fragmentationGpus free GPUs but no domain of this level can take a gang of that many. Unset: the narrowest level of each topology.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_TopologyTree(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TopologyTree is one hierarchy of domains.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the Kueue Topology's name, or \"labels\" for spec.topology.levels or the well-known labels.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"levels": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Levels are the hierarchy's levels, broadest first, with their domain counts.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLevel"),
+									},
+								},
+							},
+						},
+					},
+					"requiredLevel": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequiredLevel is the level TopologyFragmented is judged at.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"gangSizes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "GangSizes are the gang sizes whose slots the domains count, in GPUs.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"outsideNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "OutsideNodes counts the GPU nodes that lack the top level's label, so belong to no domain.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"largest": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Largest is, per model and level, the largest gang that fits in one domain now.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLargest"),
+									},
+								},
+							},
+						},
+					},
+					"domains": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Domains lists domains of every level: those with unschedulable nodes first, then the most free GPUs; at most 64 (the levels' domain counts are exact).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyDomain"),
+									},
+								},
+							},
+						},
+					},
+					"problems": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Problems say what the nodes' labels get wrong for this hierarchy (a level no node carries, levels that do not nest, a label with a distinct value on every node); at most 8.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"name", "levels", "gangSizes"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyDomain", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLargest", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLevel"},
 	}
 }
 

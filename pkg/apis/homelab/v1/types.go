@@ -48,6 +48,9 @@ const (
 	// (--prometheus-url) and its last query failed: Prometheus unreachable or too slow, an
 	// error answer, or no DCGM exporter series. status.usage then keeps the last good answer.
 	ConditionUsageUnknown = "UsageUnknown"
+	// ConditionTopologyFragmented is True when a model has at least spec.fragmentationGpus
+	// free GPUs but no domain of the required topology level can take a gang of that many.
+	ConditionTopologyFragmented = "TopologyFragmented"
 
 	ReasonAllGPUNodesReady       = "AllGPUNodesReady"
 	ReasonNoGPUNodes             = "NoGPUNodes"
@@ -72,6 +75,8 @@ const (
 	ReasonPrometheusError        = "PrometheusError"
 	ReasonNoDCGMSeries           = "NoDCGMSeries"
 	ReasonUsageRead              = "UsageRead"
+	ReasonGangsFragmented        = "FreeGPUsSpreadOverDomains"
+	ReasonGangsFit               = "GangsFit"
 	DefaultWorkloadConfig        = "container"
 	FieldManager                 = "gpu-inventory-operator"
 	DefaultInventoryName         = "cluster"
@@ -88,7 +93,7 @@ const DefaultFragmentationGpus = 8
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=7"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=8"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -128,6 +133,10 @@ type GpuInventorySpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	FragmentationGpus int32 `json:"fragmentationGpus,omitempty"`
+
+	// Topology sets how status.topology groups the GPU nodes into topology domains.
+	// +optional
+	Topology *TopologySpec `json:"topology,omitempty"`
 }
 
 // FragmentationThreshold is spec.fragmentationGpus, or DefaultFragmentationGpus when unset.
@@ -219,9 +228,14 @@ type GpuInventoryStatus struct {
 	// and pods on the inventory's nodes hold GPUs DCGM exporter reports on.
 	// +optional
 	Usage *GpuUsage `json:"usage,omitempty"`
+	// Topology is how the GPU nodes group into topology domains (zones, network blocks,
+	// racks, NVLink cliques) and how many gangs of each size fit in each now; absent when no
+	// GPU node carries a topology label.
+	// +optional
+	Topology *GpuTopology `json:"topology,omitempty"`
 
-	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota* and
-	// UsageUnknown conditions where quota or usage is read).
+	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota*,
+	// UsageUnknown and TopologyFragmented conditions where quota, usage or topology is read).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -389,6 +389,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: note
       type:
         scalar: string
+    - name: topology
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologySpec
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventoryStatus
   map:
     fields:
@@ -447,6 +450,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: topology
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuTopology
     - name: totalGpuNodes
       type:
         scalar: numeric
@@ -792,6 +798,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: strategy
       type:
         scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuTopology
+  map:
+    fields:
+    - name: topologies
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyTree
+          elementRelationship: atomic
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuUsage
   map:
     fields:
@@ -1117,6 +1132,155 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyDomain
+  map:
+    fields:
+    - name: level
+      type:
+        scalar: string
+      default: ""
+    - name: models
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyModel
+          elementRelationship: atomic
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: nodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: parent
+      type:
+        scalar: string
+    - name: unschedulableNodes
+      type:
+        scalar: numeric
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyLargest
+  map:
+    fields:
+    - name: domain
+      type:
+        scalar: string
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: level
+      type:
+        scalar: string
+      default: ""
+    - name: model
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyLevel
+  map:
+    fields:
+    - name: domains
+      type:
+        scalar: numeric
+      default: 0
+    - name: key
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyModel
+  map:
+    fields:
+    - name: freeGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: gangSlots
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: largestGang
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: nodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: unschedulableFreeGpus
+      type:
+        scalar: numeric
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologySpec
+  map:
+    fields:
+    - name: gangSizes
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
+    - name: levels
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: requiredLevel
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyTree
+  map:
+    fields:
+    - name: domains
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyDomain
+          elementRelationship: atomic
+    - name: gangSizes
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
+    - name: largest
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyLargest
+          elementRelationship: atomic
+    - name: levels
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyLevel
+          elementRelationship: atomic
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: outsideNodes
+      type:
+        scalar: numeric
+    - name: problems
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: requiredLevel
+      type:
+        scalar: string
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.UsageNamespace
   map:
     fields:

@@ -36,6 +36,8 @@ type GpuInventorySpecApplyConfiguration struct {
 	// for: True when a model has at least this many free GPUs but no node that many. Unset
 	// means 8.
 	FragmentationGpus *int32 `json:"fragmentationGpus,omitempty"`
+	// Topology sets how status.topology groups the GPU nodes into topology domains.
+	Topology *TopologySpecApplyConfiguration `json:"topology,omitempty"`
 }
 
 // GpuInventorySpecApplyConfiguration constructs a declarative configuration of the GpuInventorySpec type for use with
@@ -65,5 +67,13 @@ func (b *GpuInventorySpecApplyConfiguration) WithNodeSelector(value *metav1.Labe
 // If called multiple times, the FragmentationGpus field is set to the value of the last call.
 func (b *GpuInventorySpecApplyConfiguration) WithFragmentationGpus(value int32) *GpuInventorySpecApplyConfiguration {
 	b.FragmentationGpus = &value
+	return b
+}
+
+// WithTopology sets the Topology field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Topology field is set to the value of the last call.
+func (b *GpuInventorySpecApplyConfiguration) WithTopology(value *TopologySpecApplyConfiguration) *GpuInventorySpecApplyConfiguration {
+	b.Topology = value
 	return b
 }

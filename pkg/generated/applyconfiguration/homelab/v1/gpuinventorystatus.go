@@ -79,8 +79,12 @@ type GpuInventoryStatusApplyConfiguration struct {
 	// series in Prometheus; absent unless the operator reads Prometheus (--prometheus-url)
 	// and pods on the inventory's nodes hold GPUs DCGM exporter reports on.
 	Usage *GpuUsageApplyConfiguration `json:"usage,omitempty"`
-	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota* and
-	// UsageUnknown conditions where quota or usage is read).
+	// Topology is how the GPU nodes group into topology domains (zones, network blocks,
+	// racks, NVLink cliques) and how many gangs of each size fit in each now; absent when no
+	// GPU node carries a topology label.
+	Topology *GpuTopologyApplyConfiguration `json:"topology,omitempty"`
+	// Conditions: Degraded, LabelsMissing, Truncated and Fragmented (and the Quota*,
+	// UsageUnknown and TopologyFragmented conditions where quota, usage or topology is read).
 	Conditions []applyconfigurationsmetav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
@@ -246,6 +250,14 @@ func (b *GpuInventoryStatusApplyConfiguration) WithQuota(value *GpuQuotaApplyCon
 // If called multiple times, the Usage field is set to the value of the last call.
 func (b *GpuInventoryStatusApplyConfiguration) WithUsage(value *GpuUsageApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
 	b.Usage = value
+	return b
+}
+
+// WithTopology sets the Topology field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Topology field is set to the value of the last call.
+func (b *GpuInventoryStatusApplyConfiguration) WithTopology(value *GpuTopologyApplyConfiguration) *GpuInventoryStatusApplyConfiguration {
+	b.Topology = value
 	return b
 }
 
