@@ -17,38 +17,45 @@ limitations under the License.
 package plugin
 
 import (
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 )
 
-// placing is what a question's pods need of each Node. Where one of them passes the
-// node-only filters (a candidate) the node is kept for the filters (capacity.KeepNode; its
-// labels only those the pods' selectors name unless allLabels: the allocator reads the
-// others). Elsewhere the node-only filters have said all there is to say: the node is kept
-// as its name and the reason they give each pod.
+// placing is what a question's pods need of each Node, as keep-rules of the node cache's
+// decoder (nodecache.Rules). Where one of them passes the node-only filters (a candidate)
+// the node is kept for the filters (whole: its labels only those the pods' selectors name
+// unless allLabels: the allocator reads the others; every taint; the allocatable
+// resources). Elsewhere the node-only filters have said all there is to say: the node is
+// kept as its name and the reason they give each pod (stub: the labels the selectors name,
+// the taints that keep pods off).
 type placing struct {
-	pods      []*corev1.Pod
-	keys      map[string]bool // the labels the pods' node selectors and node affinity name
-	allLabels bool
+	pods        []*corev1.Pod
+	stub, whole *nodecache.NodeTrimmer
 }
 
 func newPlacing(pods []*corev1.Pod, allLabels bool) *placing {
-	p := &placing{pods: pods, keys: map[string]bool{}, allLabels: allLabels}
+	keys := map[string]bool{}
 	for _, pod := range pods {
 		for _, k := range capacity.SelectorKeys(pod) {
-			p.keys[k] = true
+			keys[k] = true
 		}
 	}
-	return p
+	selected := func(key string) bool { return keys[key] }
+	labels := selected
+	if allLabels {
+		labels = func(string) bool { return true }
+	}
+	return &placing{pods: pods,
+		stub: nodecache.NewTrimmer(nodecache.Rules{Label: selected, Taint: nodecache.KeepsPodsOff, WholeTaints: true}),
+		whole: nodecache.NewTrimmer(nodecache.Rules{Label: labels, Taint: func(corev1.Taint) bool { return true }, WholeTaints: true,
+			Allocatable: func(string) bool { return true }}),
+	}
 }
 
 // rejection is a node where the node-only filters reject every pod of a question, with the
@@ -70,11 +77,7 @@ func (p *placing) trim(n *corev1.Node) (*corev1.Node, *rejection) {
 	if !candidate {
 		return nil, &rejection{node: n.Name, reasons: reasons}
 	}
-	kept := capacity.KeepNode(n)
-	if !p.allLabels {
-		kept.Labels = capacity.StubNode(n, p.pods).Labels // the labels the pods' selectors name
-	}
-	return kept, nil
+	return p.whole.TrimNode(n), nil
 }
 
 // codec is the codec of a Node client for the question: protobuf Nodes decoded as
@@ -113,119 +116,16 @@ func (p *placing) decoded(n *corev1.Node) *corev1.Node {
 	if kept, rejected := p.trim(n); rejected == nil {
 		return kept
 	}
-	return capacity.StubNode(n, p.pods)
+	return p.stub.TrimNode(n)
 }
 
-// decodeNode decodes a protobuf Node for trim: first what the node-only filters read, then,
-// for a candidate, what the filters read. Images, conditions, addresses and the labels that
-// are not kept are skipped unread.
+// decodeNode decodes a protobuf Node for trim through the node cache's decoder: first by the
+// stub's rules (what the node-only filters read), then, for a candidate, by the whole's.
+// Images, conditions, addresses and the labels that are not kept are skipped unread.
 func (p *placing) decodeNode(b []byte) (*corev1.Node, error) {
-	selected := func(key string) bool { return p.keys[key] }
-	view, err := readNode(b, selected, false)
+	view, err := p.stub.DecodeNode(b)
 	if err != nil || !slices.ContainsFunc(p.pods, func(pod *corev1.Pod) bool { return capacity.NodeOnlyReason(pod, view) == "" }) {
 		return view, err
 	}
-	if p.allLabels {
-		selected = func(string) bool { return true }
-	}
-	return readNode(b, selected, true)
-}
-
-// Field numbers of the Node messages (k8s.io/api/core/v1/generated.proto), part of the API's
-// compatibility guarantee.
-const (
-	nodeMetadata      = 1
-	nodeSpec          = 2
-	nodeStatus        = 3
-	specUnschedulable = 4
-	specTaints        = 5
-	statusAllocatable = 2
-)
-
-// readNode reads a Node message: its name, UID, the labels keepLabel accepts, unschedulable
-// and taints; whole, all taints and the allocatable resources, else only the NoSchedule and
-// NoExecute taints (as capacity.KeepNode and capacity.StubNode keep them). Fields given twice
-// merge as the generated decoder merges them.
-func readNode(b []byte, keepLabel func(string) bool, whole bool) (*corev1.Node, error) {
-	n := &corev1.Node{}
-	var meta kubeproto.ObjectMeta
-	m := kubeproto.NewMessage(b)
-	for m.Next() {
-		var err error
-		switch m.Tag() {
-		case kubeproto.Bytes(nodeMetadata):
-			err = kubeproto.ReadObjectMeta(m.Value(), keepLabel, &meta)
-		case kubeproto.Bytes(nodeSpec):
-			err = readNodeSpec(m.Value(), &n.Spec, whole)
-		case kubeproto.Bytes(nodeStatus):
-			if whole {
-				err = readAllocatable(m.Value(), &n.Status)
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := m.Err(); err != nil {
-		return nil, err
-	}
-	n.Name, n.UID = string(meta.Name), types.UID(meta.UID)
-	if meta.InitialEventsEnd != nil { // a watch's bookmark: the Nodes that exist have been sent
-		n.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: string(meta.InitialEventsEnd)}
-	}
-	for _, e := range meta.Labels {
-		key, value, err := kubeproto.MapEntry(e)
-		if err != nil {
-			return nil, err
-		}
-		if n.Labels == nil {
-			n.Labels = make(map[string]string, len(meta.Labels))
-		}
-		n.Labels[string(key)] = string(value)
-	}
-	return n, nil
-}
-
-// readNodeSpec reads unschedulable and the taints (whole: all of them, else those that keep
-// pods off: NoSchedule and NoExecute).
-func readNodeSpec(b []byte, spec *corev1.NodeSpec, whole bool) error {
-	m := kubeproto.NewMessage(b)
-	for m.Next() {
-		switch m.Tag() {
-		case kubeproto.Varint(specUnschedulable):
-			spec.Unschedulable = m.Varint() != 0
-		case kubeproto.Bytes(specTaints):
-			var t corev1.Taint
-			if err := t.Unmarshal(m.Value()); err != nil {
-				return err
-			}
-			if whole || t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-				spec.Taints = append(spec.Taints, t)
-			}
-		}
-	}
-	return m.Err()
-}
-
-// readAllocatable reads the status's allocatable resources.
-func readAllocatable(b []byte, status *corev1.NodeStatus) error {
-	m := kubeproto.NewMessage(b)
-	for m.Next() {
-		if m.Tag() != kubeproto.Bytes(statusAllocatable) {
-			continue
-		}
-		key, value, err := kubeproto.MapEntry(m.Value())
-		if err != nil {
-			return err
-		}
-		var q resource.Quantity
-		if err := kubeproto.Quantity(value, &q); err != nil {
-			return fmt.Errorf("allocatable %s: %w", key, err)
-		}
-		if status.Allocatable == nil {
-			status.Allocatable = corev1.ResourceList{}
-		}
-		status.Allocatable[corev1.ResourceName(key)] = q
-	}
-	return m.Err()
+	return p.whole.DecodeNode(b)
 }

@@ -113,7 +113,7 @@ type loaded struct {
 // Every Node is read, but only as far as the filters that read the node alone (node name,
 // unschedulable, taints, node affinity) need: where they reject every pod, their reasons are
 // the answer there whatever runs on the node. The other nodes, the candidates, are kept for
-// the filters (capacity.KeepNode), and only their unfinished pods are read, as soon as each
+// the filters (placing), and only their unfinished pods are read, as soon as each
 // candidate is found (the pods no answer names only counted, capacity.Usage). DRA's
 // DeviceClasses are read when resource.k8s.io/v1 is served; its ResourceSlices (the
 // candidates' whole, the others' as stubs) when the pods ask for devices or the answer counts
@@ -335,7 +335,7 @@ func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 		}
 		if names, _, err := podcache.SplitNamespaces(ctx, client, ""); err == nil && names != nil {
 			_, err := podStream.StreamEach(ctx, client, names, podcache.Listers, opts, func(string) func([]byte) error {
-				return kubeproto.Decoded("pod", readPod, func(p *corev1.Pod) error {
+				return kubeproto.Decoded("pod", podcache.DecodeSchedulingPod, func(p *corev1.Pod) error {
 					if on(p.Spec.NodeName) && !finished(p) {
 						r.add(p)
 					}

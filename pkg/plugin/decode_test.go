@@ -28,7 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 )
 
@@ -54,7 +53,7 @@ func fleetNodes() []*corev1.Node {
 	return out
 }
 
-// The hand decoder of Nodes gives what trim keeps of the whole Node: a candidate's filters'
+// The node cache's decoder, by the question's keep-rules, gives what trim keeps of the whole Node: a candidate's filters'
 // fields, a rejected node's reasons.
 func TestDecodeNodeEqualsTrim(t *testing.T) {
 	pinned := gpuPod("ml", "pinned", "", statusTime, "nvidia.com/gpu", 2)
@@ -86,71 +85,6 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 					t.Errorf("%s: %s rejected (-trimmed +decoded):\n%s", name, n.Name, diff)
 				}
 			}
-		}
-	}
-}
-
-// boundPods are pods in the shapes PodRequests reads: sidecars, init containers, overhead,
-// pod-level resources, resources in the status and an infeasible resize, claims.
-func boundPods() []*corev1.Pod {
-	cpu := func(v string) corev1.ResourceList {
-		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}
-	}
-	plain := gpuPod("ml", "plain", "n1", statusTime, "nvidia.com/gpu", 2, "cpu", 4)
-	plain.Labels, plain.Annotations = map[string]string{"app": "x"}, map[string]string{"a": "b"}
-	plain.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-	sidecar := gpuPod("ml", "sidecar", "n1", statusTime, "cpu", 2)
-	sidecar.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: cpu("6")}},
-		{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways), Resources: corev1.ResourceRequirements{Requests: cpu("1")}}}
-	sidecar.Spec.Overhead = cpu("250m")
-	resized := gpuPod("ml", "resized", "n1", statusTime, "cpu", 8) // asks for 8, its resize to 8 infeasible: 4
-	resized.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", AllocatedResources: cpu("4"), Resources: &corev1.ResourceRequirements{Requests: cpu("4")}}}
-	resized.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue},
-		{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible}}
-	podLevel := gpuPod("ml", "pod-level", "n1", statusTime, "cpu", 2)
-	podLevel.Spec.Resources = &corev1.ResourceRequirements{Requests: cpu("3")}
-	podLevel.Status.Resources = &corev1.ResourceRequirements{Requests: cpu("5")}
-	podLevel.Status.AllocatedResources = cpu("4")
-	claims := withClaim(gpuPod("ml", "claims", "n1", statusTime), "shared")
-	claims.Spec.ResourceClaims = append(claims.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "own", ResourceClaimTemplateName: ptr.To("pair")})
-	claims.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "own", ResourceClaimName: ptr.To("claims-own-x7k2p")}}
-	claims.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "claims-extended",
-		RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "main", ResourceName: "nvidia.com/gpu", RequestName: "r"}}}
-	claims.DeletionTimestamp = &metav1.Time{Time: now}
-	done := gpuPod("ml", "done", "n1", statusTime, "nvidia.com/gpu", 1)
-	done.Status.Phase = corev1.PodSucceeded
-	preempted := gpuPod("ml", "preempted", "n1", statusTime, "nvidia.com/gpu", 4)
-	preempted.Spec.Priority = ptr.To(int32(-5))
-	preempted.Status.StartTime = &metav1.Time{Time: statusTime}
-	preempted.DeletionTimestamp = &metav1.Time{Time: now}
-	preempted.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse},
-		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonPreemptionByScheduler, Message: "preempted"},
-		{Type: corev1.DisruptionTarget, Status: corev1.ConditionFalse}}
-	return []*corev1.Pod{plain, sidecar, resized, podLevel, claims, done, preempted}
-}
-
-// The hand decoder of Pods reads all that capacity keeps and counts of a bound pod.
-func TestReadPodKeepsWhatCapacityReads(t *testing.T) {
-	for _, want := range boundPods() {
-		raw, err := want.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := readPod(raw)
-		if err != nil {
-			t.Fatalf("%s: %v", want.Name, err)
-		}
-		if diff := cmp.Diff(capacity.KeepPod(want), capacity.KeepPod(got), equalObjects); diff != "" {
-			t.Errorf("%s: kept (-generated +hand):\n%s", want.Name, diff)
-		}
-		if diff := cmp.Diff(capacity.Requests(want), capacity.Requests(got), equalObjects); diff != "" {
-			t.Errorf("%s: requests (-generated +hand):\n%s", want.Name, diff)
-		}
-		if requests := capacity.Requests(got); want.Name == "resized" && requests.Cpu().Value() != 4 {
-			t.Errorf("resized: requests %v, want the 4 CPUs the infeasible resize leaves", requests)
-		}
-		if got.Spec.NodeName != want.Spec.NodeName || got.Status.Phase != want.Status.Phase || got.Labels != nil {
-			t.Errorf("%s: node %q, phase %q, labels %v", want.Name, got.Spec.NodeName, got.Status.Phase, got.Labels)
 		}
 	}
 }

@@ -18,11 +18,9 @@ package plugin
 
 import (
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/slicecache"
 )
 
 // slicing is what a question needs of each ResourceSlice: whole, a slice of a candidate
@@ -70,75 +68,13 @@ func (s *slicing) slices() []*resourcev1.ResourceSlice {
 	return out
 }
 
-// decode decodes a protobuf ResourceSlice: first where it is, then the whole of a kept one.
-// The devices of the others are skipped unread.
+// decode decodes a protobuf ResourceSlice: first where it is (the slice cache's header
+// decoder), then the whole of a kept one. The devices of the others are skipped unread.
 func (s *slicing) decode(b []byte) (*resourcev1.ResourceSlice, error) {
-	sl, err := readSliceHeader(b)
+	sl, err := slicecache.DecodeSliceHeader(b)
 	if err != nil || !s.keeps(sl) {
 		return sl, err
 	}
 	sl = &resourcev1.ResourceSlice{}
 	return sl, sl.Unmarshal(b)
-}
-
-// Field numbers of the ResourceSlice messages (k8s.io/api/resource/v1/generated.proto),
-// part of the API's compatibility guarantee.
-const (
-	sliceMetadata  = 1
-	sliceSpec      = 2
-	specDriver     = 1
-	specPool       = 2
-	specNodeName   = 3
-	poolName       = 1
-	poolGeneration = 2
-	poolSlices     = 3
-)
-
-// readSliceHeader reads a slice's name, driver, pool and node name.
-func readSliceHeader(b []byte) (*resourcev1.ResourceSlice, error) {
-	sl := &resourcev1.ResourceSlice{}
-	var meta kubeproto.ObjectMeta
-	m := kubeproto.NewMessage(b)
-	for m.Next() {
-		var err error
-		switch m.Tag() {
-		case kubeproto.Bytes(sliceMetadata):
-			err = kubeproto.ReadObjectMeta(m.Value(), nil, &meta)
-		case kubeproto.Bytes(sliceSpec):
-			err = readSliceSpec(m.Value(), &sl.Spec)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	sl.ObjectMeta = metav1.ObjectMeta{Name: string(meta.Name)}
-	return sl, m.Err()
-}
-
-func readSliceSpec(b []byte, spec *resourcev1.ResourceSliceSpec) error {
-	m := kubeproto.NewMessage(b)
-	for m.Next() {
-		switch m.Tag() {
-		case kubeproto.Bytes(specDriver):
-			spec.Driver = string(m.Value())
-		case kubeproto.Bytes(specNodeName):
-			spec.NodeName = ptr.To(string(m.Value()))
-		case kubeproto.Bytes(specPool):
-			p := kubeproto.NewMessage(m.Value())
-			for p.Next() {
-				switch p.Tag() {
-				case kubeproto.Bytes(poolName):
-					spec.Pool.Name = string(p.Value())
-				case kubeproto.Varint(poolGeneration):
-					spec.Pool.Generation = int64(p.Varint())
-				case kubeproto.Varint(poolSlices):
-					spec.Pool.ResourceSliceCount = int64(p.Varint())
-				}
-			}
-			if err := p.Err(); err != nil {
-				return err
-			}
-		}
-	}
-	return m.Err()
 }

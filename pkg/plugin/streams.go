@@ -32,6 +32,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 )
 
 // The reads of why and fit: from an API server, protobuf streams decoded one object at a
@@ -151,7 +152,7 @@ func (c *clients) listPods(ctx context.Context, cfg *rest.Config, client rest.In
 			return err
 		}
 	}
-	return stream.Stream(ctx, client, "", opts, kubeproto.Decoded("pod", readPod, func(p *corev1.Pod) error {
+	return stream.Stream(ctx, client, "", opts, kubeproto.Decoded("pod", podcache.DecodeSchedulingPod, func(p *corev1.Pod) error {
 		fn(p)
 		return nil
 	}))
