@@ -53,13 +53,13 @@ const (
 	resourcesLimits        = 1
 	resourcesRequests      = 2
 
-	affinityNodeAffinity   = 1
-	nodeAffinityRequired   = 1 // requiredDuringSchedulingIgnoredDuringExecution
-	selectorTerms          = 1 // NodeSelector.nodeSelectorTerms
-	termMatchExpressions   = 1
-	requirementKey         = 1
-	requirementOperator    = 2
-	requirementValues      = 3
+	affinityNodeAffinity     = 1
+	nodeAffinityRequired     = 1 // requiredDuringSchedulingIgnoredDuringExecution
+	selectorTerms            = 1 // NodeSelector.nodeSelectorTerms
+	termMatchExpressions     = 1
+	requirementKey           = 1
+	requirementOperator      = 2
+	requirementValues        = 3
 	statusPhase              = 1
 	statusConditions         = 2
 	statusStartTime          = 7
