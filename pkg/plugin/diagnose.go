@@ -19,11 +19,9 @@ package plugin
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -33,13 +31,8 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
-
-// nearestShown is how many of the nearest nodes why and fit show, with their holders.
-const nearestShown = 3
-
-// namesShown is how many node names a reason's row names.
-const namesShown = 5
 
 // view is a cluster snapshot with its claims by name, for why and fit.
 type view struct {
@@ -88,76 +81,18 @@ func (v *view) fitAll(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, k int
 	return out, nil
 }
 
-// Diagnosis is why a pod fits on no node, in the scheduler's words.
-type Diagnosis struct {
-	// Message is the summary of the scheduler's FailedScheduling event (without its
-	// preemption part): "0/N nodes are available: ...".
-	Message string `json:"message"`
-	// Reasons are the scheduler's reasons with the nodes that gave each, in Message's order.
-	Reasons []reasonCount `json:"reasons"`
-	// Nodes are every node with its reasons, by name.
-	Nodes []nodeReasons `json:"nodes"`
-	// Nearest are the nodes where only resources or claims fail and the pod would fit with
-	// nothing held, fewest GPU units missing first (at most nearestShown), with the pods
-	// holding GPUs there.
-	Nearest []nearNode `json:"nearest"`
-	// NearNodes counts such nodes, shown or not.
-	NearNodes int `json:"nearNodes"`
-}
-
-type reasonCount struct {
-	Reason string   `json:"reason"`
-	Count  int      `json:"count"`
-	Nodes  []string `json:"nodes"`
-}
-
-type nodeReasons struct {
-	Node    string   `json:"node"`
-	Reasons []string `json:"reasons"`
-}
-
-// nearNode is a node where the pod fails only for want of room.
-type nearNode struct {
-	Node    string   `json:"node"`
-	Reasons []string `json:"reasons"`
-	// Missing sums what the pod lacks there, in GPU units (devices, MIG devices, replicas).
-	Missing int64 `json:"missing"`
-	// Room is what the pod could get there now, per GPU resource or claim request.
-	Room    []room      `json:"room,omitempty"`
-	Holders []gpuHolder `json:"holders"`
-}
-
-// room is what a pod could get of one thing it asks for on one node.
-type room struct {
-	// What is a resource name, or "claim NAME request REQUEST".
-	What      string `json:"what"`
-	Free      int64  `json:"free"` // at most Requested
-	Requested int64  `json:"requested"`
-}
-
-// gpuHolder is a pod holding GPUs on a node.
-type gpuHolder struct {
-	Namespace string           `json:"namespace"`
-	Pod       string           `json:"pod"`
-	Resources map[string]int64 `json:"resources,omitempty"`
-	// Devices are the DRA devices it holds, as POOL/DEVICE.
-	Devices []string `json:"devices,omitempty"`
-	// Terminating: the pod is being deleted; its GPUs are free once it is gone.
-	Terminating bool `json:"terminating,omitempty"`
-}
-
 // diagnose explains results in which no node fits the pod.
-func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*Diagnosis, error) {
-	d := &Diagnosis{Message: capacity.Message(results), Reasons: []reasonCount{}, Nodes: []nodeReasons{}, Nearest: []nearNode{}}
+func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Diagnosis, error) {
+	d := &printer.Diagnosis{Message: capacity.Message(results), Reasons: []printer.ReasonCount{}, Nodes: []printer.NodeReasons{}, Nearest: []printer.NearNode{}}
 	byReason := map[string][]string{}
 	for _, r := range results {
-		d.Nodes = append(d.Nodes, nodeReasons{Node: r.Node, Reasons: r.Reasons})
+		d.Nodes = append(d.Nodes, printer.NodeReasons{Node: r.Node, Reasons: r.Reasons})
 		for _, reason := range r.Reasons {
 			byReason[reason] = append(byReason[reason], r.Node)
 		}
 	}
 	for reason, nodes := range byReason {
-		d.Reasons = append(d.Reasons, reasonCount{Reason: reason, Count: len(nodes), Nodes: nodes})
+		d.Reasons = append(d.Reasons, printer.ReasonCount{Reason: reason, Count: len(nodes), Nodes: nodes})
 	}
 	// As the scheduler sorts them: as the strings "COUNT REASON".
 	sort.Slice(d.Reasons, func(i, j int) bool {
@@ -173,7 +108,7 @@ func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, res
 			}
 			continue
 		}
-		n := nearNode{Node: r.Node, Reasons: r.Reasons}
+		n := printer.NearNode{Node: r.Node, Reasons: r.Reasons}
 		var err error
 		if n.Room, err = v.room(pod, claims, r.Node); err != nil {
 			return nil, err
@@ -183,11 +118,11 @@ func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, res
 		}
 		d.Nearest = append(d.Nearest, n)
 	}
-	slices.SortStableFunc(d.Nearest, func(a, b nearNode) int {
+	slices.SortStableFunc(d.Nearest, func(a, b printer.NearNode) int {
 		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(len(a.Reasons), len(b.Reasons)), cmp.Compare(a.Node, b.Node))
 	})
 	d.NearNodes = len(d.Nearest)
-	d.Nearest = d.Nearest[:min(len(d.Nearest), nearestShown)]
+	d.Nearest = d.Nearest[:min(len(d.Nearest), printer.NearestShown)]
 	for i := range d.Nearest {
 		d.Nearest[i].Holders = v.holders(d.Nearest[i].Node)
 	}
@@ -214,11 +149,11 @@ func roomOnly(reasons []string) bool {
 	return len(reasons) > 0
 }
 
-// room is what the pod could get on the node now of each GPU resource it requests and of
+// Room is what the pod could get on the node now of each GPU resource it requests and of
 // each device request of its unallocated claims (counted alone, without the claim's other
 // requests and constraints).
-func (v *view) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) ([]room, error) {
-	var out []room
+func (v *view) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) ([]printer.Room, error) {
+	var out []printer.Room
 	requests := capacity.Requests(pod)
 	for _, name := range gpuResourceNames(requests) {
 		q := requests[name]
@@ -233,7 +168,7 @@ func (v *view) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node st
 				return nil, err
 			}
 		}
-		out = append(out, room{What: string(name), Free: free, Requested: want})
+		out = append(out, printer.Room{What: string(name), Free: free, Requested: want})
 	}
 	for _, c := range claims {
 		if c.Status.Allocation != nil {
@@ -248,7 +183,7 @@ func (v *view) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node st
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, room{What: fmt.Sprintf("claim %s request %s", c.Name, r.Name), Free: free, Requested: want})
+			out = append(out, printer.Room{What: fmt.Sprintf("claim %s request %s", c.Name, r.Name), Free: free, Requested: want})
 		}
 	}
 	return out, nil
@@ -310,10 +245,10 @@ func requestProbe(pod *corev1.Pod, claim *resourcev1.ResourceClaim, r resourcev1
 }
 
 // holders are the pods bound to the node that hold GPUs there, by namespace and name.
-func (v *view) holders(node string) []gpuHolder {
-	out := []gpuHolder{}
+func (v *view) holders(node string) []printer.GPUHolder {
+	out := []printer.GPUHolder{}
 	for _, p := range v.snap.PodsOn(node) {
-		h := gpuHolder{Namespace: p.Namespace, Pod: p.Name, Terminating: p.DeletionTimestamp != nil}
+		h := printer.GPUHolder{Namespace: p.Namespace, Pod: p.Name, Terminating: p.DeletionTimestamp != nil}
 		viaClaim := map[string]bool{} // resources a DRA claim serves (KEP-5004)
 		if st := p.Status.ExtendedResourceClaimStatus; st != nil {
 			for _, m := range st.RequestMappings {
@@ -377,121 +312,19 @@ func claimNames(p *corev1.Pod) []string {
 	return names
 }
 
-// allocatedDevice is one device of a claim's allocation.
-type allocatedDevice struct {
-	Request string `json:"request"`
-	Driver  string `json:"driver"`
-	Pool    string `json:"pool"`
-	Device  string `json:"device"`
-	// AdminAccess: the claim monitors the device without holding it.
-	AdminAccess bool `json:"adminAccess,omitempty"`
-}
-
-func allocatedDevices(c *resourcev1.ResourceClaim) []allocatedDevice {
+func allocatedDevices(c *resourcev1.ResourceClaim) []printer.AllocatedDevice {
 	if c.Status.Allocation == nil {
 		return nil
 	}
 	return resultDevices(c.Status.Allocation)
 }
 
-func resultDevices(a *resourcev1.AllocationResult) []allocatedDevice {
-	var out []allocatedDevice
+func resultDevices(a *resourcev1.AllocationResult) []printer.AllocatedDevice {
+	var out []printer.AllocatedDevice
 	for _, r := range a.Devices.Results {
-		out = append(out, allocatedDevice{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device, AdminAccess: ptr.Deref(r.AdminAccess, false)})
+		out = append(out, printer.AllocatedDevice{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device, AdminAccess: ptr.Deref(r.AdminAccess, false)})
 	}
 	return out
-}
-
-// write prints the diagnosis for people: the reasons with their nodes, the nearest nodes and
-// who holds GPUs there.
-func (d *Diagnosis) write(b *strings.Builder) error {
-	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODES\tREASON\tWHICH")
-	for _, r := range d.Reasons {
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", r.Count, r.Reason, shortList(r.Nodes, namesShown))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(d.Nearest) == 0 {
-		b.WriteString("\nNo node would fit it even with all its GPUs free: each fails on something else.\n")
-		return nil
-	}
-	fmt.Fprintf(b, "\nNearest nodes (they lack only room that pods hold; fewest GPU units missing first, %d of %d):\n", len(d.Nearest), d.NearNodes)
-	tw = tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tMISSING\tROOM")
-	for _, n := range d.Nearest {
-		var parts []string
-		for _, r := range n.Room {
-			parts = append(parts, fmt.Sprintf("%s: %d free of %d", r.What, r.Free, r.Requested))
-		}
-		if len(parts) == 0 {
-			parts = n.Reasons
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", n.Node, n.Missing, strings.Join(parts, "; "))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return d.writeHolders(b)
-}
-
-// writeHolders prints what would make room: the pods holding GPUs on the nearest nodes.
-func (d *Diagnosis) writeHolders(b *strings.Builder) error {
-	b.WriteString("\nWhat would make room: the pods holding GPUs there (a terminating pod's are free once it is gone):\n")
-	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tPOD\tSTATE\tHOLDS")
-	for _, n := range d.Nearest {
-		if len(n.Holders) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\n", n.Node)
-		}
-		for _, h := range n.Holders {
-			state := "-"
-			if h.Terminating {
-				state = "terminating"
-			}
-			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\n", n.Node, h.Namespace, h.Pod, state, h.holds())
-		}
-	}
-	return tw.Flush()
-}
-
-func (h gpuHolder) holds() string {
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(h.Resources)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", name, h.Resources[name]))
-	}
-	if len(h.Devices) > 0 {
-		parts = append(parts, "devices "+compactDevices(h.Devices))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// compactDevices joins POOL/DEVICE names, naming each pool once for its run of devices:
-// node-1/gpu-0,gpu-1,node-2/gpu-0.
-func compactDevices(devices []string) string {
-	var b strings.Builder
-	pool := ""
-	for i, d := range devices {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		p, name, _ := strings.Cut(d, "/")
-		if i == 0 || p != pool {
-			b.WriteString(p + "/")
-			pool = p
-		}
-		b.WriteString(name)
-	}
-	return b.String()
-}
-
-// shortList is the first n names, and how many more.
-func shortList(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 func nsName(ns, name string) types.NamespacedName {

@@ -19,11 +19,9 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 type fitOptions struct {
@@ -135,7 +134,7 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 	if o.output != outputTable {
 		err = writeData(env.Out, answer, o.output)
 	} else {
-		err = answer.write(env.Out)
+		err = printer.FitReport(env.Out, answer)
 	}
 	if err != nil {
 		return err
@@ -159,69 +158,12 @@ func (o *fitOptions) read(env Environment, namespace string) (*fitInput, error) 
 	return readFitInput(f, o.file, namespace)
 }
 
-// fitAnswer is what `fit` says, and what it prints with -o json.
-type fitAnswer struct {
-	// Fits: every replica fits now, at once, with no pod evicted.
-	Fits bool `json:"fits"`
-	// FitsByPreemption: every replica fits once the scheduler's preemption evicts Preempted
-	// pods of lower priority.
-	FitsByPreemption bool  `json:"fitsByPreemption,omitempty"`
-	Preempted        int64 `json:"preempted,omitempty"`
-	// Replicas counts the replicas of every object; Placed those that fit.
-	Replicas int64      `json:"replicas"`
-	Placed   int64      `json:"placed"`
-	Objects  []fitCount `json:"objects"`
-	Pods     []fitPod   `json:"pods"`
-	// FirstMiss is the first replica that does not fit, and why.
-	FirstMiss *fitMiss `json:"firstMiss,omitempty"`
-}
-
-// fitCount is one object's replicas: those placed, and those not tried because an earlier
-// replica of the object (the same pod) did not fit.
-type fitCount struct {
-	Object    string `json:"object"` // KIND/NAME
-	Namespace string `json:"namespace"`
-	Replicas  int64  `json:"replicas"`
-	Placed    int64  `json:"placed"`
-	NotTried  int64  `json:"notTried,omitempty"`
-}
-
-// fitPod is one replica tried: where it goes, and what it gets there.
-type fitPod struct {
-	Object    string `json:"object"`
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	// Node is "" for a replica that does not fit.
-	Node      string           `json:"node"`
-	Resources map[string]int64 `json:"resources,omitempty"`
-	Claims    []podClaim       `json:"claims,omitempty"`
-	// Preempts are the pods the scheduler evicts to make room for this replica.
-	Preempts []victim `json:"preempts,omitempty"`
-}
-
-type fitMiss struct {
-	Object    string `json:"object"`
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	*Diagnosis
-	// Preemption is what the scheduler's preemption makes of it.
-	Preemption *preemptionAnswer `json:"preemption,omitempty"`
-}
-
-// schedulerMessage is the FailedScheduling event the replica would get.
-func (m *fitMiss) schedulerMessage() string {
-	if m.Preemption == nil {
-		return m.Message
-	}
-	return m.Message + " " + m.Preemption.Message
-}
-
 // place places every object's replicas, one at a time, on the snapshot.
-func (v *view) place(in *fitInput) (*fitAnswer, error) {
-	a := &fitAnswer{Objects: []fitCount{}, Pods: []fitPod{}}
+func (v *view) place(in *fitInput) (*printer.Fit, error) {
+	a := &printer.Fit{Objects: []printer.FitCount{}, Pods: []printer.FitPod{}}
 	for k, o := range in.objects {
 		templates := in.templatesIn(o.namespace)
-		fc := fitCount{Object: o.kind + "/" + o.name, Namespace: o.namespace, Replicas: o.replicas}
+		fc := printer.FitCount{Object: o.kind + "/" + o.name, Namespace: o.namespace, Replicas: o.replicas}
 		for i := int64(0); i < o.replicas; i++ {
 			pod := o.pod(i)
 			claims, err := v.snap.PodClaims(pod, templates)
@@ -232,9 +174,9 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
 			}
-			fp := fitPod{Object: fc.Object, Namespace: o.namespace, Pod: pod.Name}
+			fp := printer.FitPod{Object: fc.Object, Namespace: o.namespace, Pod: pod.Name}
 			r, ok := v.bestFit(pod, results)
-			var miss *preemptionAnswer
+			var miss *printer.Preemption
 			if !ok && v.preempt {
 				if r, fp.Preempts, miss, err = v.preemptFor(pod, claims, results); err != nil {
 					return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
@@ -248,7 +190,7 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 					if err != nil {
 						return nil, fmt.Errorf("%s: replica %s: %w", o, pod.Name, err)
 					}
-					a.FirstMiss = &fitMiss{Object: o.String(), Namespace: o.namespace, Pod: pod.Name, Diagnosis: d, Preemption: miss}
+					a.FirstMiss = &printer.FitMiss{Object: o.String(), Namespace: o.namespace, Pod: pod.Name, Diagnosis: d, Preemption: miss}
 				}
 				fc.NotTried = o.replicas - i - 1 // the same pod: it would not fit either
 				break
@@ -270,7 +212,7 @@ func (v *view) place(in *fitInput) (*fitAnswer, error) {
 // preemptFor runs the scheduler's preemption for a replica no node takes: on the node it
 // picks, the victims are evicted and the replica fits there. miss is what preemption says
 // when it finds no such node.
-func (v *view) preemptFor(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (capacity.Result, []victim, *preemptionAnswer, error) {
+func (v *view) preemptFor(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (capacity.Result, []printer.Victim, *printer.Preemption, error) {
 	p, err := v.snap.Preempt(pod, claims, results)
 	if err != nil {
 		return capacity.Result{}, nil, nil, err
@@ -352,8 +294,8 @@ func (v *view) devicePluginGPUs(pod *corev1.Pod, node string) map[string]int64 {
 // assume places the pod on r's node for the questions that follow, as the scheduler's cache
 // would: its new claims allocated as r says and named in its status, a shared claim (named by
 // resourceClaimName) allocated once for every replica. It returns what the pod's claims hold.
-func (v *view) assume(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r capacity.Result) []podClaim {
-	var out []podClaim
+func (v *view) assume(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r capacity.Result) []printer.PodClaim {
+	var out []printer.PodClaim
 	mine := map[*resourcev1.ResourceClaim]bool{} // the claims PodClaims gave: the others are for extended resources
 	for _, c := range claims {
 		mine[c] = true
@@ -361,7 +303,7 @@ func (v *view) assume(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r cap
 	made := map[*resourcev1.ResourceClaim]bool{}
 	for i, c := range r.Claims {
 		made[c] = true
-		out = append(out, podClaim{Name: c.Name, Allocated: true, Devices: resultDevices(&r.Allocations[i])})
+		out = append(out, printer.PodClaim{Name: c.Name, Allocated: true, Devices: resultDevices(&r.Allocations[i])})
 		if v.claims[nsName(c.Namespace, c.Name)] == c {
 			c.Status.Allocation = r.Allocations[i].DeepCopy() // the snapshot's own, shared claim
 			continue
@@ -384,107 +326,9 @@ func (v *view) assume(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r cap
 	}
 	for _, c := range claims {
 		if !made[c] && c.Status.Allocation != nil {
-			out = append(out, podClaim{Name: c.Name, Allocated: true, Devices: allocatedDevices(c)})
+			out = append(out, printer.PodClaim{Name: c.Name, Allocated: true, Devices: allocatedDevices(c)})
 		}
 	}
 	v.snap.Assume(pod, r)
 	return out
-}
-
-// write prints the answer for people.
-func (a *fitAnswer) write(w io.Writer) error {
-	var b strings.Builder
-	if len(a.Pods) == 0 {
-		b.WriteString("No replicas to place: every object asks for 0.\n")
-	}
-	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	if len(a.Pods) > 0 {
-		fmt.Fprintln(tw, "OBJECT\tNAMESPACE\tPOD\tNODE\tGETS")
-	}
-	for _, p := range a.Pods {
-		node, gets := p.Node, p.gets()
-		if node == "" {
-			node, gets = "-", "does not fit"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Object, p.Namespace, p.Pod, node, gets)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, o := range a.Objects {
-		if o.NotTried > 0 {
-			fmt.Fprintf(&b, "%s: %s not tried: the same pod as the one that does not fit.\n", o.Object, countOf(o.NotTried, "more replica", "more replicas"))
-		}
-	}
-	b.WriteString("\n")
-	if err := a.writePreempted(&b); err != nil {
-		return err
-	}
-	switch {
-	case a.Fits:
-		fmt.Fprintf(&b, "All replicas fit now (%d of %d).\n", a.Placed, a.Replicas)
-	case a.FitsByPreemption:
-		fmt.Fprintf(&b, "All replicas fit (%d of %d) once the scheduler evicts %s of lower priority.\n", a.Placed, a.Replicas, countOf(a.Preempted, "pod", "pods"))
-	default:
-		m := a.FirstMiss
-		fmt.Fprintf(&b, "%d of %s fit now. Pod %s/%s (%s) does not:\n%s\n\n", a.Placed, countOf(a.Replicas, "replica", "replicas"), m.Namespace, m.Pod, m.Object, m.schedulerMessage())
-		if err := m.Diagnosis.write(&b); err != nil {
-			return err
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("Nothing was created. Each replica went to the fitting node with the fewest free GPUs left; the scheduler's scoring may choose other nodes.\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// writePreempted lists the pods the scheduler evicts for the replicas, if any.
-func (a *fitAnswer) writePreempted(b *strings.Builder) error {
-	if a.Preempted == 0 {
-		return nil
-	}
-	fmt.Fprintf(b, "The scheduler's preemption evicts %s of lower priority for them:\n", countOf(a.Preempted, "pod", "pods"))
-	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "FOR\tNODE\tVICTIM\tPRIORITY\tHOLDS")
-	for _, p := range a.Pods {
-		for _, vp := range p.Preempts {
-			holds := vp.Holds
-			if holds == "" {
-				holds = "-"
-			}
-			fmt.Fprintf(tw, "%s/%s\t%s\t%s/%s\t%d\t%s\n", p.Namespace, p.Pod, p.Node, vp.Namespace, vp.Pod, vp.Priority, holds)
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	b.WriteString("\n")
-	return nil
-}
-
-// gets is what a placed replica gets: device-plugin GPUs and its claims' devices.
-func (p *fitPod) gets() string {
-	var parts []string
-	if len(p.Resources) > 0 {
-		parts = append(parts, gpuHolder{Resources: p.Resources}.holds())
-	}
-	for _, c := range p.Claims {
-		var devices, admin []string
-		for _, d := range c.Devices {
-			if d.AdminAccess {
-				admin = append(admin, d.Pool+"/"+d.Device)
-			} else {
-				devices = append(devices, d.Pool+"/"+d.Device)
-			}
-		}
-		part := fmt.Sprintf("claim %s: %s", c.Name, compactDevices(devices))
-		if len(admin) > 0 {
-			part += " admin access to " + compactDevices(admin)
-		}
-		parts = append(parts, part)
-	}
-	if len(parts) == 0 {
-		return "no GPUs"
-	}
-	return strings.Join(parts, "; ")
 }

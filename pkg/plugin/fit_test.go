@@ -41,6 +41,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // trainerDeployment is 3 replicas of 4 GPUs, given as limits only.
@@ -118,7 +119,7 @@ func TestFitDeploymentJSON(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	golden(t, "fit-deployment-no-json.golden", r.out)
-	var a fitAnswer
+	var a printer.Fit
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ spec:
 	if r.code != ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	var a fitAnswer
+	var a printer.Fit
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +414,7 @@ func TestFitPreemptsAsTheScheduler(t *testing.T) {
 	assertNoWrites(t, kube)
 
 	r = runFit(t, c, prod, "-f", "-", "-o", "json")
-	var a fitAnswer
+	var a printer.Fit
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}

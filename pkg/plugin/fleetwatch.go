@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -206,7 +205,7 @@ func (d *fleetDrawer) start(states []clusterState) error {
 			// No client could be made (the kubeconfig's entry): there is nothing to retry.
 			err = d.printLines([]string{fmt.Sprintf("%s [%s] %s", s.since.UTC().Format(time.RFC3339), d.members[i].context, s.problem)})
 		case s.problem != "":
-			err = d.printLines([]string{d.problemLine(d.members[i].context, s.problem, s.since)})
+			err = d.printLines([]string{printer.FleetProblemLine(d.members[i].context, s.problem, s.since)})
 		default:
 			err = d.printState(i, s.last)
 		}
@@ -215,11 +214,6 @@ func (d *fleetDrawer) start(states []clusterState) error {
 		}
 	}
 	return nil
-}
-
-// problemLine is the line that says a cluster cannot be read.
-func (d *fleetDrawer) problemLine(context, problem string, at time.Time) string {
-	return fmt.Sprintf("%s [%s] %s; retrying", at.UTC().Format(time.RFC3339), context, problem)
 }
 
 // printLines prints lines about the clusters (not states of an inventory): on stdout, or
@@ -252,22 +246,22 @@ func (d *fleetDrawer) apply(s *clusterState, ev clusterEvent) error {
 			s.since = now
 		}
 		s.problem = ev.problem
-		lines = append(lines, d.problemLine(ctxName, ev.problem, now))
+		lines = append(lines, printer.FleetProblemLine(ctxName, ev.problem, now))
 	case ev.deleted:
 		if s.last == nil && s.problem != "" {
 			return nil
 		}
 		s.last, s.problem, s.since = nil, fmt.Sprintf("GpuInventory %q was deleted; waiting for it to be created again", d.name), now
-		lines = append(lines, fmt.Sprintf("- [%s] %s: deleted", ctxName, d.name))
+		lines = append(lines, printer.FleetDeletedLine(ctxName, d.name))
 	case ev.back:
 		if s.problem == "" || s.last == nil {
 			return nil // nothing to show until a state comes
 		}
 		s.problem = ""
-		lines = append(lines, fmt.Sprintf("%s [%s] reconnected", now.UTC().Format(time.RFC3339), ctxName))
+		lines = append(lines, printer.FleetReconnectedLine(ctxName, now))
 	default:
 		if s.problem != "" && s.last != nil {
-			lines = append(lines, fmt.Sprintf("%s [%s] reconnected", now.UTC().Format(time.RFC3339), ctxName))
+			lines = append(lines, printer.FleetReconnectedLine(ctxName, now))
 		}
 		wasShown := s.problem == ""
 		s.problem = ""
@@ -313,12 +307,5 @@ func (d *fleetDrawer) redraw() error {
 	}
 	popts := printOptions(d.env, d.opts.output)
 	popts.Problems = d.opts.problems
-	var b strings.Builder
-	b.WriteString(clearScreen)
-	if err := printer.FleetReport(&b, f, popts); err != nil {
-		return err
-	}
-	fmt.Fprintf(&b, "\nWatching GpuInventory %s in %d contexts (Ctrl-C to stop).\n", d.name, len(d.members))
-	_, err := io.WriteString(d.env.Out, b.String())
-	return err
+	return printer.FleetWatchScreen(d.env.Out, f, popts)
 }

@@ -31,6 +31,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -162,7 +163,7 @@ func TestFleetWatchTerminalRetriesAClusterDownAtTheStart(t *testing.T) {
 	if code := exitCode(t, done); code != ExitOK {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
-	screens := strings.Split(out.String(), clearScreen)
+	screens := strings.Split(out.String(), printer.ClearScreen)
 	for i := range screens {
 		screens[i] = ansi.ReplaceAllString(screens[i], "")
 	}

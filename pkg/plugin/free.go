@@ -23,12 +23,9 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -112,7 +109,7 @@ func (o *freeOptions) run(ctx context.Context, env Environment, c *clients, name
 	case outputJSON, outputYAML:
 		err = writeData(env.Out, answer, o.output)
 	default:
-		err = answer.write(env.Out, env.now())
+		err = printer.FreeReport(env.Out, answer, env.now())
 	}
 	if err != nil {
 		return err
@@ -171,54 +168,16 @@ func modelName(product string) string {
 	return product
 }
 
-// freeAnswer is what `free` says, and what it prints with -o json.
-type freeAnswer struct {
-	Inventory string `json:"inventory"`
-	// Model is --model as given; empty for every model.
-	Model string `json:"model,omitempty"`
-	Count int32  `json:"count"`
-	// Fits: some node has at least Count free GPUs of one of the models.
-	Fits bool `json:"fits"`
-	// Nodes and NodesAtMost bound the number of nodes with at least Count free GPUs (equal
-	// when Exact).
-	Nodes       int32 `json:"nodes"`
-	NodesAtMost int32 `json:"nodesAtMost"`
-	Exact       bool  `json:"exact"`
-	// FreeGpus and Gpus sum the models'.
-	FreeGpus int32       `json:"freeGpus"`
-	Gpus     int32       `json:"gpus"`
-	Models   []modelFree `json:"models"`
-	// Waiting is demand that no model row shows: for any model, and for models the inventory
-	// has no node of (without --model).
-	Waiting []homelabv1.GpuDemand `json:"waiting,omitempty"`
-	// listed and total: the inventory's node list, for the range's explanation.
-	listed, total int
-}
-
-// modelFree is the answer for one model.
-type modelFree struct {
-	Model    string `json:"model"`
-	FreeGpus int32  `json:"freeGpus"`
-	Gpus     int32  `json:"gpus"`
-	// MostFreeOnANode is the most free GPUs on one node of the model.
-	MostFreeOnANode int32                `json:"mostFreeOnANode"`
-	Nodes           int32                `json:"nodes"`
-	NodesAtMost     int32                `json:"nodesAtMost"`
-	Exact           bool                 `json:"exact"`
-	Most            []homelabv1.NodeFree `json:"most,omitempty"`
-	PendingGpus     int32                `json:"pendingGpus"`
-}
-
 // answerFree answers for the models picked from gi's status.
-func answerFree(gi *homelabv1.GpuInventory, models []homelabv1.GpuModel, model string, count int32) *freeAnswer {
+func answerFree(gi *homelabv1.GpuInventory, models []homelabv1.GpuModel, model string, count int32) *printer.Free {
 	s := &gi.Status
-	a := &freeAnswer{Inventory: gi.Name, Model: model, Count: count, Exact: true, Models: []modelFree{},
-		listed: len(s.Nodes), total: int(s.TotalGpuNodes)}
+	a := &printer.Free{Inventory: gi.Name, Model: model, Count: count, Exact: true, Models: []printer.ModelFree{},
+		Listed: len(s.Nodes), Total: int(s.TotalGpuNodes)}
 	complete := len(s.Nodes) >= int(s.TotalGpuNodes)
 	listed := listedFree(s)
 	for _, m := range models {
 		lo, hi := nodesWithFree(m.Fit, listed[m.Product], complete, count)
-		mf := modelFree{Model: modelName(m.Product), FreeGpus: m.FreeGpus, Gpus: m.Gpus, Nodes: lo, NodesAtMost: hi,
+		mf := printer.ModelFree{Model: modelName(m.Product), FreeGpus: m.FreeGpus, Gpus: m.Gpus, Nodes: lo, NodesAtMost: hi,
 			Exact: lo == hi, PendingGpus: m.PendingGpus}
 		if m.Fit != nil {
 			mf.Most = m.Fit.Most
@@ -330,77 +289,6 @@ func addSat32(a, b int32) int32 {
 	return 1<<31 - 1
 }
 
-// write prints the answer for people.
-func (a *freeAnswer) write(w io.Writer, now time.Time) error {
-	var b strings.Builder
-	scope := "Inventory " + a.Inventory
-	if a.Model != "" {
-		scope += fmt.Sprintf(", models matching %q", a.Model)
-	}
-	fmt.Fprintf(&b, "%s: %d of %s free.\n", scope, a.FreeGpus, countOf(int64(a.Gpus), "GPU", "GPUs"))
-	job := "a free GPU"
-	if a.Count > 1 {
-		job = fmt.Sprintf("%d free GPUs", a.Count)
-	}
-	switch {
-	case len(a.Models) == 0:
-		b.WriteString("No GPU nodes.\n")
-	case a.Fits && a.Exact:
-		fmt.Fprintf(&b, "A job of %s fits on %s now.\n", countOf(int64(a.Count), "GPU", "GPUs"), countOf(int64(a.Nodes), "node", "nodes"))
-	case a.Fits:
-		fmt.Fprintf(&b, "A job of %s fits on %d to %d nodes now (the inventory lists %d of %d GPU nodes and counts nodes with 1, 2, 4 and 8 free GPUs).\n",
-			countOf(int64(a.Count), "GPU", "GPUs"), a.Nodes, a.NodesAtMost, a.listed, a.total)
-	default:
-		most := int32(0)
-		for _, m := range a.Models {
-			most = max(most, m.MostFreeOnANode)
-		}
-		fmt.Fprintf(&b, "No node has %s of one model now", job)
-		if most > 0 {
-			fmt.Fprintf(&b, " (at most %d on one node)", most)
-		}
-		b.WriteString(".\n")
-	}
-	if len(a.Models) > 0 {
-		b.WriteString("\n")
-		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "MODEL\tFREE\tFIT-NODES\tMOST-FREE\tPENDING")
-		for _, m := range a.Models {
-			fit := fmt.Sprint(m.Nodes)
-			if !m.Exact {
-				fit = fmt.Sprintf("%d-%d", m.Nodes, m.NodesAtMost)
-			}
-			var most []string
-			for _, n := range m.Most {
-				most = append(most, fmt.Sprintf("%s (%d)", n.Name, n.FreeGpus))
-			}
-			if len(most) == 0 {
-				most = []string{"-"}
-			}
-			fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\n", m.Model, m.FreeGpus, m.Gpus, fit, strings.Join(most, ", "), m.PendingGpus)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	if len(a.Waiting) > 0 {
-		b.WriteString("\n")
-	}
-	for _, d := range a.Waiting {
-		what := "Waiting for any model"
-		if d.Model != "" {
-			what = "Waiting for " + d.Model + ", which no node here has"
-		}
-		fmt.Fprintf(&b, "%s: %s asking for %s", what, countOf(int64(d.Pods), "pod", "pods"), countOf(int64(d.Gpus), "GPU", "GPUs"))
-		if d.Since != nil {
-			fmt.Fprintf(&b, ", the oldest for %s", age(d.Since.Time, now))
-		}
-		b.WriteString(".\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
 // writeData prints v as JSON (indented, as kubectl does) or YAML.
 func writeData(w io.Writer, v any, output string) error {
 	if output == outputYAML {
@@ -415,16 +303,4 @@ func writeData(w io.Writer, v any, output string) error {
 	enc.SetIndent("", "    ")
 	enc.SetEscapeHTML(false) // <unknown>, <other models> as they are
 	return enc.Encode(v)
-}
-
-// age is a relative age as kubectl prints it (5m, 3h, 2d).
-func age(t, now time.Time) string {
-	return duration.HumanDuration(max(now.Sub(t), 0))
-}
-
-func countOf(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

@@ -30,6 +30,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // freeClients serve the mixed fleet's inventory with what allocatedFleet's pods hold.
@@ -90,7 +91,7 @@ func TestFreeJSON(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	var got freeAnswer
+	var got printer.Free
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
 		t.Fatal(err)
 	}

@@ -19,15 +19,13 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // NoUsageRead is what `idle` says of an inventory the operator reads no utilisation for.
@@ -105,37 +103,5 @@ func (o *idleOptions) run(ctx context.Context, env Environment, c *clients, name
 	if o.output == outputJSON || o.output == outputYAML {
 		return writeData(env.Out, s.Usage, o.output)
 	}
-	return writeIdle(env, name, s.Usage, unknown)
-}
-
-// writeIdle prints the idle holders, the summary, and why the figures may be old.
-func writeIdle(env Environment, name string, u *homelabv1.GpuUsage, unknown *metav1.Condition) error {
-	var b strings.Builder
-	now := env.now()
-	if len(u.IdleHolders) == 0 {
-		fmt.Fprintf(&b, "No pod in GpuInventory %s has held GPUs idle for ten minutes or more.\n", name)
-	} else {
-		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tMODEL\tGPUS\tIDLE SINCE")
-		for _, h := range u.IdleHolders {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s (%s)\n", h.Namespace, h.Pod, h.Node, h.Model, h.Gpus,
-				h.IdleSince.UTC().Format("2006-01-02T15:04:05Z"), age(h.IdleSince.Time, now))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	b.WriteString("\n")
-	fmt.Fprintf(&b, "%s held, %d of them by pods idle for longer than %s (utilisation below the operator's --idle-below, from %s).\n",
-		countOf(int64(u.HeldGpus), "GPU", "GPUs"), u.IdleGpus, u.IdleAfter, u.Metric)
-	if len(u.Namespaces) > 0 {
-		top := u.Namespaces[0]
-		fmt.Fprintf(&b, "Over the last %s, namespace %s held %d GPU-hours of %s, %d of them idle (status.usage.namespaces lists %s).\n",
-			u.Window, top.Namespace, top.HeldGpuHours, top.Model, top.IdleGpuHours, countOf(int64(len(u.Namespaces)), "row", "rows"))
-	}
-	if unknown != nil && unknown.Status == metav1.ConditionTrue {
-		fmt.Fprintf(&b, "Usage unknown (%s): %s\n", unknown.Reason, unknown.Message)
-	}
-	_, err := io.WriteString(env.Out, b.String())
-	return err
+	return printer.IdleReport(env.Out, name, s.Usage, unknown, env.now())
 }

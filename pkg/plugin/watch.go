@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -30,9 +29,6 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
-
-// clearScreen moves the cursor home and clears the terminal.
-const clearScreen = "\x1b[H\x1b[2J"
 
 // follow prints the inventory, then follows it (pkg/follow), printing it again whenever its
 // spec or status changes or it is deleted, until ctx ends.
@@ -105,14 +101,7 @@ func (d *drawer) draw(gi *homelabv1.GpuInventory) error {
 	case d.terminal:
 		popts := printOptions(d.env, d.opts.output)
 		popts.Problems = d.opts.problems
-		if _, err := io.WriteString(out, clearScreen); err != nil {
-			return err
-		}
-		if err := printer.Report(out, gi, popts); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(out, "\nWatching GpuInventory %s (Ctrl-C to stop).\n", gi.Name)
-		return err
+		return printer.WatchScreen(out, gi, popts)
 	default:
 		_, err := fmt.Fprintln(out, printer.Line(gi))
 		return err
@@ -120,14 +109,8 @@ func (d *drawer) draw(gi *homelabv1.GpuInventory) error {
 }
 
 func (d *drawer) deleted(name string) error {
-	switch {
-	case d.objects != nil:
+	if d.objects != nil {
 		return nil
-	case d.terminal:
-		_, err := fmt.Fprintf(d.env.Out, "%sGpuInventory %s was deleted; waiting for it to be created again (Ctrl-C to stop).\n", clearScreen, name)
-		return err
-	default:
-		_, err := fmt.Fprintf(d.env.Out, "- %s: deleted\n", name)
-		return err
 	}
+	return printer.WatchDeleted(d.env.Out, name, d.terminal)
 }

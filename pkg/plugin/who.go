@@ -20,11 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -154,7 +152,7 @@ func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error
 	case outputJSON, outputYAML:
 		return writeData(env.Out, answer, o.output)
 	}
-	return answer.write(env.Out, o.output == outputWide, env.now())
+	return printer.WhoReport(env.Out, answer, o.output == outputWide, env.now())
 }
 
 // readHolders streams the GPU pods of namespace ("" for all) and its GPU claims, at once,
@@ -277,61 +275,11 @@ func shapeOf(spec *homelabv1.GpuNodeSpec) *nodeShape {
 	return &nodeShape{model: model, shape: inventory.ShapeOf(&entry)}
 }
 
-// whoAnswer is what `who` says, and what it prints with -o json.
-type whoAnswer struct {
-	// Namespace is the namespace listed; empty for all.
-	Namespace string `json:"namespace"`
-	// Pods counts the pods holding GPUs; Nodes the nodes they hold GPUs on.
-	Pods  int32 `json:"pods"`
-	Nodes int32 `json:"nodes"`
-	// MilliGpus is what they hold in thousandths of a GPU (a GPU shared through a claim
-	// counted once); Gpus the same in GPU-equivalents.
-	MilliGpus int64   `json:"milliGpus"`
-	Gpus      float64 `json:"gpus"`
-	// WaitingPods and WaitingGpus are what pods (and claims) waiting to be scheduled ask for.
-	WaitingPods int32 `json:"waitingPods"`
-	WaitingGpus int32 `json:"waitingGpus"`
-	// QueuedPods and QueuedGpus are what gated pods ask for: the scheduler does not try them yet.
-	QueuedPods int32 `json:"queuedPods,omitempty"`
-	QueuedGpus int32 `json:"queuedGpus,omitempty"`
-	// Holders, or with --by-namespace Namespaces.
-	Holders    []holder           `json:"holders,omitempty"`
-	Namespaces []namespaceHolding `json:"namespaces,omitempty"`
-}
-
-// holder is what one pod holds on one node.
-type holder struct {
-	Namespace string `json:"namespace"`
-	// Pod is empty for an allocated claim reserved for no pod.
-	Pod  string `json:"pod"`
-	Node string `json:"node"`
-	// Model is the node's base model; UnknownModel without its GpuNode record.
-	Model     string  `json:"model"`
-	MilliGpus int64   `json:"milliGpus"`
-	Gpus      float64 `json:"gpus"`
-	// Resources are the device-plugin resources held; Devices and Claims the DRA devices
-	// and the claims they come from.
-	Resources map[string]int64 `json:"resources,omitempty"`
-	Devices   []string         `json:"devices,omitempty"`
-	Claims    []string         `json:"claims,omitempty"`
-	// Shared: a claim of these devices is reserved for other pods too.
-	Shared bool         `json:"shared,omitempty"`
-	Since  *metav1.Time `json:"since,omitempty"`
-}
-
-// namespaceHolding is what one namespace's pods hold.
-type namespaceHolding struct {
-	Namespace string  `json:"namespace"`
-	Pods      int32   `json:"pods"`
-	MilliGpus int64   `json:"milliGpus"`
-	Gpus      float64 `json:"gpus"`
-}
-
 // answerWho turns holdings (for the rows) and held (for the totals, where a shared GPU
 // counts once) into the answer, with each node's shape.
 func answerWho(namespace string, holdings []allocation.Holding, held map[string]*allocation.Held, demand []allocation.Demand,
-	nodes map[string]*nodeShape, byNamespace bool) *whoAnswer {
-	a := &whoAnswer{Namespace: namespace}
+	nodes map[string]*nodeShape, byNamespace bool) *printer.Who {
+	a := &printer.Who{Namespace: namespace}
 	shape := func(node string) (string, allocation.Shape) {
 		if s := nodes[node]; s != nil {
 			return s.model, s.shape
@@ -377,20 +325,20 @@ func answerWho(namespace string, holdings []allocation.Holding, held map[string]
 		a.WaitingPods, a.WaitingGpus = addSat32(a.WaitingPods, d.Pods), addSat32(a.WaitingGpus, gpus)
 	}
 	if byNamespace {
-		a.Namespaces = []namespaceHolding{}
+		a.Namespaces = []printer.NamespaceHolding{}
 		for ns, pods := range nsPods {
 			milli := nsMilli[ns]
-			a.Namespaces = append(a.Namespaces, namespaceHolding{Namespace: ns, Pods: int32(min(len(pods), 1<<31-1)),
+			a.Namespaces = append(a.Namespaces, printer.NamespaceHolding{Namespace: ns, Pods: int32(min(len(pods), 1<<31-1)),
 				MilliGpus: milli, Gpus: float64(milli) / 1000})
 		}
-		slices.SortFunc(a.Namespaces, func(x, y namespaceHolding) int { return strings.Compare(x.Namespace, y.Namespace) })
+		slices.SortFunc(a.Namespaces, func(x, y printer.NamespaceHolding) int { return strings.Compare(x.Namespace, y.Namespace) })
 		return a
 	}
-	a.Holders = make([]holder, 0, len(holdings))
+	a.Holders = make([]printer.WhoHolder, 0, len(holdings))
 	for _, h := range holdings {
 		model, s := shape(h.Node)
 		_, milli := (&allocation.NamespaceHeld{Resources: h.Resources, Devices: h.Devices}).GPUs(s)
-		row := holder{Namespace: h.Namespace, Pod: h.Pod, Node: h.Node, Model: model, MilliGpus: milli, Gpus: float64(milli) / 1000,
+		row := printer.WhoHolder{Namespace: h.Namespace, Pod: h.Pod, Node: h.Node, Model: model, MilliGpus: milli, Gpus: float64(milli) / 1000,
 			Devices: h.Devices, Claims: h.Claims, Shared: h.Shared}
 		if len(h.Resources) > 0 {
 			row.Resources = map[string]int64{}
@@ -415,114 +363,4 @@ func addSat64(a, b int64) int64 {
 		return 1<<63 - 1
 	}
 	return -1 << 63
-}
-
-// write prints the answer for people: the holders (wide: with what each holds) or the
-// namespaces, then a summary line.
-func (a *whoAnswer) write(w io.Writer, wide bool, now time.Time) error {
-	var b strings.Builder
-	where := fmt.Sprintf("in namespace %q", a.Namespace)
-	if a.Namespace == "" {
-		where = "in any namespace"
-	}
-	if a.Pods == 0 && a.MilliGpus == 0 {
-		fmt.Fprintf(&b, "No pod holds GPUs %s.\n", where)
-	} else {
-		tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-		shared := false
-		if a.Namespaces != nil {
-			fmt.Fprintln(tw, "NAMESPACE\tPODS\tGPUS")
-			for _, n := range a.Namespaces {
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", n.Namespace, n.Pods, printer.MilliGPUs(n.MilliGpus))
-			}
-		} else {
-			header := "NAMESPACE\tPOD\tNODE\tMODEL\tGPUS\tSINCE"
-			if wide {
-				header += "\tHOLDS"
-			}
-			fmt.Fprintln(tw, header)
-			for _, h := range a.Holders {
-				pod := h.Pod
-				if pod == "" {
-					pod = "claim/" + strings.Join(h.Claims, ",claim/")
-				}
-				gpus := printer.MilliGPUs(h.MilliGpus)
-				if h.Shared {
-					gpus += "*"
-					shared = true
-				}
-				since := "-"
-				if h.Since != nil {
-					since = age(h.Since.Time, now)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", h.Namespace, pod, h.Node, h.Model, gpus, since)
-				if wide {
-					fmt.Fprintf(tw, "\t%s", h.holds())
-				}
-				fmt.Fprintln(tw)
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if shared {
-			b.WriteString("* held through a claim shared with other pods: the same GPUs, counted once in the total\n")
-		}
-		b.WriteString("\n")
-		namespaces := ""
-		if a.Namespace == "" {
-			namespaces = fmt.Sprintf(" in %s", countOf(int64(len(a.nsNames())), "namespace", "namespaces"))
-		}
-		fmt.Fprintf(&b, "%s%s hold %s GPUs on %s.\n", countOf(int64(a.Pods), "pod", "pods"), namespaces,
-			printer.MilliGPUs(a.MilliGpus), countOf(int64(a.Nodes), "node", "nodes"))
-	}
-	if a.WaitingPods > 0 {
-		fmt.Fprintf(&b, "Waiting to be scheduled %s: %s asking for %s (`kubectl gpuinv free` shows where they could run).\n",
-			where, countOf(int64(a.WaitingPods), "pod", "pods"), countOf(int64(a.WaitingGpus), "GPU", "GPUs"))
-	}
-	if a.QueuedPods > 0 {
-		fmt.Fprintf(&b, "Queued behind scheduling gates %s: %s asking for %s (the scheduler does not try them yet).\n",
-			where, countOf(int64(a.QueuedPods), "pod", "pods"), countOf(int64(a.QueuedGpus), "GPU", "GPUs"))
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// nsNames are the namespaces holding GPUs.
-func (a *whoAnswer) nsNames() []string {
-	var names []string
-	if a.Namespaces != nil {
-		for _, n := range a.Namespaces {
-			names = append(names, n.Namespace)
-		}
-		return names
-	}
-	for _, h := range a.Holders {
-		if !slices.Contains(names, h.Namespace) {
-			names = append(names, h.Namespace)
-		}
-	}
-	return names
-}
-
-// holds is what a holder holds, for -o wide: resources with their counts, then each claim's
-// devices.
-func (h *holder) holds() string {
-	var parts []string
-	names := make([]string, 0, len(h.Resources))
-	for name := range h.Resources {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		parts = append(parts, fmt.Sprintf("%s=%d", name, h.Resources[name]))
-	}
-	if len(h.Devices) > 0 {
-		claims := "claim "
-		if len(h.Claims) > 1 {
-			claims = "claims "
-		}
-		parts = append(parts, claims+strings.Join(h.Claims, ",")+": "+strings.Join(h.Devices, ","))
-	}
-	return strings.Join(parts, "; ")
 }

@@ -42,6 +42,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // whoClients serve server's nodes, pods and claims, and the GpuNode records.
@@ -96,13 +97,13 @@ func TestWhoGolden(t *testing.T) {
 // The totals count a GPU that a claim shares between pods once; the namespaces add up to
 // the totals; parts of GPUs are their share of the GPU.
 func TestWhoCounts(t *testing.T) {
-	run := func(args ...string) whoAnswer {
+	run := func(args ...string) printer.Who {
 		t.Helper()
 		r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who", "-o", "json"}, args...)...)
 		if r.code != ExitOK {
 			t.Fatalf("exit %d, stderr %q", r.code, r.err)
 		}
-		var a whoAnswer
+		var a printer.Who
 		if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 			t.Fatal(err)
 		}

@@ -19,11 +19,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"io"
-	"slices"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -33,14 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
-)
-
-// Pod states of `why`.
-const (
-	statePending  = "Pending"  // waiting for the scheduler
-	stateGated    = "Gated"    // has scheduling gates: the scheduler does not try it
-	stateBound    = "Bound"    // on a node
-	stateFinished = "Finished" // Succeeded or Failed: holds nothing
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 type whyOptions struct {
@@ -92,50 +80,6 @@ resource.k8s.io/v1 is not served); and the pod's events.`,
 	return cmd
 }
 
-// whyAnswer is what `why` says, and what it prints with -o json.
-type whyAnswer struct {
-	Namespace string          `json:"namespace"`
-	Pod       string          `json:"pod"`
-	State     string          `json:"state"`
-	Phase     corev1.PodPhase `json:"phase"`
-	// Node is where the pod is bound.
-	Node        string `json:"node,omitempty"`
-	Terminating bool   `json:"terminating,omitempty"`
-	// Gates are the pod's scheduling gates.
-	Gates []string `json:"gates,omitempty"`
-	// Resources are the GPU resources the pod requests (on a node: holds) from device plugins.
-	Resources map[string]int64 `json:"resources,omitempty"`
-	Claims    []podClaim       `json:"claims,omitempty"`
-	// FitsOn are the nodes a pending pod fits on now.
-	FitsOn []string `json:"fitsOn,omitempty"`
-	// Unresolvable is why the scheduler cannot try any node (a missing claim or class, a
-	// selector that does not compile).
-	Unresolvable string `json:"unresolvable,omitempty"`
-	// The diagnosis of a pending pod that fits nowhere.
-	*Diagnosis `json:",omitempty"`
-	// Preemption is what the scheduler's preemption makes of a pending pod that fits nowhere.
-	Preemption *preemptionAnswer `json:"preemption,omitempty"`
-	// Scheduler is the scheduler's latest FailedScheduling event for the pod.
-	Scheduler *schedulerEvent `json:"scheduler,omitempty"`
-}
-
-// podClaim is one of a pod's ResourceClaims.
-type podClaim struct {
-	// Name is the claim's; for a claim not yet made from its template, the template's.
-	Name string `json:"name"`
-	// Template: the claim is still to be made from this template.
-	Template  string            `json:"template,omitempty"`
-	Missing   bool              `json:"missing,omitempty"` // named but does not exist
-	Allocated bool              `json:"allocated"`
-	Devices   []allocatedDevice `json:"devices,omitempty"`
-}
-
-type schedulerEvent struct {
-	Message string      `json:"message"`
-	Time    metav1.Time `json:"time"`
-	Count   int32       `json:"count,omitempty"`
-}
-
 func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
 	ns := o.namespace
 	if ns == "" {
@@ -155,22 +99,22 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 	if err != nil {
 		return c.explain(err, request{verb: "get", resource: "pods", name: name, namespaced: true, namespace: ns})
 	}
-	a := &whyAnswer{Namespace: ns, Pod: name, Phase: pod.Status.Phase, Node: pod.Spec.NodeName, Terminating: pod.DeletionTimestamp != nil}
+	a := &printer.Why{Namespace: ns, Pod: name, Phase: pod.Status.Phase, Node: pod.Spec.NodeName, Terminating: pod.DeletionTimestamp != nil}
 	a.Resources = gpuRequests(pod)
 	switch {
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		a.State = stateFinished
+		a.State = printer.WhyFinished
 	case pod.Spec.NodeName != "":
-		a.State = stateBound
+		a.State = printer.WhyBound
 		a.Claims, err = describeClaims(pod, apiClaims(ctx, c, api, ns))
 	case len(pod.Spec.SchedulingGates) > 0:
-		a.State = stateGated
+		a.State = printer.WhyGated
 		for _, g := range pod.Spec.SchedulingGates {
 			a.Gates = append(a.Gates, g.Name)
 		}
 	default:
-		a.State = statePending
-		err = a.pending(ctx, env, c, question{pods: []*corev1.Pod{pod}, compressionSet: o.compressionSet, preemption: true})
+		a.State = printer.WhyPending
+		err = pending(a, ctx, env, c, question{pods: []*corev1.Pod{pod}, compressionSet: o.compressionSet, preemption: true})
 	}
 	if err != nil {
 		return err
@@ -178,7 +122,7 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 	if o.output != outputTable {
 		return writeData(env.Out, a, o.output)
 	}
-	return a.write(env.Out, env.now())
+	return printer.WhyReport(env.Out, a, env.now())
 }
 
 // gpuRequests are the pod's GPU resource requests, as the scheduler computes them.
@@ -196,7 +140,7 @@ func gpuRequests(pod *corev1.Pod) map[string]int64 {
 }
 
 // pending runs the scheduler's filters for q's pod on every node.
-func (a *whyAnswer) pending(ctx context.Context, env Environment, c *clients, q question) error {
+func pending(a *printer.Why, ctx context.Context, env Environment, c *clients, q question) error {
 	pod := q.pods[0]
 	l, err := loadCluster(ctx, c, q)
 	if err != nil {
@@ -266,8 +210,8 @@ func apiClaims(ctx context.Context, c *clients, api kubeAPI, ns string) func(ns,
 }
 
 // describeClaims describes the pod's claims, found with lookup.
-func describeClaims(pod *corev1.Pod, lookup func(ns, name string) (*resourcev1.ResourceClaim, error)) ([]podClaim, error) {
-	var out []podClaim
+func describeClaims(pod *corev1.Pod, lookup func(ns, name string) (*resourcev1.ResourceClaim, error)) ([]printer.PodClaim, error) {
+	var out []printer.PodClaim
 	for _, pc := range pod.Spec.ResourceClaims {
 		name := ptrString(pc.ResourceClaimName)
 		if name == "" {
@@ -275,7 +219,7 @@ func describeClaims(pod *corev1.Pod, lookup func(ns, name string) (*resourcev1.R
 		}
 		if name == "" {
 			if pc.ResourceClaimTemplateName != nil {
-				out = append(out, podClaim{Name: *pc.ResourceClaimTemplateName, Template: *pc.ResourceClaimTemplateName})
+				out = append(out, printer.PodClaim{Name: *pc.ResourceClaimTemplateName, Template: *pc.ResourceClaimTemplateName})
 			}
 			continue
 		}
@@ -295,12 +239,12 @@ func describeClaims(pod *corev1.Pod, lookup func(ns, name string) (*resourcev1.R
 	return out, nil
 }
 
-func lookupClaim(ns, name string, lookup func(ns, name string) (*resourcev1.ResourceClaim, error)) (podClaim, error) {
+func lookupClaim(ns, name string, lookup func(ns, name string) (*resourcev1.ResourceClaim, error)) (printer.PodClaim, error) {
 	claim, err := lookup(ns, name)
 	if err != nil || claim == nil {
-		return podClaim{Name: name, Missing: true}, err
+		return printer.PodClaim{Name: name, Missing: true}, err
 	}
-	return podClaim{Name: name, Allocated: claim.Status.Allocation != nil, Devices: allocatedDevices(claim)}, nil
+	return printer.PodClaim{Name: name, Allocated: claim.Status.Allocation != nil, Devices: allocatedDevices(claim)}, nil
 }
 
 func generatedClaimName(pod *corev1.Pod, claim string) string {
@@ -341,16 +285,16 @@ func podTemplates(ctx context.Context, c *clients, api kubeAPI, pod *corev1.Pod)
 }
 
 // latestFailedScheduling is the scheduler's latest FailedScheduling event for the pod, or nil.
-func latestFailedScheduling(ctx context.Context, api kubeAPI, pod *corev1.Pod) (*schedulerEvent, error) {
+func latestFailedScheduling(ctx context.Context, api kubeAPI, pod *corev1.Pod) (*printer.SchedulerEvent, error) {
 	sel := fields.Set{"involvedObject.name": pod.Name, "involvedObject.namespace": pod.Namespace, "involvedObject.uid": string(pod.UID)}
-	var latest *schedulerEvent
+	var latest *printer.SchedulerEvent
 	err := listAll(ctx, api.Events(pod.Namespace).List, metav1.ListOptions{FieldSelector: sel.AsSelector().String()}, func(l *corev1.EventList) string {
 		for i := range l.Items {
 			e := &l.Items[i]
 			if e.InvolvedObject.UID != pod.UID || e.InvolvedObject.Name != pod.Name || e.Reason != "FailedScheduling" {
 				continue
 			}
-			ev := &schedulerEvent{Message: e.Message, Time: eventTime(e), Count: e.Count}
+			ev := &printer.SchedulerEvent{Message: e.Message, Time: eventTime(e), Count: e.Count}
 			if e.Series != nil {
 				ev.Count = e.Series.Count
 			}
@@ -375,140 +319,4 @@ func eventTime(e *corev1.Event) metav1.Time {
 		t = metav1.Time{Time: e.Series.LastObservedTime.Time}
 	}
 	return t
-}
-
-// write prints the answer for people.
-func (a *whyAnswer) write(w io.Writer, now time.Time) error {
-	var b strings.Builder
-	pod := a.Namespace + "/" + a.Pod
-	switch a.State {
-	case stateFinished:
-		fmt.Fprintf(&b, "Pod %s has finished (%s)%s: it holds no GPUs.\n", pod, a.Phase, onNode(a.Node))
-	case stateGated:
-		fmt.Fprintf(&b, "Pod %s is gated: it waits in the scheduler's queue, which does not try it until its scheduling gates are removed: %s.\n", pod, strings.Join(a.Gates, ", "))
-	case stateBound:
-		if err := a.writeBound(&b, pod); err != nil {
-			return err
-		}
-	default:
-		if err := a.writePending(&b, pod, now); err != nil {
-			return err
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func onNode(node string) string {
-	if node == "" {
-		return ""
-	}
-	return " on node " + node
-}
-
-// writeBound says where a bound pod's GPUs are.
-func (a *whyAnswer) writeBound(b *strings.Builder, pod string) error {
-	terminating := ""
-	if a.Terminating {
-		terminating = ", terminating (it holds its GPUs until it is gone)"
-	}
-	fmt.Fprintf(b, "Pod %s is %s on node %s%s.\n", pod, a.Phase, a.Node, terminating)
-	if len(a.Resources) == 0 && len(a.Claims) == 0 {
-		b.WriteString("It requests no GPU resources and has no ResourceClaims.\n")
-		return nil
-	}
-	if len(a.Resources) > 0 {
-		fmt.Fprintf(b, "Device-plugin GPUs: %s\n", gpuHolder{Resources: a.Resources}.holds())
-	}
-	if len(a.Claims) == 0 {
-		return nil
-	}
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(b, 0, 8, 2, ' ', 0)
-	// NOTE is last, and left out when empty: no padding after the devices.
-	fmt.Fprintln(tw, "CLAIM\tREQUEST\tDRIVER\tPOOL/DEVICE\tNOTE")
-	for _, c := range a.Claims {
-		switch {
-		case c.Missing:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\tdoes not exist\n", c.Name)
-		case c.Template != "":
-			fmt.Fprintf(tw, "%s\t-\t-\t-\tnot made yet from template %s\n", c.Name, c.Template)
-		case !c.Allocated:
-			fmt.Fprintf(tw, "%s\t-\t-\t-\tnot allocated\n", c.Name)
-		}
-		for _, d := range c.Devices {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s", c.Name, d.Request, d.Driver, d.Pool, d.Device)
-			if d.AdminAccess {
-				fmt.Fprint(tw, "\tadmin access (monitors the device, holds nothing)")
-			}
-			fmt.Fprintln(tw)
-		}
-	}
-	return tw.Flush()
-}
-
-// writePending says why a pending pod fits nowhere, or where it fits now.
-func (a *whyAnswer) writePending(b *strings.Builder, pod string, now time.Time) error {
-	fmt.Fprintf(b, "Pod %s is pending.\n", pod)
-	if asks := a.asks(); asks != "" {
-		fmt.Fprintf(b, "Asks for:   %s\n", asks)
-	}
-	switch {
-	case a.Unresolvable != "":
-		fmt.Fprintf(b, "Now:        the scheduler cannot try any node: %s\n", a.Unresolvable)
-	case len(a.FitsOn) > 0:
-		fmt.Fprintf(b, "Now:        it fits on %s: %s (the scheduler retries it when the cluster changes)\n",
-			countOf(int64(len(a.FitsOn)), "node", "nodes"), shortList(a.FitsOn, namesShown))
-	default:
-		fmt.Fprintf(b, "Now:        %s\n", a.schedulerMessage())
-	}
-	if a.Scheduler != nil {
-		fmt.Fprintf(b, "Scheduler:  %s (FailedScheduling, %s ago)\n", a.Scheduler.Message, age(a.Scheduler.Time.Time, now))
-	} else {
-		b.WriteString("Scheduler:  no FailedScheduling event for the pod (events expire, after an hour by default)\n")
-	}
-	if a.Diagnosis == nil {
-		return nil
-	}
-	if a.Preemption != nil {
-		if err := a.Preemption.write(b); err != nil {
-			return err
-		}
-	}
-	b.WriteString("\n")
-	return a.Diagnosis.write(b)
-}
-
-// schedulerMessage is the FailedScheduling event the scheduler gives the pod now: the
-// filters' summary, then preemption's.
-func (a *whyAnswer) schedulerMessage() string {
-	if a.Preemption == nil {
-		return a.Message
-	}
-	return a.Message + " " + a.Preemption.Message
-}
-
-// asks is what the pod asks for: its GPU resources and claims.
-func (a *whyAnswer) asks() string {
-	var parts []string
-	if len(a.Resources) > 0 {
-		parts = append(parts, gpuHolder{Resources: a.Resources}.holds())
-	}
-	for _, c := range a.Claims {
-		switch {
-		case c.Template != "":
-			parts = append(parts, "a claim from template "+c.Template)
-		case c.Missing:
-			parts = append(parts, "claim "+c.Name+" (does not exist)")
-		case c.Allocated:
-			var devices []string
-			for _, d := range c.Devices {
-				devices = append(devices, d.Pool+"/"+d.Device)
-			}
-			parts = append(parts, fmt.Sprintf("claim %s (allocated: %s)", c.Name, strings.Join(slices.Compact(devices), ",")))
-		default:
-			parts = append(parts, "claim "+c.Name)
-		}
-	}
-	return strings.Join(parts, "; ")
 }

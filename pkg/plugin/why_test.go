@@ -39,6 +39,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // selectGPUs is the CEL selector of NVIDIA's gpu.nvidia.com DeviceClass.
@@ -218,11 +219,11 @@ func TestWhyPendingAnswer(t *testing.T) {
 	if r.code != ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	var a whyAnswer
+	var a printer.Why
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.State != statePending || a.Diagnosis == nil {
+	if a.State != printer.WhyPending || a.Diagnosis == nil {
 		t.Fatalf("state %q, diagnosis %v; want Pending with a diagnosis", a.State, a.Diagnosis)
 	}
 	wantMessage := "0/6 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu."
