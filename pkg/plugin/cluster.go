@@ -33,6 +33,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 )
 
@@ -55,30 +56,9 @@ const podLists = 16
 var maxNodeLists = 1000
 
 var (
-	listSlices  = request{verb: "list", resource: "resourceslices", group: resourcev1.GroupName}
-	listClasses = request{verb: "list", resource: "deviceclasses", group: resourcev1.GroupName}
+	sliceRequest = factory.Request{Verb: "list", Resource: "resourceslices", Group: resourcev1.GroupName}
+	classRequest = factory.Request{Verb: "list", Resource: "deviceclasses", Group: resourcev1.GroupName}
 )
-
-// typed returns the typed clients of the built-in groups, over the plugin's protobuf REST
-// clients (or the test's fake clientset).
-func (c *clients) typed() (kubeAPI, error) {
-	if c.kube != nil {
-		return c.kube, nil
-	}
-	core, err := c.Core()
-	if err != nil {
-		return nil, err
-	}
-	resource, err := c.Resource()
-	if err != nil {
-		return nil, err
-	}
-	scheduling, err := c.scheduling()
-	if err != nil {
-		return nil, err
-	}
-	return restAPI{core: core, resource: resource, scheduling: scheduling}, nil
-}
 
 // question is what why or fit asks of the cluster, for loadCluster to read only what the
 // answer needs.
@@ -102,6 +82,13 @@ type question struct {
 // disableCompressionFlag is kubectl's flag that turns the API server's gzip off, or on.
 const disableCompressionFlag = "disable-compression"
 
+// testLoads, in unit tests, read the cluster for why and fit instead of loadCluster, for the
+// factory they are given.
+var testLoads sync.Map // of *factory.Factory to a loader
+
+// loader reads the cluster for a question.
+type loader = func(context.Context, *factory.Factory, question) (loaded, error)
+
 // loaded is what loadCluster read for a question: the cluster the filters run on, and the
 // nodes where the node-only filters reject every pod of the question, in name order.
 type loaded struct {
@@ -119,18 +106,18 @@ type loaded struct {
 // candidates' whole, the others' as stubs) when the pods ask for devices or the answer counts
 // free ones; its ResourceClaims when the pods ask for devices, the question brings claims,
 // or the answer reads them: a candidate's pods hold some, or its devices are counted.
-func loadCluster(ctx context.Context, c *clients, q question) (loaded, error) {
-	if c.load != nil {
-		return c.load(ctx, c, q)
+func loadCluster(ctx context.Context, c *factory.Factory, q question) (loaded, error) {
+	if load, ok := testLoads.Load(c); ok {
+		return load.(loader)(ctx, c, q)
 	}
 	var l loaded
-	api, err := c.typed()
+	api, err := c.Typed()
 	r := &podReader{c: c}
 	if q.preemption {
 		r.below = ptr.To(maxPriority(q.pods))
 	}
-	if err == nil && c.kube == nil {
-		if r.cfg, err = c.readConfig(q.compressionSet); err == nil {
+	if err == nil && c.Streams() {
+		if r.cfg, err = c.ReadConfig(q.compressionSet); err == nil {
 			r.small, err = smallListsClient(r.cfg) // made before the lists that share it start
 		}
 	}
@@ -180,7 +167,7 @@ func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *loaded, 
 	candidates := map[string]bool{}
 	readNodes := func() error {
 		defer close(found)
-		err := c.listNodes(ctx, r.cfg, p, func(n *corev1.Node) {
+		err := listNodes(ctx, c, r.cfg, p, func(n *corev1.Node) {
 			kept, rejected := p.trim(n)
 			if rejected != nil {
 				l.rejected = append(l.rejected, *rejected)
@@ -194,7 +181,7 @@ func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *loaded, 
 			}
 		})
 		if err != nil {
-			return c.explainList(err, listNodes)
+			return c.ExplainList(err, factory.ListNodes)
 		}
 		return afterNodes(candidates)
 	}
@@ -265,7 +252,7 @@ func hasDevices(slices []*resourcev1.ResourceSlice) bool {
 }
 
 // readClasses lists the DeviceClasses; served is false where resource.k8s.io/v1 is not.
-func readClasses(ctx context.Context, c *clients, api kubeAPI) (classes []*resourcev1.DeviceClass, served bool, err error) {
+func readClasses(ctx context.Context, c *factory.Factory, api factory.KubeAPI) (classes []*resourcev1.DeviceClass, served bool, err error) {
 	err = listAll(ctx, api.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
 		classes = appendTrimmed(classes, l.Items, always[*resourcev1.DeviceClass])
 		return l.Continue
@@ -274,29 +261,29 @@ func readClasses(ctx context.Context, c *clients, api kubeAPI) (classes []*resou
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, c.explainList(err, listClasses)
+		return nil, false, c.ExplainList(err, classRequest)
 	}
 	return classes, true, nil
 }
 
 // readSlices reads the ResourceSlices the question needs (slicing).
-func readSlices(ctx context.Context, c *clients, candidates map[string]bool) ([]*resourcev1.ResourceSlice, error) {
+func readSlices(ctx context.Context, c *factory.Factory, candidates map[string]bool) ([]*resourcev1.ResourceSlice, error) {
 	s := &slicing{candidates: candidates}
-	if err := c.listSlices(ctx, s.decode, s.add); err != nil {
-		return nil, c.explainList(err, listSlices)
+	if err := listSlices(ctx, c, s.decode, s.add); err != nil {
+		return nil, c.ExplainList(err, sliceRequest)
 	}
 	return s.slices(), nil
 }
 
 // readClaims lists the ResourceClaims of every namespace.
-func readClaims(ctx context.Context, c *clients, api kubeAPI) ([]*resourcev1.ResourceClaim, error) {
+func readClaims(ctx context.Context, c *factory.Factory, api factory.KubeAPI) ([]*resourcev1.ResourceClaim, error) {
 	out := []*resourcev1.ResourceClaim{} // read, if empty: not nil
 	err := listAll(ctx, api.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
 		out = appendTrimmed(out, l.Items, always[*resourcev1.ResourceClaim])
 		return l.Continue
 	})
 	if err != nil {
-		return nil, c.explainList(err, listClaims(""))
+		return nil, c.ExplainList(err, factory.ListClaims(""))
 	}
 	return out, nil
 }
@@ -305,7 +292,7 @@ func readClaims(ctx context.Context, c *clients, api kubeAPI) ([]*resourcev1.Res
 // (holders: device-plugin GPUs or claims; possible preemption victims), trimmed
 // (capacity.KeepPod), and counts the others per node.
 type podReader struct {
-	c     *clients
+	c     *factory.Factory
 	cfg   *rest.Config   // of the Node and pod reads (readConfig); nil for the fake clientset
 	small rest.Interface // of the lists of one node's pods (smallListsClient)
 	// below: pods of a priority below it are kept too (the scheduler's preemption victims).
@@ -328,7 +315,7 @@ func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 	r.pods, r.usage = nil, nil
 	opts := metav1.ListOptions{FieldSelector: unfinishedPods, Limit: listChunk}
 	on := func(node string) bool { return nodes[node] }
-	if r.c.kube == nil {
+	if r.c.Streams() {
 		client, err := streamClient(r.cfg)
 		if err != nil {
 			return err
@@ -342,7 +329,7 @@ func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 					return nil
 				})
 			})
-			return r.c.explainList(err, listPods(""))
+			return r.c.ExplainList(err, factory.ListPods(""))
 		}
 	}
 	return r.read(ctx, false, opts, on)
@@ -355,12 +342,12 @@ func (r *podReader) read(ctx context.Context, small bool, opts metav1.ListOption
 	if !small {
 		client, stream = nil, podStream
 	}
-	err := r.c.listPods(ctx, r.cfg, client, stream, opts, func(p *corev1.Pod) {
+	err := listPods(ctx, r.c, r.cfg, client, stream, opts, func(p *corev1.Pod) {
 		if on(p.Spec.NodeName) && !finished(p) {
 			r.add(p)
 		}
 	})
-	return r.c.explainList(err, listPods(""))
+	return r.c.ExplainList(err, factory.ListPods(""))
 }
 
 func (r *podReader) add(p *corev1.Pod) {

@@ -33,20 +33,21 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // loadWhole reads the whole of what kube-scheduler decides on, as its informers hold it: every
 // Node, the unfinished Pods of every namespace, and DRA's ResourceSlices, ResourceClaims and
 // DeviceClasses (none where resource.k8s.io/v1 is not served). loadCluster's answers must
 // be the same.
-func loadWhole(ctx context.Context, c *clients, _ question) (loaded, error) {
+func loadWhole(ctx context.Context, c *factory.Factory, _ question) (loaded, error) {
 	l, err := readWhole(ctx, c)
 	return loaded{cluster: l}, err
 }
 
-func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
+func readWhole(ctx context.Context, c *factory.Factory) (capacity.Cluster, error) {
 	var cl capacity.Cluster
-	api, err := c.typed()
+	api, err := c.Typed()
 	if err != nil {
 		return cl, err
 	}
@@ -55,14 +56,14 @@ func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
 		return l.Continue
 	})
 	if err != nil {
-		return cl, c.explainList(err, listNodes)
+		return cl, c.ExplainList(err, factory.ListNodes)
 	}
 	err = listAll(ctx, api.Pods("").List, metav1.ListOptions{FieldSelector: unfinishedPods}, func(l *corev1.PodList) string {
 		cl.Pods = appendTrimmed(cl.Pods, l.Items, func(p *corev1.Pod) bool { return !finished(p) })
 		return l.Continue
 	})
 	if err != nil {
-		return cl, c.explainList(err, listPods(""))
+		return cl, c.ExplainList(err, factory.ListPods(""))
 	}
 	err = listAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
 		cl.Slices = appendTrimmed(cl.Slices, l.Items, always[*resourcev1.ResourceSlice])
@@ -72,7 +73,7 @@ func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
 		return cl, nil
 	}
 	if err != nil {
-		return cl, c.explainList(err, listSlices)
+		return cl, c.ExplainList(err, sliceRequest)
 	}
 	if cl.Claims, err = readClaims(ctx, c, api); err != nil {
 		return cl, err
@@ -141,7 +142,7 @@ func TestWhyWithoutDRA(t *testing.T) {
 		kube.PrependReactor("list", resource, notServed)
 	}
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "trainer")
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	// dra-h100-1 has no nvidia.com/gpu of its own, and no class maps it now: no eviction
@@ -165,7 +166,7 @@ func TestWhyFitsNowAndErrors(t *testing.T) {
 	c, _ := kubeClients(append(twoNodes("gpu-a", 6), p)...)
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "late")
 	want := "Now:        it fits on 1 node: gpu-b (the scheduler retries it when the cluster changes)\n"
-	if r.code != ExitOK || !strings.Contains(r.out, want) {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, want) {
 		t.Errorf("exit %d, stderr %q, no line %q in:\n%s", r.code, r.err, want, r.out)
 	}
 	forbidden := func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -175,8 +176,8 @@ func TestWhyFitsNowAndErrors(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"why", "-n", "ml", "late"}, ExitError},
-		{[]string{"fit", "-f", "-"}, ExitFitError},
+		{[]string{"why", "-n", "ml", "late"}, factory.ExitError},
+		{[]string{"fit", "-f", "-"}, factory.ExitFitError},
 	} {
 		c, kube := kubeClients(append(twoNodes(), p)...)
 		kube.PrependReactor("list", "nodes", forbidden)

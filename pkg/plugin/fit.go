@@ -29,6 +29,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -40,7 +41,7 @@ type fitOptions struct {
 	compressionSet bool
 }
 
-func newFitCommand(env Environment, c *clients) *cobra.Command {
+func newFitCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &fitOptions{}
 	cmd := &cobra.Command{
 		Use:   "fit -f FILE",
@@ -73,21 +74,21 @@ cannot place, an API error).`,
 		Example: `  kubectl gpuinv fit -f trainer.yaml
   helm template ./chart | kubectl gpuinv fit -f - -n ml
   kubectl gpuinv fit -f job.yaml -o json | jq -r '.pods[] | [.pod, .node] | @tsv'`,
-		Annotations: map[string]string{errorExitCode: strconv.Itoa(ExitFitError)},
+		Annotations: map[string]string{factory.ErrorExitCode: strconv.Itoa(factory.ExitFitError)},
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("fit takes no arguments (got %q): give the objects with -f FILE", args)
+				return factory.Usagef("fit takes no arguments (got %q): give the objects with -f FILE", args)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.output {
-			case outputTable, outputJSON, outputYAML:
+			case factory.OutputTable, factory.OutputJSON, factory.OutputYAML:
 			default:
-				return usagef("unknown output format %q: use json or yaml", o.output)
+				return factory.Usagef("unknown output format %q: use json or yaml", o.output)
 			}
 			if o.file == "" {
-				return usagef("fit needs -f FILE (- reads standard input)")
+				return factory.Usagef("fit needs -f FILE (- reads standard input)")
 			}
 			o.compressionSet = cmd.Flags().Changed(disableCompressionFlag)
 			return o.run(cmd.Context(), env, c)
@@ -96,15 +97,15 @@ cannot place, an API error).`,
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "The file of objects to place (YAML or JSON, several documents); - reads standard input.")
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "The namespace of objects that name none (default: the current context's).")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the answer, for scripts).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error {
+func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory) error {
 	ns := o.namespace
 	if ns == "" {
 		var err error
-		if ns, err = c.namespace(); err != nil {
+		if ns, err = c.Namespace(); err != nil {
 			return err
 		}
 	}
@@ -131,8 +132,8 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 	if err != nil {
 		return err
 	}
-	if o.output != outputTable {
-		err = writeData(env.Out, answer, o.output)
+	if o.output != factory.OutputTable {
+		err = factory.WriteData(env.Out, answer, o.output)
 	} else {
 		err = printer.FitReport(env.Out, answer)
 	}
@@ -140,15 +141,15 @@ func (o *fitOptions) run(ctx context.Context, env Environment, c *clients) error
 		return err
 	}
 	if !answer.Fits {
-		return &exitError{code: ExitDoesNotFit}
+		return &factory.Exit{Code: factory.ExitDoesNotFit}
 	}
 	return nil
 }
 
 // read reads the file, or standard input for "-".
-func (o *fitOptions) read(env Environment, namespace string) (*fitInput, error) {
+func (o *fitOptions) read(env factory.Environment, namespace string) (*fitInput, error) {
 	if o.file == "-" {
-		return readFitInput(env.in(), "standard input", namespace)
+		return readFitInput(env.Input(), "standard input", namespace)
 	}
 	f, err := os.Open(o.file)
 	if err != nil {

@@ -38,6 +38,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // fitObject is an object of the file whose pods `fit` places.
@@ -340,7 +341,7 @@ func (in *fitInput) question() question {
 
 // resolve adds the file's claims to the cluster (a claim that exists is taken as it is
 // there) and gets from the cluster the claim templates the objects name that the file lacks.
-func (in *fitInput) resolve(ctx context.Context, c *clients, cl *capacity.Cluster, errOut io.Writer) error {
+func (in *fitInput) resolve(ctx context.Context, c *factory.Factory, cl *capacity.Cluster, errOut io.Writer) error {
 	exists := map[types.NamespacedName]bool{}
 	for _, claim := range cl.Claims {
 		exists[nsName(claim.Namespace, claim.Name)] = true
@@ -352,7 +353,7 @@ func (in *fitInput) resolve(ctx context.Context, c *clients, cl *capacity.Cluste
 		}
 		cl.Claims = append(cl.Claims, claim)
 	}
-	api, err := c.typed()
+	api, err := c.Typed()
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func (in *fitInput) resolve(ctx context.Context, c *clients, cl *capacity.Cluste
 				return fmt.Errorf("%s: resource claim %s: ResourceClaimTemplate %s/%s is neither in the file nor in the cluster", o, pc.Name, o.namespace, name)
 			}
 			if err != nil {
-				return c.explain(err, request{verb: "get", resource: "resourceclaimtemplates", group: resourcev1.GroupName, name: name, namespaced: true, namespace: o.namespace})
+				return c.Explain(err, factory.Request{Verb: "get", Resource: "resourceclaimtemplates", Group: resourcev1.GroupName, Name: name, Namespaced: true, Namespace: o.namespace})
 			}
 			in.templates[nsName(o.namespace, name)] = t
 		}

@@ -25,27 +25,17 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
-
-// scheduling returns the REST client of scheduling.k8s.io/v1 (PriorityClasses).
-func (c *clients) scheduling() (rest.Interface, error) {
-	cfg, err := c.config()
-	if err != nil {
-		return nil, err
-	}
-	return kubeclient.New(cfg, schedulingv1.SchemeGroupVersion, nil)
-}
 
 // priorities gives each object's pods the priority and preemption policy the API server's
 // Priority admission would: those of the PriorityClass the template names, else of the
 // cluster's global default class, else 0. A class that does not exist is an error (the API
 // server would refuse the pods); classes that cannot be read (forbidden, not served) leave
 // the pods without, and a note says that preemption is not weighed.
-func (in *fitInput) priorities(ctx context.Context, c *clients, errOut io.Writer) (bool, error) {
+func (in *fitInput) priorities(ctx context.Context, c *factory.Factory, errOut io.Writer) (bool, error) {
 	var classes map[string]*schedulingv1.PriorityClass
 	var global *schedulingv1.PriorityClass
 	for _, o := range in.objects {
@@ -60,7 +50,7 @@ func (in *fitInput) priorities(ctx context.Context, c *clients, errOut io.Writer
 					fmt.Fprintf(errOut, "Note: PriorityClasses cannot be read (%v): the replicas are placed without the scheduler's preemption\n", err)
 					return false, nil
 				}
-				return false, c.explain(err, request{verb: "list", resource: "priorityclasses", group: schedulingv1.GroupName})
+				return false, c.Explain(err, factory.Request{Verb: "list", Resource: "priorityclasses", Group: schedulingv1.GroupName})
 			}
 		}
 		pc := global
@@ -85,8 +75,8 @@ func (in *fitInput) priorities(ctx context.Context, c *clients, errOut io.Writer
 
 // readPriorityClasses lists the cluster's PriorityClasses, by name, and the global default
 // (of those marked, the lowest value, as the API server picks it).
-func readPriorityClasses(ctx context.Context, c *clients) (map[string]*schedulingv1.PriorityClass, *schedulingv1.PriorityClass, error) {
-	api, err := c.typed()
+func readPriorityClasses(ctx context.Context, c *factory.Factory) (map[string]*schedulingv1.PriorityClass, *schedulingv1.PriorityClass, error) {
+	api, err := c.Typed()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -37,15 +38,15 @@ const ContextAnnotation = "gpuinv.homelab.youngju.dev/context"
 
 // runFleet shows the inventory name of several kubeconfig contexts (names, or every context
 // with --all-contexts).
-func (o *showOptions) runFleet(ctx context.Context, env Environment, c *clients, name string, names []string) error {
-	if err := validateOutput(o.output, o.problems); err != nil {
+func (o *showOptions) runFleet(ctx context.Context, env factory.Environment, c *factory.Factory, name string, names []string) error {
+	if err := factory.ValidateOutput(o.output, o.problems); err != nil {
 		return err
 	}
 	if o.allContexts && len(names) > 0 {
-		return usagef("--all-contexts reads every context of the kubeconfig: give it or --context, not both")
+		return factory.Usagef("--all-contexts reads every context of the kubeconfig: give it or --context, not both")
 	}
 	if o.clusterTimeout <= 0 {
-		return usagef("--cluster-timeout must be more than 0")
+		return factory.Usagef("--cluster-timeout must be more than 0")
 	}
 	errOut := &syncWriter{w: env.ErrOut}
 	members, err := o.members(c, names, errOut)
@@ -65,9 +66,9 @@ func (o *showOptions) runFleet(ctx context.Context, env Environment, c *clients,
 		}
 	}
 	if read == 0 {
-		return &exitError{code: ExitError}
+		return &factory.Exit{Code: factory.ExitError}
 	}
-	popts := printOptions(env, o.output)
+	popts := factory.PrintOptions(env, o.output)
 	popts.Problems = o.problems
 	if err := showFleet(env.Out, fleetOf(name, members), members, o.output, popts); err != nil {
 		return err
@@ -77,8 +78,8 @@ func (o *showOptions) runFleet(ctx context.Context, env Environment, c *clients,
 
 // members are the contexts to read, with their clients: names in the order given, or every
 // context sorted by name. A name that is not a context of the kubeconfig is an error.
-func (o *showOptions) members(c *clients, names []string, warnings io.Writer) ([]*member, error) {
-	all, _, err := c.kubeconfigContexts()
+func (o *showOptions) members(c *factory.Factory, names []string, warnings io.Writer) ([]*member, error) {
+	all, _, err := c.KubeconfigContexts()
 	if err != nil {
 		return nil, err
 	}
@@ -86,23 +87,23 @@ func (o *showOptions) members(c *clients, names []string, warnings io.Writer) ([
 		names = all
 	}
 	if len(names) == 0 {
-		return nil, usagef("the kubeconfig has no context; --all-contexts reads its contexts")
+		return nil, factory.Usagef("the kubeconfig has no context; --all-contexts reads its contexts")
 	}
 	var members []*member
 	for _, n := range names {
 		if !slices.Contains(all, n) {
 			return nil, fmt.Errorf("context %q is not in the kubeconfig; its contexts are: %s", n, strings.Join(all, ", "))
 		}
-		members = append(members, &member{context: n, clients: c.forContext(n, warnings)})
+		members = append(members, &member{context: n, clients: c.ForContext(n, warnings)})
 	}
 	return members, nil
 }
 
 // timeout is how long a cluster has to answer: --cluster-timeout, or --request-timeout when
 // only that is given.
-func (o *showOptions) timeout(c *clients) time.Duration {
+func (o *showOptions) timeout(c *factory.Factory) time.Duration {
 	if !o.clusterTimeoutSet {
-		if t := c.requestTimeout(); t > 0 {
+		if t := c.RequestTimeout(); t > 0 {
 			return t
 		}
 	}
@@ -113,10 +114,10 @@ func (o *showOptions) timeout(c *clients) time.Duration {
 // ExitDegraded with --fail-on-degraded when some inventory is Degraded.
 func (o *showOptions) fleetExit(members []*member) error {
 	if slices.ContainsFunc(members, func(m *member) bool { return m.gi == nil }) {
-		return &exitError{code: ExitPartial}
+		return &factory.Exit{Code: factory.ExitPartial}
 	}
 	if o.failOnDegraded && slices.ContainsFunc(members, func(m *member) bool { return degraded(m.gi) }) {
-		return &exitError{code: ExitDegraded}
+		return &factory.Exit{Code: factory.ExitDegraded}
 	}
 	return nil
 }
@@ -134,14 +135,14 @@ func fleetOf(name string, members []*member) printer.Fleet {
 // read, each annotated with its context.
 func showFleet(w io.Writer, f printer.Fleet, members []*member, output string, opts printer.Options) error {
 	switch output {
-	case outputJSON, outputYAML:
+	case factory.OutputJSON, factory.OutputYAML:
 		list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
 		for _, m := range members {
 			if m.gi != nil {
 				list.Items = append(list.Items, runtime.RawExtension{Object: annotated(m.context, m.gi)})
 			}
 		}
-		return printObject(w, list, output)
+		return factory.PrintObject(w, list, output)
 	}
 	return printer.FleetReport(w, f, opts)
 }
@@ -149,7 +150,7 @@ func showFleet(w io.Writer, f printer.Fleet, members []*member, output string, o
 // annotated is a copy of gi, as -o json prints it, annotated with its context.
 func annotated(context string, gi *homelabv1.GpuInventory) *homelabv1.GpuInventory {
 	gi = gi.DeepCopy()
-	setKinds(gi)
+	factory.SetKinds(gi)
 	gi.ManagedFields = nil
 	if gi.Annotations == nil {
 		gi.Annotations = map[string]string{}

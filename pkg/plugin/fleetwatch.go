@@ -30,6 +30,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -59,13 +60,13 @@ type clusterState struct {
 // followFleet prints the fleet that fetchAll read, then follows every cluster's inventory
 // (pkg/follow) and prints the fleet again on each change: a new state of an inventory, a
 // cluster that cannot be read any more (retried until it can) and one that can again.
-func (o *showOptions) followFleet(ctx context.Context, env Environment, errOut io.Writer, name string, members []*member) error {
+func (o *showOptions) followFleet(ctx context.Context, env factory.Environment, errOut io.Writer, name string, members []*member) error {
 	states := make([]clusterState, len(members))
 	read := 0
 	for i, m := range members {
 		states[i] = clusterState{last: m.gi, problem: m.problem}
 		if m.gi == nil {
-			states[i].since = env.now()
+			states[i].since = env.Clock()
 		} else {
 			read++
 		}
@@ -74,7 +75,7 @@ func (o *showOptions) followFleet(ctx context.Context, env Environment, errOut i
 		for _, m := range members {
 			fmt.Fprintf(errOut, "error: context %q: %s\n", m.context, m.problem)
 		}
-		return &exitError{code: ExitError}
+		return &factory.Exit{Code: factory.ExitError}
 	}
 	w := o.newFleetDrawer(env, errOut, name, members)
 	if err := w.start(states); err != nil {
@@ -141,7 +142,7 @@ func followCluster(ctx context.Context, i int, m *member, name string, events ch
 			return false, nil
 		}, follow.Options{Connection: func(err error) {
 			if err != nil {
-				send(clusterEvent{problem: m.clients.problem(err, name, false, 0)})
+				send(clusterEvent{problem: m.clients.Problem(err, name, false, 0)})
 			} else {
 				send(clusterEvent{back: true})
 			}
@@ -153,7 +154,7 @@ func followCluster(ctx context.Context, i int, m *member, name string, events ch
 		if errors.As(err, &requestErr) {
 			err = requestErr.Err
 		}
-		if !send(clusterEvent{problem: m.clients.problem(err, name, false, 0)}) {
+		if !send(clusterEvent{problem: m.clients.Problem(err, name, false, 0)}) {
 			return
 		}
 		select {
@@ -169,23 +170,23 @@ func followCluster(ctx context.Context, i int, m *member, name string, events ch
 // with -o json/yaml each new state of an inventory, annotated with its context; otherwise a
 // line per change.
 type fleetDrawer struct {
-	env      Environment
+	env      factory.Environment
 	opts     *showOptions
 	errOut   io.Writer
 	name     string
 	members  []*member
 	states   []clusterState // the watch's states, for redrawing
-	objects  *objectPrinter
+	objects  *factory.ObjectPrinter
 	terminal bool
 }
 
-func (o *showOptions) newFleetDrawer(env Environment, errOut io.Writer, name string, members []*member) *fleetDrawer {
+func (o *showOptions) newFleetDrawer(env factory.Environment, errOut io.Writer, name string, members []*member) *fleetDrawer {
 	d := &fleetDrawer{env: env, opts: o, errOut: errOut, name: name, members: members}
 	switch o.output {
-	case outputJSON:
-		d.objects = &objectPrinter{}
-	case outputYAML:
-		d.objects = &objectPrinter{yaml: true}
+	case factory.OutputJSON:
+		d.objects = &factory.ObjectPrinter{}
+	case factory.OutputYAML:
+		d.objects = &factory.ObjectPrinter{YAML: true}
 	default:
 		d.terminal = env.Terminal
 	}
@@ -201,7 +202,7 @@ func (d *fleetDrawer) start(states []clusterState) error {
 	for i, s := range states {
 		var err error
 		switch {
-		case s.problem != "" && d.members[i].clients.gpu == nil:
+		case s.problem != "" && !d.members[i].clients.MadeGPU():
 			// No client could be made (the kubeconfig's entry): there is nothing to retry.
 			err = d.printLines([]string{fmt.Sprintf("%s [%s] %s", s.since.UTC().Format(time.RFC3339), d.members[i].context, s.problem)})
 		case s.problem != "":
@@ -234,7 +235,7 @@ func (d *fleetDrawer) printLines(lines []string) error {
 // apply updates a cluster's state with what its follower saw, and prints the change.
 func (d *fleetDrawer) apply(s *clusterState, ev clusterEvent) error {
 	ctxName := d.members[ev.member].context
-	now := d.env.now()
+	now := d.env.Clock()
 	var lines []string
 	changed := false
 	switch {
@@ -289,7 +290,7 @@ func (d *fleetDrawer) apply(s *clusterState, ev clusterEvent) error {
 // printState prints one new state of a cluster's inventory: the object or a line.
 func (d *fleetDrawer) printState(i int, gi *homelabv1.GpuInventory) error {
 	if d.objects != nil {
-		return d.objects.print(annotated(d.members[i].context, gi), d.env.Out)
+		return d.objects.Print(annotated(d.members[i].context, gi), d.env.Out)
 	}
 	_, err := fmt.Fprintln(d.env.Out, printer.FleetLine(d.members[i].context, gi))
 	return err
@@ -305,7 +306,7 @@ func (d *fleetDrawer) redraw() error {
 		}
 		f.Clusters = append(f.Clusters, c)
 	}
-	popts := printOptions(d.env, d.opts.output)
+	popts := factory.PrintOptions(d.env, d.opts.output)
 	popts.Problems = d.opts.problems
 	return printer.FleetWatchScreen(d.env.Out, f, popts)
 }

@@ -18,18 +18,16 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -39,7 +37,7 @@ type freeOptions struct {
 	output string
 }
 
-func newFreeCommand(env Environment, c *clients) *cobra.Command {
+func newFreeCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &freeOptions{count: 1}
 	cmd := &cobra.Command{
 		Use:   "free [NAME] [flags]",
@@ -60,15 +58,15 @@ Exit status: 0 when some node fits; 4 when none does (the answer is printed as u
   kubectl gpuinv free --model "NVIDIA H100 80GB HBM3" -o json | jq .models[0].most
   while kubectl gpuinv free --model a100 --count 4 >/dev/null; [ $? -eq 4 ]; do sleep 60; done   # wait for room`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: c.completeInventoryNames,
+		ValidArgsFunction: completeInventoryNames(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
-			case outputTable, outputJSON, outputYAML:
+			case factory.OutputTable, factory.OutputJSON, factory.OutputYAML:
 			default:
-				return usagef("unknown output format %q: use json or yaml", o.output)
+				return factory.Usagef("unknown output format %q: use json or yaml", o.output)
 			}
 			if o.count < 1 {
-				return usagef("--count must be at least 1")
+				return factory.Usagef("--count must be at least 1")
 			}
 			name := homelabv1.DefaultInventoryName
 			if len(args) == 1 {
@@ -80,18 +78,18 @@ Exit status: 0 when some node fits; 4 when none does (the answer is printed as u
 	cmd.Flags().StringVar(&o.model, "model", "", "The GPU model, any case, as GPU Feature Discovery labels it (NVIDIA-H100-80GB-HBM3, with or without a MIG or SHARED variant), as NVIDIA's DRA driver names it (NVIDIA H100 80GB HBM3), or part of it (h100). Default: every model.")
 	cmd.Flags().Int32Var(&o.count, "count", o.count, "GPUs the job needs on one node.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the answer, for scripts).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func (o *freeOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+func (o *freeOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
 	gpu, err := c.GPU()
 	if err != nil {
 		return err
 	}
 	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return c.explain(err, getInventory(name))
+		return c.Explain(err, factory.GetInventory(name))
 	}
 	s := &gi.Status
 	switch {
@@ -106,16 +104,16 @@ func (o *freeOptions) run(ctx context.Context, env Environment, c *clients, name
 	}
 	answer := answerFree(gi, models, o.model, o.count)
 	switch o.output {
-	case outputJSON, outputYAML:
-		err = writeData(env.Out, answer, o.output)
+	case factory.OutputJSON, factory.OutputYAML:
+		err = factory.WriteData(env.Out, answer, o.output)
 	default:
-		err = printer.FreeReport(env.Out, answer, env.now())
+		err = printer.FreeReport(env.Out, answer, env.Clock())
 	}
 	if err != nil {
 		return err
 	}
 	if !answer.Fits {
-		return &exitError{code: ExitNoFit}
+		return &factory.Exit{Code: factory.ExitNoFit}
 	}
 	return nil
 }
@@ -287,20 +285,4 @@ func addSat32(a, b int32) int32 {
 		return int32(s)
 	}
 	return 1<<31 - 1
-}
-
-// writeData prints v as JSON (indented, as kubectl does) or YAML.
-func writeData(w io.Writer, v any, output string) error {
-	if output == outputYAML {
-		data, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "    ")
-	enc.SetEscapeHTML(false) // <unknown>, <other models> as they are
-	return enc.Encode(v)
 }

@@ -30,11 +30,12 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // freeClients serve the mixed fleet's inventory with what allocatedFleet's pods hold.
-func freeClients(t *testing.T) *clients {
+func freeClients(t *testing.T) *factory.Factory {
 	t.Helper()
 	nodes, pods, claims := allocatedFleet()
 	return fakeClients(t, nodes, true, allocatedInventory(t, "cluster", nodes, mixedFleetPrevious, pods, claims, 0))
@@ -64,16 +65,16 @@ func bigPool() *homelabv1.GpuInventory {
 func TestFreeGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		clients func(*testing.T) *clients
+		clients func(*testing.T) *factory.Factory
 		args    []string
 		code    int
 	}{
-		{"free", freeClients, nil, ExitOK},
-		{"free-count-3", freeClients, []string{"--count", "3"}, ExitOK},
-		{"free-none-fits", freeClients, []string{"--model", "h100", "--count", "5"}, ExitNoFit},
-		{"free-json", freeClients, []string{"--model", "NVIDIA H100 80GB HBM3", "--count", "2", "-o", "json"}, ExitOK},
-		{"free-none-fits-json", freeClients, []string{"--count", "9", "-o", "json"}, ExitNoFit},
-		{"free-range", func(t *testing.T) *clients { return fakeClients(t, nil, true, bigPool()) }, []string{"big", "--count", "5"}, ExitOK},
+		{"free", freeClients, nil, factory.ExitOK},
+		{"free-count-3", freeClients, []string{"--count", "3"}, factory.ExitOK},
+		{"free-none-fits", freeClients, []string{"--model", "h100", "--count", "5"}, factory.ExitNoFit},
+		{"free-json", freeClients, []string{"--model", "NVIDIA H100 80GB HBM3", "--count", "2", "-o", "json"}, factory.ExitOK},
+		{"free-none-fits-json", freeClients, []string{"--count", "9", "-o", "json"}, factory.ExitNoFit},
+		{"free-range", func(t *testing.T) *factory.Factory { return fakeClients(t, nil, true, bigPool()) }, []string{"big", "--count", "5"}, factory.ExitOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients(t), false, nil, append([]string{"free"}, tc.args...)...)
@@ -88,7 +89,7 @@ func TestFreeGolden(t *testing.T) {
 // The JSON answer says what the table says, for scripts.
 func TestFreeJSON(t *testing.T) {
 	r := runPlugin(context.Background(), freeClients(t), false, nil, "free", "--count", "3", "-o", "json")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	var got printer.Free
@@ -113,15 +114,15 @@ func TestFreeErrors(t *testing.T) {
 	home := fixtures.HomeLab()
 	for _, tc := range []struct {
 		name    string
-		clients func(*testing.T) *clients
+		clients func(*testing.T) *factory.Factory
 		args    []string
 		want    string
 	}{
-		{"no allocation", func(t *testing.T) *clients {
+		{"no allocation", func(t *testing.T) *factory.Factory {
 			return fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil))
 		}, nil,
 			"error: GpuInventory \"cluster\" does not say which GPUs are free: the operator does not read pods (it runs with --allocation=false, or predates allocation); `kubectl gpuinv who` lists the pods holding GPUs from the pods themselves\n"},
-		{"not reported", func(t *testing.T) *clients {
+		{"not reported", func(t *testing.T) *factory.Factory {
 			return fakeClients(t, home, true, &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "new", ResourceVersion: "1"}})
 		}, []string{"new"}, "error: GpuInventory \"new\" has no status yet: is the operator running?\n"},
 		{"unknown model", freeClients, []string{"--model", "b200"},
@@ -129,11 +130,11 @@ func TestFreeErrors(t *testing.T) {
 		{"no such inventory", freeClients, []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
 		{"count 0", freeClients, []string{"--count", "0"}, "error: --count must be at least 1\nSee 'kubectl gpuinv --help' for usage.\n"},
 		{"wide", freeClients, []string{"-o", "wide"}, "error: unknown output format \"wide\": use json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
-		{"no CRD", func(t *testing.T) *clients { return fakeClients(t, home, false) }, nil, "error: " + CRDNotInstalled + "\n"},
+		{"no CRD", func(t *testing.T) *factory.Factory { return fakeClients(t, home, false) }, nil, "error: " + factory.CRDNotInstalled + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients(t), false, nil, append([]string{"free"}, tc.args...)...)
-			if r.code != ExitError || r.err != tc.want || r.out != "" {
+			if r.code != factory.ExitError || r.err != tc.want || r.out != "" {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout and:\n%s", r.code, r.out, r.err, tc.want)
 			}
 		})
@@ -233,9 +234,9 @@ func TestFreeReadsOneObject(t *testing.T) {
 	nodes, pods, claims := allocatedFleet()
 	server := &nodeServer{nodes: nodes, pods: pods, claims: claims}
 	c := fakeClientsServing(t, server, true, allocatedInventory(t, "cluster", nodes, mixedFleetPrevious, pods, claims, 0))
-	gpu := c.gpu.(interface{ Actions() []clienttesting.Action })
+	gpu := c.FakeGPU.(interface{ Actions() []clienttesting.Action })
 	r := runPlugin(context.Background(), c, false, nil, "free", "--model", "h100", "--count", "4")
-	if r.code != ExitOK || !strings.Contains(r.out, "A job of 4 GPUs fits on 2 nodes now.") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "A job of 4 GPUs fits on 2 nodes now.") {
 		t.Fatalf("exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
 	var got []string

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -35,7 +36,7 @@ type idleOptions struct {
 	output string
 }
 
-func newIdleCommand(env Environment, c *clients) *cobra.Command {
+func newIdleCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &idleOptions{}
 	cmd := &cobra.Command{
 		Use:   "idle [NAME] [flags]",
@@ -52,12 +53,12 @@ line says why); 1 on errors.`,
 		Example: `  kubectl gpuinv idle                      # idle holders in the whole cluster's inventory
   kubectl gpuinv idle -o json | jq -r '.idleHolders[] | "\(.namespace)/\(.pod)"'`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: c.completeInventoryNames,
+		ValidArgsFunction: completeInventoryNames(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
-			case outputTable, outputJSON, outputYAML:
+			case factory.OutputTable, factory.OutputJSON, factory.OutputYAML:
 			default:
-				return usagef("unknown output format %q: use json or yaml", o.output)
+				return factory.Usagef("unknown output format %q: use json or yaml", o.output)
 			}
 			name := homelabv1.DefaultInventoryName
 			if len(args) == 1 {
@@ -67,18 +68,18 @@ line says why); 1 on errors.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (status.usage).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func (o *idleOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+func (o *idleOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
 	gpu, err := c.GPU()
 	if err != nil {
 		return err
 	}
 	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return c.explain(err, getInventory(name))
+		return c.Explain(err, factory.GetInventory(name))
 	}
 	s := &gi.Status
 	if s.InventoryHash == "" && s.ObservedAt == nil {
@@ -93,15 +94,15 @@ func (o *idleOptions) run(ctx context.Context, env Environment, c *clients, name
 		case unknown != nil:
 			why = "no pod holds GPUs that DCGM exporter reports on"
 		}
-		if o.output == outputJSON || o.output == outputYAML {
+		if o.output == factory.OutputJSON || o.output == factory.OutputYAML {
 			fmt.Fprintf(env.ErrOut, "GpuInventory %s: %s\n", name, why)
-			return writeData(env.Out, &homelabv1.GpuUsage{}, o.output)
+			return factory.WriteData(env.Out, &homelabv1.GpuUsage{}, o.output)
 		}
 		_, err := fmt.Fprintf(env.Out, "GpuInventory %s: %s.\n", name, why)
 		return err
 	}
-	if o.output == outputJSON || o.output == outputYAML {
-		return writeData(env.Out, s.Usage, o.output)
+	if o.output == factory.OutputJSON || o.output == factory.OutputYAML {
+		return factory.WriteData(env.Out, s.Usage, o.output)
 	}
-	return printer.IdleReport(env.Out, name, s.Usage, unknown, env.now())
+	return printer.IdleReport(env.Out, name, s.Usage, unknown, env.Clock())
 }

@@ -23,10 +23,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
-func newListCommand(env Environment, c *clients) *cobra.Command {
+func newListCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	var output string
 	var failOnDegraded bool
 	cmd := &cobra.Command{
@@ -36,7 +37,7 @@ func newListCommand(env Environment, c *clients) *cobra.Command {
   kubectl gpuinv list --fail-on-degraded   # 3 when any inventory is Degraded`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(output, false); err != nil {
+			if err := factory.ValidateOutput(output, false); err != nil {
 				return err
 			}
 			gpu, err := c.GPU()
@@ -45,23 +46,23 @@ func newListCommand(env Environment, c *clients) *cobra.Command {
 			}
 			list, err := gpu.GpuInventories().List(cmd.Context(), metav1.ListOptions{})
 			if err != nil {
-				return c.explain(err, listInventory)
+				return c.Explain(err, factory.ListInventory)
 			}
 			switch output {
-			case outputJSON, outputYAML:
-				err = printObject(env.Out, list, output)
+			case factory.OutputJSON, factory.OutputYAML:
+				err = factory.PrintObject(env.Out, list, output)
 			default:
-				err = printer.List(env.Out, list.Items, printOptions(env, output))
+				err = printer.List(env.Out, list.Items, factory.PrintOptions(env, output))
 			}
 			if err != nil {
 				return err
 			}
 			if failOnDegraded && slices.ContainsFunc(list.Items, func(gi homelabv1.GpuInventory) bool { return degraded(&gi) }) {
-				return &exitError{code: ExitDegraded}
+				return &factory.Exit{Code: factory.ExitDegraded}
 			}
 			return nil
 		},
 	}
-	addOutputFlags(cmd, &output, nil, &failOnDegraded)
+	factory.AddOutputFlags(cmd, &output, nil, &failOnDegraded)
 	return cmd
 }

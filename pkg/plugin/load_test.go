@@ -18,6 +18,7 @@ package plugin
 
 import (
 	gocmp "cmp"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -35,6 +36,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // mixedCluster is 26 nodes; 24 in three pools (label pool) of three products (label product):
@@ -243,7 +245,7 @@ func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 		for _, output := range []string{"", "json"} {
 			for _, pod := range []string{"pinned", "affinity", "anywhere", "tolerant", "templated", "shared", "mig"} {
 				t.Run(fmt.Sprintf("why %s -o %q, %d node lists at most", pod, output, limit), func(t *testing.T) {
-					run := func(c *clients) result {
+					run := func(c *factory.Factory) result {
 						return runPlugin(t.Context(), c, false, nil, "why", "-n", "ml", pod, "-o", output)
 					}
 					compareLoads(t, objs, run)
@@ -251,7 +253,7 @@ func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 			}
 			for name, file := range mixedFit {
 				t.Run(fmt.Sprintf("fit %s -o %q, %d node lists at most", name, output, limit), func(t *testing.T) {
-					compareLoads(t, objs, func(c *clients) result { return runFit(t, c, file, "-f", "-", "-n", "ml", "-o", output) })
+					compareLoads(t, objs, func(c *factory.Factory) result { return runFit(t, c, file, "-f", "-", "-n", "ml", "-o", output) })
 				})
 			}
 		}
@@ -260,13 +262,13 @@ func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 
 // compareLoads runs run with loadCluster and with loadWhole over objs and compares what it
 // printed and its exit code.
-func compareLoads(t *testing.T, objs []runtime.Object, run func(*clients) result) {
+func compareLoads(t *testing.T, objs []runtime.Object, run func(*factory.Factory) result) {
 	t.Helper()
 	fast, _ := kubeClients(objs...)
 	whole, _ := kubeClients(objs...)
-	whole.load = loadWhole
+	setLoad(t, whole, loadWhole)
 	want := run(whole)
-	if want.code != ExitOK && want.code != ExitDoesNotFit {
+	if want.code != factory.ExitOK && want.code != factory.ExitDoesNotFit {
 		t.Fatalf("with the whole cluster: exit %d, stderr %q", want.code, want.err)
 	}
 	if diff := cmp.Diff(want, run(fast), cmp.AllowUnexported(result{})); diff != "" {
@@ -323,7 +325,7 @@ func TestLoadClusterFromAnAPIServer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := loadCluster(t.Context(), &clients{base: server.Config(), warnings: io.Discard}, q)
+				got, err := loadCluster(t.Context(), &factory.Factory{Base: server.Config(), Warnings: io.Discard}, q)
 				if err != nil {
 					t.Fatalf("%s, WatchList %t, %d node lists: %v", name, watchList, limit, err)
 				}
@@ -350,4 +352,10 @@ func sortedLoad(l loaded) loaded {
 	slices.SortFunc(c.Claims, func(a, b *resourcev1.ResourceClaim) int { return byName(a, b) })
 	slices.SortFunc(c.Classes, func(a, b *resourcev1.DeviceClass) int { return byName(a, b) })
 	return l
+}
+
+// setLoad makes loadCluster read the cluster with load for c until the test ends.
+func setLoad(t *testing.T, c *factory.Factory, load func(context.Context, *factory.Factory, question) (loaded, error)) {
+	testLoads.Store(c, load)
+	t.Cleanup(func() { testLoads.Delete(c) })
 }

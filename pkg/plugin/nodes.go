@@ -31,6 +31,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -42,7 +43,7 @@ const (
 	GpuNodeCRDOlderOperator = "the GpuNode CRD is not installed: the operator is older than this plugin (it keeps no per-node records); upgrade the operator, which installs the CRD when it starts, or use `kubectl gpuinv` (the inventory) or `kubectl gpuinv scan` (the Nodes)"
 )
 
-var listGpuNodes = request{verb: "list", resource: "gpunodes", group: homelabv1.GroupName}
+var listGpuNodes = factory.Request{Verb: "list", Resource: "gpunodes", Group: homelabv1.GroupName}
 
 type nodesOptions struct {
 	output    string
@@ -51,7 +52,7 @@ type nodesOptions struct {
 	chunkSize int64
 }
 
-func newNodesCommand(env Environment, c *clients) *cobra.Command {
+func newNodesCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &nodesOptions{chunkSize: 500}
 	cmd := &cobra.Command{
 		Use:   "nodes [flags]",
@@ -72,17 +73,17 @@ readiness is the Node's. It needs "list" on gpunodes.homelab.youngju.dev and on 
   kubectl gpuinv nodes --problems -o json | jq -r '.items[].metadata.name'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output, false); err != nil {
+			if err := factory.ValidateOutput(o.output, false); err != nil {
 				return err
 			}
 			if o.chunkSize < 0 {
-				return usagef("--chunk-size must not be negative")
+				return factory.Usagef("--chunk-size must not be negative")
 			}
 			return o.run(cmd.Context(), env, c)
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds family, compute capability, CUDA version, workload, NVLink clique, last seen and age), json or yaml (the records as stored).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputWide, factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().StringVar(&o.model, "model", "", "Show only the GPU nodes whose product contains this text (case-insensitive) or whose base model it is, e.g. H100 or NVIDIA-A100-SXM4-40GB.")
 	cmd.Flags().BoolVar(&o.problems, "problems", false, "Show only the GPU nodes that need attention: Node not Ready (False or Unknown) or gone, GPU facts missing (the record holds the last-known ones), or health conditions (a health monitor's GPU fault, a tainted DRA device, a driver upgrade).")
 	// --problem, as the issue spells it, is accepted too.
@@ -92,14 +93,14 @@ readiness is the Node's. It needs "list" on gpunodes.homelab.youngju.dev and on 
 	return cmd
 }
 
-func (o *nodesOptions) run(ctx context.Context, env Environment, c *clients) error {
+func (o *nodesOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory) error {
 	gpu, err := c.GPU()
 	if err != nil {
 		return err
 	}
 	records, err := gpuNodeRecords(ctx, gpu, o.chunkSize)
 	if err != nil {
-		return c.explainGpuNodes(err)
+		return explainGpuNodes(c, err)
 	}
 	var rows []printer.GpuNodeRow
 	if len(records) > 0 {
@@ -108,12 +109,12 @@ func (o *nodesOptions) run(ctx context.Context, env Environment, c *clients) err
 			return err
 		}
 		if rows, err = joinReadiness(ctx, core, records, o.chunkSize); err != nil {
-			return c.explainScan(err)
+			return explainScan(c, err)
 		}
 	}
 	shown := filterGpuNodes(rows, o.model, o.problems)
 	switch o.output {
-	case outputJSON, outputYAML:
+	case factory.OutputJSON, factory.OutputYAML:
 		list := &homelabv1.GpuNodeList{Items: make([]homelabv1.GpuNode, 0, len(shown))}
 		list.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuNodeList"))
 		for _, r := range shown {
@@ -121,16 +122,16 @@ func (o *nodesOptions) run(ctx context.Context, env Environment, c *clients) err
 			item.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuNode"))
 			list.Items = append(list.Items, item)
 		}
-		return printObject(env.Out, list, o.output)
+		return factory.PrintObject(env.Out, list, o.output)
 	}
-	popts := printOptions(env, o.output)
+	popts := factory.PrintOptions(env, o.output)
 	popts.Problems = o.problems
 	return printer.GpuNodes(env.Out, shown, len(rows), o.model, popts)
 }
 
 // gpuNodeRecords lists every GpuNode record, chunkSize at a time, sorted by name. Managed
 // fields are dropped page by page: nothing here prints them.
-func gpuNodeRecords(ctx context.Context, gpu gpuAPI, chunkSize int64) ([]homelabv1.GpuNode, error) {
+func gpuNodeRecords(ctx context.Context, gpu factory.GPUAPI, chunkSize int64) ([]homelabv1.GpuNode, error) {
 	opts := metav1.ListOptions{Limit: chunkSize}
 	var records []homelabv1.GpuNode
 	for {
@@ -215,25 +216,25 @@ func matchesModel(product, model string) bool {
 
 // explainGpuNodes explains a failed list of GpuNode records: a missing CRD says whether the
 // operator is too old to have it; other errors are explained as for the other commands.
-func (c *clients) explainGpuNodes(err error) error {
+func explainGpuNodes(c *factory.Factory, err error) error {
 	if !apierrors.IsNotFound(err) {
-		return c.explain(err, listGpuNodes)
+		return c.Explain(err, listGpuNodes)
 	}
-	served, known := c.servedHomelabResources()
+	served, known := servedHomelabResources(c)
 	switch {
 	case known && served["gpunodes"]:
-		return c.explain(err, listGpuNodes)
+		return c.Explain(err, listGpuNodes)
 	case known && served["gpuinventories"]:
 		return errors.New(GpuNodeCRDOlderOperator)
-	case known || isMissingResource(err):
+	case known || factory.IsMissingResource(err):
 		return errors.New(GpuNodeCRDNotInstalled)
 	}
-	return c.explain(err, listGpuNodes)
+	return c.Explain(err, listGpuNodes)
 }
 
 // servedHomelabResources asks discovery which resources of the operator's API group the API
 // server serves. known is false when discovery itself failed.
-func (c *clients) servedHomelabResources() (served map[string]bool, known bool) {
+func servedHomelabResources(c *factory.Factory) (served map[string]bool, known bool) {
 	disc, err := c.Discovery()
 	if err != nil {
 		return nil, false

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // nodeServer answers the node list as the API server does (prototest.Server): protobuf
@@ -126,7 +127,7 @@ func (s *nodeServer) intercept(served []prototest.Resource, next http.Handler) h
 // core starts s and returns the plugin's client of it.
 func (s *nodeServer) core(t *testing.T) rest.Interface {
 	t.Helper()
-	core, err := (&clients{base: s.start(t), warnings: io.Discard}).Core()
+	core, err := (&factory.Factory{Base: s.start(t), Warnings: io.Discard}).Core()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -50,7 +51,7 @@ type quotaOptions struct {
 	output string
 }
 
-func newQuotaCommand(env Environment, c *clients) *cobra.Command {
+func newQuotaCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &quotaOptions{}
 	cmd := &cobra.Command{
 		Use:   "quota [NAME] [flags]",
@@ -75,15 +76,15 @@ errors, including a --queue that the inventory does not list.`,
   kubectl gpuinv quota --queue ml/training   # the ClusterQueue behind LocalQueue ml/training
   kubectl gpuinv quota -o json | jq -r '.queues[] | select(.finding=="Overcommitted") | .name'`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: c.completeInventoryNames,
+		ValidArgsFunction: completeInventoryNames(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
-			case outputTable, outputWide, outputJSON, outputYAML:
+			case factory.OutputTable, factory.OutputWide, factory.OutputJSON, factory.OutputYAML:
 			default:
-				return usagef("unknown output format %q: use wide, json or yaml", o.output)
+				return factory.Usagef("unknown output format %q: use wide, json or yaml", o.output)
 			}
 			if ns, name, ok := strings.Cut(o.queue, "/"); ok && (ns == "" || name == "" || strings.Contains(name, "/")) {
-				return usagef("--queue %q: give a ClusterQueue's NAME or a LocalQueue's NAMESPACE/NAME", o.queue)
+				return factory.Usagef("--queue %q: give a ClusterQueue's NAME or a LocalQueue's NAMESPACE/NAME", o.queue)
 			}
 			name := homelabv1.DefaultInventoryName
 			if len(args) == 1 {
@@ -93,20 +94,20 @@ errors, including a --queue that the inventory does not list.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.queue, "queue", "", "Show only this ClusterQueue's rows and its cohort's; NAMESPACE/NAME reads that Kueue LocalQueue to find its ClusterQueue.")
-	_ = cmd.RegisterFlagCompletionFunc("queue", c.completeQueues)
+	_ = cmd.RegisterFlagCompletionFunc("queue", completeQueues(c))
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds admitted workloads, stranded Ready units per model, the cohorts' queues and the queues' flavors), json or yaml (status.quota, only the queue's rows with --queue).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputWide, factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func (o *quotaOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+func (o *quotaOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
 	gpu, err := c.GPU()
 	if err != nil {
 		return err
 	}
 	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return c.explain(err, getInventory(name))
+		return c.Explain(err, factory.GetInventory(name))
 	}
 	s := &gi.Status
 	if s.InventoryHash == "" && s.ObservedAt == nil {
@@ -122,42 +123,44 @@ func (o *quotaOptions) run(ctx context.Context, env Environment, c *clients, nam
 		}
 	}
 	switch o.output {
-	case outputJSON, outputYAML:
-		return writeData(env.Out, view.Quota, o.output)
+	case factory.OutputJSON, factory.OutputYAML:
+		return factory.WriteData(env.Out, view.Quota, o.output)
 	}
-	return printer.Quota(env.Out, view, printOptions(env, o.output))
+	return printer.Quota(env.Out, view, factory.PrintOptions(env, o.output))
 }
 
 // completeQueues completes --queue with the ClusterQueues the inventory lists.
-func (c *clients) completeQueues(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-	name := homelabv1.DefaultInventoryName
-	if len(args) == 1 {
-		name = args[0]
-	}
-	gpu, err := c.GPU()
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-	defer cancel()
-	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
-	if err != nil || gi.Status.Quota == nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	seen := map[string]bool{}
-	for _, q := range gi.Status.Quota.Queues {
-		if !seen[q.Name] {
-			seen[q.Name] = true
-			names = append(names, q.Name+"\tcohort "+cmp.Or(q.Cohort, "<none>"))
+func completeQueues(c *factory.Factory) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		name := homelabv1.DefaultInventoryName
+		if len(args) == 1 {
+			name = args[0]
 		}
+		gpu, err := c.GPU()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || gi.Status.Quota == nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []string
+		seen := map[string]bool{}
+		for _, q := range gi.Status.Quota.Queues {
+			if !seen[q.Name] {
+				seen[q.Name] = true
+				names = append(names, q.Name+"\tcohort "+cmp.Or(q.Cohort, "<none>"))
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
 	}
-	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // noQuota says why the inventory holds no quota: the operator could not read it, the
 // inventory covers only some nodes, or no quota names a GPU resource.
-func (o *quotaOptions) noQuota(env Environment, gi *homelabv1.GpuInventory) error {
+func (o *quotaOptions) noQuota(env factory.Environment, gi *homelabv1.GpuInventory) error {
 	if sel := gi.Spec.NodeSelector; sel != nil && (len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0) {
 		return fmt.Errorf("GpuInventory %q covers the nodes of a selector (%s): quota is the cluster's, reported on an inventory without a node selector, such as %q",
 			gi.Name, printer.SelectorString(sel), homelabv1.DefaultInventoryName)
@@ -176,17 +179,17 @@ func (o *quotaOptions) noQuota(env Environment, gi *homelabv1.GpuInventory) erro
 	if o.queue != "" {
 		return fmt.Errorf("GpuInventory %q lists no ClusterQueue %q: %s", gi.Name, o.queue, why)
 	}
-	if o.output == outputJSON || o.output == outputYAML {
+	if o.output == factory.OutputJSON || o.output == factory.OutputYAML {
 		// Scripts get the quota as stored (or an empty one) on stdout; people the reason on stderr.
 		fmt.Fprintf(env.ErrOut, "GpuInventory %s: %s\n", gi.Name, why)
-		return writeData(env.Out, stored, o.output)
+		return factory.WriteData(env.Out, stored, o.output)
 	}
 	_, err := fmt.Fprintf(env.Out, "GpuInventory %s: %s.\n", gi.Name, why)
 	return err
 }
 
 // queueView picks the rows of --queue (a ClusterQueue, or the one a LocalQueue feeds).
-func (o *quotaOptions) queueView(ctx context.Context, c *clients, gi *homelabv1.GpuInventory) (printer.QuotaView, error) {
+func (o *quotaOptions) queueView(ctx context.Context, c *factory.Factory, gi *homelabv1.GpuInventory) (printer.QuotaView, error) {
 	q := gi.Status.Quota
 	view := printer.QuotaView{Inventory: gi.Name, Queue: o.queue}
 	if ns, name, ok := strings.Cut(o.queue, "/"); ok {
@@ -254,8 +257,8 @@ func pickQueue(q *homelabv1.GpuQuota, name string) (picked *homelabv1.GpuQuota, 
 
 // localQueueTarget reads LocalQueue namespace/name and returns its ClusterQueue. It asks
 // first in the version the inventory says Kueue serves, then in the others.
-func localQueueTarget(ctx context.Context, c *clients, served, namespace, name string) (string, error) {
-	cfg, err := c.config()
+func localQueueTarget(ctx context.Context, c *factory.Factory, served, namespace, name string) (string, error) {
+	cfg, err := c.Config()
 	if err != nil {
 		return "", err
 	}
@@ -267,17 +270,17 @@ func localQueueTarget(ctx context.Context, c *clients, served, namespace, name s
 	if slices.Contains(kueueVersions, served) {
 		versions = append([]string{served}, slices.DeleteFunc(slices.Clone(kueueVersions), func(v string) bool { return v == served })...)
 	}
-	r := request{verb: "get", resource: "localqueues", group: kueueGroup, name: name, namespaced: true, namespace: namespace}
+	r := factory.Request{Verb: "get", Resource: "localqueues", Group: kueueGroup, Name: name, Namespaced: true, Namespace: namespace}
 	for _, v := range versions {
 		gvr := schema.GroupVersionResource{Group: kueueGroup, Version: v, Resource: "localqueues"}
 		lq, err := dyn.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
-		case apierrors.IsNotFound(err) && isMissingResource(err):
+		case apierrors.IsNotFound(err) && factory.IsMissingResource(err):
 			continue // this version is not served
 		case apierrors.IsNotFound(err):
 			return "", fmt.Errorf("LocalQueue %q not found in namespace %q (`kubectl get localqueues -n %s` lists them); give a ClusterQueue's name without a namespace", name, namespace, namespace)
 		case err != nil:
-			return "", c.explain(err, r)
+			return "", c.Explain(err, r)
 		}
 		return clusterQueueOf(lq)
 	}

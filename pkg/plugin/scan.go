@@ -31,6 +31,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -46,7 +47,7 @@ type scanOptions struct {
 	maxNodes       int
 }
 
-func newScanCommand(env Environment, c *clients) *cobra.Command {
+func newScanCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &scanOptions{chunkSize: 500, maxNodes: inventory.DefaultMaxStatusNodes}
 	cmd := &cobra.Command{
 		Use:   "scan [flags]",
@@ -63,17 +64,17 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
   kubectl gpuinv scan -o json | jq .status.totalGpus`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output, o.problems); err != nil {
+			if err := factory.ValidateOutput(o.output, o.problems); err != nil {
 				return err
 			}
 			if o.chunkSize < 0 || o.maxNodes < 0 {
-				return usagef("--chunk-size and --max-nodes must not be negative")
+				return factory.Usagef("--chunk-size and --max-nodes must not be negative")
 			}
 			core, err := c.Core()
 			if err != nil {
 				return err
 			}
-			slices, err := c.Slices()
+			slices, err := sliceLister(c)
 			if err != nil {
 				return err
 			}
@@ -84,24 +85,24 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
 				}
 				return devices, err
 			}
-			gi, read, err := scan(cmd.Context(), core, devices, o.selector, o.chunkSize, o.maxNodes, env.now())
+			gi, read, err := scan(cmd.Context(), core, devices, o.selector, o.chunkSize, o.maxNodes, env.Clock())
 			if err != nil {
-				return c.explainScan(err)
+				return explainScan(c, err)
 			}
-			popts := printOptions(env, o.output)
+			popts := factory.PrintOptions(env, o.output)
 			popts.Problems = o.problems
 			popts.Scan = &printer.ScanSource{Nodes: read, Selector: o.selector}
 			if err := show(env.Out, gi, o.output, popts); err != nil {
 				return err
 			}
 			if o.failOnDegraded && degraded(gi) {
-				return &exitError{code: ExitDegraded}
+				return &factory.Exit{Code: factory.ExitDegraded}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Label selector of the nodes to inventory (as a GpuInventory's spec.nodeSelector), e.g. pool=a100 or 'pool in (a100,h100)'.")
-	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
+	factory.AddOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
 	cmd.Flags().Int64Var(&o.chunkSize, "chunk-size", o.chunkSize, "Nodes per page of the node list: each page is reduced to what the inventory reads before the next is fetched. 0 lists all nodes in one response.")
 	cmd.Flags().IntVar(&o.maxNodes, "max-nodes", o.maxNodes, "Most GPU nodes listed (problem nodes first), as the operator's --max-status-nodes; totals and models always count all. 0 lists every node.")
 	return cmd
@@ -113,9 +114,9 @@ type scanError struct{ err error }
 func (e scanError) Error() string { return e.err.Error() }
 func (e scanError) Unwrap() error { return e.err }
 
-func (c *clients) explainScan(err error) error {
+func explainScan(c *factory.Factory, err error) error {
 	if se, ok := err.(scanError); ok {
-		return c.explain(se.err, listNodes)
+		return c.Explain(se.err, factory.ListNodes)
 	}
 	return err
 }
@@ -132,13 +133,13 @@ func scan(ctx context.Context, core rest.Interface, devices func(context.Context
 	if selector != "" {
 		ls, err := metav1.ParseToLabelSelector(selector)
 		if err != nil {
-			return nil, 0, usagef("--selector %q: %v", selector, err)
+			return nil, 0, factory.Usagef("--selector %q: %v", selector, err)
 		}
 		gi.Spec.NodeSelector = ls
 	}
 	sel, err := inventory.Selector(gi.Spec.NodeSelector)
 	if err != nil {
-		return nil, 0, usagef("--selector %q: %v", selector, err)
+		return nil, 0, factory.Usagef("--selector %q: %v", selector, err)
 	}
 	kept, read, err := gpuNodes(ctx, core, sel, chunkSize)
 	if err != nil {

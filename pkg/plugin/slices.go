@@ -27,10 +27,11 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // Slices returns the ResourceSlices' client, in protobuf.
-func (c *clients) Slices() (lister[*resourcev1.ResourceSliceList], error) {
+func sliceLister(c *factory.Factory) (factory.Lister[*resourcev1.ResourceSliceList], error) {
 	resource, err := c.Resource()
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func (c *clients) Slices() (lister[*resourcev1.ResourceSliceList], error) {
 // deviceFacts reads every gpu.nvidia.com ResourceSlice, chunkSize at a time, and returns what
 // each node's slices say. Without the API (a cluster before 1.34, or DRA off) or the
 // permission to list slices, it returns no facts and a note saying so.
-func deviceFacts(ctx context.Context, slices lister[*resourcev1.ResourceSliceList], chunkSize int64) (inventory.Devices, string, error) {
+func deviceFacts(ctx context.Context, slices factory.Lister[*resourcev1.ResourceSliceList], chunkSize int64) (inventory.Devices, string, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, inventory.DRADriver).String(), Limit: chunkSize}
 	byNode := map[string][]*resourcev1.ResourceSlice{}
 	for {

@@ -19,7 +19,6 @@ package plugin
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -32,6 +31,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 )
 
@@ -44,9 +44,13 @@ import (
 // (WatchList; one list is sent a little sooner but takes the plugin more memory); where the
 // watch is refused (the feature off, an older server, no right to watch) from a list read
 // as a protobuf stream. In unit tests they come from the fake clientset.
-func (c *clients) listNodes(ctx context.Context, cfg *rest.Config, p *placing, fn func(*corev1.Node)) error {
-	if c.kube != nil {
-		return listAll(ctx, c.kube.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
+func listNodes(ctx context.Context, c *factory.Factory, cfg *rest.Config, p *placing, fn func(*corev1.Node)) error {
+	if !c.Streams() {
+		api, err := c.Typed()
+		if err != nil {
+			return err
+		}
+		return listAll(ctx, api.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -95,35 +99,6 @@ func initialEvents(ctx context.Context, w watch.Interface, fn func(*corev1.Node)
 // nodeStream reads Node lists as protobuf streams; a Node's message is at most 64 MiB.
 var nodeStream = kubeproto.List{Resource: "nodes", MaxItemBytes: nodecache.MaxNodeBytes}
 
-// readConfig is the config of the Node and pod reads. Unless --disable-compression was
-// given (compressionSet), they are read uncompressed: on a link faster than about 1 Gbit/s
-// the API server's gzip of the Nodes (a WatchList's too) takes longer than sending them
-// as they are (docs/design/why-fit.md).
-func (c *clients) readConfig(compressionSet bool) (*rest.Config, error) {
-	cfg, err := c.config()
-	if err != nil {
-		return nil, err
-	}
-	if !compressionSet {
-		cfg.DisableCompression = true
-	}
-	if cfg.DisableCompression {
-		// Said in the request too: over plain HTTP (kubectl proxy) client-go uses Go's
-		// default transport, which asks for gzip whatever the config says.
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return identityEncoding{rt} })
-	}
-	return cfg, nil
-}
-
-// identityEncoding asks the API server not to compress its answers.
-type identityEncoding struct{ rt http.RoundTripper }
-
-func (t identityEncoding) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Accept-Encoding", "identity")
-	return t.rt.RoundTrip(req)
-}
-
 // smallListsClient returns a core REST client of cfg for many small lists at once (a
 // node's pods): protobuf over HTTP/2, where they share one connection, without the client's
 // rate limit (the caller bounds how many run at once).
@@ -137,9 +112,13 @@ func smallListsClient(cfg *rest.Config) (rest.Interface, error) {
 // listPods lists the pods of every namespace and hands each to fn: from an API server as a
 // protobuf stream, one pod's bytes at a time, through client (nil: a client of cfg for one
 // large list); in unit tests, from the fake clientset.
-func (c *clients) listPods(ctx context.Context, cfg *rest.Config, client rest.Interface, stream kubeproto.List, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
-	if c.kube != nil {
-		return listAll(ctx, c.kube.Pods("").List, opts, func(l *corev1.PodList) string {
+func listPods(ctx context.Context, c *factory.Factory, cfg *rest.Config, client rest.Interface, stream kubeproto.List, opts metav1.ListOptions, fn func(*corev1.Pod)) error {
+	if !c.Streams() {
+		api, err := c.Typed()
+		if err != nil {
+			return err
+		}
+		return listAll(ctx, api.Pods("").List, opts, func(l *corev1.PodList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -166,9 +145,13 @@ func streamClient(cfg *rest.Config) (rest.Interface, error) {
 // listSlices lists the ResourceSlices and hands each to fn: from an API server as a protobuf
 // stream, one slice's bytes at a time, decoded by decode; in unit tests, from the fake
 // clientset.
-func (c *clients) listSlices(ctx context.Context, decode func([]byte) (*resourcev1.ResourceSlice, error), fn func(*resourcev1.ResourceSlice)) error {
-	if c.kube != nil {
-		return listAll(ctx, c.kube.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
+func listSlices(ctx context.Context, c *factory.Factory, decode func([]byte) (*resourcev1.ResourceSlice, error), fn func(*resourcev1.ResourceSlice)) error {
+	if !c.Streams() {
+		api, err := c.Typed()
+		if err != nil {
+			return err
+		}
+		return listAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}

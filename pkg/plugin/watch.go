@@ -27,12 +27,13 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // follow prints the inventory, then follows it (pkg/follow), printing it again whenever its
 // spec or status changes or it is deleted, until ctx ends.
-func (o *showOptions) follow(ctx context.Context, env Environment, c *clients, gi *homelabv1.GpuInventory) error {
+func (o *showOptions) follow(ctx context.Context, env factory.Environment, c *factory.Factory, gi *homelabv1.GpuInventory) error {
 	gpu, err := c.GPU()
 	if err != nil {
 		return err
@@ -59,32 +60,32 @@ func (o *showOptions) follow(ctx context.Context, env Environment, c *clients, g
 	switch {
 	case ctx.Err() != nil:
 		if o.failOnDegraded && last != nil && degraded(last) {
-			return &exitError{code: ExitDegraded}
+			return &factory.Exit{Code: factory.ExitDegraded}
 		}
 		return nil
 	case errors.As(err, &requestErr) && requestErr.Verb == "list":
-		return c.explain(requestErr.Err, listInventory)
+		return c.Explain(requestErr.Err, factory.ListInventory)
 	case errors.As(err, &requestErr):
-		return c.explain(requestErr.Err, watchInventory)
+		return c.Explain(requestErr.Err, factory.WatchInventory)
 	}
 	return err
 }
 
 // drawer prints each state of a followed inventory.
 type drawer struct {
-	env      Environment
+	env      factory.Environment
 	opts     *showOptions
-	objects  *objectPrinter // -o json/yaml: one object per change
-	terminal bool           // redraw the report
+	objects  *factory.ObjectPrinter // -o json/yaml: one object per change
+	terminal bool                   // redraw the report
 }
 
-func (o *showOptions) newDrawer(env Environment) *drawer {
+func (o *showOptions) newDrawer(env factory.Environment) *drawer {
 	d := &drawer{env: env, opts: o}
 	switch o.output {
-	case outputJSON:
-		d.objects = &objectPrinter{omitManagedFields: true}
-	case outputYAML:
-		d.objects = &objectPrinter{yaml: true, omitManagedFields: true} // "---" between objects
+	case factory.OutputJSON:
+		d.objects = &factory.ObjectPrinter{OmitManagedFields: true}
+	case factory.OutputYAML:
+		d.objects = &factory.ObjectPrinter{YAML: true, OmitManagedFields: true} // "---" between objects
 	default:
 		d.terminal = env.Terminal
 	}
@@ -96,10 +97,10 @@ func (d *drawer) draw(gi *homelabv1.GpuInventory) error {
 	switch {
 	case d.objects != nil:
 		gi = gi.DeepCopy()
-		setKinds(gi)
-		return d.objects.print(gi, out)
+		factory.SetKinds(gi)
+		return d.objects.Print(gi, out)
 	case d.terminal:
-		popts := printOptions(d.env, d.opts.output)
+		popts := factory.PrintOptions(d.env, d.opts.output)
 		popts.Problems = d.opts.problems
 		return printer.WatchScreen(out, gi, popts)
 	default:

@@ -18,7 +18,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,6 +33,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
@@ -49,7 +49,7 @@ type whoOptions struct {
 	chunkSize     int64
 }
 
-func newWhoCommand(env Environment, c *clients) *cobra.Command {
+func newWhoCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &whoOptions{chunkSize: 500}
 	cmd := &cobra.Command{
 		Use:   "who [flags]",
@@ -75,15 +75,15 @@ With -A and "list" on namespaces, each namespace's pods are listed apart, three 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch o.output {
-			case outputTable, outputWide, outputJSON, outputYAML:
+			case factory.OutputTable, factory.OutputWide, factory.OutputJSON, factory.OutputYAML:
 			default:
-				return usagef("unknown output format %q: use wide, json or yaml", o.output)
+				return factory.Usagef("unknown output format %q: use wide, json or yaml", o.output)
 			}
 			if o.allNamespaces && cmd.Flags().Changed("namespace") {
-				return usagef("-A lists all namespaces: do not combine it with -n")
+				return factory.Usagef("-A lists all namespaces: do not combine it with -n")
 			}
 			if o.chunkSize < 0 {
-				return usagef("--chunk-size must not be negative")
+				return factory.Usagef("--chunk-size must not be negative")
 			}
 			return o.run(cmd.Context(), env, c)
 		},
@@ -92,18 +92,18 @@ With -A and "list" on namespaces, each namespace's pods are listed apart, three 
 	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the pods of all namespaces.")
 	cmd.Flags().BoolVar(&o.byNamespace, "by-namespace", false, "One row per namespace: its pods holding GPUs and the GPUs they hold.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: wide (adds what each pod holds: resources, DRA devices and claims), json or yaml.")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputWide, factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().Int64Var(&o.chunkSize, "chunk-size", o.chunkSize, "GpuNode records per page. 0 lists them in one response.")
 	return cmd
 }
 
-func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error {
+func (o *whoOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory) error {
 	namespace := o.namespace
 	if o.allNamespaces {
 		namespace = ""
 	} else if namespace == "" {
 		var err error
-		if namespace, err = c.namespace(); err != nil {
+		if namespace, err = c.Namespace(); err != nil {
 			return err
 		}
 	}
@@ -149,16 +149,16 @@ func (o *whoOptions) run(ctx context.Context, env Environment, c *clients) error
 	}
 	answer := answerWho(namespace, holdings, held, demand, nodes, o.byNamespace)
 	switch o.output {
-	case outputJSON, outputYAML:
-		return writeData(env.Out, answer, o.output)
+	case factory.OutputJSON, factory.OutputYAML:
+		return factory.WriteData(env.Out, answer, o.output)
 	}
-	return printer.WhoReport(env.Out, answer, o.output == outputWide, env.now())
+	return printer.WhoReport(env.Out, answer, o.output == factory.OutputWide, env.Clock())
 }
 
 // readHolders streams the GPU pods of namespace ("" for all) and its GPU claims, at once,
 // keeping what allocation needs of the unfinished ones. Without the resource.k8s.io/v1 API
 // there are no claims.
-func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocation.Pod, []*allocation.Claim, error) {
+func readHolders(ctx context.Context, c *factory.Factory, namespace string) ([]*allocation.Pod, []*allocation.Claim, error) {
 	core, err := c.Core()
 	if err != nil {
 		return nil, nil, err
@@ -190,13 +190,13 @@ func readHolders(ctx context.Context, c *clients, namespace string) ([]*allocati
 	})
 	listed.Wait()
 	if podsErr != nil {
-		return nil, nil, c.explainList(podsErr, listPods(namespace))
+		return nil, nil, c.ExplainList(podsErr, factory.ListPods(namespace))
 	}
 	switch {
 	case apierrors.IsNotFound(claimsErr):
 		claims = nil // DRA is not served: pods only
 	case claimsErr != nil:
-		return nil, nil, c.explainList(claimsErr, listClaims(namespace))
+		return nil, nil, c.ExplainList(claimsErr, factory.ListClaims(namespace))
 	}
 	return pods, claims, nil
 }
@@ -215,21 +215,6 @@ func streamPods(ctx context.Context, core rest.Interface, namespace string, fn f
 	return podcache.StreamPodsEach(ctx, core, names, fn)
 }
 
-// explainList explains an API error of a list, found inside err; other errors (a malformed
-// stream, fn's) are returned as they are.
-func (c *clients) explainList(err error, r request) error {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		if statusErr, ok := status.(error); ok {
-			return c.explain(statusErr, r)
-		}
-	}
-	if isConnectionError(err) {
-		return c.explain(err, r)
-	}
-	return err
-}
-
 // nodeShape is what converting a node's held resources into GPUs needs, and its model.
 type nodeShape struct {
 	model string
@@ -239,7 +224,7 @@ type nodeShape struct {
 // readShapes reads the shape of each node that keep accepts from its GpuNode record, reading
 // the records chunkSize at a time. Without the records (CRD not installed, or no permission)
 // it returns a note instead, and the nodes stay unknown.
-func readShapes(ctx context.Context, c *clients, keep func(node string) bool, chunkSize int64) (shapes map[string]*nodeShape, note string, err error) {
+func readShapes(ctx context.Context, c *factory.Factory, keep func(node string) bool, chunkSize int64) (shapes map[string]*nodeShape, note string, err error) {
 	gpu, err := c.GPU()
 	if err != nil {
 		return nil, "", err
@@ -254,7 +239,7 @@ func readShapes(ctx context.Context, c *clients, keep func(node string) bool, ch
 		case apierrors.IsForbidden(err):
 			return nil, "cannot list gpunodes.homelab.youngju.dev (forbidden): models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
 		case err != nil:
-			return nil, "", c.explain(err, listGpuNodes)
+			return nil, "", c.Explain(err, listGpuNodes)
 		}
 		for i := range page.Items {
 			if r := &page.Items[i]; keep(r.Name) {

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"net/http"
 	"os"
@@ -41,21 +42,22 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // whoClients serve server's nodes, pods and claims, and the GpuNode records.
-func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) *clients {
+func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) *factory.Factory {
 	t.Helper()
 	c := fakeClientsServing(t, server, true)
-	gpu := c.gpu.(fakeGPU).Clientset
+	gpu := c.FakeGPU.(fakeGPU).Clientset
 	for _, r := range records {
 		if err := gpu.Tracker().Add(r.DeepCopy()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	disc := c.discovery.(*fakediscovery.FakeDiscovery)
+	disc := c.FakeDiscovery.(*fakediscovery.FakeDiscovery)
 	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "gpunodes", Kind: "GpuNode"})
 	return c
 }
@@ -86,7 +88,7 @@ func TestWhoGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who"}, tc.args...)...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -100,7 +102,7 @@ func TestWhoCounts(t *testing.T) {
 	run := func(args ...string) printer.Who {
 		t.Helper()
 		r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who", "-o", "json"}, args...)...)
-		if r.code != ExitOK {
+		if r.code != factory.ExitOK {
 			t.Fatalf("exit %d, stderr %q", r.code, r.err)
 		}
 		var a printer.Who
@@ -149,7 +151,7 @@ func TestWhoWithoutClaimsAPI(t *testing.T) {
 	server := allocatedServer()
 	server.noClaims = true
 	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A")
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if strings.Contains(r.out, "team-dra") || !strings.Contains(r.out, "7 pods in 4 namespaces hold 8.43 GPUs on 6 nodes.") {
@@ -172,11 +174,11 @@ func TestWhoWithoutRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := whoClients(t, allocatedServer(), allocatedRecords())
-			c.gpu.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			c.FakeGPU.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
 			})
 			r := runPlugin(context.Background(), c, false, nil, "who", "-n", "research")
-			if r.code != ExitOK || r.err != tc.note {
+			if r.code != factory.ExitOK || r.err != tc.note {
 				t.Fatalf("exit %d, stderr %q, want %q", r.code, r.err, tc.note)
 			}
 			// notebook-b's two single-strategy MIG devices count as 2 without the node's layout.
@@ -214,7 +216,7 @@ func TestWhoErrors(t *testing.T) {
 				tc.server(server)
 			}
 			r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, append([]string{"who"}, tc.args...)...)
-			if r.code != ExitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
+			if r.code != factory.ExitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout and a stderr starting with:\n%s", r.code, r.out, r.err, tc.want)
 			}
 		})
@@ -238,7 +240,7 @@ func TestWhoStreamsPages(t *testing.T) {
 	}
 	server := &nodeServer{nodes: nodes, pods: pods}
 	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A", "--by-namespace")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if !strings.Contains(r.out, "2501 pods in 3 namespaces hold 2501 GPUs on 25 nodes.") {
@@ -257,7 +259,7 @@ func TestWhoStreamsPages(t *testing.T) {
 
 	server.requests = nil
 	r = runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-n", "team-1")
-	if r.code != ExitOK || !strings.Contains(r.out, "834 pods hold 834 GPUs on 25 nodes.") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "834 pods hold 834 GPUs on 25 nodes.") {
 		t.Errorf("exit %d, stderr %q, output ends:\n%s", r.code, r.err, r.out[max(0, len(r.out)-200):])
 	}
 	got = nil
@@ -288,7 +290,7 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 	want := runPlugin(context.Background(), whoClients(t, whole, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
 	apart := &nodeServer{nodes: nodes, pods: pods, namespaces: true}
 	got := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
-	if want.code != ExitOK || got.code != ExitOK {
+	if want.code != factory.ExitOK || got.code != factory.ExitOK {
 		t.Fatalf("exit %d and %d, stderr %q and %q", want.code, got.code, want.err, got.err)
 	}
 	if diff := cmp.Diff(want.out, got.out); diff != "" {
@@ -311,7 +313,7 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 
 	apart.failPods = apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
 	r := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A")
-	if r.code == ExitOK || !strings.Contains(r.err, "forbidden") {
+	if r.code == factory.ExitOK || !strings.Contains(r.err, "forbidden") {
 		t.Errorf("a forbidden pod list: exit %d, stderr %q", r.code, r.err)
 	}
 }
@@ -330,7 +332,7 @@ func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
 	r := runPlugin(context.Background(), whoClients(t, server, nil), false, nil, "who", "-n", "ml")
 	want := "No pod holds GPUs in namespace \"ml\".\nWaiting to be scheduled in namespace \"ml\": 1 pod asking for 2 GPUs (`kubectl gpuinv free` shows where they could run).\n" +
 		"Queued behind scheduling gates in namespace \"ml\": 1 pod asking for 4 GPUs (the scheduler does not try them yet).\n"
-	if r.code != ExitOK || r.out != want {
+	if r.code != factory.ExitOK || r.out != want {
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
 	}
 }
@@ -350,9 +352,13 @@ current-context: ctx
 	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flags := newConfigFlags()
-	flags.kubeConfig = kubeconfig
-	r := runPlugin(context.Background(), &clients{flags: flags, warnings: io.Discard}, false, nil, "who")
+	flags := factory.NewConfigFlags()
+	fs := pflag.NewFlagSet("who", pflag.ContinueOnError)
+	flags.AddFlags(fs)
+	if err := fs.Set("kubeconfig", kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	r := runPlugin(context.Background(), &factory.Factory{Flags: flags, Warnings: io.Discard}, false, nil, "who")
 	// The test server serves no GpuNode records: models are unknown.
 	want := `NAMESPACE  POD      NODE         MODEL      GPUS  SINCE
 serving    infer-0  t4-shared-1  <unknown>  1     8h
@@ -360,7 +366,7 @@ serving    infer-1  t4-shared-1  <unknown>  3     7h5m
 
 2 pods hold 4 GPUs on 1 node.
 `
-	if r.code != ExitOK || r.out != want || !strings.HasPrefix(r.err, "Note: the GpuNode CRD is not installed") {
+	if r.code != factory.ExitOK || r.out != want || !strings.HasPrefix(r.err, "Note: the GpuNode CRD is not installed") {
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
 	}
 	var paths []string

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
@@ -38,7 +39,7 @@ type whyOptions struct {
 	compressionSet bool
 }
 
-func newWhyCommand(env Environment, c *clients) *cobra.Command {
+func newWhyCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &whyOptions{}
 	cmd := &cobra.Command{
 		Use:   "why POD [-n NAMESPACE]",
@@ -60,15 +61,15 @@ resource.k8s.io/v1 is not served); and the pod's events.`,
   kubectl gpuinv why trainer-0 -o json | jq '.nearest[0].holders'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("why takes one pod name, got %d arguments", len(args))
+				return factory.Usagef("why takes one pod name, got %d arguments", len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
-			case outputTable, outputJSON, outputYAML:
+			case factory.OutputTable, factory.OutputJSON, factory.OutputYAML:
 			default:
-				return usagef("unknown output format %q: use json or yaml", o.output)
+				return factory.Usagef("unknown output format %q: use json or yaml", o.output)
 			}
 			o.compressionSet = cmd.Flags().Changed(disableCompressionFlag)
 			return o.run(cmd.Context(), env, c, args[0])
@@ -76,19 +77,19 @@ resource.k8s.io/v1 is not served); and the pod's events.`,
 	}
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "The pod's namespace (default: the current context's).")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml (the answer, for scripts).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{factory.OutputJSON, factory.OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
-func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
+func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
 	ns := o.namespace
 	if ns == "" {
 		var err error
-		if ns, err = c.namespace(); err != nil {
+		if ns, err = c.Namespace(); err != nil {
 			return err
 		}
 	}
-	api, err := c.typed()
+	api, err := c.Typed()
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 		return fmt.Errorf("pod %q not found in namespace %q: `kubectl get pods -n %s` lists its pods, -n picks another namespace", name, ns, ns)
 	}
 	if err != nil {
-		return c.explain(err, request{verb: "get", resource: "pods", name: name, namespaced: true, namespace: ns})
+		return c.Explain(err, factory.Request{Verb: "get", Resource: "pods", Name: name, Namespaced: true, Namespace: ns})
 	}
 	a := &printer.Why{Namespace: ns, Pod: name, Phase: pod.Status.Phase, Node: pod.Spec.NodeName, Terminating: pod.DeletionTimestamp != nil}
 	a.Resources = gpuRequests(pod)
@@ -119,10 +120,10 @@ func (o *whyOptions) run(ctx context.Context, env Environment, c *clients, name 
 	if err != nil {
 		return err
 	}
-	if o.output != outputTable {
-		return writeData(env.Out, a, o.output)
+	if o.output != factory.OutputTable {
+		return factory.WriteData(env.Out, a, o.output)
 	}
-	return printer.WhyReport(env.Out, a, env.now())
+	return printer.WhyReport(env.Out, a, env.Clock())
 }
 
 // gpuRequests are the pod's GPU resource requests, as the scheduler computes them.
@@ -140,13 +141,13 @@ func gpuRequests(pod *corev1.Pod) map[string]int64 {
 }
 
 // pending runs the scheduler's filters for q's pod on every node.
-func pending(a *printer.Why, ctx context.Context, env Environment, c *clients, q question) error {
+func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *factory.Factory, q question) error {
 	pod := q.pods[0]
 	l, err := loadCluster(ctx, c, q)
 	if err != nil {
 		return err
 	}
-	api, err := c.typed()
+	api, err := c.Typed()
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func pending(a *printer.Why, ctx context.Context, env Environment, c *clients, q
 		return err
 	}
 	if ev, err := latestFailedScheduling(ctx, api, pod); err != nil {
-		fmt.Fprintf(env.ErrOut, "Note: the scheduler's own message is not shown: %v\n", c.explainList(err, request{verb: "list", resource: "events", namespaced: true, namespace: pod.Namespace}))
+		fmt.Fprintf(env.ErrOut, "Note: the scheduler's own message is not shown: %v\n", c.ExplainList(err, factory.Request{Verb: "list", Resource: "events", Namespaced: true, Namespace: pod.Namespace}))
 	} else {
 		a.Scheduler = ev
 	}
@@ -196,14 +197,14 @@ func (v *view) claimLookup() func(ns, name string) (*resourcev1.ResourceClaim, e
 }
 
 // apiClaims gets claims from the API server; nil for one that does not exist.
-func apiClaims(ctx context.Context, c *clients, api kubeAPI, ns string) func(ns, name string) (*resourcev1.ResourceClaim, error) {
+func apiClaims(ctx context.Context, c *factory.Factory, api factory.KubeAPI, ns string) func(ns, name string) (*resourcev1.ResourceClaim, error) {
 	return func(ns, name string) (*resourcev1.ResourceClaim, error) {
 		claim, err := api.ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, c.explain(err, request{verb: "get", resource: "resourceclaims", group: resourcev1.GroupName, name: name, namespaced: true, namespace: ns})
+			return nil, c.Explain(err, factory.Request{Verb: "get", Resource: "resourceclaims", Group: resourcev1.GroupName, Name: name, Namespaced: true, Namespace: ns})
 		}
 		return claim, nil
 	}
@@ -265,7 +266,7 @@ func ptrString(p *string) string {
 
 // podTemplates gets the templates of the pod's claims that are not made yet; a template that
 // does not exist is left out (PodClaims then says so).
-func podTemplates(ctx context.Context, c *clients, api kubeAPI, pod *corev1.Pod) (map[string]*resourcev1.ResourceClaimTemplate, error) {
+func podTemplates(ctx context.Context, c *factory.Factory, api factory.KubeAPI, pod *corev1.Pod) (map[string]*resourcev1.ResourceClaimTemplate, error) {
 	out := map[string]*resourcev1.ResourceClaimTemplate{}
 	for _, pc := range pod.Spec.ResourceClaims {
 		if pc.ResourceClaimTemplateName == nil || generatedClaimName(pod, pc.Name) != "" {
@@ -277,7 +278,7 @@ func podTemplates(ctx context.Context, c *clients, api kubeAPI, pod *corev1.Pod)
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return nil, c.explain(err, request{verb: "get", resource: "resourceclaimtemplates", group: resourcev1.GroupName, name: name, namespaced: true, namespace: pod.Namespace})
+			return nil, c.Explain(err, factory.Request{Verb: "get", Resource: "resourceclaimtemplates", Group: resourcev1.GroupName, Name: name, Namespaced: true, Namespace: pod.Namespace})
 		}
 		out[name] = t
 	}
@@ -285,7 +286,7 @@ func podTemplates(ctx context.Context, c *clients, api kubeAPI, pod *corev1.Pod)
 }
 
 // latestFailedScheduling is the scheduler's latest FailedScheduling event for the pod, or nil.
-func latestFailedScheduling(ctx context.Context, api kubeAPI, pod *corev1.Pod) (*printer.SchedulerEvent, error) {
+func latestFailedScheduling(ctx context.Context, api factory.KubeAPI, pod *corev1.Pod) (*printer.SchedulerEvent, error) {
 	sel := fields.Set{"involvedObject.name": pod.Name, "involvedObject.namespace": pod.Namespace, "involvedObject.uid": string(pod.UID)}
 	var latest *printer.SchedulerEvent
 	err := listAll(ctx, api.Events(pod.Namespace).List, metav1.ListOptions{FieldSelector: sel.AsSelector().String()}, func(l *corev1.EventList) string {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package factory
 
 import (
 	"encoding/json"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -33,68 +32,59 @@ import (
 
 // Output formats of -o.
 const (
-	outputTable = ""
-	outputWide  = "wide"
-	outputJSON  = "json"
-	outputYAML  = "yaml"
+	OutputTable = ""
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
 )
 
-func addOutputFlags(cmd *cobra.Command, output *string, problems, failOnDegraded *bool) {
+func AddOutputFlags(cmd *cobra.Command, output *string, problems, failOnDegraded *bool) {
 	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: wide (adds family, compute capability, driver and CUDA versions, sharing, where the GPU facts came from and the NVLink clique), json or yaml (the object as stored).")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputWide, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{OutputWide, OutputJSON, OutputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	if problems != nil {
 		cmd.Flags().BoolVar(problems, "problems", false, "Show only the nodes that need attention (not Ready, unreachable, labels missing, unhealthy GPUs, MIG failures, cordoned, label warnings).")
 	}
 	cmd.Flags().BoolVar(failOnDegraded, "fail-on-degraded", false, "Exit with status 3 when the inventory is Degraded (a GPU node is not Ready or has unhealthy GPUs).")
 }
 
-func validateOutput(output string, problems bool) error {
+func ValidateOutput(output string, problems bool) error {
 	switch output {
-	case outputTable, outputWide:
+	case OutputTable, OutputWide:
 		return nil
-	case outputJSON, outputYAML:
+	case OutputJSON, OutputYAML:
 		if problems {
-			return usagef("--problems filters tables; -o %s prints the status as stored (select problem nodes with: jq '.status.nodes[] | select(.conditions or .warnings)')", output)
+			return Usagef("--problems filters tables; -o %s prints the status as stored (select problem nodes with: jq '.status.nodes[] | select(.conditions or .warnings)')", output)
 		}
 		return nil
 	}
-	return usagef("unknown output format %q: use wide, json or yaml", output)
+	return Usagef("unknown output format %q: use wide, json or yaml", output)
 }
 
-func printOptions(env Environment, output string) printer.Options {
-	return printer.Options{Wide: output == outputWide, Color: env.color(), Now: env.now()}
+func PrintOptions(env Environment, output string) printer.Options {
+	return printer.Options{Wide: output == OutputWide, Color: env.Color(), Now: env.Clock()}
 }
 
-// show prints one inventory in the chosen format.
-func show(w io.Writer, gi *homelabv1.GpuInventory, output string, opts printer.Options) error {
-	switch output {
-	case outputJSON, outputYAML:
-		return printObject(w, gi, output)
-	}
-	return printer.Report(w, gi, opts)
-}
-
-// printObject prints an object as kubectl -o json/yaml does (managed fields left out).
-func printObject(w io.Writer, obj runtime.Object, output string) error {
+// PrintObject prints an object as kubectl -o json/yaml does (managed fields left out).
+func PrintObject(w io.Writer, obj runtime.Object, output string) error {
 	obj = obj.DeepCopyObject()
-	setKinds(obj)
-	return (&objectPrinter{yaml: output == outputYAML, omitManagedFields: true}).print(obj, w)
+	SetKinds(obj)
+	return (&ObjectPrinter{YAML: output == OutputYAML, OmitManagedFields: true}).Print(obj, w)
 }
 
-// objectPrinter prints objects as kubectl's -o json and -o yaml do (cli-runtime's
+// ObjectPrinter prints objects as kubectl's -o json and -o yaml do (cli-runtime's
 // printers, which the plugin does not link: docs/design/clients.md): JSON indented by four
 // spaces, YAML with "---" before every object but the first.
-type objectPrinter struct {
-	yaml              bool
-	omitManagedFields bool
+type ObjectPrinter struct {
+	YAML              bool
+	OmitManagedFields bool
 	printed           int
 }
 
-func (p *objectPrinter) print(obj runtime.Object, w io.Writer) error {
+func (p *ObjectPrinter) Print(obj runtime.Object, w io.Writer) error {
 	if obj.GetObjectKind().GroupVersionKind().Empty() {
 		return errors.New("missing apiVersion or kind; try GetObjectKind().SetGroupVersionKind() if you know the type")
 	}
-	if p.omitManagedFields {
+	if p.OmitManagedFields {
 		obj = obj.DeepCopyObject()
 		if meta.IsListType(obj) {
 			_ = meta.EachListItem(obj, func(item runtime.Object) error {
@@ -105,7 +95,7 @@ func (p *objectPrinter) print(obj runtime.Object, w io.Writer) error {
 			omitManagedFields(obj)
 		}
 	}
-	if !p.yaml {
+	if !p.YAML {
 		data, err := json.MarshalIndent(obj, "", "    ")
 		if err != nil {
 			return err
@@ -132,8 +122,8 @@ func omitManagedFields(obj runtime.Object) {
 	}
 }
 
-// setKinds fills in apiVersion and kind, which typed clients leave empty.
-func setKinds(obj runtime.Object) {
+// SetKinds fills in apiVersion and kind, which typed clients leave empty.
+func SetKinds(obj runtime.Object) {
 	switch o := obj.(type) {
 	case *homelabv1.GpuInventory:
 		o.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
@@ -146,7 +136,18 @@ func setKinds(obj runtime.Object) {
 	}
 }
 
-// degraded reports whether the inventory's Degraded condition is True.
-func degraded(gi *homelabv1.GpuInventory) bool {
-	return meta.IsStatusConditionPresentAndEqual(gi.Status.Conditions, homelabv1.ConditionDegraded, metav1.ConditionTrue)
+// WriteData prints v as JSON (indented, as kubectl does) or YAML.
+func WriteData(w io.Writer, v any, output string) error {
+	if output == OutputYAML {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "    ")
+	enc.SetEscapeHTML(false) // <unknown>, <other models> as they are
+	return enc.Encode(v)
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package factory
 
 import (
 	"context"
@@ -35,88 +35,88 @@ import (
 // satisfy: the binary reaches them through kubeclient (no typed clientset is linked,
 // docs/design/clients.md) and unit tests through fake clientsets.
 
-type lister[L any] interface {
+type Lister[L any] interface {
 	List(ctx context.Context, opts metav1.ListOptions) (L, error)
 }
 
-type getter[T any] interface {
+type Getter[T any] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 }
 
-type podClient interface {
-	getter[*corev1.Pod]
-	lister[*corev1.PodList]
+type PodClient interface {
+	Getter[*corev1.Pod]
+	Lister[*corev1.PodList]
 }
 
-type claimClient interface {
-	getter[*resourcev1.ResourceClaim]
-	lister[*resourcev1.ResourceClaimList]
+type ClaimClient interface {
+	Getter[*resourcev1.ResourceClaim]
+	Lister[*resourcev1.ResourceClaimList]
 }
 
-// kubeAPI is what the plugin reads of the built-in API groups.
-type kubeAPI interface {
-	Nodes() lister[*corev1.NodeList]
-	Pods(namespace string) podClient
-	Events(namespace string) lister[*corev1.EventList]
-	ResourceSlices() lister[*resourcev1.ResourceSliceList]
-	ResourceClaims(namespace string) claimClient
-	ResourceClaimTemplates(namespace string) getter[*resourcev1.ResourceClaimTemplate]
-	DeviceClasses() lister[*resourcev1.DeviceClassList]
-	PriorityClasses() lister[*schedulingv1.PriorityClassList]
+// KubeAPI is what the plugin reads of the built-in API groups.
+type KubeAPI interface {
+	Nodes() Lister[*corev1.NodeList]
+	Pods(namespace string) PodClient
+	Events(namespace string) Lister[*corev1.EventList]
+	ResourceSlices() Lister[*resourcev1.ResourceSliceList]
+	ResourceClaims(namespace string) ClaimClient
+	ResourceClaimTemplates(namespace string) Getter[*resourcev1.ResourceClaimTemplate]
+	DeviceClasses() Lister[*resourcev1.DeviceClassList]
+	PriorityClasses() Lister[*schedulingv1.PriorityClassList]
 }
 
-// inventoryClient reads GpuInventories.
-type inventoryClient interface {
-	getter[*homelabv1.GpuInventory]
-	lister[*homelabv1.GpuInventoryList]
+// InventoryClient reads GpuInventories.
+type InventoryClient interface {
+	Getter[*homelabv1.GpuInventory]
+	Lister[*homelabv1.GpuInventoryList]
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// gpuAPI is what the plugin reads of the homelab.youngju.dev group.
-type gpuAPI interface {
-	GpuInventories() inventoryClient
-	GpuNodes() lister[*homelabv1.GpuNodeList]
+// GPUAPI is what the plugin reads of the homelab.youngju.dev group.
+type GPUAPI interface {
+	GpuInventories() InventoryClient
+	GpuNodes() Lister[*homelabv1.GpuNodeList]
 }
 
-// discoverer tells which resources the API server serves in a group version.
-type discoverer interface {
+// Discoverer tells which resources the API server serves in a group version.
+type Discoverer interface {
 	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
 }
 
-// restAPI is kubeAPI over REST clients of the core, resource.k8s.io/v1 and
+// restAPI is KubeAPI over REST clients of the core, resource.k8s.io/v1 and
 // scheduling.k8s.io/v1 groups.
 type restAPI struct{ core, resource, scheduling rest.Interface }
 
-func (a restAPI) Nodes() lister[*corev1.NodeList] { return kubeclient.Nodes(a.core) }
-func (a restAPI) Pods(ns string) podClient        { return kubeclient.Pods(a.core, ns) }
-func (a restAPI) Events(ns string) lister[*corev1.EventList] {
+func (a restAPI) Nodes() Lister[*corev1.NodeList] { return kubeclient.Nodes(a.core) }
+func (a restAPI) Pods(ns string) PodClient        { return kubeclient.Pods(a.core, ns) }
+func (a restAPI) Events(ns string) Lister[*corev1.EventList] {
 	return kubeclient.Events(a.core, ns)
 }
-func (a restAPI) ResourceSlices() lister[*resourcev1.ResourceSliceList] {
+func (a restAPI) ResourceSlices() Lister[*resourcev1.ResourceSliceList] {
 	return kubeclient.ResourceSlices(a.resource)
 }
-func (a restAPI) ResourceClaims(ns string) claimClient {
+func (a restAPI) ResourceClaims(ns string) ClaimClient {
 	return kubeclient.ResourceClaims(a.resource, ns)
 }
-func (a restAPI) ResourceClaimTemplates(ns string) getter[*resourcev1.ResourceClaimTemplate] {
+func (a restAPI) ResourceClaimTemplates(ns string) Getter[*resourcev1.ResourceClaimTemplate] {
 	return kubeclient.ResourceClaimTemplates(a.resource, ns)
 }
-func (a restAPI) DeviceClasses() lister[*resourcev1.DeviceClassList] {
+func (a restAPI) DeviceClasses() Lister[*resourcev1.DeviceClassList] {
 	return kubeclient.DeviceClasses(a.resource)
 }
-func (a restAPI) PriorityClasses() lister[*schedulingv1.PriorityClassList] {
+func (a restAPI) PriorityClasses() Lister[*schedulingv1.PriorityClassList] {
 	return kubeclient.PriorityClasses(a.scheduling)
 }
 
-// restGPU is gpuAPI over a REST client of homelab.youngju.dev/v1.
+// restGPU is GPUAPI over a REST client of homelab.youngju.dev/v1.
 type restGPU struct{ client rest.Interface }
 
-func (g restGPU) GpuInventories() inventoryClient { return kubeclient.GpuInventories(g.client) }
-func (g restGPU) GpuNodes() lister[*homelabv1.GpuNodeList] {
+func (g restGPU) GpuInventories() InventoryClient { return kubeclient.GpuInventories(g.client) }
+func (g restGPU) GpuNodes() Lister[*homelabv1.GpuNodeList] {
 	return kubeclient.GpuNodes(g.client)
 }
 
-// restDiscoverer is discoverer over a REST client: one GET of the group version.
+// restDiscoverer is Discoverer over a REST client: one GET of the group version.
 type restDiscoverer struct{ client rest.Interface }
 
 func (d restDiscoverer) ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error) {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package factory
 
 import (
 	"strings"
@@ -24,15 +24,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// configFlags are kubectl's connection flags (--kubeconfig, --context, --server, --user,
+// ConfigFlags are kubectl's connection flags (--kubeconfig, --context, --server, --user,
 // --as, --request-timeout, ...), with kubectl's names and help, as cli-runtime's
 // genericclioptions.ConfigFlags defines them: that package links kustomize, the discovery
 // client and every built-in API group (docs/design/clients.md). --namespace is each
-// subcommand's own, and --context is contextList; the plugin keeps no discovery cache, so
+// subcommand's own, and --context is ContextList; the plugin keeps no discovery cache, so
 // there is no --cache-dir.
-type configFlags struct {
+type ConfigFlags struct {
 	kubeConfig           string
-	context              *string // set by contextList
+	context              *string // set by ContextList
 	clusterName          string
 	authInfoName         string
 	apiServer            string
@@ -53,12 +53,12 @@ type configFlags struct {
 	loader clientcmd.ClientConfig // made on first use
 }
 
-func newConfigFlags() *configFlags {
-	return &configFlags{context: new(string), timeout: "0", impersonateGroup: []string{}, impersonateUserExtra: []string{}}
+func NewConfigFlags() *ConfigFlags {
+	return &ConfigFlags{context: new(string), timeout: "0", impersonateGroup: []string{}, impersonateUserExtra: []string{}}
 }
 
 // addFlags registers the flags on fs (context apart).
-func (f *configFlags) addFlags(fs *pflag.FlagSet) {
+func (f *ConfigFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kubeConfig, "kubeconfig", f.kubeConfig, "Path to the kubeconfig file to use for CLI requests.")
 	fs.StringVar(&f.certFile, "client-certificate", f.certFile, "Path to a client certificate file for TLS")
 	fs.StringVar(&f.keyFile, "client-key", f.keyFile, "Path to a client key file for TLS")
@@ -79,20 +79,20 @@ func (f *configFlags) addFlags(fs *pflag.FlagSet) {
 }
 
 // withContext is a copy of the flags' values with another context.
-func (f *configFlags) withContext(name string) *configFlags {
+func (f *ConfigFlags) withContext(name string) *ConfigFlags {
 	c := *f
 	c.context, c.loader = &name, nil
 	return &c
 }
 
 // toRESTConfig is the config of the kubeconfig with the flags applied.
-func (f *configFlags) toRESTConfig() (*rest.Config, error) {
+func (f *ConfigFlags) toRESTConfig() (*rest.Config, error) {
 	return f.toRawKubeConfigLoader().ClientConfig()
 }
 
 // toRawKubeConfigLoader is the kubeconfig loaded as kubectl loads it, with the flags as
 // overrides.
-func (f *configFlags) toRawKubeConfigLoader() clientcmd.ClientConfig {
+func (f *ConfigFlags) toRawKubeConfigLoader() clientcmd.ClientConfig {
 	if f.loader != nil {
 		return f.loader
 	}

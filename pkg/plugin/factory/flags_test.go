@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package factory
 
 import (
 	"bytes"
@@ -34,14 +34,14 @@ import (
 
 // The plugin's connection flags are kubectl's: the same names, shorthands, help and
 // defaults as cli-runtime's ConfigFlags (without --namespace and --cache-dir; --context is
-// contextList's).
+// ContextList's).
 func TestConfigFlagsAreKubectls(t *testing.T) {
 	want := pflag.NewFlagSet("cli-runtime", pflag.ContinueOnError)
 	ref := genericclioptions.NewConfigFlags(true)
 	ref.Namespace, ref.CacheDir, ref.Context = nil, nil, nil
 	ref.AddFlags(want)
 	got := pflag.NewFlagSet("plugin", pflag.ContinueOnError)
-	newConfigFlags().addFlags(got)
+	NewConfigFlags().AddFlags(got)
 
 	describe := func(fs *pflag.FlagSet) map[string][4]string {
 		m := map[string][4]string{}
@@ -83,9 +83,9 @@ current-context: ca
 		ref := genericclioptions.NewConfigFlags(true)
 		refSet := pflag.NewFlagSet("ref", pflag.ContinueOnError)
 		ref.AddFlags(refSet)
-		ours := newConfigFlags()
+		ours := NewConfigFlags()
 		set := pflag.NewFlagSet("ours", pflag.ContinueOnError)
-		ours.addFlags(set)
+		ours.AddFlags(set)
 		set.StringVar(ours.context, "context", "", "")
 		args = append([]string{"--kubeconfig", kubeconfig}, args...)
 		if err := refSet.Parse(args); err != nil {
@@ -145,12 +145,12 @@ func TestObjectPrinterIsKubectls(t *testing.T) {
 		for _, obj := range []runtime.Object{gi, list} {
 			var want, got bytes.Buffer
 			ref := tc.ref()
-			p := &objectPrinter{yaml: tc.yaml, omitManagedFields: tc.omit}
+			p := &ObjectPrinter{YAML: tc.yaml, OmitManagedFields: tc.omit}
 			for range tc.times {
 				if err := ref.PrintObj(obj, &want); err != nil {
 					t.Fatal(err)
 				}
-				if err := p.print(obj, &got); err != nil {
+				if err := p.Print(obj, &got); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -159,7 +159,7 @@ func TestObjectPrinterIsKubectls(t *testing.T) {
 			}
 		}
 	}
-	if err := (&objectPrinter{}).print(&homelabv1.GpuInventory{}, &bytes.Buffer{}); err == nil {
+	if err := (&ObjectPrinter{}).Print(&homelabv1.GpuInventory{}, &bytes.Buffer{}); err == nil {
 		t.Error("an object without apiVersion and kind was printed; kubectl's printers refuse it")
 	}
 }
