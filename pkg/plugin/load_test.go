@@ -20,6 +20,7 @@ import (
 	gocmp "cmp"
 	"context"
 	"fmt"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"io"
 	"slices"
 	"testing"
@@ -239,9 +240,9 @@ spec:
 // or all at once.
 func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 	objs := mixedCluster(t)
-	defer func(limit int) { maxNodeLists = limit }(maxNodeLists)
-	for _, limit := range []int{maxNodeLists, 0} {
-		maxNodeLists = limit
+	defer func(limit int) { simulate.MaxNodeLists = limit }(simulate.MaxNodeLists)
+	for _, limit := range []int{simulate.MaxNodeLists, 0} {
+		simulate.MaxNodeLists = limit
 		for _, output := range []string{"", "json"} {
 			for _, pod := range []string{"pinned", "affinity", "anywhere", "tolerant", "templated", "shared", "mig"} {
 				t.Run(fmt.Sprintf("why %s -o %q, %d node lists at most", pod, output, limit), func(t *testing.T) {
@@ -282,16 +283,16 @@ func compareLoads(t *testing.T, objs []runtime.Object, run func(*factory.Factory
 // namespace where namespaces may be listed).
 func TestLoadClusterFromAnAPIServer(t *testing.T) {
 	objs := mixedCluster(t)
-	questions := map[string]question{"pinned": {}, "templated": {}, "mig": {freeDevices: true}}
+	questions := map[string]simulate.Question{"pinned": {}, "templated": {}, "mig": {FreeDevices: true}}
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
 			if q, ok := questions[p.Name]; ok {
-				q.pods = []*corev1.Pod{p}
+				q.Pods = []*corev1.Pod{p}
 				questions[p.Name] = q
 			}
 		}
 	}
-	defer func(limit int) { maxNodeLists = limit }(maxNodeLists)
+	defer func(limit int) { simulate.MaxNodeLists = limit }(simulate.MaxNodeLists)
 	namespaces := map[string]bool{}
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
@@ -319,18 +320,18 @@ func TestLoadClusterFromAnAPIServer(t *testing.T) {
 		}
 		for name, q := range questions {
 			for _, limit := range []int{1000, 0} {
-				maxNodeLists = limit
+				simulate.MaxNodeLists = limit
 				fake, _ := kubeClients(objs...)
-				want, err := loadCluster(t.Context(), fake, q)
+				want, err := simulate.Load(t.Context(), fake, q)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := loadCluster(t.Context(), &factory.Factory{Base: server.Config(), Warnings: io.Discard}, q)
+				got, err := simulate.Load(t.Context(), &factory.Factory{Base: server.Config(), Warnings: io.Discard}, q)
 				if err != nil {
 					t.Fatalf("%s, WatchList %t, %d node lists: %v", name, watchList, limit, err)
 				}
 				if diff := cmp.Diff(sortedLoad(want), sortedLoad(got), equalObjects, cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion"),
-					cmp.AllowUnexported(loaded{}, rejection{}, capacity.Usage{})); diff != "" {
+					cmp.AllowUnexported(simulate.Loaded{}, simulate.Rejection{}, capacity.Usage{})); diff != "" {
 					t.Errorf("%s, WatchList %t, %d node lists (-clientset +API server):\n%s", name, watchList, limit, diff)
 				}
 			}
@@ -341,11 +342,11 @@ func TestLoadClusterFromAnAPIServer(t *testing.T) {
 var deviceClasses = prototest.Resource{GroupVersionKind: resourcev1.SchemeGroupVersion.WithKind("DeviceClass"), Name: "deviceclasses"}
 
 // sortedLoad sorts what l holds by name, for comparing what was read in another order.
-func sortedLoad(l loaded) loaded {
+func sortedLoad(l simulate.Loaded) simulate.Loaded {
 	byName := func(a, b metav1.Object) int {
 		return gocmp.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 	}
-	c := l.cluster
+	c := l.Cluster
 	slices.SortFunc(c.Nodes, func(a, b *corev1.Node) int { return byName(a, b) })
 	slices.SortFunc(c.Pods, func(a, b *corev1.Pod) int { return byName(a, b) })
 	slices.SortFunc(c.Slices, func(a, b *resourcev1.ResourceSlice) int { return byName(a, b) })
@@ -355,7 +356,12 @@ func sortedLoad(l loaded) loaded {
 }
 
 // setLoad makes loadCluster read the cluster with load for c until the test ends.
-func setLoad(t *testing.T, c *factory.Factory, load func(context.Context, *factory.Factory, question) (loaded, error)) {
+func setLoad(t *testing.T, c *factory.Factory, load func(context.Context, *factory.Factory, simulate.Question) (simulate.Loaded, error)) {
 	testLoads.Store(c, load)
 	t.Cleanup(func() { testLoads.Delete(c) })
 }
+
+// equalObjects compares decoded objects: quantities by value, nil and empty alike, without
+// the type (a list's items do not carry it).
+var equalObjects = cmp.Options{cmpopts.EquateEmpty(), cmpopts.IgnoreTypes(metav1.TypeMeta{}),
+	cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })}

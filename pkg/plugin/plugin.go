@@ -28,8 +28,10 @@ import (
 	"errors"
 	"fmt"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"io"
 	"strconv"
+	"sync"
 )
 
 // Exit codes that scripts and cron jobs can rely on (factory's, where each is explained).
@@ -87,4 +89,16 @@ func run(ctx context.Context, args []string, env factory.Environment, fake *fact
 		}
 	}
 	return factory.ExitError
+}
+
+// testLoads, in unit tests, read the cluster for why and fit instead of simulate.Load, for
+// the factory they are given.
+var testLoads sync.Map // of *factory.Factory to a simulate.Loader
+
+// loaderOf is what reads the cluster for why and fit through c.
+func loaderOf(c *factory.Factory) simulate.Loader {
+	if l, ok := testLoads.Load(c); ok {
+		return l.(simulate.Loader)
+	}
+	return simulate.Load
 }

@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
@@ -71,7 +71,7 @@ resource.k8s.io/v1 is not served); and the pod's events.`,
 			default:
 				return factory.Usagef("unknown output format %q: use json or yaml", o.output)
 			}
-			o.compressionSet = cmd.Flags().Changed(disableCompressionFlag)
+			o.compressionSet = cmd.Flags().Changed(factory.DisableCompressionFlag)
 			return o.run(cmd.Context(), env, c, args[0])
 		},
 	}
@@ -101,7 +101,7 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 		return c.Explain(err, factory.Request{Verb: "get", Resource: "pods", Name: name, Namespaced: true, Namespace: ns})
 	}
 	a := &printer.Why{Namespace: ns, Pod: name, Phase: pod.Status.Phase, Node: pod.Spec.NodeName, Terminating: pod.DeletionTimestamp != nil}
-	a.Resources = gpuRequests(pod)
+	a.Resources = simulate.GPURequests(pod)
 	switch {
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		a.State = printer.WhyFinished
@@ -115,7 +115,7 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 		}
 	default:
 		a.State = printer.WhyPending
-		err = pending(a, ctx, env, c, question{pods: []*corev1.Pod{pod}, compressionSet: o.compressionSet, preemption: true})
+		err = pending(a, ctx, env, c, simulate.Question{Pods: []*corev1.Pod{pod}, CompressionSet: o.compressionSet, Preemption: true})
 	}
 	if err != nil {
 		return err
@@ -126,24 +126,10 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 	return printer.WhyReport(env.Out, a, env.Clock())
 }
 
-// gpuRequests are the pod's GPU resource requests, as the scheduler computes them.
-func gpuRequests(pod *corev1.Pod) map[string]int64 {
-	requests := capacity.Requests(pod)
-	var out map[string]int64
-	for _, name := range gpuResourceNames(requests) {
-		if out == nil {
-			out = map[string]int64{}
-		}
-		q := requests[name]
-		out[string(name)] = q.Value()
-	}
-	return out
-}
-
 // pending runs the scheduler's filters for q's pod on every node.
-func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *factory.Factory, q question) error {
-	pod := q.pods[0]
-	l, err := loadCluster(ctx, c, q)
+func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *factory.Factory, q simulate.Question) error {
+	pod := q.Pods[0]
+	l, err := loaderOf(c)(ctx, c, q)
 	if err != nil {
 		return err
 	}
@@ -151,8 +137,8 @@ func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *fa
 	if err != nil {
 		return err
 	}
-	v := newView(l)
-	if a.Claims, err = describeClaims(pod, v.claimLookup()); err != nil {
+	v := simulate.NewView(l)
+	if a.Claims, err = describeClaims(pod, v.ClaimLookup()); err != nil {
 		return err
 	}
 	if ev, err := latestFailedScheduling(ctx, api, pod); err != nil {
@@ -164,12 +150,12 @@ func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *fa
 	if err != nil {
 		return err
 	}
-	claims, err := v.snap.PodClaims(pod, templates)
+	claims, err := v.PodClaims(pod, templates)
 	if err != nil {
 		a.Unresolvable = err.Error()
 		return nil
 	}
-	results, err := v.fitAll(pod, claims, 0)
+	results, err := v.FitAll(pod, claims, 0)
 	if err != nil {
 		a.Unresolvable = err.Error()
 		return nil
@@ -182,18 +168,11 @@ func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *fa
 	if len(a.FitsOn) > 0 {
 		return nil
 	}
-	if a.Diagnosis, err = v.diagnose(pod, claims, results); err != nil {
+	if a.Diagnosis, err = v.Diagnose(pod, claims, results); err != nil {
 		return err
 	}
-	a.Preemption, err = v.preemption(pod, claims, results)
+	a.Preemption, err = v.Preemption(pod, claims, results)
 	return err
-}
-
-// claimLookup finds claims in the snapshot.
-func (v *view) claimLookup() func(ns, name string) (*resourcev1.ResourceClaim, error) {
-	return func(ns, name string) (*resourcev1.ResourceClaim, error) {
-		return v.claims[nsName(ns, name)], nil
-	}
 }
 
 // apiClaims gets claims from the API server; nil for one that does not exist.
@@ -245,7 +224,7 @@ func lookupClaim(ns, name string, lookup func(ns, name string) (*resourcev1.Reso
 	if err != nil || claim == nil {
 		return printer.PodClaim{Name: name, Missing: true}, err
 	}
-	return printer.PodClaim{Name: name, Allocated: claim.Status.Allocation != nil, Devices: allocatedDevices(claim)}, nil
+	return printer.PodClaim{Name: name, Allocated: claim.Status.Allocation != nil, Devices: simulate.AllocatedDevices(claim)}, nil
 }
 
 func generatedClaimName(pod *corev1.Pod, claim string) string {
@@ -289,7 +268,7 @@ func podTemplates(ctx context.Context, c *factory.Factory, api factory.KubeAPI, 
 func latestFailedScheduling(ctx context.Context, api factory.KubeAPI, pod *corev1.Pod) (*printer.SchedulerEvent, error) {
 	sel := fields.Set{"involvedObject.name": pod.Name, "involvedObject.namespace": pod.Namespace, "involvedObject.uid": string(pod.UID)}
 	var latest *printer.SchedulerEvent
-	err := listAll(ctx, api.Events(pod.Namespace).List, metav1.ListOptions{FieldSelector: sel.AsSelector().String()}, func(l *corev1.EventList) string {
+	err := factory.ListAll(ctx, api.Events(pod.Namespace).List, metav1.ListOptions{FieldSelector: sel.AsSelector().String()}, func(l *corev1.EventList) string {
 		for i := range l.Items {
 			e := &l.Items[i]
 			if e.InvolvedObject.UID != pod.UID || e.InvolvedObject.Name != pod.Name || e.Reason != "FailedScheduling" {

@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"io"
 	"slices"
 	"strings"
@@ -360,8 +361,8 @@ func TestWhyKeepsAGivenCompressionFlag(t *testing.T) {
 	}{{nil, false}, {[]string{"--disable-compression=false"}, true}, {[]string{"--disable-compression"}, true}} {
 		c, _ := kubeClients(whyCluster(t)...)
 		var asked []bool
-		setLoad(t, c, func(ctx context.Context, c *factory.Factory, q question) (loaded, error) {
-			asked = append(asked, q.compressionSet)
+		setLoad(t, c, func(ctx context.Context, c *factory.Factory, q simulate.Question) (simulate.Loaded, error) {
+			asked = append(asked, q.CompressionSet)
 			return loadWhole(ctx, c, q)
 		})
 		r := runPlugin(context.Background(), c, false, nil, append([]string{"why", "-n", "ml", "trainer"}, tc.flags...)...)

@@ -17,6 +17,7 @@ limitations under the License.
 package factory
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -399,3 +400,25 @@ func (t identityEncoding) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.Header.Set("Accept-Encoding", "identity")
 	return t.rt.RoundTrip(req)
 }
+
+// ListChunk is the page size of the lists, kubectl's.
+const ListChunk = 500
+
+// ListAll lists in pages of ListChunk, handing each page to page, which returns its continue
+// token.
+func ListAll[L any](ctx context.Context, list func(context.Context, metav1.ListOptions) (L, error), opts metav1.ListOptions, page func(L) string) error {
+	opts.Limit = ListChunk
+	for {
+		l, err := list(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if opts.Continue = page(l); opts.Continue == "" {
+			return nil
+		}
+	}
+}
+
+// DisableCompressionFlag is kubectl's flag that turns the API server's gzip off, or on.
+
+const DisableCompressionFlag = "disable-compression"

@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"maps"
 	"testing"
 
@@ -56,11 +57,11 @@ func fleetNodes() []*corev1.Node {
 // The node cache's decoder, by the question's keep-rules, gives what trim keeps of the whole Node: a candidate's filters'
 // fields, a rejected node's reasons.
 func TestDecodeNodeEqualsTrim(t *testing.T) {
-	pinned := gpuPod("ml", "pinned", "", statusTime, "nvidia.com/gpu", 2)
+	pinned := pendingPod("pinned", "nvidia.com/gpu", 2)
 	pinned.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 	tolerant := pinned.DeepCopy()
 	tolerant.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	byName := gpuPod("ml", "by-name", "", statusTime)
+	byName := pendingPod("by-name")
 	byName.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn,
 			Values: []string{fixtures.FleetNodeName(2), fixtures.FleetNodeName(4)}}}}}}}}
@@ -81,7 +82,7 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 				if diff := cmp.Diff(wantNode, gotNode, equalObjects); diff != "" {
 					t.Errorf("%s, all labels %t: %s kept (-trimmed +decoded):\n%s", name, allLabels, n.Name, diff)
 				}
-				if diff := cmp.Diff(wantRejected, gotRejected, cmp.AllowUnexported(rejection{})); diff != "" {
+				if diff := cmp.Diff(wantRejected, gotRejected, cmp.AllowUnexported(Rejection{})); diff != "" {
 					t.Errorf("%s: %s rejected (-trimmed +decoded):\n%s", name, n.Name, diff)
 				}
 			}
@@ -91,10 +92,13 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 
 // The slice decoder reads a kept slice whole, and of the others where they are.
 func TestDecodeSliceKeepsCandidatesSlices(t *testing.T) {
-	onNode := draSlices(t)[0].(*resourcev1.ResourceSlice)
+	onNode := h100Slice(t)
 	elsewhere := onNode.DeepCopy()
 	elsewhere.Spec.NodeName, elsewhere.Spec.Pool.Name, elsewhere.Spec.Pool.Generation = ptr.To("elsewhere"), "elsewhere", 3
-	network := networkSlice(t)
+	network := h100Slice(t)
+	network.Name, network.Spec.NodeName, network.Spec.Pool.Name = "fabric-gpu.nvidia.com", nil, "fabric"
+	network.Spec.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"train"}}}}}}
 	s := &slicing{candidates: map[string]bool{"dra-h100-1": true}}
 	for _, want := range []*resourcev1.ResourceSlice{onNode, elsewhere, network} {
 		raw, err := want.Marshal()
@@ -113,4 +117,25 @@ func TestDecodeSliceKeepsCandidatesSlices(t *testing.T) {
 			t.Errorf("%s (-want +decoded):\n%s", want.Name, diff)
 		}
 	}
+}
+
+// pendingPod is a pod of namespace ml that waits, asking for resources (name, count pairs).
+func pendingPod(name string, resources ...any) *corev1.Pod {
+	requests := corev1.ResourceList{}
+	for i := 0; i+1 < len(resources); i += 2 {
+		requests[corev1.ResourceName(resources[i].(string))] = *resource.NewQuantity(int64(resources[i+1].(int)), resource.DecimalSI)
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Requests: requests, Limits: requests}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+}
+
+// h100Slice is the first ResourceSlice of NVIDIA's DRA driver on an H100 node.
+func h100Slice(t *testing.T) *resourcev1.ResourceSlice {
+	t.Helper()
+	slices, err := dra.Slices(dra.H100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices[0].DeepCopy()
 }

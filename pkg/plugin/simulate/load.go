@@ -14,7 +14,20 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+// Package simulate is the scheduler simulation that `kubectl gpuinv why` and `fit` share,
+// a room of its own under the plugin: the verbs own their flags, their reads of the pod or
+// the file and their output; this package reads the cluster as far as a question needs
+// (Load), explains the verdicts of kube-scheduler's filters (View: FitAll, Diagnose), places
+// a workload's replicas (Place) and runs the scheduler's preemption. pkg/capacity decides
+// every verdict; pkg/printer's types hold the answers.
+//
+// It reads the objects through the caches' decoders, never a decoder of its own: Nodes by
+// the node cache's (nodecache.NewTrimmer, with the keep-rules the question's placing
+// gives), Pods by the pod cache's scheduling keep-rule (podcache.DecodeSchedulingPod), where
+// a ResourceSlice is by the slice cache's header reader (slicecache.DecodeSliceHeader), the
+// slices it keeps whole by the generated decoder. docs/design/why-fit.md says why it reads
+// what it reads.
+package simulate
 
 import (
 	"context"
@@ -43,17 +56,15 @@ const unfinishedPods = "status.phase!=" + string(corev1.PodSucceeded) + ",status
 
 var unfinished = fields.ParseSelectorOrDie(unfinishedPods)
 
-// listChunk is the page size of the cluster's lists, kubectl's.
-const listChunk = 500
-
 // nodeChunk is the page size of the node list, read as a stream.
 const nodeChunk = 1000
 
 // podLists is how many lists of one node's pods run at once.
 const podLists = 16
 
-// maxNodeLists is the most nodes whose pods are listed node by node (a variable for tests).
-var maxNodeLists = 1000
+// MaxNodeLists is the most candidates whose pods are listed node by node; past it one list
+// of every pod is read. A variable, so that tests run either way.
+var MaxNodeLists = 1000
 
 var (
 	sliceRequest = factory.Request{Verb: "list", Resource: "resourceslices", Group: resourcev1.GroupName}
@@ -62,38 +73,31 @@ var (
 
 // question is what why or fit asks of the cluster, for loadCluster to read only what the
 // answer needs.
-type question struct {
-	// pods are the pods to place: why's pending pod; one replica of each of fit's objects
+type Question struct {
+	// Pods are the pods to place: why's pending pod; one replica of each of fit's objects
 	// (the other replicas are the same pod to the filters).
-	pods []*corev1.Pod
-	// freeDevices: the answer reads the free DRA devices of the nodes that fit (fit's best
+	Pods []*corev1.Pod
+	// FreeDevices: the answer reads the free DRA devices of the nodes that fit (fit's best
 	// fit).
-	freeDevices bool
-	// claims: the question brings claims of its own (fit's file), which may exist already.
-	claims bool
-	// compressionSet: --disable-compression was given, and the Nodes and pods are read
+	FreeDevices bool
+	// Claims: the question brings claims of its own (fit's file), which may exist already.
+	Claims bool
+	// CompressionSet: --disable-compression was given, and the Nodes and pods are read
 	// compressed or not as it and the kubeconfig say; else uncompressed (readConfig).
-	compressionSet bool
-	// preemption: the answer runs the scheduler's preemption for the pods, which reads the
+	CompressionSet bool
+	// Preemption: the answer runs the scheduler's preemption for the pods, which reads the
 	// candidates' pods of lower priority (kept, not only counted).
-	preemption bool
+	Preemption bool
 }
 
-// disableCompressionFlag is kubectl's flag that turns the API server's gzip off, or on.
-const disableCompressionFlag = "disable-compression"
-
-// testLoads, in unit tests, read the cluster for why and fit instead of loadCluster, for the
-// factory they are given.
-var testLoads sync.Map // of *factory.Factory to a loader
-
-// loader reads the cluster for a question.
-type loader = func(context.Context, *factory.Factory, question) (loaded, error)
+// Loader reads the cluster for a question: Load, or in unit tests the whole cluster.
+type Loader = func(context.Context, *factory.Factory, Question) (Loaded, error)
 
 // loaded is what loadCluster read for a question: the cluster the filters run on, and the
 // nodes where the node-only filters reject every pod of the question, in name order.
-type loaded struct {
-	cluster  capacity.Cluster
-	rejected []rejection
+type Loaded struct {
+	Cluster  capacity.Cluster
+	Rejected []Rejection
 }
 
 // loadCluster reads what kube-scheduler decides on for the question's pods, and no more.
@@ -106,18 +110,15 @@ type loaded struct {
 // candidates' whole, the others' as stubs) when the pods ask for devices or the answer counts
 // free ones; its ResourceClaims when the pods ask for devices, the question brings claims,
 // or the answer reads them: a candidate's pods hold some, or its devices are counted.
-func loadCluster(ctx context.Context, c *factory.Factory, q question) (loaded, error) {
-	if load, ok := testLoads.Load(c); ok {
-		return load.(loader)(ctx, c, q)
-	}
-	var l loaded
+func Load(ctx context.Context, c *factory.Factory, q Question) (Loaded, error) {
+	var l Loaded
 	api, err := c.Typed()
 	r := &podReader{c: c}
-	if q.preemption {
-		r.below = ptr.To(maxPriority(q.pods))
+	if q.Preemption {
+		r.below = ptr.To(maxPriority(q.Pods))
 	}
 	if err == nil && c.Streams() {
-		if r.cfg, err = c.ReadConfig(q.compressionSet); err == nil {
+		if r.cfg, err = c.ReadConfig(q.CompressionSet); err == nil {
 			r.small, err = smallListsClient(r.cfg) // made before the lists that share it start
 		}
 	}
@@ -125,22 +126,22 @@ func loadCluster(ctx context.Context, c *factory.Factory, q question) (loaded, e
 		return l, err
 	}
 	var served bool
-	if l.cluster.Classes, served, err = readClasses(ctx, c, api); err != nil {
+	if l.Cluster.Classes, served, err = readClasses(ctx, c, api); err != nil {
 		return l, err
 	}
-	dra := served && q.asksForDevices(l.cluster.Classes)
-	claimsFirst := dra || (served && q.claims)
+	dra := served && q.asksForDevices(l.Cluster.Classes)
+	claimsFirst := dra || (served && q.Claims)
 	afterNodes := func(candidates map[string]bool) (err error) {
-		if served && (dra || q.freeDevices) {
-			l.cluster.Slices, err = readSlices(ctx, c, candidates)
+		if served && (dra || q.FreeDevices) {
+			l.Cluster.Slices, err = readSlices(ctx, c, candidates)
 		}
 		return err
 	}
 	err = parallel(func() error {
-		return readNodesAndPods(ctx, r, newPlacing(q.pods, dra), &l, afterNodes)
+		return readNodesAndPods(ctx, r, newPlacing(q.Pods, dra), &l, afterNodes)
 	}, func() (err error) {
 		if claimsFirst {
-			l.cluster.Claims, err = readClaims(ctx, c, api)
+			l.Cluster.Claims, err = readClaims(ctx, c, api)
 		}
 		return err
 	})
@@ -149,32 +150,32 @@ func loadCluster(ctx context.Context, c *factory.Factory, q question) (loaded, e
 	}
 	// Claims the answer reads after all: those the candidates' pods hold, and the
 	// allocations of the candidates' devices.
-	if holdClaims(l.cluster.Pods) || (q.freeDevices && hasDevices(l.cluster.Slices)) {
-		l.cluster.Claims, err = readClaims(ctx, c, api)
+	if holdClaims(l.Cluster.Pods) || (q.FreeDevices && hasDevices(l.Cluster.Slices)) {
+		l.Cluster.Claims, err = readClaims(ctx, c, api)
 	}
 	return l, err
 }
 
 // readNodesAndPods reads the Nodes as p trims them into l, and the pods of each candidate as
 // soon as it is read: one list per node, podLists at a time (the API server's watch cache
-// finds a node's pods by an index), or, past maxNodeLists candidates, one list of every pod.
+// finds a node's pods by an index), or, past MaxNodeLists candidates, one list of every pod.
 // afterNodes runs once the nodes are read, beside the pod lists.
-func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *loaded, afterNodes func(map[string]bool) error) error {
+func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *Loaded, afterNodes func(map[string]bool) error) error {
 	c := r.c
 	listsCtx, stopLists := context.WithCancel(ctx)
 	defer stopLists()
-	found := make(chan string, maxNodeLists)
+	found := make(chan string, MaxNodeLists)
 	candidates := map[string]bool{}
 	readNodes := func() error {
 		defer close(found)
 		err := listNodes(ctx, c, r.cfg, p, func(n *corev1.Node) {
 			kept, rejected := p.trim(n)
 			if rejected != nil {
-				l.rejected = append(l.rejected, *rejected)
+				l.Rejected = append(l.Rejected, *rejected)
 				return
 			}
-			l.cluster.Nodes = append(l.cluster.Nodes, kept)
-			if candidates[kept.Name] = true; len(candidates) <= maxNodeLists {
+			l.Cluster.Nodes = append(l.Cluster.Nodes, kept)
+			if candidates[kept.Name] = true; len(candidates) <= MaxNodeLists {
 				found <- kept.Name
 			} else {
 				stopLists() // too many to list one by one
@@ -199,21 +200,21 @@ func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *loaded, 
 	if err := parallel(lists...); err != nil {
 		return err
 	}
-	if len(candidates) > maxNodeLists {
+	if len(candidates) > MaxNodeLists {
 		if err := r.all(ctx, candidates); err != nil {
 			return err
 		}
 	}
-	slices.SortFunc(l.rejected, func(a, b rejection) int { return strings.Compare(a.node, b.node) })
-	l.cluster.Pods, l.cluster.Usage = r.pods, r.usage
+	slices.SortFunc(l.Rejected, func(a, b Rejection) int { return strings.Compare(a.Node, b.Node) })
+	l.Cluster.Pods, l.Cluster.Usage = r.pods, r.usage
 	return nil
 }
 
 // asksForDevices reports a pod of the question with claims, or asking for an extended
 // resource that a DeviceClass maps to DRA devices (on a node without it, the scheduler asks
 // the allocator).
-func (q question) asksForDevices(classes []*resourcev1.DeviceClass) bool {
-	for _, p := range q.pods {
+func (q Question) asksForDevices(classes []*resourcev1.DeviceClass) bool {
+	for _, p := range q.Pods {
 		if len(p.Spec.ResourceClaims) > 0 {
 			return true
 		}
@@ -253,7 +254,7 @@ func hasDevices(slices []*resourcev1.ResourceSlice) bool {
 
 // readClasses lists the DeviceClasses; served is false where resource.k8s.io/v1 is not.
 func readClasses(ctx context.Context, c *factory.Factory, api factory.KubeAPI) (classes []*resourcev1.DeviceClass, served bool, err error) {
-	err = listAll(ctx, api.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
+	err = factory.ListAll(ctx, api.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
 		classes = appendTrimmed(classes, l.Items, always[*resourcev1.DeviceClass])
 		return l.Continue
 	})
@@ -278,7 +279,7 @@ func readSlices(ctx context.Context, c *factory.Factory, candidates map[string]b
 // readClaims lists the ResourceClaims of every namespace.
 func readClaims(ctx context.Context, c *factory.Factory, api factory.KubeAPI) ([]*resourcev1.ResourceClaim, error) {
 	out := []*resourcev1.ResourceClaim{} // read, if empty: not nil
-	err := listAll(ctx, api.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
+	err := factory.ListAll(ctx, api.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
 		out = appendTrimmed(out, l.Items, always[*resourcev1.ResourceClaim])
 		return l.Continue
 	})
@@ -313,7 +314,7 @@ func (r *podReader) node(ctx context.Context, name string) error {
 // several cores), else in one list. What was read before is dropped.
 func (r *podReader) all(ctx context.Context, nodes map[string]bool) error {
 	r.pods, r.usage = nil, nil
-	opts := metav1.ListOptions{FieldSelector: unfinishedPods, Limit: listChunk}
+	opts := metav1.ListOptions{FieldSelector: unfinishedPods, Limit: factory.ListChunk}
 	on := func(node string) bool { return nodes[node] }
 	if r.c.Streams() {
 		client, err := streamClient(r.cfg)
@@ -406,21 +407,6 @@ func parallel(fns ...func() error) error {
 		}
 	}
 	return nil
-}
-
-// listAll lists in pages of listChunk, handing each page to page, which returns its continue
-// token.
-func listAll[L any](ctx context.Context, list func(context.Context, metav1.ListOptions) (L, error), opts metav1.ListOptions, page func(L) string) error {
-	opts.Limit = listChunk
-	for {
-		l, err := list(ctx, opts)
-		if err != nil {
-			return err
-		}
-		if opts.Continue = page(l); opts.Continue == "" {
-			return nil
-		}
-	}
 }
 
 // metaObject is a listed object: a pointer to a Kubernetes type.

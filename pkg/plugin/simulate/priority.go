@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 // cluster's global default class, else 0. A class that does not exist is an error (the API
 // server would refuse the pods); classes that cannot be read (forbidden, not served) leave
 // the pods without, and a note says that preemption is not weighed.
-func (in *fitInput) priorities(ctx context.Context, c *factory.Factory, errOut io.Writer) (bool, error) {
+func (in *Workload) Priorities(ctx context.Context, c *factory.Factory, errOut io.Writer) (bool, error) {
 	var classes map[string]*schedulingv1.PriorityClass
 	var global *schedulingv1.PriorityClass
 	for _, o := range in.objects {

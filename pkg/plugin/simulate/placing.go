@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
 	"slices"
@@ -58,16 +58,16 @@ func newPlacing(pods []*corev1.Pod, allLabels bool) *placing {
 	}
 }
 
-// rejection is a node where the node-only filters reject every pod of a question, with the
+// Rejection is a node where the node-only filters reject every pod of a question, with the
 // reason they give each (by the pod's index).
-type rejection struct {
-	node    string
-	reasons []string
+type Rejection struct {
+	Node    string
+	Reasons []string
 }
 
 // trim returns what the question needs of n: the node kept for the filters, or, when it is
-// no candidate, its rejection. Trimming a node trim kept gives it back the same.
-func (p *placing) trim(n *corev1.Node) (*corev1.Node, *rejection) {
+// no candidate, its Rejection. Trimming a node trim kept gives it back the same.
+func (p *placing) trim(n *corev1.Node) (*corev1.Node, *Rejection) {
 	reasons := make([]string, len(p.pods))
 	candidate := false
 	for i, pod := range p.pods {
@@ -75,7 +75,7 @@ func (p *placing) trim(n *corev1.Node) (*corev1.Node, *rejection) {
 		candidate = candidate || reasons[i] == ""
 	}
 	if !candidate {
-		return nil, &rejection{node: n.Name, reasons: reasons}
+		return nil, &Rejection{Node: n.Name, Reasons: reasons}
 	}
 	return p.whole.TrimNode(n), nil
 }
@@ -123,9 +123,9 @@ func (p *placing) decoded(n *corev1.Node) *corev1.Node {
 // stub's rules (what the node-only filters read), then, for a candidate, by the whole's.
 // Images, conditions, addresses and the labels that are not kept are skipped unread.
 func (p *placing) decodeNode(b []byte) (*corev1.Node, error) {
-	view, err := p.stub.DecodeNode(b)
-	if err != nil || !slices.ContainsFunc(p.pods, func(pod *corev1.Pod) bool { return capacity.NodeOnlyReason(pod, view) == "" }) {
-		return view, err
+	stub, err := p.stub.DecodeNode(b)
+	if err != nil || !slices.ContainsFunc(p.pods, func(pod *corev1.Pod) bool { return capacity.NodeOnlyReason(pod, stub) == "" }) {
+		return stub, err
 	}
 	return p.whole.DecodeNode(b)
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
 	"cmp"
@@ -35,33 +35,39 @@ import (
 )
 
 // view is a cluster snapshot with its claims by name, for why and fit.
-type view struct {
+type View struct {
 	snap   *capacity.Snapshot
 	claims map[types.NamespacedName]*resourcev1.ResourceClaim
 	// rejected are the nodes outside the snapshot: those where the node-only filters reject
 	// every pod of the question, by name.
-	rejected []rejection
+	rejected []Rejection
 	// empty is the cluster with nothing held (no pods, no claims), made on first use: a node
 	// where a pod does not fit even then is not made room on by freeing GPUs.
 	empty   *capacity.Snapshot
 	cluster capacity.Cluster
-	// preempt: replicas that fit nowhere are placed by the scheduler's preemption (fit).
-	preempt bool
+	// Preempt: replicas that fit nowhere are placed by the scheduler's preemption (fit).
+	Preempt bool
 }
 
-func newView(l loaded) *view {
-	cl := l.cluster
-	v := &view{snap: capacity.NewSnapshot(cl), cluster: cl, rejected: l.rejected, claims: make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(cl.Claims))}
+func NewView(l Loaded) *View {
+	cl := l.Cluster
+	v := &View{snap: capacity.NewSnapshot(cl), cluster: cl, rejected: l.Rejected, claims: make(map[types.NamespacedName]*resourcev1.ResourceClaim, len(cl.Claims))}
 	for _, c := range cl.Claims {
 		v.claims[nsName(c.Namespace, c.Name)] = c
 	}
 	return v
 }
 
-// fitAll is the scheduler's verdict on the pod on every node, in name order: the snapshot's
+// PodClaims are the pod's claims as the scheduler finds them: in the snapshot, or made from
+// templates (by name).
+func (v *View) PodClaims(pod *corev1.Pod, templates map[string]*resourcev1.ResourceClaimTemplate) ([]*resourcev1.ResourceClaim, error) {
+	return v.snap.PodClaims(pod, templates)
+}
+
+// FitAll is the scheduler's verdict on the pod on every node, in name order: the snapshot's
 // filters on its nodes, and the reason the node-only filters gave pod k of the question on
 // the rejected ones (the pod is pod k, or a replica of it).
-func (v *view) fitAll(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, k int) ([]capacity.Result, error) {
+func (v *View) FitAll(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, k int) ([]capacity.Result, error) {
 	results, err := v.snap.FitAll(pod, claims)
 	if err != nil || len(v.rejected) == 0 {
 		return results, err
@@ -69,20 +75,20 @@ func (v *view) fitAll(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, k int
 	out := make([]capacity.Result, 0, len(results)+len(v.rejected))
 	rejected := v.rejected
 	for _, r := range results {
-		for len(rejected) > 0 && rejected[0].node < r.Node {
-			out = append(out, capacity.Result{Node: rejected[0].node, Reasons: []string{rejected[0].reasons[k]}})
+		for len(rejected) > 0 && rejected[0].Node < r.Node {
+			out = append(out, capacity.Result{Node: rejected[0].Node, Reasons: []string{rejected[0].Reasons[k]}})
 			rejected = rejected[1:]
 		}
 		out = append(out, r)
 	}
 	for _, n := range rejected {
-		out = append(out, capacity.Result{Node: n.node, Reasons: []string{n.reasons[k]}})
+		out = append(out, capacity.Result{Node: n.Node, Reasons: []string{n.Reasons[k]}})
 	}
 	return out, nil
 }
 
 // diagnose explains results in which no node fits the pod.
-func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Diagnosis, error) {
+func (v *View) Diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Diagnosis, error) {
 	d := &printer.Diagnosis{Message: capacity.Message(results), Reasons: []printer.ReasonCount{}, Nodes: []printer.NodeReasons{}, Nearest: []printer.NearNode{}}
 	byReason := map[string][]string{}
 	for _, r := range results {
@@ -130,7 +136,7 @@ func (v *view) diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, res
 }
 
 // fitsEmpty reports whether the pod fits on the node with nothing held in the cluster.
-func (v *view) fitsEmpty(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) (bool, error) {
+func (v *View) fitsEmpty(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) (bool, error) {
 	if v.empty == nil {
 		v.empty = capacity.NewSnapshot(capacity.Cluster{Nodes: v.cluster.Nodes, Slices: v.cluster.Slices, Classes: v.cluster.Classes})
 	}
@@ -152,7 +158,7 @@ func roomOnly(reasons []string) bool {
 // Room is what the pod could get on the node now of each GPU resource it requests and of
 // each device request of its unallocated claims (counted alone, without the claim's other
 // requests and constraints).
-func (v *view) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) ([]printer.Room, error) {
+func (v *View) room(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, node string) ([]printer.Room, error) {
 	var out []printer.Room
 	requests := capacity.Requests(pod)
 	for _, name := range gpuResourceNames(requests) {
@@ -245,7 +251,7 @@ func requestProbe(pod *corev1.Pod, claim *resourcev1.ResourceClaim, r resourcev1
 }
 
 // holders are the pods bound to the node that hold GPUs there, by namespace and name.
-func (v *view) holders(node string) []printer.GPUHolder {
+func (v *View) holders(node string) []printer.GPUHolder {
 	out := []printer.GPUHolder{}
 	for _, p := range v.snap.PodsOn(node) {
 		h := printer.GPUHolder{Namespace: p.Namespace, Pod: p.Name, Terminating: p.DeletionTimestamp != nil}
@@ -266,7 +272,7 @@ func (v *view) holders(node string) []printer.GPUHolder {
 			}
 		}
 		for _, c := range v.podClaims(p) {
-			for _, d := range allocatedDevices(c) {
+			for _, d := range AllocatedDevices(c) {
 				if !d.AdminAccess {
 					h.Devices = append(h.Devices, d.Pool+"/"+d.Device)
 				}
@@ -281,7 +287,7 @@ func (v *view) holders(node string) []printer.GPUHolder {
 
 // podClaims are the claims of a bound pod that exist: those its spec names, made from
 // templates, or made by the scheduler for its extended resources.
-func (v *view) podClaims(p *corev1.Pod) []*resourcev1.ResourceClaim {
+func (v *View) podClaims(p *corev1.Pod) []*resourcev1.ResourceClaim {
 	var out []*resourcev1.ResourceClaim
 	for _, name := range claimNames(p) {
 		if c := v.claims[nsName(p.Namespace, name)]; c != nil {
@@ -312,7 +318,7 @@ func claimNames(p *corev1.Pod) []string {
 	return names
 }
 
-func allocatedDevices(c *resourcev1.ResourceClaim) []printer.AllocatedDevice {
+func AllocatedDevices(c *resourcev1.ResourceClaim) []printer.AllocatedDevice {
 	if c.Status.Allocation == nil {
 		return nil
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +26,7 @@ import (
 )
 
 // preemption runs the scheduler's preemption for a pod no node takes (results).
-func (v *view) preemption(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Preemption, error) {
+func (v *View) Preemption(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Preemption, error) {
 	p, err := v.snap.Preempt(pod, claims, results)
 	if err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func (v *view) preemption(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r
 }
 
 // answerOf is what why and fit say of p, the preemption of pod.
-func (v *view) answerOf(pod *corev1.Pod, p capacity.Preemption) *printer.Preemption {
+func (v *View) answerOf(pod *corev1.Pod, p capacity.Preemption) *printer.Preemption {
 	a := &printer.Preemption{Message: p.Message, Nominated: pod.Status.NominatedNodeName, CandidateNodes: len(p.Candidates)}
 	for _, c := range p.Candidates[:min(len(p.Candidates), printer.NearestShown)] {
 		holders := map[string]string{}

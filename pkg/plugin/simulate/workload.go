@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func (o *fitObject) pod(i int64) *corev1.Pod {
 }
 
 // fitInput is what the file holds.
-type fitInput struct {
+type Workload struct {
 	objects   []*fitObject
 	templates map[types.NamespacedName]*resourcev1.ResourceClaimTemplate
 	claims    []*resourcev1.ResourceClaim
@@ -73,8 +73,8 @@ type fitInput struct {
 
 // readFitInput reads the YAML or JSON documents of r (named source in messages); objects
 // without a namespace are in namespace.
-func readFitInput(r io.Reader, source, namespace string) (*fitInput, error) {
-	in := &fitInput{templates: map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{}}
+func ReadWorkload(r io.Reader, source, namespace string) (*Workload, error) {
+	in := &Workload{templates: map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for doc := 1; ; doc++ {
 		var raw json.RawMessage
@@ -103,7 +103,7 @@ func readFitInput(r io.Reader, source, namespace string) (*fitInput, error) {
 }
 
 // add reads one object (a List's items each).
-func (in *fitInput) add(m map[string]any, namespace, where string) error {
+func (in *Workload) add(m map[string]any, namespace, where string) error {
 	u := &unstructured.Unstructured{Object: m}
 	kind, apiVersion := u.GetKind(), u.GetAPIVersion()
 	if kind == "" || apiVersion == "" {
@@ -147,7 +147,7 @@ func (in *fitInput) add(m map[string]any, namespace, where string) error {
 
 // addObject reads what the object holds by its kind: a pod, a claim or template, or a pod
 // template with a replica count.
-func (in *fitInput) addObject(m map[string]any, gv schema.GroupVersion, o *fitObject) error {
+func (in *Workload) addObject(m map[string]any, gv schema.GroupVersion, o *fitObject) error {
 	switch {
 	case gv.Group == "" && o.kind == "Pod":
 		var pod corev1.Pod
@@ -274,7 +274,7 @@ func defaultClaim(spec *resourcev1.ResourceClaimSpec) {
 }
 
 // addDRA reads a ResourceClaimTemplate or ResourceClaim (resource.k8s.io/v1).
-func (in *fitInput) addDRA(m map[string]any, gv schema.GroupVersion, o *fitObject) error {
+func (in *Workload) addDRA(m map[string]any, gv schema.GroupVersion, o *fitObject) error {
 	if gv.Version != "v1" {
 		return fmt.Errorf("%s is not read: write it as resource.k8s.io/v1", gv)
 	}
@@ -331,17 +331,17 @@ func count(m map[string]any, path ...string) (n int64, set bool, err error) {
 // question is what placing the objects asks of the cluster: a replica of each, in order
 // (the others are the same pod to the node-only filters), the nodes' free devices (best
 // fit), the file's claims.
-func (in *fitInput) question() question {
-	q := question{freeDevices: true, claims: len(in.claims) > 0}
+func (in *Workload) Question() Question {
+	q := Question{FreeDevices: true, Claims: len(in.claims) > 0}
 	for _, o := range in.objects {
-		q.pods = append(q.pods, o.pod(0))
+		q.Pods = append(q.Pods, o.pod(0))
 	}
 	return q
 }
 
 // resolve adds the file's claims to the cluster (a claim that exists is taken as it is
 // there) and gets from the cluster the claim templates the objects name that the file lacks.
-func (in *fitInput) resolve(ctx context.Context, c *factory.Factory, cl *capacity.Cluster, errOut io.Writer) error {
+func (in *Workload) Resolve(ctx context.Context, c *factory.Factory, cl *capacity.Cluster, errOut io.Writer) error {
 	exists := map[types.NamespacedName]bool{}
 	for _, claim := range cl.Claims {
 		exists[nsName(claim.Namespace, claim.Name)] = true
@@ -377,7 +377,7 @@ func (in *fitInput) resolve(ctx context.Context, c *factory.Factory, cl *capacit
 }
 
 // templatesIn are the claim templates of a namespace, by name, as PodClaims takes them.
-func (in *fitInput) templatesIn(namespace string) map[string]*resourcev1.ResourceClaimTemplate {
+func (in *Workload) templatesIn(namespace string) map[string]*resourcev1.ResourceClaimTemplate {
 	out := map[string]*resourcev1.ResourceClaimTemplate{}
 	for key, t := range in.templates {
 		if key.Namespace == namespace {

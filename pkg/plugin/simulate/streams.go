@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package simulate
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func listNodes(ctx context.Context, c *factory.Factory, cfg *rest.Config, p *pla
 		if err != nil {
 			return err
 		}
-		return listAll(ctx, api.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
+		return factory.ListAll(ctx, api.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -118,7 +118,7 @@ func listPods(ctx context.Context, c *factory.Factory, cfg *rest.Config, client 
 		if err != nil {
 			return err
 		}
-		return listAll(ctx, api.Pods("").List, opts, func(l *corev1.PodList) string {
+		return factory.ListAll(ctx, api.Pods("").List, opts, func(l *corev1.PodList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -151,7 +151,7 @@ func listSlices(ctx context.Context, c *factory.Factory, decode func([]byte) (*r
 		if err != nil {
 			return err
 		}
-		return listAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
+		return factory.ListAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
 			for i := range l.Items {
 				fn(&l.Items[i])
 			}
@@ -162,7 +162,7 @@ func listSlices(ctx context.Context, c *factory.Factory, decode func([]byte) (*r
 	if err != nil {
 		return err
 	}
-	return sliceStream.Stream(ctx, client, "", metav1.ListOptions{Limit: listChunk}, kubeproto.Decoded("resourceslice", decode, func(s *resourcev1.ResourceSlice) error {
+	return sliceStream.Stream(ctx, client, "", metav1.ListOptions{Limit: factory.ListChunk}, kubeproto.Decoded("resourceslice", decode, func(s *resourcev1.ResourceSlice) error {
 		fn(s)
 		return nil
 	}))
