@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"strings"
 	"sync"
 	"testing"
@@ -61,9 +62,9 @@ func exitCode(t *testing.T, done chan int) int {
 
 // quickRetries makes the fleet watch retry a cluster at once, for the test's duration.
 func quickRetries(t *testing.T) {
-	first, most := retryFirst, retryMost
-	retryFirst, retryMost = 10*time.Millisecond, 10*time.Millisecond
-	t.Cleanup(func() { retryFirst, retryMost = first, most })
+	first, most := status.RetryFirst, status.RetryMost
+	status.RetryFirst, status.RetryMost = 10*time.Millisecond, 10*time.Millisecond
+	t.Cleanup(func() { status.RetryFirst, status.RetryMost = first, most })
 }
 
 // Without a terminal, --watch over several contexts prints a line per change: a new state of

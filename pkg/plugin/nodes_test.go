@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"net/http"
 	"strconv"
 	"strings"
@@ -228,7 +229,7 @@ func pagedGpuNodes(gpu *gpufake.Clientset, records []*homelabv1.GpuNode, limits 
 func TestNodesReadsBothListsInPages(t *testing.T) {
 	nodes := fixtures.Fleet(25)
 	records := recordsOf(nodes, nil)
-	server := &nodeServer{nodes: nodes}
+	server := &plugintest.NodeServer{Nodes: nodes}
 	c := fakeClientsServing(t, server, true)
 	var limits []int64
 	pagedGpuNodes(c.FakeGPU.(fakeGPU).Clientset, records, &limits)
@@ -237,8 +238,8 @@ func TestNodesReadsBothListsInPages(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	var nodeLimits []int64
-	for _, req := range server.listRequests() {
-		nodeLimits = append(nodeLimits, req.limit)
+	for _, req := range server.ListRequests() {
+		nodeLimits = append(nodeLimits, req.Limit)
 	}
 	if want := []int64{10, 10, 10}; !cmp.Equal(nodeLimits, want) {
 		t.Errorf("node list requests with limits %v, want %v", nodeLimits, want)
@@ -257,14 +258,14 @@ func TestNodesReadsBothListsInPages(t *testing.T) {
 }
 
 func TestNodesEmptyListReadsNoNodes(t *testing.T) {
-	server := &nodeServer{nodes: fixtures.HomeLab()}
+	server := &plugintest.NodeServer{Nodes: fixtures.HomeLab()}
 	c := nodesClients(t, nil, nil)
-	c.Base = server.start(t)
+	c.Base = server.Start(t)
 	r := runPlugin(context.Background(), c, false, nil, "nodes")
 	if want := "No GpuNode records: the operator has not recorded any GPU node"; r.code != factory.ExitOK || !strings.HasPrefix(r.out, want) {
 		t.Errorf("exit %d, stderr %q, output %q; want exit 0 and %q...", r.code, r.err, r.out, want)
 	}
-	if n := len(server.listRequests()); n != 0 {
+	if n := len(server.ListRequests()); n != 0 {
 		t.Errorf("%d node list requests without any record, want none", n)
 	}
 	r = runPlugin(context.Background(), c, false, nil, "nodes", "-o", "json")
@@ -299,7 +300,7 @@ func TestNodesErrorMessagesSayWhatToDo(t *testing.T) {
 	}
 	forbiddenNodes := func() *factory.Factory {
 		c := nodesClients(t, nodes, records)
-		c.Base = (&nodeServer{fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}).start(t)
+		c.Base = (&plugintest.NodeServer{Fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}).Start(t)
 		return c
 	}
 	for _, tc := range []struct {

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"io"
 	"strconv"
 	"sync"
@@ -102,3 +103,13 @@ func loaderOf(c *factory.Factory) simulate.Loader {
 	}
 	return simulate.Load
 }
+
+// The names of the answers that scripts and the integration tests read (the verbs' own).
+const (
+	// ContextAnnotation names the context of each inventory of a fleet's -o json/yaml.
+	ContextAnnotation = status.ContextAnnotation
+	// GpuNodeCRDNotInstalled and GpuNodeCRDOlderOperator are the messages of `nodes` without
+	// the GpuNode CRD.
+	GpuNodeCRDNotInstalled  = status.GpuNodeCRDNotInstalled
+	GpuNodeCRDOlderOperator = status.GpuNodeCRDOlderOperator
+)

@@ -20,6 +20,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"io"
 	"net/http"
 	"os"
@@ -66,7 +68,7 @@ func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.Gpu
 		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, ResourceVersion: "1",
 			CreationTimestamp: metav1.NewTime(statusTime.Add(-24 * time.Hour))},
 		Spec:   homelabv1.GpuInventorySpec{NodeSelector: selector},
-		Status: inventoryStatus(nodes, previous, 500, 1, statusTime),
+		Status: live.InventoryStatus(nodes, nil, previous, 500, 1, statusTime),
 	}
 }
 
@@ -74,11 +76,11 @@ func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.Gpu
 // the GpuInventory CRD is installed when crdInstalled is true.
 func fakeClients(t *testing.T, nodes []*corev1.Node, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *factory.Factory {
 	t.Helper()
-	return fakeClientsServing(t, &nodeServer{nodes: nodes}, crdInstalled, inventories...)
+	return fakeClientsServing(t, &plugintest.NodeServer{Nodes: nodes}, crdInstalled, inventories...)
 }
 
 // fakeClientsServing is fakeClients with the nodes served by nodes.
-func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *factory.Factory {
+func fakeClientsServing(t *testing.T, nodes *plugintest.NodeServer, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *factory.Factory {
 	t.Helper()
 	var invObjs []runtime.Object
 	for _, gi := range inventories {
@@ -98,7 +100,7 @@ func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inve
 				homelabv1.Resource("gpuinventories"), "", "", 0, false)
 		})
 	}
-	return &factory.Factory{Base: nodes.start(t), Warnings: io.Discard, FakeGPU: fakeGPU{gpu}, FakeDiscovery: disc}
+	return &factory.Factory{Base: nodes.Start(t), Warnings: io.Discard, FakeGPU: fakeGPU{gpu}, FakeDiscovery: disc}
 }
 
 type result struct {
@@ -277,7 +279,7 @@ func TestErrorMessagesSayWhatToDo(t *testing.T) {
 		})
 		return c
 	}
-	forbiddenNodes := &nodeServer{fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}
+	forbiddenNodes := &plugintest.NodeServer{Fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}
 	home := fixtures.HomeLab()
 	for _, tc := range []struct {
 		name    string

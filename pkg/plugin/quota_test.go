@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -140,19 +141,19 @@ func (s *kueueServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	var version, ns, name string
 	_, err := fmt.Sscanf(strings.ReplaceAll(r.URL.Path, "/", " "), " apis kueue.x-k8s.io %s namespaces %s localqueues %s", &version, &ns, &name)
-	gr := schema.GroupResource{Group: kueueGroup, Resource: "localqueues"}
+	gr := schema.GroupResource{Group: "kueue.x-k8s.io", Resource: "localqueues"}
 	switch {
 	case err != nil || !slices.Contains(s.versions, version):
 		// The API server's answer for a path it does not serve.
 		writeStatus(w, &metav1.Status{Status: metav1.StatusFailure, Message: "the server could not find the requested resource",
 			Reason: metav1.StatusReasonNotFound, Details: &metav1.StatusDetails{}, Code: http.StatusNotFound})
 	case s.forbidden:
-		writeStatus(w, &apierrors.NewForbidden(gr, name, fmt.Errorf("User \"dev\" cannot get resource \"localqueues\" in API group %q in the namespace %q", kueueGroup, ns)).ErrStatus)
+		writeStatus(w, &apierrors.NewForbidden(gr, name, fmt.Errorf("User \"dev\" cannot get resource \"localqueues\" in API group %q in the namespace %q", "kueue.x-k8s.io", ns)).ErrStatus)
 	case s.queues[ns+"/"+name] == "":
 		writeStatus(w, &apierrors.NewNotFound(gr, name).ErrStatus)
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": kueueGroup + "/" + version, "kind": "LocalQueue",
+		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "kueue.x-k8s.io" + "/" + version, "kind": "LocalQueue",
 			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"clusterQueue": s.queues[ns+"/"+name]}})
 	}
 }
@@ -376,7 +377,7 @@ func TestQuotaKueueWithoutGPUQuota(t *testing.T) {
 // Without quota, -o json prints an empty quota for scripts and says why on stderr.
 func TestQuotaNoneJSON(t *testing.T) {
 	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), noQuotaInventory()), false, nil, "quota", "-o", "json")
-	if r.code != factory.ExitOK || strings.TrimSpace(r.out) != "{}" || r.err != "GpuInventory cluster: "+NoGPUQuota+"\n" {
+	if r.code != factory.ExitOK || strings.TrimSpace(r.out) != "{}" || r.err != "GpuInventory cluster: "+status.NoGPUQuota+"\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }

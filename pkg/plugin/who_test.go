@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/spf13/pflag"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"io"
 	"net/http"
 	"os"
@@ -48,7 +49,7 @@ import (
 )
 
 // whoClients serve server's nodes, pods and claims, and the GpuNode records.
-func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) *factory.Factory {
+func whoClients(t *testing.T, server *plugintest.NodeServer, records []*homelabv1.GpuNode) *factory.Factory {
 	t.Helper()
 	c := fakeClientsServing(t, server, true)
 	gpu := c.FakeGPU.(fakeGPU).Clientset
@@ -63,9 +64,9 @@ func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) 
 }
 
 // allocatedServer serves allocatedFleet's nodes, pods and claims.
-func allocatedServer() *nodeServer {
+func allocatedServer() *plugintest.NodeServer {
 	nodes, pods, claims := allocatedFleet()
-	return &nodeServer{nodes: nodes, pods: pods, claims: claims}
+	return &plugintest.NodeServer{Nodes: nodes, Pods: pods, Claims: claims}
 }
 
 func allocatedRecords() []*homelabv1.GpuNode {
@@ -149,7 +150,7 @@ func TestWhoCounts(t *testing.T) {
 // says nothing about it.
 func TestWhoWithoutClaimsAPI(t *testing.T) {
 	server := allocatedServer()
-	server.noClaims = true
+	server.NoClaims = true
 	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A")
 	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
@@ -195,17 +196,17 @@ func TestWhoErrors(t *testing.T) {
 	forbiddenClaims := apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", nil)
 	for _, tc := range []struct {
 		name   string
-		server func(*nodeServer)
+		server func(*plugintest.NodeServer)
 		args   []string
 		want   string
 	}{
-		{"pods forbidden, all namespaces", func(s *nodeServer) { s.failPods = forbiddenPods }, []string{"-A"},
+		{"pods forbidden, all namespaces", func(s *plugintest.NodeServer) { s.FailPods = forbiddenPods }, []string{"-A"},
 			`error: permission denied: kubectl gpuinv needs "list" on pods in the core API group ("") in all namespaces; ask a cluster admin for a ClusterRole that grants it (or ask for one namespace with -n NAMESPACE) (` + "`kubectl auth can-i list pods -A`" + ` checks). The API server said: `},
-		{"pods forbidden, one namespace", func(s *nodeServer) { s.failPods = forbiddenPods }, []string{"-n", "ml"},
+		{"pods forbidden, one namespace", func(s *plugintest.NodeServer) { s.FailPods = forbiddenPods }, []string{"-n", "ml"},
 			`error: permission denied: kubectl gpuinv needs "list" on pods in the core API group ("") in namespace "ml"; ask a cluster admin for a Role that grants it (` + "`kubectl auth can-i list pods -n ml`" + ` checks). The API server said: `},
-		{"claims forbidden", func(s *nodeServer) { s.failClaims = forbiddenClaims }, []string{"-A"},
+		{"claims forbidden", func(s *plugintest.NodeServer) { s.FailClaims = forbiddenClaims }, []string{"-A"},
 			`error: permission denied: kubectl gpuinv needs "list" on resourceclaims in API group "resource.k8s.io" in all namespaces; ask a cluster admin for a ClusterRole that grants it (or ask for one namespace with -n NAMESPACE) (` + "`kubectl auth can-i list resourceclaims.resource.k8s.io -A`" + ` checks). The API server said: `},
-		{"pods fail", func(s *nodeServer) { s.failPods = apierrors.NewInternalError(fmt.Errorf("etcd is down")) }, []string{"-A"},
+		{"pods fail", func(s *plugintest.NodeServer) { s.FailPods = apierrors.NewInternalError(fmt.Errorf("etcd is down")) }, []string{"-A"},
 			"error: list pods: Internal error occurred: etcd is down\n"},
 		{"-A and -n", nil, []string{"-A", "-n", "ml"}, "error: -A lists all namespaces: do not combine it with -n\nSee 'kubectl gpuinv --help' for usage.\n"},
 		{"unknown output", nil, []string{"-o", "table"}, "error: unknown output format \"table\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
@@ -238,7 +239,7 @@ func TestWhoStreamsPages(t *testing.T) {
 			pods = append(pods, gpuPod(ns, fmt.Sprintf("web-%04d", i), "dgx-01", statusTime))
 		}
 	}
-	server := &nodeServer{nodes: nodes, pods: pods}
+	server := &plugintest.NodeServer{Nodes: nodes, Pods: pods}
 	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A", "--by-namespace")
 	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
@@ -247,8 +248,8 @@ func TestWhoStreamsPages(t *testing.T) {
 		t.Errorf("output:\n%s", r.out)
 	}
 	var got []string
-	for _, req := range server.listRequests() {
-		got = append(got, fmt.Sprintf("%s limit=%d", req.path, req.limit))
+	for _, req := range server.ListRequests() {
+		got = append(got, fmt.Sprintf("%s limit=%d", req.Path, req.Limit))
 	}
 	slices.Sort(got) // pods and claims are listed at once
 	pages := fmt.Sprintf("/api/v1/pods limit=%d", podcache.PageSize)
@@ -257,14 +258,14 @@ func TestWhoStreamsPages(t *testing.T) {
 		t.Errorf("list requests (-want +got):\n%s", diff)
 	}
 
-	server.requests = nil
+	server.ResetRequests()
 	r = runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-n", "team-1")
 	if r.code != factory.ExitOK || !strings.Contains(r.out, "834 pods hold 834 GPUs on 25 nodes.") {
 		t.Errorf("exit %d, stderr %q, output ends:\n%s", r.code, r.err, r.out[max(0, len(r.out)-200):])
 	}
 	got = nil
-	for _, req := range server.listRequests() {
-		got = append(got, req.path)
+	for _, req := range server.ListRequests() {
+		got = append(got, req.Path)
 	}
 	slices.Sort(got)
 	want = []string{"/api/v1/namespaces/team-1/pods", "/apis/resource.k8s.io/v1/namespaces/team-1/resourceclaims"}
@@ -286,9 +287,9 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 			pods = append(pods, gpuPod(ns, fmt.Sprintf("web-%04d", i), "dgx-01", statusTime))
 		}
 	}
-	whole := &nodeServer{nodes: nodes, pods: pods}
+	whole := &plugintest.NodeServer{Nodes: nodes, Pods: pods}
 	want := runPlugin(context.Background(), whoClients(t, whole, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
-	apart := &nodeServer{nodes: nodes, pods: pods, namespaces: true}
+	apart := &plugintest.NodeServer{Nodes: nodes, Pods: pods, Namespaces: true}
 	got := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
 	if want.code != factory.ExitOK || got.code != factory.ExitOK {
 		t.Fatalf("exit %d and %d, stderr %q and %q", want.code, got.code, want.err, got.err)
@@ -297,9 +298,9 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 		t.Errorf("namespaces listed apart (-one list +apart):\n%s", diff)
 	}
 	var paths []string
-	for _, req := range apart.listRequests() {
-		if strings.HasSuffix(req.path, "/pods") {
-			paths = append(paths, req.path)
+	for _, req := range apart.ListRequests() {
+		if strings.HasSuffix(req.Path, "/pods") {
+			paths = append(paths, req.Path)
 		}
 	}
 	slices.Sort(paths)
@@ -311,7 +312,7 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 		t.Errorf("pod lists (-want +got):\n%s", diff)
 	}
 
-	apart.failPods = apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
+	apart.FailPods = apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
 	r := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A")
 	if r.code == factory.ExitOK || !strings.Contains(r.err, "forbidden") {
 		t.Errorf("a forbidden pod list: exit %d, stderr %q", r.code, r.err)
@@ -328,7 +329,7 @@ func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
 	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
 	leaving := gpuPod("ml", "leaving", "", at, "nvidia.com/gpu", 1)
 	leaving.DeletionTimestamp = &metav1.Time{Time: at}
-	server := &nodeServer{pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2), gated, leaving}}
+	server := &plugintest.NodeServer{Pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2), gated, leaving}}
 	r := runPlugin(context.Background(), whoClients(t, server, nil), false, nil, "who", "-n", "ml")
 	want := "No pod holds GPUs in namespace \"ml\".\nWaiting to be scheduled in namespace \"ml\": 1 pod asking for 2 GPUs (`kubectl gpuinv free` shows where they could run).\n" +
 		"Queued behind scheduling gates in namespace \"ml\": 1 pod asking for 4 GPUs (the scheduler does not try them yet).\n"
@@ -340,7 +341,7 @@ func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
 // Without -n, the namespace is the kubeconfig context's, as for kubectl get.
 func TestWhoUsesTheContextNamespace(t *testing.T) {
 	server := allocatedServer()
-	cfg := server.start(t)
+	cfg := server.Start(t)
 	kubeconfig := filepath.Join(t.TempDir(), "config")
 	data := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -370,8 +371,8 @@ serving    infer-1  t4-shared-1  <unknown>  3     7h5m
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
 	}
 	var paths []string
-	for _, req := range server.listRequests() {
-		paths = append(paths, req.path)
+	for _, req := range server.ListRequests() {
+		paths = append(paths, req.Path)
 	}
 	slices.Sort(paths) // pods and claims are listed at once
 	if diff := cmp.Diff([]string{"/api/v1/namespaces/serving/pods", "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims"}, paths); diff != "" {

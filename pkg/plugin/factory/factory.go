@@ -240,6 +240,7 @@ var (
 	}
 	ListInventory  = Request{Verb: "list", Resource: "gpuinventories", Group: homelabv1.GroupName}
 	WatchInventory = Request{Verb: "watch", Resource: "gpuinventories", Group: homelabv1.GroupName}
+	ListGpuNodes   = Request{Verb: "list", Resource: "gpunodes", Group: homelabv1.GroupName}
 	ListNodes      = Request{Verb: "list", Resource: "nodes"}
 	ListPods       = func(namespace string) Request {
 		return Request{Verb: "list", Resource: "pods", Namespaced: true, Namespace: namespace}

@@ -19,15 +19,15 @@ package factory
 import (
 	"encoding/json"
 	"errors"
-	"io"
-
-	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
-
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+	"io"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 )
 
 // Output formats of -o.
@@ -150,4 +150,18 @@ func WriteData(w io.Writer, v any, output string) error {
 	enc.SetIndent("", "    ")
 	enc.SetEscapeHTML(false) // <unknown>, <other models> as they are
 	return enc.Encode(v)
+}
+
+// PrintInventory prints one inventory in the chosen format.
+func PrintInventory(w io.Writer, gi *homelabv1.GpuInventory, output string, opts printer.Options) error {
+	switch output {
+	case OutputJSON, OutputYAML:
+		return PrintObject(w, gi, output)
+	}
+	return printer.Report(w, gi, opts)
+}
+
+// Degraded reports whether the inventory's Degraded condition is True.
+func Degraded(gi *homelabv1.GpuInventory) bool {
+	return meta.IsStatusConditionPresentAndEqual(gi.Status.Conditions, homelabv1.ConditionDegraded, metav1.ConditionTrue)
 }

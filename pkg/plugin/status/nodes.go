@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"context"
@@ -43,8 +43,6 @@ const (
 	GpuNodeCRDOlderOperator = "the GpuNode CRD is not installed: the operator is older than this plugin (it keeps no per-node records); upgrade the operator, which installs the CRD when it starts, or use `kubectl gpuinv` (the inventory) or `kubectl gpuinv scan` (the Nodes)"
 )
 
-var listGpuNodes = factory.Request{Verb: "list", Resource: "gpunodes", Group: homelabv1.GroupName}
-
 type nodesOptions struct {
 	output    string
 	model     string
@@ -52,7 +50,7 @@ type nodesOptions struct {
 	chunkSize int64
 }
 
-func newNodesCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewNodesCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &nodesOptions{chunkSize: 500}
 	cmd := &cobra.Command{
 		Use:   "nodes [flags]",
@@ -109,7 +107,7 @@ func (o *nodesOptions) run(ctx context.Context, env factory.Environment, c *fact
 			return err
 		}
 		if rows, err = joinReadiness(ctx, core, records, o.chunkSize); err != nil {
-			return explainScan(c, err)
+			return c.ExplainNodes(err)
 		}
 	}
 	shown := filterGpuNodes(rows, o.model, o.problems)
@@ -176,7 +174,7 @@ func joinReadiness(ctx context.Context, core rest.Interface, records []homelabv1
 	decode := nodecache.NewNodeTrimmer(nil).DecodeNode
 	opts := metav1.ListOptions{Limit: chunkSize}
 	for {
-		meta, _, err := streamNodes(ctx, core, opts, decode, keep)
+		meta, _, err := factory.StreamNodes(ctx, core, opts, decode, keep)
 		if err != nil {
 			return nil, err
 		}
@@ -218,18 +216,18 @@ func matchesModel(product, model string) bool {
 // operator is too old to have it; other errors are explained as for the other commands.
 func explainGpuNodes(c *factory.Factory, err error) error {
 	if !apierrors.IsNotFound(err) {
-		return c.Explain(err, listGpuNodes)
+		return c.Explain(err, factory.ListGpuNodes)
 	}
 	served, known := servedHomelabResources(c)
 	switch {
 	case known && served["gpunodes"]:
-		return c.Explain(err, listGpuNodes)
+		return c.Explain(err, factory.ListGpuNodes)
 	case known && served["gpuinventories"]:
 		return errors.New(GpuNodeCRDOlderOperator)
 	case known || factory.IsMissingResource(err):
 		return errors.New(GpuNodeCRDNotInstalled)
 	}
-	return c.Explain(err, listGpuNodes)
+	return c.Explain(err, factory.ListGpuNodes)
 }
 
 // servedHomelabResources asks discovery which resources of the operator's API group the API

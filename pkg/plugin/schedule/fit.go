@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package schedule
 
 import (
 	"context"
@@ -29,6 +29,8 @@ import (
 )
 
 type fitOptions struct {
+	// load reads the cluster (simulate.Load).
+	load      simulate.Loader
 	file      string
 	namespace string
 	output    string
@@ -36,8 +38,8 @@ type fitOptions struct {
 	compressionSet bool
 }
 
-func newFitCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
-	o := &fitOptions{}
+func NewFitCommand(env factory.Environment, c *factory.Factory, load simulate.Loader) *cobra.Command {
+	o := &fitOptions{load: load}
 	cmd := &cobra.Command{
 		Use:   "fit -f FILE",
 		Short: "Would all replicas of a workload fit now, and on which nodes (nothing is created)",
@@ -114,7 +116,7 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 	}
 	q := in.Question()
 	q.CompressionSet, q.Preemption = o.compressionSet, preempt
-	l, err := loaderOf(c)(ctx, c, q)
+	l, err := o.load(ctx, c, q)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package live
 
 import (
 	"context"
@@ -29,7 +29,6 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
@@ -47,7 +46,7 @@ type scanOptions struct {
 	maxNodes       int
 }
 
-func newScanCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewScanCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &scanOptions{chunkSize: 500, maxNodes: inventory.DefaultMaxStatusNodes}
 	cmd := &cobra.Command{
 		Use:   "scan [flags]",
@@ -87,15 +86,15 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
 			}
 			gi, read, err := scan(cmd.Context(), core, devices, o.selector, o.chunkSize, o.maxNodes, env.Clock())
 			if err != nil {
-				return explainScan(c, err)
+				return c.ExplainNodes(err)
 			}
 			popts := factory.PrintOptions(env, o.output)
 			popts.Problems = o.problems
 			popts.Scan = &printer.ScanSource{Nodes: read, Selector: o.selector}
-			if err := show(env.Out, gi, o.output, popts); err != nil {
+			if err := factory.PrintInventory(env.Out, gi, o.output, popts); err != nil {
 				return err
 			}
-			if o.failOnDegraded && degraded(gi) {
+			if o.failOnDegraded && factory.Degraded(gi) {
 				return &factory.Exit{Code: factory.ExitDegraded}
 			}
 			return nil
@@ -106,19 +105,6 @@ A scan has no memory: a node whose GPU Feature Discovery labels are gone is show
 	cmd.Flags().Int64Var(&o.chunkSize, "chunk-size", o.chunkSize, "Nodes per page of the node list: each page is reduced to what the inventory reads before the next is fetched. 0 lists all nodes in one response.")
 	cmd.Flags().IntVar(&o.maxNodes, "max-nodes", o.maxNodes, "Most GPU nodes listed (problem nodes first), as the operator's --max-status-nodes; totals and models always count all. 0 lists every node.")
 	return cmd
-}
-
-// scanError is an error of the node list, for explainScan.
-type scanError struct{ err error }
-
-func (e scanError) Error() string { return e.err.Error() }
-func (e scanError) Unwrap() error { return e.err }
-
-func explainScan(c *factory.Factory, err error) error {
-	if se, ok := err.(scanError); ok {
-		return c.Explain(se.err, factory.ListNodes)
-	}
-	return err
 }
 
 // scan computes a GpuInventory for the nodes matching selector exactly as the operator's
@@ -151,20 +137,16 @@ func scan(ctx context.Context, core rest.Interface, devices func(context.Context
 			return nil, 0, err
 		}
 	}
-	gi.Status = inventoryStatusWith(kept, facts, nil, maxNodes, gi.Generation, now)
+	gi.Status = InventoryStatus(kept, facts, nil, maxNodes, gi.Generation, now)
 	return gi, read, nil
 }
 
-// inventoryStatus is the status the operator's inventory controller writes for nodes
+// InventoryStatus is the status the operator's inventory controller writes for nodes
 // (trimmed or not) on its first sync, given the entries of a previous status (for last-known
 // labels): the same functions, the same size bound (maxNodes, 0 for no bound), conditions
 // whose transition time is now.
-func inventoryStatus(nodes []*corev1.Node, previous []homelabv1.GpuNodeEntry, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
-	return inventoryStatusWith(nodes, nil, previous, maxNodes, generation, now)
-}
-
-// inventoryStatusWith is inventoryStatus with what the nodes' DRA slices say.
-func inventoryStatusWith(nodes []*corev1.Node, devices inventory.Devices, previous []homelabv1.GpuNodeEntry, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
+// devices are what the nodes' DRA slices say (nil: none).
+func InventoryStatus(nodes []*corev1.Node, devices inventory.Devices, previous []homelabv1.GpuNodeEntry, maxNodes int, generation int64, now time.Time) homelabv1.GpuInventoryStatus {
 	content, _ := inventory.NewEntryCacheWithDevices(devices).Compute(nodes, previous, now) // warnings are in the entries too
 	listed, omitted := content.Nodes, 0
 	if maxNodes > 0 {
@@ -193,7 +175,7 @@ func gpuNodes(ctx context.Context, core rest.Interface, sel labels.Selector, chu
 	}
 	read := 0
 	for {
-		meta, n, err := streamNodes(ctx, core, opts, decode, keep)
+		meta, n, err := factory.StreamNodes(ctx, core, opts, decode, keep)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -203,19 +185,4 @@ func gpuNodes(ctx context.Context, core rest.Interface, sel labels.Selector, chu
 		}
 		opts.Continue = meta.Continue
 	}
-}
-
-// streamNodes reads one page of the node list as a protobuf stream.
-func streamNodes(ctx context.Context, core rest.Interface, opts metav1.ListOptions, decode func([]byte) (*corev1.Node, error), visit func(*corev1.Node)) (metav1.ListMeta, int, error) {
-	body, err := core.Get().Resource("nodes").VersionedParams(&opts, kubeclient.ParameterCodec).
-		SetHeader("Accept", "application/vnd.kubernetes.protobuf").Stream(ctx)
-	if err != nil {
-		return metav1.ListMeta{}, 0, scanError{err}
-	}
-	defer body.Close()
-	meta, n, err := nodecache.DecodeNodeStream(body, decode, visit)
-	if err != nil {
-		return meta, n, fmt.Errorf("read the node list: %w", err)
-	}
-	return meta, n, nil
 }

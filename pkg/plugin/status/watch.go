@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (o *showOptions) follow(ctx context.Context, env factory.Environment, c *fa
 	var requestErr *follow.Error
 	switch {
 	case ctx.Err() != nil:
-		if o.failOnDegraded && last != nil && degraded(last) {
+		if o.failOnDegraded && last != nil && factory.Degraded(last) {
 			return &factory.Exit{Code: factory.ExitDegraded}
 		}
 		return nil

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type idleOptions struct {
 	output string
 }
 
-func newIdleCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewIdleCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &idleOptions{}
 	cmd := &cobra.Command{
 		Use:   "idle [NAME] [flags]",
@@ -53,7 +53,7 @@ line says why); 1 on errors.`,
 		Example: `  kubectl gpuinv idle                      # idle holders in the whole cluster's inventory
   kubectl gpuinv idle -o json | jq -r '.idleHolders[] | "\(.namespace)/\(.pod)"'`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: completeInventoryNames(c),
+		ValidArgsFunction: CompleteInventoryNames(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
 			case factory.OutputTable, factory.OutputJSON, factory.OutputYAML:

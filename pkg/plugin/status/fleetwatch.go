@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"context"
@@ -35,10 +35,11 @@ import (
 )
 
 // Retries of a cluster whose follow ended (its inventory or CRD gone, permission lost, or not
-// reachable at the start): the first after retryFirst, doubling up to retryMost.
+// reachable at the start): the first after RetryFirst, doubling up to RetryMost. Variables, so
+// that tests retry at once.
 var (
-	retryFirst = time.Second
-	retryMost  = 30 * time.Second
+	RetryFirst = time.Second
+	RetryMost  = 30 * time.Second
 )
 
 // clusterEvent is what the follower of one cluster saw.
@@ -134,10 +135,10 @@ func followCluster(ctx context.Context, i int, m *member, name string, events ch
 	}
 	// client-go logs its reconnects; what a user needs to know is sent from here.
 	quiet := klog.NewContext(ctx, logr.Discard())
-	pause := retryFirst
+	pause := RetryFirst
 	for {
 		err := follow.InventoryWith(quiet, gpu.GpuInventories(), name, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
-			pause = retryFirst
+			pause = RetryFirst
 			send(clusterEvent{gi: gi, deleted: deleted})
 			return false, nil
 		}, follow.Options{Connection: func(err error) {
@@ -162,7 +163,7 @@ func followCluster(ctx context.Context, i int, m *member, name string, events ch
 			return
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, retryMost)
+		pause = min(2*pause, RetryMost)
 	}
 }
 

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"slices"
@@ -27,7 +27,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
-func newListCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewListCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	var output string
 	var failOnDegraded bool
 	cmd := &cobra.Command{
@@ -57,7 +57,7 @@ func newListCommand(env factory.Environment, c *factory.Factory) *cobra.Command 
 			if err != nil {
 				return err
 			}
-			if failOnDegraded && slices.ContainsFunc(list.Items, func(gi homelabv1.GpuInventory) bool { return degraded(&gi) }) {
+			if failOnDegraded && slices.ContainsFunc(list.Items, func(gi homelabv1.GpuInventory) bool { return factory.Degraded(&gi) }) {
 				return &factory.Exit{Code: factory.ExitDegraded}
 			}
 			return nil

@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+// Package plugintest is the plugin's tests' API server: node, pod and ResourceClaim lists as
+// protobuf pages (prototest.Server), with the failures a test sets and a record of the lists
+// asked for. Only tests import it.
+package plugintest
 
 import (
 	"io"
@@ -36,57 +39,57 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
-// nodeServer answers the node list as the API server does (prototest.Server): protobuf
+// NodeServer answers the node list as the API server does (prototest.Server): protobuf
 // pages of at most limit nodes with a continue token, the label selector applied. It answers
 // pod and ResourceClaim lists (all namespaces or one) the same way.
-type nodeServer struct {
-	nodes  []*corev1.Node
-	pods   []*corev1.Pod
-	claims []*resourcev1.ResourceClaim
-	fail   *apierrors.StatusError // when set, the answer to every request
-	// failPods and failClaims answer the pod and claim lists; noClaims: resource.k8s.io/v1
+type NodeServer struct {
+	Nodes  []*corev1.Node
+	Pods   []*corev1.Pod
+	Claims []*resourcev1.ResourceClaim
+	Fail   *apierrors.StatusError // when set, the answer to every request
+	// FailPods and FailClaims answer the pod and claim lists; NoClaims: resource.k8s.io/v1
 	// is not served.
-	failPods, failClaims *apierrors.StatusError
-	noClaims             bool
-	// namespaces: the namespace list is served (those of the pods), else it is not found.
-	namespaces bool
+	FailPods, FailClaims *apierrors.StatusError
+	NoClaims             bool
+	// Namespaces: the namespace list is served (those of the pods), else it is not found.
+	Namespaces bool
 
 	mu       sync.Mutex
-	requests []listRequest
+	requests []ListRequest
 }
 
-// listRequest is what a list request of a served resource asked for.
-type listRequest struct {
-	path     string
-	limit    int64
-	selector string
+// ListRequest is what a list request of a served resource asked for.
+type ListRequest struct {
+	Path     string
+	Limit    int64
+	Selector string
 }
 
-// start serves s until the test ends and returns its config.
-func (s *nodeServer) start(t *testing.T) *rest.Config {
+// Start serves s until the test ends and returns its config.
+func (s *NodeServer) Start(t *testing.T) *rest.Config {
 	t.Helper()
 	served := []prototest.Resource{prototest.Nodes, prototest.Pods}
-	if !s.noClaims {
+	if !s.NoClaims {
 		served = append(served, prototest.ResourceClaims)
 	}
-	if s.namespaces {
+	if s.Namespaces {
 		served = append(served, prototest.Namespaces)
 	}
 	server := prototest.NewServer(t, prototest.Options{Wrap: func(next http.Handler) http.Handler { return s.intercept(served, next) }}, served...)
-	for _, n := range s.nodes {
+	for _, n := range s.Nodes {
 		server.Set(n)
 	}
-	for _, p := range s.pods {
+	for _, p := range s.Pods {
 		server.Set(p)
 	}
-	if !s.noClaims {
-		for _, c := range s.claims {
+	if !s.NoClaims {
+		for _, c := range s.Claims {
 			server.Set(c)
 		}
 	}
 	var namespaces []string
-	for _, p := range s.pods {
-		if s.namespaces && !slices.Contains(namespaces, p.Namespace) {
+	for _, p := range s.Pods {
+		if s.Namespaces && !slices.Contains(namespaces, p.Namespace) {
 			namespaces = append(namespaces, p.Namespace)
 			server.Set(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}})
 		}
@@ -95,10 +98,10 @@ func (s *nodeServer) start(t *testing.T) *rest.Config {
 }
 
 // intercept records the lists of the resources served and answers with the failures set.
-func (s *nodeServer) intercept(served []prototest.Resource, next http.Handler) http.Handler {
+func (s *NodeServer) intercept(served []prototest.Resource, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.fail != nil {
-			prototest.WriteStatus(w, s.fail)
+		if s.Fail != nil {
+			prototest.WriteStatus(w, s.Fail)
 			return
 		}
 		resource := path.Base(r.URL.Path)
@@ -108,34 +111,41 @@ func (s *nodeServer) intercept(served []prototest.Resource, next http.Handler) h
 			return
 		}
 		q := r.URL.Query()
-		req := listRequest{path: r.URL.Path, selector: q.Get("labelSelector")}
-		req.limit, _ = strconv.ParseInt(q.Get("limit"), 10, 64) // the server refuses a bad one
+		req := ListRequest{Path: r.URL.Path, Selector: q.Get("labelSelector")}
+		req.Limit, _ = strconv.ParseInt(q.Get("limit"), 10, 64) // the server refuses a bad one
 		s.mu.Lock()
 		s.requests = append(s.requests, req)
 		s.mu.Unlock()
 		switch {
-		case resource == "pods" && s.failPods != nil:
-			prototest.WriteStatus(w, s.failPods)
-		case resource == "resourceclaims" && s.failClaims != nil:
-			prototest.WriteStatus(w, s.failClaims)
+		case resource == "pods" && s.FailPods != nil:
+			prototest.WriteStatus(w, s.FailPods)
+		case resource == "resourceclaims" && s.FailClaims != nil:
+			prototest.WriteStatus(w, s.FailClaims)
 		default:
 			next.ServeHTTP(w, r)
 		}
 	})
 }
 
-// core starts s and returns the plugin's client of it.
-func (s *nodeServer) core(t *testing.T) rest.Interface {
+// Core starts s and returns the plugin's client of it.
+func (s *NodeServer) Core(t *testing.T) rest.Interface {
 	t.Helper()
-	core, err := (&factory.Factory{Base: s.start(t), Warnings: io.Discard}).Core()
+	core, err := (&factory.Factory{Base: s.Start(t), Warnings: io.Discard}).Core()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return core
 }
 
-func (s *nodeServer) listRequests() []listRequest {
+func (s *NodeServer) ListRequests() []ListRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]listRequest(nil), s.requests...)
+	return append([]ListRequest(nil), s.requests...)
+}
+
+// ResetRequests forgets the lists asked for so far.
+func (s *NodeServer) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = nil
 }

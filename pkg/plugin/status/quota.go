@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"cmp"
@@ -51,7 +51,7 @@ type quotaOptions struct {
 	output string
 }
 
-func newQuotaCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewQuotaCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &quotaOptions{}
 	cmd := &cobra.Command{
 		Use:   "quota [NAME] [flags]",
@@ -76,7 +76,7 @@ errors, including a --queue that the inventory does not list.`,
   kubectl gpuinv quota --queue ml/training   # the ClusterQueue behind LocalQueue ml/training
   kubectl gpuinv quota -o json | jq -r '.queues[] | select(.finding=="Overcommitted") | .name'`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: completeInventoryNames(c),
+		ValidArgsFunction: CompleteInventoryNames(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
 			case factory.OutputTable, factory.OutputWide, factory.OutputJSON, factory.OutputYAML:

@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+// Package live holds the verbs that read the cluster itself, not the operator's status:
+// who (the pods and claims that hold GPUs, through the pod and claim caches' decoders) and
+// scan (the inventory computed from the Nodes, through the node cache's decoder, with no
+// operator needed). Each owns its options, its run and its output.
+package live
 
 import (
 	"context"
@@ -49,7 +53,7 @@ type whoOptions struct {
 	chunkSize     int64
 }
 
-func newWhoCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewWhoCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &whoOptions{chunkSize: 500}
 	cmd := &cobra.Command{
 		Use:   "who [flags]",
@@ -239,7 +243,7 @@ func readShapes(ctx context.Context, c *factory.Factory, keep func(node string) 
 		case apierrors.IsForbidden(err):
 			return nil, "cannot list gpunodes.homelab.youngju.dev (forbidden): models are unknown, and GPUs are counted without the nodes' MIG and sharing layout", nil
 		case err != nil:
-			return nil, "", c.Explain(err, listGpuNodes)
+			return nil, "", c.Explain(err, factory.ListGpuNodes)
 		}
 		for i := range page.Items {
 			if r := &page.Items[i]; keep(r.Name) {
@@ -338,6 +342,13 @@ func answerWho(namespace string, holdings []allocation.Holding, held map[string]
 		a.Holders = append(a.Holders, row)
 	}
 	return a
+}
+
+func addSat32(a, b int32) int32 {
+	if s := int64(a) + int64(b); s < 1<<31 {
+		return int32(s)
+	}
+	return 1<<31 - 1
 }
 
 func addSat64(a, b int64) int64 {

@@ -14,11 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package live
 
 import (
 	"context"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -31,14 +33,14 @@ import (
 
 func TestScanReadsTheNodeListPageByPageAndKeepsOnlyWhatTheInventoryReads(t *testing.T) {
 	nodes := fixtures.Fleet(25)
-	server := &nodeServer{nodes: nodes}
-	kept, read, err := gpuNodes(context.Background(), server.core(t), labels.Everything(), 10)
+	server := &plugintest.NodeServer{Nodes: nodes}
+	kept, read, err := gpuNodes(context.Background(), server.Core(t), labels.Everything(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var limits []int64
-	for _, r := range server.listRequests() {
-		limits = append(limits, r.limit)
+	for _, r := range server.ListRequests() {
+		limits = append(limits, r.Limit)
 	}
 	if want := []int64{10, 10, 10}; !cmp.Equal(limits, want) || read != 25 {
 		t.Errorf("list requests with limits %v reading %d nodes, want %v reading 25", limits, read, want)
@@ -81,14 +83,14 @@ func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
 				matching = append(matching, n)
 			}
 		}
-		server := &nodeServer{nodes: nodes} // the API server applies the selector
-		gi, read, err := scan(context.Background(), server.core(t), nil, selector, 7, 5, now)
+		server := &plugintest.NodeServer{Nodes: nodes} // the API server applies the selector
+		gi, read, err := scan(context.Background(), server.Core(t), nil, selector, 7, 5, now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var sent []string
-		for _, r := range server.listRequests() {
-			sent = append(sent, r.selector)
+		for _, r := range server.ListRequests() {
+			sent = append(sent, r.Selector)
 		}
 		if read != len(matching) || len(sent) != (len(matching)+6)/7 || sent[0] != sel.String() {
 			t.Errorf("selector %q: read %d nodes in requests with selectors %q, want %d nodes in pages of 7 with %q", selector, read, sent, len(matching), sel.String())
@@ -96,7 +98,7 @@ func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
 		if !cmp.Equal(gi.Spec.NodeSelector, ls) {
 			t.Errorf("selector %q: spec.nodeSelector %v, want %v", selector, gi.Spec.NodeSelector, ls)
 		}
-		want := inventoryStatus(matching, nil, 5, 0, now)
+		want := InventoryStatus(matching, nil, nil, 5, 0, now)
 		if diff := cmp.Diff(want, gi.Status); diff != "" {
 			t.Errorf("selector %q: scan differs from a compute over the whole, untrimmed list (-want +scan):\n%s", selector, diff)
 		}
@@ -105,3 +107,6 @@ func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
 		}
 	}
 }
+
+// now is the clock of the scans.
+var now = time.Date(2026, 11, 30, 0, 50, 38, 0, time.UTC)

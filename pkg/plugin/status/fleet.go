@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func (o *showOptions) fleetExit(members []*member) error {
 	if slices.ContainsFunc(members, func(m *member) bool { return m.gi == nil }) {
 		return &factory.Exit{Code: factory.ExitPartial}
 	}
-	if o.failOnDegraded && slices.ContainsFunc(members, func(m *member) bool { return degraded(m.gi) }) {
+	if o.failOnDegraded && slices.ContainsFunc(members, func(m *member) bool { return factory.Degraded(m.gi) }) {
 		return &factory.Exit{Code: factory.ExitDegraded}
 	}
 	return nil

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package live
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func TestScanReadsDRASlices(t *testing.T) {
 	}
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dra-1", Labels: map[string]string{"nvidia.com/gpu.deploy.dra-driver": "true"}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	status := inventoryStatusWith([]*corev1.Node{n}, devices, nil, 0, 1, time.Now())
+	status := InventoryStatus([]*corev1.Node{n}, devices, nil, 0, 1, time.Now())
 	if status.TotalGpus != 8 || len(status.Nodes) != 1 || status.Nodes[0].Source != homelabv1.SourceDRA {
 		t.Errorf("scan of a DRA node: %d GPUs, nodes %+v; want 8 from dra", status.TotalGpus, status.Nodes)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+package status
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type freeOptions struct {
 	output string
 }
 
-func newFreeCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
+func NewFreeCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
 	o := &freeOptions{count: 1}
 	cmd := &cobra.Command{
 		Use:   "free [NAME] [flags]",
@@ -58,7 +58,7 @@ Exit status: 0 when some node fits; 4 when none does (the answer is printed as u
   kubectl gpuinv free --model "NVIDIA H100 80GB HBM3" -o json | jq .models[0].most
   while kubectl gpuinv free --model a100 --count 4 >/dev/null; [ $? -eq 4 ]; do sleep 60; done   # wait for room`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: completeInventoryNames(c),
+		ValidArgsFunction: CompleteInventoryNames(c),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
 			case factory.OutputTable, factory.OutputJSON, factory.OutputYAML:

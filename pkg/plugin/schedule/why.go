@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package plugin
+// Package schedule holds the verbs that ask kube-scheduler's questions without the
+// scheduler: why (a pod waits, or where its GPUs are) and fit (would a workload's replicas
+// fit now). Each owns its options, its reads of the pod or the file and its output; both run
+// the simulation of pkg/plugin/simulate.
+package schedule
 
 import (
 	"context"
@@ -33,14 +37,16 @@ import (
 )
 
 type whyOptions struct {
+	// load reads the cluster (simulate.Load).
+	load      simulate.Loader
 	namespace string
 	output    string
 	// compressionSet: --disable-compression was given (question.compressionSet).
 	compressionSet bool
 }
 
-func newWhyCommand(env factory.Environment, c *factory.Factory) *cobra.Command {
-	o := &whyOptions{}
+func NewWhyCommand(env factory.Environment, c *factory.Factory, load simulate.Loader) *cobra.Command {
+	o := &whyOptions{load: load}
 	cmd := &cobra.Command{
 		Use:   "why POD [-n NAMESPACE]",
 		Short: "Why a pod waits for GPUs, in the scheduler's words, and what would make room; or where its GPUs are",
@@ -115,7 +121,7 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 		}
 	default:
 		a.State = printer.WhyPending
-		err = pending(a, ctx, env, c, simulate.Question{Pods: []*corev1.Pod{pod}, CompressionSet: o.compressionSet, Preemption: true})
+		err = pending(ctx, a, env, c, o.load, simulate.Question{Pods: []*corev1.Pod{pod}, CompressionSet: o.compressionSet, Preemption: true})
 	}
 	if err != nil {
 		return err
@@ -127,9 +133,9 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 }
 
 // pending runs the scheduler's filters for q's pod on every node.
-func pending(a *printer.Why, ctx context.Context, env factory.Environment, c *factory.Factory, q simulate.Question) error {
+func pending(ctx context.Context, a *printer.Why, env factory.Environment, c *factory.Factory, load simulate.Loader, q simulate.Question) error {
 	pod := q.Pods[0]
-	l, err := loaderOf(c)(ctx, c, q)
+	l, err := load(ctx, c, q)
 	if err != nil {
 		return err
 	}
