@@ -17,8 +17,8 @@ limitations under the License.
 // Package nodecache is where Nodes are cached: each Node is decoded straight into a trimmed
 // form (what the keep-rules below name), GPU nodes are held as Nodes and the others as
 // metadata, behind an informer, a lister and the event handlers the controllers share. The
-// same decoder reads the node lists of `kubectl gpuinv scan`. docs/design/node-cache.md
-// says why.
+// same decoder reads the node lists of `kubectl gpuinv scan`, and, with keep-rules of their
+// own (Rules), the Nodes of `why` and `fit`. docs/design/node-cache.md says why.
 package nodecache
 
 import (

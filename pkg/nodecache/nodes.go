@@ -37,8 +37,9 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// NodeTrimmer is an informer transform: it keeps only what the inventory and the node
-// selectors read (name, the labels the inventory reads and those that selectors name, the
+// NodeTrimmer is an informer transform and the decoder of the same form: it keeps what its
+// keep-rules (Rules) name. The node cache's (NewNodeTrimmer) keep only what the inventory and
+// the node selectors read (name, the labels the inventory reads and those that selectors name, the
 // status of the Ready condition and of the GPU health monitors' conditions, unschedulable,
 // lifecycle taints, nvidia.com resources) so that kubelet status such as images, addresses,
 // volumes, managedFields and the dozens of other feature labels never enter the cache. The

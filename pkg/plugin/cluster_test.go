@@ -18,7 +18,6 @@ package plugin
 
 import (
 	"context"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"slices"
 	"strings"
 	"testing"
@@ -35,11 +34,12 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 )
 
 // loadWhole reads the whole of what kube-scheduler decides on, as its informers hold it: every
 // Node, the unfinished Pods of every namespace, and DRA's ResourceSlices, ResourceClaims and
-// DeviceClasses (none where resource.k8s.io/v1 is not served). loadCluster's answers must
+// DeviceClasses (none where resource.k8s.io/v1 is not served). Load's answers must
 // be the same.
 func loadWhole(ctx context.Context, c *factory.Factory, _ simulate.Question) (simulate.Loaded, error) {
 	l, err := readWhole(ctx, c)

@@ -19,7 +19,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +32,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )

@@ -19,7 +19,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"strings"
 	"testing"
 
@@ -30,6 +29,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 

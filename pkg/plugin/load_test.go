@@ -20,7 +20,6 @@ import (
 	gocmp "cmp"
 	"context"
 	"fmt"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"io"
 	"slices"
 	"testing"
@@ -38,6 +37,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 )
 
 // mixedCluster is 26 nodes; 24 in three pools (label pool) of three products (label product):
@@ -235,7 +235,7 @@ spec:
  "spec": {"containers": [{"name": "main", "image": "cuda:12", "resources": {"limits": {"nvidia.com/gpu": 3, "cpu": 30}}}]}}`,
 }
 
-// What loadCluster reads for a question answers it as the whole cluster does: why's and
+// What Load reads for a question answers it as the whole cluster does: why's and
 // fit's outputs, for people and as JSON, are the same with either, pods listed node by node
 // or all at once.
 func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
@@ -261,7 +261,7 @@ func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 	}
 }
 
-// compareLoads runs run with loadCluster and with loadWhole over objs and compares what it
+// compareLoads runs run with Load and with loadWhole over objs and compares what it
 // printed and its exit code.
 func compareLoads(t *testing.T, objs []runtime.Object, run func(*factory.Factory) result) {
 	t.Helper()
@@ -277,7 +277,7 @@ func compareLoads(t *testing.T, objs []runtime.Object, run func(*factory.Factory
 	}
 }
 
-// What loadCluster reads from an API server (Nodes from a WatchList, else a list; pods,
+// What Load reads from an API server (Nodes from a WatchList, else a list; pods,
 // slices and claims as protobuf streams, decoded by hand) is what it reads through a
 // clientset, pods listed node by node or all at once (in one list, or namespace by
 // namespace where namespaces may be listed).
@@ -355,7 +355,7 @@ func sortedLoad(l simulate.Loaded) simulate.Loaded {
 	return l
 }
 
-// setLoad makes loadCluster read the cluster with load for c until the test ends.
+// setLoad makes Load read the cluster with load for c until the test ends.
 func setLoad(t *testing.T, c *factory.Factory, load func(context.Context, *factory.Factory, simulate.Question) (simulate.Loaded, error)) {
 	testLoads.Store(c, load)
 	t.Cleanup(func() { testLoads.Delete(c) })

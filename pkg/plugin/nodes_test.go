@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,6 +40,7 @@ import (
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 )
 
 // recordsOf returns the GpuNode records the operator keeps for nodes: each GPU node's identity,

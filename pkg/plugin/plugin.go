@@ -20,19 +20,24 @@ limitations under the License.
 // (pkg/inventory), so that the two never disagree.
 //
 // Run is the whole program: cmd/kubectl-gpuinv only wires it to the process, so tests call
-// it in-process with arguments, buffers and a "stdout is a terminal" switch.
+// it in-process with arguments, buffers and a "stdout is a terminal" switch. This package is
+// the root command; the rest is in rooms beside it, after cmctl's layout: the one client
+// factory every verb reaches the API through (factory), the verbs with their options, runs
+// and output (status, live, schedule), the scheduler simulation why and fit share
+// (simulate); all text is rendered by pkg/printer.
 package plugin
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 )
 
 // Exit codes that scripts and cron jobs can rely on (factory's, where each is explained).

@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"io"
 	"net/http"
 	"os"
@@ -44,6 +42,8 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -39,6 +38,7 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 )
 

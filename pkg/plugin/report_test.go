@@ -18,9 +18,10 @@ package plugin
 
 import (
 	"context"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"strings"
 	"testing"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // With status.allocation the report adds ALLOCATED, FREE and PENDING per model, ALLOC and

@@ -17,13 +17,12 @@ limitations under the License.
 package plugin
 
 import (
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/schedule"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
-
 	"github.com/spf13/cobra"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/schedule"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
 

@@ -19,7 +19,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"io"
 	"slices"
 	"strings"
@@ -41,6 +40,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 

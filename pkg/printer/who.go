@@ -168,7 +168,7 @@ func (a *Who) nsNames() []string {
 	return names
 }
 
-// holds is what a holder holds, for -o wide: resources with their counts, then each claim's
+// Holds is what a holder holds, for -o wide: resources with their counts, then each claim's
 // devices.
 func (h *WhoHolder) Holds() string {
 	var parts []string

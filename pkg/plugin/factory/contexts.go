@@ -63,7 +63,7 @@ func (l *ContextList) Set(value string) error {
 func (l *ContextList) String() string { return strings.Join(l.names, ",") }
 func (l *ContextList) Type() string   { return "strings" }
 
-// kubeconfigContexts returns the names of the merged kubeconfig's contexts, sorted, and its
+// KubeconfigContexts returns the names of the merged kubeconfig's contexts, sorted, and its
 // current context.
 func (c *Factory) KubeconfigContexts() (names []string, current string, err error) {
 	if c.Flags == nil {
@@ -87,7 +87,7 @@ func (c *Factory) KubeconfigContexts() (names []string, current string, err erro
 	return names, raw.CurrentContext, nil
 }
 
-// completeContexts completes --context with the kubeconfig's contexts.
+// CompleteContexts completes --context with the kubeconfig's contexts.
 func (c *Factory) CompleteContexts(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	names, _, err := c.KubeconfigContexts()
 	if err != nil {
@@ -114,7 +114,7 @@ func (c *Factory) RequestTimeout() time.Duration {
 	return cfg.Timeout
 }
 
-// problem says in one line, in plain words, why the inventory name could not be read.
+// Problem says in one line, in plain words, why the inventory name could not be read.
 // expired says that the cluster's time ran out (after timeout).
 func (c *Factory) Problem(err error, name string, expired bool, timeout time.Duration) string {
 	if c.host == "" && (c.Flags != nil || c.Base != nil) {

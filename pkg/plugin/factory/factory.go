@@ -166,7 +166,7 @@ func (c *Factory) Resource() (rest.Interface, error) {
 	return c.resource, nil
 }
 
-// namespace is the namespace of the kubeconfig's current context ("default" when it names
+// Namespace is the namespace of the kubeconfig's current context ("default" when it names
 // none), as kubectl uses it when -n is not given.
 func (c *Factory) Namespace() (string, error) {
 	if c.Flags == nil {
@@ -201,7 +201,7 @@ func (c *Factory) Discovery() (Discoverer, error) {
 	return c.discovery, nil
 }
 
-// crdInstalled asks discovery whether the API server serves gpuinventories. known is false
+// CRDInstalled asks discovery whether the API server serves gpuinventories. known is false
 // when discovery itself failed.
 func (c *Factory) CRDInstalled() (installed, known bool) {
 	disc, err := c.Discovery()
@@ -269,7 +269,7 @@ func (r Request) groupResource() string {
 	return r.Resource + "." + r.Group
 }
 
-// explain turns an API error into a message that says what to do.
+// Explain turns an API error into a message that says what to do.
 func (c *Factory) Explain(err error, r Request) error {
 	switch {
 	case apierrors.IsForbidden(err):
@@ -327,7 +327,7 @@ func isConnectionError(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &urlErr) && errors.As(err, &opErr))
 }
 
-// explainList explains an API error of a list, found inside err; other errors (a malformed
+// ExplainList explains an API error of a list, found inside err; other errors (a malformed
 // stream, fn's) are returned as they are.
 func (c *Factory) ExplainList(err error, r Request) error {
 	var status apierrors.APIStatus
@@ -363,7 +363,7 @@ func (c *Factory) Typed() (KubeAPI, error) {
 	return restAPI{core: core, resource: resource, scheduling: scheduling}, nil
 }
 
-// scheduling returns the REST client of scheduling.k8s.io/v1 (PriorityClasses).
+// Scheduling returns the REST client of scheduling.k8s.io/v1 (PriorityClasses).
 func (c *Factory) Scheduling() (rest.Interface, error) {
 	cfg, err := c.Config()
 	if err != nil {
@@ -372,7 +372,7 @@ func (c *Factory) Scheduling() (rest.Interface, error) {
 	return kubeclient.New(cfg, schedulingv1.SchemeGroupVersion, nil)
 }
 
-// readConfig is the config of the Node and pod reads. Unless --disable-compression was
+// ReadConfig is the config of the Node and pod reads. Unless --disable-compression was
 // given (compressionSet), they are read uncompressed: on a link faster than about 1 Gbit/s
 // the API server's gzip of the Nodes (a WatchList's too) takes longer than sending them
 // as they are (docs/design/why-fit.md).

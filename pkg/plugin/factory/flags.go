@@ -57,7 +57,7 @@ func NewConfigFlags() *ConfigFlags {
 	return &ConfigFlags{context: new(string), timeout: "0", impersonateGroup: []string{}, impersonateUserExtra: []string{}}
 }
 
-// addFlags registers the flags on fs (context apart).
+// AddFlags registers the flags on fs (context apart).
 func (f *ConfigFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kubeConfig, "kubeconfig", f.kubeConfig, "Path to the kubeconfig file to use for CLI requests.")
 	fs.StringVar(&f.certFile, "client-certificate", f.certFile, "Path to a client certificate file for TLS")

@@ -18,7 +18,6 @@ package live
 
 import (
 	"context"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 )
 
 func TestScanReadsTheNodeListPageByPageAndKeepsOnlyWhatTheInventoryReads(t *testing.T) {

@@ -18,13 +18,13 @@ package schedule
 
 import (
 	"context"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 

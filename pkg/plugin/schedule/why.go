@@ -23,7 +23,6 @@ package schedule
 import (
 	"context"
 	"fmt"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 

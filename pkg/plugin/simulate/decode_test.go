@@ -17,7 +17,6 @@ limitations under the License.
 package simulate
 
 import (
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 	"maps"
 	"testing"
 
@@ -30,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
 )
 
 // equalObjects compares decoded objects: quantities by value, nil and empty alike, without

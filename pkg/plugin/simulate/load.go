@@ -71,7 +71,7 @@ var (
 	classRequest = factory.Request{Verb: "list", Resource: "deviceclasses", Group: resourcev1.GroupName}
 )
 
-// question is what why or fit asks of the cluster, for loadCluster to read only what the
+// Question is what why or fit asks of the cluster, for Load to read only what the
 // answer needs.
 type Question struct {
 	// Pods are the pods to place: why's pending pod; one replica of each of fit's objects
@@ -93,14 +93,14 @@ type Question struct {
 // Loader reads the cluster for a question: Load, or in unit tests the whole cluster.
 type Loader = func(context.Context, *factory.Factory, Question) (Loaded, error)
 
-// loaded is what loadCluster read for a question: the cluster the filters run on, and the
+// Loaded is what Load read for a question: the cluster the filters run on, and the
 // nodes where the node-only filters reject every pod of the question, in name order.
 type Loaded struct {
 	Cluster  capacity.Cluster
 	Rejected []Rejection
 }
 
-// loadCluster reads what kube-scheduler decides on for the question's pods, and no more.
+// Load reads what kube-scheduler decides on for the question's pods, and no more.
 // Every Node is read, but only as far as the filters that read the node alone (node name,
 // unschedulable, taints, node affinity) need: where they reject every pod, their reasons are
 // the answer there whatever runs on the node. The other nodes, the candidates, are kept for

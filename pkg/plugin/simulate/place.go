@@ -204,7 +204,7 @@ func (v *View) assume(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, r cap
 	return out
 }
 
-// gpuRequests are the pod's GPU resource requests, as the scheduler computes them.
+// GPURequests are the pod's GPU resource requests, as the scheduler computes them.
 func GPURequests(pod *corev1.Pod) map[string]int64 {
 	requests := capacity.Requests(pod)
 	var out map[string]int64
@@ -218,7 +218,7 @@ func GPURequests(pod *corev1.Pod) map[string]int64 {
 	return out
 }
 
-// claimLookup finds claims in the snapshot.
+// ClaimLookup finds claims in the snapshot.
 func (v *View) ClaimLookup() func(ns, name string) (*resourcev1.ResourceClaim, error) {
 	return func(ns, name string) (*resourcev1.ResourceClaim, error) {
 		return v.claims[nsName(ns, name)], nil

@@ -25,7 +25,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
-// preemption runs the scheduler's preemption for a pod no node takes (results).
+// Preemption runs the scheduler's preemption for a pod no node takes (results).
 func (v *View) Preemption(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Preemption, error) {
 	p, err := v.snap.Preempt(pod, claims, results)
 	if err != nil {

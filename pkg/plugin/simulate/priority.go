@@ -30,7 +30,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
-// priorities gives each object's pods the priority and preemption policy the API server's
+// Priorities gives each object's pods the priority and preemption policy the API server's
 // Priority admission would: those of the PriorityClass the template names, else of the
 // cluster's global default class, else 0. A class that does not exist is an error (the API
 // server would refuse the pods); classes that cannot be read (forbidden, not served) leave

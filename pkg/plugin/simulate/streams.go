@@ -36,7 +36,7 @@ import (
 )
 
 // The reads of why and fit: from an API server, protobuf streams decoded one object at a
-// time by hand (candidates.go, boundpods.go, slicing.go); in unit tests, the fake clientset's
+// time by the caches' decoders (placing.go, slicing.go); in unit tests, the fake clientset's
 // lists.
 
 // listNodes reads the Nodes, decoded for p, and hands each to fn. From an API server they

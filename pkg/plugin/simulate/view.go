@@ -34,7 +34,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
-// view is a cluster snapshot with its claims by name, for why and fit.
+// View is a cluster snapshot with its claims by name, for why and fit.
 type View struct {
 	snap   *capacity.Snapshot
 	claims map[types.NamespacedName]*resourcev1.ResourceClaim
@@ -87,7 +87,7 @@ func (v *View) FitAll(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, k int
 	return out, nil
 }
 
-// diagnose explains results in which no node fits the pod.
+// Diagnose explains results in which no node fits the pod.
 func (v *View) Diagnose(pod *corev1.Pod, claims []*resourcev1.ResourceClaim, results []capacity.Result) (*printer.Diagnosis, error) {
 	d := &printer.Diagnosis{Message: capacity.Message(results), Reasons: []printer.ReasonCount{}, Nodes: []printer.NodeReasons{}, Nearest: []printer.NearNode{}}
 	byReason := map[string][]string{}

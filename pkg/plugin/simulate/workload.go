@@ -64,14 +64,15 @@ func (o *fitObject) pod(i int64) *corev1.Pod {
 	return p
 }
 
-// fitInput is what the file holds.
+// Workload is what fit's file holds: the objects whose replicas it places, the claim
+// templates and claims they use.
 type Workload struct {
 	objects   []*fitObject
 	templates map[types.NamespacedName]*resourcev1.ResourceClaimTemplate
 	claims    []*resourcev1.ResourceClaim
 }
 
-// readFitInput reads the YAML or JSON documents of r (named source in messages); objects
+// ReadWorkload reads the YAML or JSON documents of r (named source in messages); objects
 // without a namespace are in namespace.
 func ReadWorkload(r io.Reader, source, namespace string) (*Workload, error) {
 	in := &Workload{templates: map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{}}
@@ -328,7 +329,7 @@ func count(m map[string]any, path ...string) (n int64, set bool, err error) {
 	return n, true, nil
 }
 
-// question is what placing the objects asks of the cluster: a replica of each, in order
+// Question is what placing the objects asks of the cluster: a replica of each, in order
 // (the others are the same pod to the node-only filters), the nodes' free devices (best
 // fit), the file's claims.
 func (in *Workload) Question() Question {
@@ -339,7 +340,7 @@ func (in *Workload) Question() Question {
 	return q
 }
 
-// resolve adds the file's claims to the cluster (a claim that exists is taken as it is
+// Resolve adds the file's claims to the cluster (a claim that exists is taken as it is
 // there) and gets from the cluster the claim templates the objects name that the file lacks.
 func (in *Workload) Resolve(ctx context.Context, c *factory.Factory, cl *capacity.Cluster, errOut io.Writer) error {
 	exists := map[types.NamespacedName]bool{}

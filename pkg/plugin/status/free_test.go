@@ -18,12 +18,12 @@ package status
 
 import (
 	"fmt"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
 func TestMatchModels(t *testing.T) {
