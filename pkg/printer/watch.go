@@ -79,3 +79,8 @@ func FleetReconnectedLine(context string, at time.Time) string {
 func FleetDeletedLine(context, name string) string {
 	return fmt.Sprintf("- [%s] %s: deleted", context, name)
 }
+
+// FleetUnreadLine says that a followed cluster could not be read since at, and is not retried.
+func FleetUnreadLine(context, problem string, at time.Time) string {
+	return fmt.Sprintf("%s [%s] %s", at.UTC().Format(time.RFC3339), context, problem)
+}

@@ -205,7 +205,7 @@ func (d *fleetDrawer) start(states []clusterState) error {
 		switch {
 		case s.problem != "" && !d.members[i].clients.MadeGPU():
 			// No client could be made (the kubeconfig's entry): there is nothing to retry.
-			err = d.printLines([]string{fmt.Sprintf("%s [%s] %s", s.since.UTC().Format(time.RFC3339), d.members[i].context, s.problem)})
+			err = d.printLines([]string{printer.FleetUnreadLine(d.members[i].context, s.problem, s.since)})
 		case s.problem != "":
 			err = d.printLines([]string{printer.FleetProblemLine(d.members[i].context, s.problem, s.since)})
 		default:

@@ -98,8 +98,7 @@ func (o *idleOptions) run(ctx context.Context, env factory.Environment, c *facto
 			fmt.Fprintf(env.ErrOut, "GpuInventory %s: %s\n", name, why)
 			return factory.WriteData(env.Out, &homelabv1.GpuUsage{}, o.output)
 		}
-		_, err := fmt.Fprintf(env.Out, "GpuInventory %s: %s.\n", name, why)
-		return err
+		return printer.Nothing(env.Out, name, why)
 	}
 	if o.output == factory.OutputJSON || o.output == factory.OutputYAML {
 		return factory.WriteData(env.Out, s.Usage, o.output)

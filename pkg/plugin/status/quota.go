@@ -184,8 +184,7 @@ func (o *quotaOptions) noQuota(env factory.Environment, gi *homelabv1.GpuInvento
 		fmt.Fprintf(env.ErrOut, "GpuInventory %s: %s\n", gi.Name, why)
 		return factory.WriteData(env.Out, stored, o.output)
 	}
-	_, err := fmt.Fprintf(env.Out, "GpuInventory %s: %s.\n", gi.Name, why)
-	return err
+	return printer.Nothing(env.Out, gi.Name, why)
 }
 
 // queueView picks the rows of --queue (a ClusterQueue, or the one a LocalQueue feeds).
