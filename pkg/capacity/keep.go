@@ -26,44 +26,16 @@ import (
 // what a question needs and trim each object as it arrives. A trimmed object gives every
 // answer the whole one gives (the tests of pkg/plugin compare the two).
 
+// Of a node, Fit reads its name, labels (node affinity, slices' and allocations' node
+// selectors), unschedulable, taints and allocatable resources; where NodeOnlyReason rejects
+// every pod, only its name, unschedulable, the taints that keep pods off and the labels the
+// pods' selectors name (SelectorKeys). The callers keep those through the node cache's
+// decoder (nodecache.Rules).
+
 // NodeOnlyReason is what the filters that read the node alone (NodeName, NodeUnschedulable,
 // TaintToleration, NodeAffinity) say of the pod there, "" when they pass. A node they reject
 // is rejected whatever runs on it: Fit's answer there needs no pod, slice or claim.
 func NodeOnlyReason(pod *corev1.Pod, node *corev1.Node) string { return nodeFilters(pod, node) }
-
-// KeepNode is what Fit and the allocator read of a node: its name, labels (node affinity,
-// slices' and allocations' node selectors), unschedulable, taints and allocatable.
-func KeepNode(n *corev1.Node) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, Labels: n.Labels},
-		Spec:       corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints},
-		Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable},
-	}
-}
-
-// StubNode is what the node-only filters read of a node for pods: its name, unschedulable,
-// NoSchedule and NoExecute taints, and the labels the pods' node selectors and required node
-// affinity name. Fit gives each of pods the reason the whole node gives; it is meant for a
-// node NodeOnlyReason rejects for every one of them, where Fit reads nothing more.
-func StubNode(n *corev1.Node, pods []*corev1.Pod) *corev1.Node {
-	stub := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID}, Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
-	for _, t := range n.Spec.Taints {
-		if doNotSchedule(&t) {
-			stub.Spec.Taints = append(stub.Spec.Taints, t)
-		}
-	}
-	for _, p := range pods {
-		for _, key := range SelectorKeys(p) {
-			if v, ok := n.Labels[key]; ok {
-				if stub.Labels == nil {
-					stub.Labels = map[string]string{}
-				}
-				stub.Labels[key] = v
-			}
-		}
-	}
-	return stub
-}
 
 // SelectorKeys are the label keys of the pod's node selector and required node affinity: the
 // labels the node-only filters read for it.

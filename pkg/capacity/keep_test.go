@@ -45,7 +45,7 @@ func TestKeptAndCountedPodsFitAsWholePods(t *testing.T) {
 	for _, p := range pods[1:] {
 		usage.Add(p)
 	}
-	trimmed := NewSnapshot(Cluster{Nodes: []*corev1.Node{KeepNode(n)}, Pods: kept, Usage: map[string]*Usage{"n1": usage}})
+	trimmed := NewSnapshot(Cluster{Nodes: []*corev1.Node{n}, Pods: kept, Usage: map[string]*Usage{"n1": usage}})
 	for _, cpu := range []string{"4696m", "4697m", "4698m"} { // 8 less 3 × 1101m (1100m and a millicore, rounded up per pod)
 		for gpus := range int64(5) {
 			p := gpuPod("probe", "n1", gpuResource, gpus, false)

@@ -17,12 +17,11 @@ limitations under the License.
 // Package nodecache is where Nodes are cached: each Node is decoded straight into a trimmed
 // form (what the keep-rules below name), GPU nodes are held as Nodes and the others as
 // metadata, behind an informer, a lister and the event handlers the controllers share. The
-// same decoder reads the node lists of `kubectl gpuinv scan`. docs/design/node-cache.md
-// says why.
+// same decoder reads the node lists of `kubectl gpuinv scan`, and, with keep-rules of their
+// own (Rules), the Nodes of `why` and `fit`. docs/design/node-cache.md says why.
 package nodecache
 
 import (
-	"bytes"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,11 +45,16 @@ func (t *NodeTrimmer) Keeps(key string) bool {
 }
 
 // keepsTaint reports whether the cache holds a taint: the node lifecycle controller's, and
-// every taint that keeps pods off the node (NoSchedule, NoExecute), which the inventory shows
-// beside the node's free GPUs.
+// every taint that keeps pods off the node, which the inventory shows beside the node's free
+// GPUs.
 func keepsTaint(t corev1.Taint) bool {
-	return strings.HasPrefix(t.Key, lifecycleTaintPrefix) ||
-		t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	return strings.HasPrefix(t.Key, lifecycleTaintPrefix) || KeepsPodsOff(t)
+}
+
+// KeepsPodsOff reports a taint that keeps pods without its toleration off the node:
+// NoSchedule or NoExecute (kube-scheduler's TaintToleration filter reads no other).
+func KeepsPodsOff(t corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
 
 // keptTaint is the part of a kept taint the cache holds: not when it was added.
@@ -58,10 +62,39 @@ func keptTaint(t corev1.Taint) corev1.Taint {
 	return corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 }
 
+// Rules are a trimmer's keep-rules: what it keeps of a Node besides its name,
+// resourceVersion, timestamps and unschedulable. The node cache's (NewNodeTrimmer) are the
+// rules above; another reader of Nodes that needs other parts of them (the plugin's
+// scheduler simulation) gives its own to NewTrimmer and decodes through the same decoder.
+type Rules struct {
+	// Label reports whether a label is kept.
+	Label func(key string) bool
+	// Taint reports whether a taint is kept; WholeTaints keeps it whole (with the time it was
+	// added), else its key, value and effect.
+	Taint       func(corev1.Taint) bool
+	WholeTaints bool
+	// Capacity and Allocatable report whether a resource of the capacity or the allocatable
+	// resources is kept; nil keeps none.
+	Capacity, Allocatable func(name string) bool
+	// Conditions keeps the Ready and GPU health conditions (keepsCondition).
+	Conditions bool
+}
+
+// cacheRules are the node cache's keep-rules; labels are t.Keeps's.
+func (t *NodeTrimmer) cacheRules() Rules {
+	return Rules{Label: t.Keeps, Taint: keepsTaint, Capacity: keepsResource, Allocatable: keepsResource, Conditions: true}
+}
+
+// keptTaintOf is the part of a kept taint the rules hold.
+func (r *Rules) keptTaintOf(t corev1.Taint) corev1.Taint {
+	if r.WholeTaints {
+		return t
+	}
+	return keptTaint(t)
+}
+
 // keepsResource reports whether the cache holds a capacity or allocatable resource.
 func keepsResource(name string) bool { return strings.HasPrefix(name, resourcePrefix) }
-
-func keepsResourceBytes(name []byte) bool { return bytes.HasPrefix(name, []byte(resourcePrefix)) }
 
 // maxHealthConditions bounds the health monitors' conditions the cache keeps of one node,
 // so that a writer of ever-new condition types cannot grow it; Ready is always kept.

@@ -37,8 +37,9 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
 )
 
-// NodeTrimmer is an informer transform: it keeps only what the inventory and the node
-// selectors read (name, the labels the inventory reads and those that selectors name, the
+// NodeTrimmer is an informer transform and the decoder of the same form: it keeps what its
+// keep-rules (Rules) name. The node cache's (NewNodeTrimmer) keep only what the inventory and
+// the node selectors read (name, the labels the inventory reads and those that selectors name, the
 // status of the Ready condition and of the GPU health monitors' conditions, unschedulable,
 // lifecycle taints, nvidia.com resources) so that kubelet status such as images, addresses,
 // volumes, managedFields and the dozens of other feature labels never enter the cache. The
@@ -46,6 +47,7 @@ import (
 // leaves every condition's status as it was leaves the cached node unchanged. Objects other
 // than Nodes pass through untouched.
 type NodeTrimmer struct {
+	rules        Rules
 	selectorKeys map[string]bool
 	interned     intern.Strings // label keys and values repeat across nodes
 
@@ -67,7 +69,13 @@ func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 	for _, k := range selectorKeys {
 		t.selectorKeys[k] = true
 	}
+	t.rules = t.cacheRules()
 	return t
+}
+
+// NewTrimmer returns a trimmer that keeps what rules say, decoding as the node cache's does.
+func NewTrimmer(rules Rules) *NodeTrimmer {
+	return &NodeTrimmer{rules: rules}
 }
 
 // Bounds of the tables of sets shared by all nodes, so that ever-changing values cannot
@@ -124,10 +132,13 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 	return t.trim(node), nil
 }
 
+// TrimNode returns what t keeps of node (a trimmed node gives back the same).
+func (t *NodeTrimmer) TrimNode(node *corev1.Node) *corev1.Node { return t.trim(node) }
+
 func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	var kept map[string]string
 	for k, v := range node.Labels {
-		if t.Keeps(k) {
+		if t.rules.Label(k) {
 			if kept == nil {
 				kept = map[string]string{}
 			}
@@ -142,15 +153,15 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 			CreationTimestamp: node.CreationTimestamp,
 			DeletionTimestamp: node.DeletionTimestamp,
 		},
-		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable, Taints: lifecycleTaints(node.Spec.Taints)},
+		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable, Taints: t.keptTaints(node.Spec.Taints)},
 		Status: corev1.NodeStatus{
-			Capacity:    nvidiaResources(node.Status.Capacity),
-			Allocatable: nvidiaResources(node.Status.Allocatable),
+			Capacity:    keptResources(node.Status.Capacity, t.rules.Capacity),
+			Allocatable: keptResources(node.Status.Allocatable, t.rules.Allocatable),
 		},
 	}
 	var conditions keptConditions
 	for _, c := range node.Status.Conditions {
-		if keepsCondition(c.Type) {
+		if t.rules.Conditions && keepsCondition(c.Type) {
 			conditions.add(corev1.NodeConditionType(t.intern(string(c.Type))), c.Status)
 		}
 	}
@@ -240,22 +251,22 @@ func (l NodeLister) Get(name string) (*corev1.Node, bool) {
 	return node, ok
 }
 
-// lifecycleTaints returns the taints the cache keeps.
-func lifecycleTaints(taints []corev1.Taint) []corev1.Taint {
+// keptTaints returns the taints the rules keep.
+func (t *NodeTrimmer) keptTaints(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
-	for _, t := range taints {
-		if keepsTaint(t) {
-			out = append(out, keptTaint(t))
+	for _, taint := range taints {
+		if t.rules.Taint(taint) {
+			out = append(out, t.rules.keptTaintOf(taint))
 		}
 	}
 	return out
 }
 
-// nvidiaResources returns the resources the cache keeps.
-func nvidiaResources(list corev1.ResourceList) corev1.ResourceList {
+// keptResources returns the resources keeps accepts (none when it is nil).
+func keptResources(list corev1.ResourceList, keeps func(string) bool) corev1.ResourceList {
 	var out corev1.ResourceList
 	for name, q := range list {
-		if keepsResource(string(name)) {
+		if keeps != nil && keeps(string(name)) {
 			if out == nil {
 				out = corev1.ResourceList{}
 			}

@@ -129,7 +129,7 @@ func (t *NodeTrimmer) decodeNode(b []byte, node *corev1.Node, scratch *nodeScrat
 		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(nodeMetadata):
-			err = kubeproto.ReadObjectMeta(m.Value(), t.Keeps, &meta) // merges, if it comes twice
+			err = kubeproto.ReadObjectMeta(m.Value(), t.rules.Label, &meta) // merges, if it comes twice
 		case kubeproto.Bytes(nodeSpec):
 			err = t.readSpec(m.Value(), &node.Spec)
 		case kubeproto.Bytes(nodeStatus):
@@ -267,9 +267,13 @@ func (t *NodeTrimmer) readSpec(b []byte, spec *corev1.NodeSpec) error {
 			if err := taint.Unmarshal(m.Value()); err != nil {
 				return err
 			}
-			if keepsTaint(taint) {
-				taints = append(taints, keptTaint(taint))
+			if t.rules.Taint(taint) {
+				taint = t.rules.keptTaintOf(taint)
+				taints = append(taints, taint)
 				key = protowire.AppendString(protowire.AppendString(protowire.AppendString(key, taint.Key), taint.Value), string(taint.Effect))
+				if taint.TimeAdded != nil {
+					key = protowire.AppendVarint(key, uint64(taint.TimeAdded.UnixNano()))
+				}
 			}
 		}
 	}
@@ -288,7 +292,7 @@ func (t *NodeTrimmer) readStatus(b []byte, status *corev1.NodeStatus, scratch *n
 	for m.Next() {
 		switch m.Tag() {
 		case kubeproto.Bytes(statusCapacity):
-			keep, err := keepsResourceEntry(m.Value())
+			keep, err := keepsResourceEntry(m.Value(), t.rules.Capacity)
 			if err != nil {
 				return err
 			}
@@ -296,7 +300,7 @@ func (t *NodeTrimmer) readStatus(b []byte, status *corev1.NodeStatus, scratch *n
 				scratch.capacity = append(scratch.capacity, m.Value())
 			}
 		case kubeproto.Bytes(statusAllocatable):
-			keep, err := keepsResourceEntry(m.Value())
+			keep, err := keepsResourceEntry(m.Value(), t.rules.Allocatable)
 			if err != nil {
 				return err
 			}
@@ -308,7 +312,7 @@ func (t *NodeTrimmer) readStatus(b []byte, status *corev1.NodeStatus, scratch *n
 			if err != nil {
 				return err
 			}
-			if keepsCondition(corev1.NodeConditionType(kubeproto.View(typ))) {
+			if t.rules.Conditions && keepsCondition(corev1.NodeConditionType(kubeproto.View(typ))) {
 				scratch.conditions = append(scratch.conditions, rawCondition{typ, condStatus})
 			}
 		}
@@ -327,11 +331,14 @@ func (t *NodeTrimmer) readStatus(b []byte, status *corev1.NodeStatus, scratch *n
 	return err
 }
 
-// keepsResourceEntry reports whether the cache holds the resource of a capacity or
-// allocatable map entry.
-func keepsResourceEntry(e []byte) (bool, error) {
+// keepsResourceEntry reports whether keeps accepts the resource of a capacity or allocatable
+// map entry (none when it is nil).
+func keepsResourceEntry(e []byte, keeps func(string) bool) (bool, error) {
+	if keeps == nil {
+		return false, nil
+	}
 	key, _, err := kubeproto.MapEntry(e)
-	return err == nil && keepsResourceBytes(key), err
+	return err == nil && keeps(kubeproto.View(key)), err
 }
 
 // resourceList decodes (or shares) the nvidia.com resources among a node's raw entries.
@@ -347,7 +354,7 @@ func (t *NodeTrimmer) resourceList(scratch *nodeScratch, entries [][]byte) (core
 				return nil, err
 			}
 			var q resource.Quantity
-			if err := q.Unmarshal(value); err != nil {
+			if err := kubeproto.Quantity(value, &q); err != nil { // too long to parse safely: refused
 				return nil, fmt.Errorf("resource %s: %w", key, err)
 			}
 			list[corev1.ResourceName(t.intern(kubeproto.View(key)))] = q

@@ -19,6 +19,7 @@ package nodecache
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
@@ -411,6 +412,43 @@ func TestCloudAcceleratorNodesAreCachedWhole(t *testing.T) {
 		}
 		if cached, ok := obj.(*corev1.Node); !ok || cached.Labels[label] != "nvidia-tesla-t4" {
 			t.Errorf("a node labelled %s cached as %#v; want the Node with the label", label, obj)
+		}
+	}
+}
+
+// Another reader's keep-rules (the plugin's scheduler simulation keeps every taint whole and
+// every allocatable resource, or the labels a selector names and the taints that keep pods
+// off) decode as they trim.
+func TestDecodeNodeEqualsTrimByOtherRules(t *testing.T) {
+	added := metav1.Unix(1800000000, 0) // the wire carries whole seconds
+	var nodes []*corev1.Node
+	for i := range 8 {
+		n, lbls := fixtures.FleetNode(i)
+		maps.Copy(n.Labels, lbls)
+		n.Spec.Taints = []corev1.Taint{{Key: "spot", Effect: corev1.TaintEffectPreferNoSchedule},
+			{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}
+		n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("64")
+		nodes = append(nodes, n)
+	}
+	all := func(string) bool { return true }
+	for name, rules := range map[string]Rules{
+		"whole": {Label: all, Taint: func(corev1.Taint) bool { return true }, WholeTaints: true, Allocatable: all},
+		"stub":  {Label: func(k string) bool { return k == "nvidia.com/gpu.product" }, Taint: KeepsPodsOff, WholeTaints: true},
+	} {
+		trimmer := NewTrimmer(rules)
+		for _, n := range nodes {
+			data, err := n.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := trimmer.DecodeNode(data)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", name, n.Name, err)
+			}
+			want := trimmer.TrimNode(n)
+			if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("%s: %s (-trimmed +decoded):\n%s", name, n.Name, diff)
+			}
 		}
 	}
 }

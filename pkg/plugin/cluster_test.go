@@ -33,52 +33,75 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 )
 
 // loadWhole reads the whole of what kube-scheduler decides on, as its informers hold it: every
 // Node, the unfinished Pods of every namespace, and DRA's ResourceSlices, ResourceClaims and
-// DeviceClasses (none where resource.k8s.io/v1 is not served). loadCluster's answers must
+// DeviceClasses (none where resource.k8s.io/v1 is not served). Load's answers must
 // be the same.
-func loadWhole(ctx context.Context, c *clients, _ question) (loaded, error) {
+func loadWhole(ctx context.Context, c *factory.Factory, _ simulate.Question) (simulate.Loaded, error) {
 	l, err := readWhole(ctx, c)
-	return loaded{cluster: l}, err
+	return simulate.Loaded{Cluster: l}, err
 }
 
-func readWhole(ctx context.Context, c *clients) (capacity.Cluster, error) {
+func readWhole(ctx context.Context, c *factory.Factory) (capacity.Cluster, error) {
 	var cl capacity.Cluster
-	api, err := c.typed()
+	api, err := c.Typed()
 	if err != nil {
 		return cl, err
 	}
-	err = listAll(ctx, api.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
-		cl.Nodes = appendTrimmed(cl.Nodes, l.Items, func(n *corev1.Node) bool { n.Status.Images = nil; return true })
+	err = factory.ListAll(ctx, api.Nodes().List, metav1.ListOptions{}, func(l *corev1.NodeList) string {
+		cl.Nodes = appendAll(cl.Nodes, l.Items)
 		return l.Continue
 	})
 	if err != nil {
-		return cl, c.explainList(err, listNodes)
+		return cl, c.ExplainList(err, factory.ListNodes)
 	}
-	err = listAll(ctx, api.Pods("").List, metav1.ListOptions{FieldSelector: unfinishedPods}, func(l *corev1.PodList) string {
-		cl.Pods = appendTrimmed(cl.Pods, l.Items, func(p *corev1.Pod) bool { return !finished(p) })
+	unfinished := "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+	err = factory.ListAll(ctx, api.Pods("").List, metav1.ListOptions{FieldSelector: unfinished}, func(l *corev1.PodList) string {
+		for i := range l.Items {
+			if p := &l.Items[i]; p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				cl.Pods = append(cl.Pods, p)
+			}
+		}
 		return l.Continue
 	})
 	if err != nil {
-		return cl, c.explainList(err, listPods(""))
+		return cl, c.ExplainList(err, factory.ListPods(""))
 	}
-	err = listAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
-		cl.Slices = appendTrimmed(cl.Slices, l.Items, always[*resourcev1.ResourceSlice])
+	err = factory.ListAll(ctx, api.ResourceSlices().List, metav1.ListOptions{}, func(l *resourcev1.ResourceSliceList) string {
+		cl.Slices = appendAll(cl.Slices, l.Items)
 		return l.Continue
 	})
 	if apierrors.IsNotFound(err) {
 		return cl, nil
 	}
 	if err != nil {
-		return cl, c.explainList(err, listSlices)
-	}
-	if cl.Claims, err = readClaims(ctx, c, api); err != nil {
 		return cl, err
 	}
-	cl.Classes, _, err = readClasses(ctx, c, api)
+	cl.Claims = []*resourcev1.ResourceClaim{}
+	err = factory.ListAll(ctx, api.ResourceClaims("").List, metav1.ListOptions{}, func(l *resourcev1.ResourceClaimList) string {
+		cl.Claims = appendAll(cl.Claims, l.Items)
+		return l.Continue
+	})
+	if err != nil {
+		return cl, err
+	}
+	err = factory.ListAll(ctx, api.DeviceClasses().List, metav1.ListOptions{}, func(l *resourcev1.DeviceClassList) string {
+		cl.Classes = appendAll(cl.Classes, l.Items)
+		return l.Continue
+	})
 	return cl, err
+}
+
+// appendAll appends pointers to items.
+func appendAll[T any](out []*T, items []T) []*T {
+	for i := range items {
+		out = append(out, &items[i])
+	}
+	return out
 }
 
 // The loader keeps the nodes the node-only filters leave, and only their names and reasons
@@ -94,11 +117,11 @@ func TestLoadClusterReadsWhatTheQuestionNeeds(t *testing.T) {
 		}
 	}
 	c, _ := kubeClients(objs...)
-	l, err := loadCluster(context.Background(), c, question{pods: []*corev1.Pod{trainer}})
+	l, err := simulate.Load(context.Background(), c, simulate.Question{Pods: []*corev1.Pod{trainer}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := l.cluster
+	cl := l.Cluster
 	var nodes, pods []string
 	for _, n := range cl.Nodes {
 		if n.ManagedFields != nil || n.Status.Images != nil || n.Status.Capacity != nil {
@@ -117,9 +140,9 @@ func TestLoadClusterReadsWhatTheQuestionNeeds(t *testing.T) {
 	if diff := cmp.Diff([]string{"dra-h100-1", "gpu-a", "gpu-b"}, nodes); diff != "" {
 		t.Errorf("nodes kept (-want +got):\n%s", diff)
 	}
-	wantRejected := []rejection{{"cordoned", []string{capacity.ReasonUnschedulable}}, {"infer-1", []string{capacity.ReasonAffinity}},
-		{"tainted", []string{capacity.ReasonTaint}}}
-	if diff := cmp.Diff(wantRejected, l.rejected, cmp.AllowUnexported(rejection{})); diff != "" {
+	wantRejected := []simulate.Rejection{{Node: "cordoned", Reasons: []string{capacity.ReasonUnschedulable}},
+		{Node: "infer-1", Reasons: []string{capacity.ReasonAffinity}}, {Node: "tainted", Reasons: []string{capacity.ReasonTaint}}}
+	if diff := cmp.Diff(wantRejected, l.Rejected); diff != "" {
 		t.Errorf("nodes rejected (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"ml/dra-job", "ml/train-a", "monitoring/dcgm", "serving/infer-b", "serving/old-b"}, pods); diff != "" {
@@ -141,7 +164,7 @@ func TestWhyWithoutDRA(t *testing.T) {
 		kube.PrependReactor("list", resource, notServed)
 	}
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "trainer")
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	// dra-h100-1 has no nvidia.com/gpu of its own, and no class maps it now: no eviction
@@ -165,7 +188,7 @@ func TestWhyFitsNowAndErrors(t *testing.T) {
 	c, _ := kubeClients(append(twoNodes("gpu-a", 6), p)...)
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "late")
 	want := "Now:        it fits on 1 node: gpu-b (the scheduler retries it when the cluster changes)\n"
-	if r.code != ExitOK || !strings.Contains(r.out, want) {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, want) {
 		t.Errorf("exit %d, stderr %q, no line %q in:\n%s", r.code, r.err, want, r.out)
 	}
 	forbidden := func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -175,8 +198,8 @@ func TestWhyFitsNowAndErrors(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"why", "-n", "ml", "late"}, ExitError},
-		{[]string{"fit", "-f", "-"}, ExitFitError},
+		{[]string{"why", "-n", "ml", "late"}, factory.ExitError},
+		{[]string{"fit", "-f", "-"}, factory.ExitFitError},
 	} {
 		c, kube := kubeClients(append(twoNodes(), p)...)
 		kube.PrependReactor("list", "nodes", forbidden)

@@ -24,34 +24,37 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // fakeKube is kubeAPI over a fake clientset's typed clients.
 type fakeKube struct{ *fake.Clientset }
 
-func (f fakeKube) Nodes() lister[*corev1.NodeList] { return f.CoreV1().Nodes() }
-func (f fakeKube) Pods(ns string) podClient        { return f.CoreV1().Pods(ns) }
-func (f fakeKube) Events(ns string) lister[*corev1.EventList] {
+func (f fakeKube) Nodes() factory.Lister[*corev1.NodeList] { return f.CoreV1().Nodes() }
+func (f fakeKube) Pods(ns string) factory.PodClient        { return f.CoreV1().Pods(ns) }
+func (f fakeKube) Events(ns string) factory.Lister[*corev1.EventList] {
 	return f.CoreV1().Events(ns)
 }
-func (f fakeKube) ResourceSlices() lister[*resourcev1.ResourceSliceList] {
+func (f fakeKube) ResourceSlices() factory.Lister[*resourcev1.ResourceSliceList] {
 	return f.ResourceV1().ResourceSlices()
 }
-func (f fakeKube) ResourceClaims(ns string) claimClient { return f.ResourceV1().ResourceClaims(ns) }
-func (f fakeKube) ResourceClaimTemplates(ns string) getter[*resourcev1.ResourceClaimTemplate] {
+func (f fakeKube) ResourceClaims(ns string) factory.ClaimClient {
+	return f.ResourceV1().ResourceClaims(ns)
+}
+func (f fakeKube) ResourceClaimTemplates(ns string) factory.Getter[*resourcev1.ResourceClaimTemplate] {
 	return f.ResourceV1().ResourceClaimTemplates(ns)
 }
-func (f fakeKube) DeviceClasses() lister[*resourcev1.DeviceClassList] {
+func (f fakeKube) DeviceClasses() factory.Lister[*resourcev1.DeviceClassList] {
 	return f.ResourceV1().DeviceClasses()
 }
-func (f fakeKube) PriorityClasses() lister[*schedulingv1.PriorityClassList] {
+func (f fakeKube) PriorityClasses() factory.Lister[*schedulingv1.PriorityClassList] {
 	return f.SchedulingV1().PriorityClasses()
 }
 
-// fakeGPU is gpuAPI over the generated fake clientset.
+// fakeGPU is factory.GPUAPI over the generated fake clientset.
 type fakeGPU struct{ *gpufake.Clientset }
 
-func (f fakeGPU) GpuInventories() inventoryClient { return f.HomelabV1().GpuInventories() }
-func (f fakeGPU) GpuNodes() lister[*homelabv1.GpuNodeList] {
+func (f fakeGPU) GpuInventories() factory.InventoryClient { return f.HomelabV1().GpuInventories() }
+func (f fakeGPU) GpuNodes() factory.Lister[*homelabv1.GpuNodeList] {
 	return f.HomelabV1().GpuNodes()
 }

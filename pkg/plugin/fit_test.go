@@ -41,6 +41,8 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // trainerDeployment is 3 replicas of 4 GPUs, given as limits only.
@@ -62,10 +64,10 @@ spec:
 `
 
 // runFit runs `fit` with the file's content on standard input (or as the file given in args).
-func runFit(t *testing.T, c *clients, stdin string, args ...string) result {
+func runFit(t *testing.T, c *factory.Factory, stdin string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), append([]string{"fit"}, args...), Environment{Out: &out, ErrOut: &errOut,
+	code := run(context.Background(), append([]string{"fit"}, args...), factory.Environment{Out: &out, ErrOut: &errOut,
 		In: strings.NewReader(stdin), Now: func() time.Time { return now }}, c)
 	return result{out.String(), errOut.String(), code}
 }
@@ -96,8 +98,8 @@ func TestFitDeployment(t *testing.T) {
 		held []any
 		code int
 	}{
-		{"fit-deployment", []any{"gpu-b", 4}, ExitOK},                        // 8 + 4 free: 4, 4 and 4
-		{"fit-deployment-no", []any{"gpu-a", 2, "gpu-b", 4}, ExitDoesNotFit}, // 6 + 4 free: two fit
+		{"fit-deployment", []any{"gpu-b", 4}, factory.ExitOK},                        // 8 + 4 free: 4, 4 and 4
+		{"fit-deployment-no", []any{"gpu-a", 2, "gpu-b", 4}, factory.ExitDoesNotFit}, // 6 + 4 free: two fit
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, kube := kubeClients(twoNodes(tc.held...)...)
@@ -114,11 +116,11 @@ func TestFitDeployment(t *testing.T) {
 func TestFitDeploymentJSON(t *testing.T) {
 	c, _ := kubeClients(twoNodes("gpu-a", 2, "gpu-b", 4)...)
 	r := runFit(t, c, trainerDeployment, "-f", "-", "-o", "json")
-	if r.code != ExitDoesNotFit {
+	if r.code != factory.ExitDoesNotFit {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	golden(t, "fit-deployment-no-json.golden", r.out)
-	var a fitAnswer
+	var a printer.Fit
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +179,8 @@ func TestFitJobWithClaimTemplate(t *testing.T) {
 		parallelism int
 		code        int
 	}{
-		{"fit-job-dra", 3, ExitOK},
-		{"fit-job-dra-no", 5, ExitDoesNotFit},
+		{"fit-job-dra", 3, factory.ExitOK},
+		{"fit-job-dra-no", 5, factory.ExitDoesNotFit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, kube := kubeClients(draCluster(t)...)
@@ -216,10 +218,10 @@ spec:
 `
 	c, _ := kubeClients(draCluster(t)...)
 	r := runFit(t, c, file, "-f", "-", "-o", "json")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	var a fitAnswer
+	var a printer.Fit
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,7 @@ func TestFitCustomResource(t *testing.T) {
 	}
 	c, _ := kubeClients(twoNodes()...)
 	r := runFit(t, c, "", "-f", path)
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	golden(t, "fit-custom-resource.golden", r.out)
@@ -317,8 +319,8 @@ spec:
 				args = []string{"-f", "-"}
 			}
 			r := runFit(t, c, tc.file, args...)
-			if r.code != ExitFitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d and a message starting:\n%s", r.code, r.out, r.err, ExitFitError, tc.want)
+			if r.code != factory.ExitFitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d and a message starting:\n%s", r.code, r.out, r.err, factory.ExitFitError, tc.want)
 			}
 		})
 	}
@@ -328,7 +330,7 @@ spec:
 func TestFitZeroReplicas(t *testing.T) {
 	c, _ := kubeClients(twoNodes()...)
 	r := runFit(t, c, strings.Replace(trainerDeployment, "replicas: 3", "replicas: 0", 1), "-f", "-")
-	if r.code != ExitOK || !strings.HasPrefix(r.out, "No replicas to place: every object asks for 0.\n") {
+	if r.code != factory.ExitOK || !strings.HasPrefix(r.out, "No replicas to place: every object asks for 0.\n") {
 		t.Errorf("exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
 }
@@ -375,9 +377,9 @@ func TestFitReadsUncompressedUnlessAsked(t *testing.T) {
 		mu.Unlock()
 		var out, errOut bytes.Buffer
 		code := Run(context.Background(), append([]string{"--kubeconfig", kubeconfig, "fit", "-f", file}, c.flags...),
-			Environment{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }})
-		if code != ExitDoesNotFit || !strings.Contains(out.String(), "2 of 3 replicas fit now") {
-			t.Fatalf("fit %v: exit %d, want %d (2 of 3 replicas fit, on gpu-b); stdout:\n%s\nstderr:\n%s", c.flags, code, ExitDoesNotFit, out.String(), errOut.String())
+			factory.Environment{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }})
+		if code != factory.ExitDoesNotFit || !strings.Contains(out.String(), "2 of 3 replicas fit now") {
+			t.Fatalf("fit %v: exit %d, want %d (2 of 3 replicas fit, on gpu-b); stdout:\n%s\nstderr:\n%s", c.flags, code, factory.ExitDoesNotFit, out.String(), errOut.String())
 		}
 		mu.Lock()
 		if len(encodings) == 0 || slices.ContainsFunc(encodings, func(e string) bool { return e != c.want }) {
@@ -406,14 +408,14 @@ func TestFitPreemptsAsTheScheduler(t *testing.T) {
 	c, kube := kubeClients(objs...)
 	prod := strings.Replace(trainerDeployment, "      nodeSelector: {pool: train}\n", "      nodeSelector: {pool: train}\n      priorityClassName: production\n", 1)
 	r := runFit(t, c, prod, "-f", "-")
-	if r.code != ExitDoesNotFit || r.err != "" {
-		t.Fatalf("exit %d, stderr %q; want %d", r.code, r.err, ExitDoesNotFit)
+	if r.code != factory.ExitDoesNotFit || r.err != "" {
+		t.Fatalf("exit %d, stderr %q; want %d", r.code, r.err, factory.ExitDoesNotFit)
 	}
 	golden(t, "fit-preempt.golden", r.out)
 	assertNoWrites(t, kube)
 
 	r = runFit(t, c, prod, "-f", "-", "-o", "json")
-	var a fitAnswer
+	var a printer.Fit
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
@@ -424,12 +426,12 @@ func TestFitPreemptsAsTheScheduler(t *testing.T) {
 	// The holders run at the global default (batch, 10); a Deployment naming no class gets it
 	// too: no victims, as for the scheduler.
 	r = runFit(t, c, trainerDeployment, "-f", "-")
-	if r.code != ExitDoesNotFit || !strings.Contains(r.out, "No preemption victims found for incoming pod") {
+	if r.code != factory.ExitDoesNotFit || !strings.Contains(r.out, "No preemption victims found for incoming pod") {
 		t.Errorf("a Deployment of the default class: exit %d\n%s", r.code, r.out)
 	}
 
 	missing := strings.Replace(prod, "production", "platinum", 1)
-	if r = runFit(t, c, missing, "-f", "-"); r.code != ExitFitError || !strings.Contains(r.err, `PriorityClass "platinum" does not exist`) {
+	if r = runFit(t, c, missing, "-f", "-"); r.code != factory.ExitFitError || !strings.Contains(r.err, `PriorityClass "platinum" does not exist`) {
 		t.Errorf("a class that does not exist: exit %d, stderr %q", r.code, r.err)
 	}
 }

@@ -48,11 +48,12 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // cluster is the fake of one kubeconfig context: its API server's address and a clientset
 // serving inventories (the GpuInventory CRD installed when crd is true).
-func cluster(host string, crd bool, inventories ...*homelabv1.GpuInventory) *clients {
+func cluster(host string, crd bool, inventories ...*homelabv1.GpuInventory) *factory.Factory {
 	var objs []runtime.Object
 	for _, gi := range inventories {
 		objs = append(objs, gi.DeepCopy())
@@ -67,12 +68,12 @@ func cluster(host string, crd bool, inventories ...*homelabv1.GpuInventory) *cli
 			return true, nil, apierrors.NewGenericServerResponse(404, action.GetVerb(), homelabv1.Resource("gpuinventories"), "", "", 0, false)
 		})
 	}
-	return &clients{base: &rest.Config{Host: host}, warnings: io.Discard, gpu: fakeGPU{gpu}, discovery: disc}
+	return &factory.Factory{Base: &rest.Config{Host: host}, Warnings: io.Discard, FakeGPU: fakeGPU{gpu}, FakeDiscovery: disc}
 }
 
 // failing makes every request of verb on gpuinventories fail with err.
-func failing(c *clients, verb string, err error) *clients {
-	c.gpu.(fakeGPU).Clientset.PrependReactor(verb, "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
+func failing(c *factory.Factory, verb string, err error) *factory.Factory {
+	c.FakeGPU.(fakeGPU).Clientset.PrependReactor(verb, "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, err
 	})
 	return c
@@ -107,9 +108,9 @@ func fleetFixtures(t *testing.T) (prod, lab, edge *homelabv1.GpuInventory) {
 
 // fleetClients are the kubeconfig contexts of the fleet tests, current context prod, plus
 // the given extra ones.
-func fleetClients(t *testing.T, extra map[string]*clients) *clients {
+func fleetClients(t *testing.T, extra map[string]*factory.Factory) *factory.Factory {
 	prod, lab, edge := fleetFixtures(t)
-	fleet := map[string]*clients{
+	fleet := map[string]*factory.Factory{
 		"prod": cluster("https://prod.example:6443", true, prod),
 		"lab":  cluster("https://lab.example:6443", true, lab),
 		"edge": cluster("https://edge.example:6443", true, edge),
@@ -117,7 +118,7 @@ func fleetClients(t *testing.T, extra map[string]*clients) *clients {
 	for name, c := range extra {
 		fleet[name] = c
 	}
-	return &clients{fleet: fleet, currentContext: "prod", warnings: io.Discard}
+	return &factory.Factory{Contexts: fleet, CurrentContext: "prod", Warnings: io.Discard}
 }
 
 func TestFleetGolden(t *testing.T) {
@@ -137,7 +138,7 @@ func TestFleetGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), fleetClients(t, nil), tc.terminal, nil, tc.args...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, "fleet-"+tc.name+".golden", r.out)
@@ -159,11 +160,11 @@ func TestFleetPartial(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
 	slow := cluster("https://slow.example:6443", true)
-	slow.gpu.(fakeGPU).Clientset.PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
+	slow.FakeGPU.(fakeGPU).Clientset.PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 		<-hang // an API server that never answers
 		return true, nil, errors.New("unreachable")
 	})
-	extra := map[string]*clients{
+	extra := map[string]*factory.Factory{
 		"down":   failing(cluster("https://10.0.0.9:6443", true), "get", refused("https://10.0.0.9:6443")),
 		"nocrd":  cluster("https://nocrd.example:6443", false),
 		"denied": failing(cluster("https://denied.example:6443", true), "get", apierrors.NewForbidden(homelabv1.Resource("gpuinventories"), "cluster", errors.New(`User "dev" cannot get resource "gpuinventories"`))),
@@ -177,8 +178,8 @@ func TestFleetPartial(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %s: the silent cluster held the others up", took)
 	}
-	if r.code != ExitPartial {
-		t.Errorf("exit %d, want %d", r.code, ExitPartial)
+	if r.code != factory.ExitPartial {
+		t.Errorf("exit %d, want %d", r.code, factory.ExitPartial)
 	}
 	want := `error: context "down": cannot reach the API server at https://10.0.0.9:6443 (dial tcp: connect: connection refused)
 error: context "nocrd": the GpuInventory CRD is not installed
@@ -194,7 +195,7 @@ error: context "slow": no answer from the API server at https://slow.example:644
 
 	// -o json prints the clusters read, still with exit status 5.
 	r = runPlugin(context.Background(), fleetClients(t, extra), false, nil, "--context", "prod,down", "-o", "json")
-	if r.code != ExitPartial || r.err != `error: context "down": cannot reach the API server at https://10.0.0.9:6443 (dial tcp: connect: connection refused)`+"\n" {
+	if r.code != factory.ExitPartial || r.err != `error: context "down": cannot reach the API server at https://10.0.0.9:6443 (dial tcp: connect: connection refused)`+"\n" {
 		t.Errorf("-o json: exit %d, stderr %q", r.code, r.err)
 	}
 	if got := listContexts(t, r.out); strings.Join(got, ",") != "prod" {
@@ -230,7 +231,7 @@ func listContexts(t *testing.T, out string) []string {
 func TestFleetJSONAndYAMLAreListsOfTheInventories(t *testing.T) {
 	prod, lab, _ := fleetFixtures(t)
 	r := runPlugin(context.Background(), fleetClients(t, nil), false, nil, "--context", "lab,prod", "-o", "json")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if got := listContexts(t, r.out); strings.Join(got, ",") != "lab,prod" {
@@ -280,12 +281,12 @@ func TestFleetFetchesInParallel(t *testing.T) {
 	asked.Add(len(names))
 	all := make(chan struct{})
 	go func() { asked.Wait(); close(all) }()
-	fleet := map[string]*clients{}
+	fleet := map[string]*factory.Factory{}
 	_, _, edge := fleetFixtures(t)
 	for _, n := range names {
 		c := cluster("https://"+n+".example:6443", true, edge)
 		var once sync.Once
-		c.gpu.(fakeGPU).Clientset.PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
+		c.FakeGPU.(fakeGPU).Clientset.PrependReactor("get", "gpuinventories", func(clienttesting.Action) (bool, runtime.Object, error) {
 			once.Do(asked.Done)
 			select {
 			case <-all:
@@ -296,8 +297,8 @@ func TestFleetFetchesInParallel(t *testing.T) {
 		})
 		fleet[n] = c
 	}
-	r := runPlugin(context.Background(), &clients{fleet: fleet}, false, nil, "--all-contexts", "--cluster-timeout", "20s")
-	if r.code != ExitOK || r.err != "" {
+	r := runPlugin(context.Background(), &factory.Factory{Contexts: fleet}, false, nil, "--all-contexts", "--cluster-timeout", "20s")
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if !strings.Contains(r.out, "Clusters:        6 read") {
@@ -307,7 +308,7 @@ func TestFleetFetchesInParallel(t *testing.T) {
 
 func TestFleetExitCodes(t *testing.T) {
 	_, _, edge := fleetFixtures(t)
-	extra := map[string]*clients{
+	extra := map[string]*factory.Factory{
 		"down":  failing(cluster("https://10.0.0.9:6443", true), "get", refused("https://10.0.0.9:6443")),
 		"down2": failing(cluster("https://10.0.0.10:6443", true), "get", refused("https://10.0.0.10:6443")),
 		"edge2": cluster("https://edge2.example:6443", true, edge),
@@ -318,20 +319,20 @@ func TestFleetExitCodes(t *testing.T) {
 		// stderr: the start of what it must say (empty: nothing).
 		stderr string
 	}{
-		{[]string{"--context", "prod,lab"}, ExitOK, ""},
-		{[]string{"--context", "prod,lab", "--fail-on-degraded"}, ExitDegraded, ""},
-		{[]string{"--context", "edge,edge2", "--fail-on-degraded"}, ExitOK, ""},
-		{[]string{"--context", "edge,down", "--fail-on-degraded"}, ExitPartial, `error: context "down"`},
-		{[]string{"--context", "prod,down", "--fail-on-degraded"}, ExitPartial, `error: context "down"`},
-		{[]string{"--context", "prod,down", "--fail-on-degraded", "-o", "yaml"}, ExitPartial, `error: context "down"`},
-		{[]string{"--context", "down,down2"}, ExitError, "error: context \"down\": cannot reach the API server at https://10.0.0.9:6443 (dial tcp: connect: connection refused)\nerror: context \"down2\""},
-		{[]string{"--all-contexts", "--context", "prod"}, ExitError, "error: --all-contexts reads every context of the kubeconfig: give it or --context, not both"},
-		{[]string{"--context", "prod,nope"}, ExitError, `error: context "nope" is not in the kubeconfig; its contexts are: down, down2, edge, edge2, lab, prod`},
-		{[]string{"--context", "prod,lab", "--problems", "-o", "json"}, ExitError, "error: --problems filters tables"},
-		{[]string{"--context", "prod,lab", "--cluster-timeout", "0s"}, ExitError, "error: --cluster-timeout must be more than 0"},
-		{[]string{"nodes", "--context", "prod,lab"}, ExitError, "error: `kubectl gpuinv nodes` reads one cluster: give one --context"},
-		{[]string{"free", "--context", "prod", "--context", "lab"}, ExitError, "error: `kubectl gpuinv free` reads one cluster"},
-		{[]string{"list", "--all-contexts"}, ExitError, "error: unknown flag: --all-contexts"},
+		{[]string{"--context", "prod,lab"}, factory.ExitOK, ""},
+		{[]string{"--context", "prod,lab", "--fail-on-degraded"}, factory.ExitDegraded, ""},
+		{[]string{"--context", "edge,edge2", "--fail-on-degraded"}, factory.ExitOK, ""},
+		{[]string{"--context", "edge,down", "--fail-on-degraded"}, factory.ExitPartial, `error: context "down"`},
+		{[]string{"--context", "prod,down", "--fail-on-degraded"}, factory.ExitPartial, `error: context "down"`},
+		{[]string{"--context", "prod,down", "--fail-on-degraded", "-o", "yaml"}, factory.ExitPartial, `error: context "down"`},
+		{[]string{"--context", "down,down2"}, factory.ExitError, "error: context \"down\": cannot reach the API server at https://10.0.0.9:6443 (dial tcp: connect: connection refused)\nerror: context \"down2\""},
+		{[]string{"--all-contexts", "--context", "prod"}, factory.ExitError, "error: --all-contexts reads every context of the kubeconfig: give it or --context, not both"},
+		{[]string{"--context", "prod,nope"}, factory.ExitError, `error: context "nope" is not in the kubeconfig; its contexts are: down, down2, edge, edge2, lab, prod`},
+		{[]string{"--context", "prod,lab", "--problems", "-o", "json"}, factory.ExitError, "error: --problems filters tables"},
+		{[]string{"--context", "prod,lab", "--cluster-timeout", "0s"}, factory.ExitError, "error: --cluster-timeout must be more than 0"},
+		{[]string{"nodes", "--context", "prod,lab"}, factory.ExitError, "error: `kubectl gpuinv nodes` reads one cluster: give one --context"},
+		{[]string{"free", "--context", "prod", "--context", "lab"}, factory.ExitError, "error: `kubectl gpuinv free` reads one cluster"},
+		{[]string{"list", "--all-contexts"}, factory.ExitError, "error: unknown flag: --all-contexts"},
 	} {
 		r := runPlugin(context.Background(), fleetClients(t, extra), false, nil, tc.args...)
 		args := strings.Join(tc.args, " ")
@@ -341,7 +342,7 @@ func TestFleetExitCodes(t *testing.T) {
 		if !strings.HasPrefix(r.err, tc.stderr) || (tc.stderr == "") != (r.err == "") {
 			t.Errorf("kubectl gpuinv %s: stderr %q, want it to start with %q", args, r.err, tc.stderr)
 		}
-		if printed := r.out != ""; printed != (tc.want == ExitOK || tc.want == ExitDegraded || tc.want == ExitPartial) {
+		if printed := r.out != ""; printed != (tc.want == factory.ExitOK || tc.want == factory.ExitDegraded || tc.want == factory.ExitPartial) {
 			t.Errorf("kubectl gpuinv %s: exit %d with stdout %.200q", args, r.code, r.out)
 		}
 	}
@@ -353,7 +354,7 @@ func TestFleetExitCodes(t *testing.T) {
 func TestFleetFromAKubeconfig(t *testing.T) {
 	_, _, edge := fleetFixtures(t)
 	edge = edge.DeepCopy()
-	setKinds(edge)
+	factory.SetKinds(edge)
 	body, err := json.Marshal(edge)
 	if err != nil {
 		t.Fatal(err)
@@ -385,9 +386,9 @@ func TestFleetFromAKubeconfig(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), []string{"--kubeconfig", path, "--all-contexts", "--request-timeout", "300ms"},
-		Environment{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }})
-	if code != ExitPartial {
-		t.Errorf("exit %d, want %d; stderr:\n%s", code, ExitPartial, errOut.String())
+		factory.Environment{Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }})
+	if code != factory.ExitPartial {
+		t.Errorf("exit %d, want %d; stderr:\n%s", code, factory.ExitPartial, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
 	wants := []string{
@@ -410,7 +411,7 @@ func TestFleetFromAKubeconfig(t *testing.T) {
 
 func TestContextCompletion(t *testing.T) {
 	r := runPlugin(context.Background(), fleetClients(t, nil), false, nil, "__complete", "--context", "")
-	if r.code != ExitOK || !strings.HasPrefix(r.out, "edge\nlab\nprod\n:4\n") {
+	if r.code != factory.ExitOK || !strings.HasPrefix(r.out, "edge\nlab\nprod\n:4\n") {
 		t.Errorf("completion of --context: exit %d, output %q, want the kubeconfig's contexts", r.code, r.out)
 	}
 }

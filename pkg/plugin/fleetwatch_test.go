@@ -31,15 +31,18 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
 // watching runs the plugin with args in the background, its output in out and errOut; the
 // returned channel gives its exit code.
-func watching(ctx context.Context, c *clients, terminal bool, args ...string) (out, errOut *testenv.Buffer, done chan int) {
+func watching(ctx context.Context, c *factory.Factory, terminal bool, args ...string) (out, errOut *testenv.Buffer, done chan int) {
 	out, errOut, done = &testenv.Buffer{}, &testenv.Buffer{}, make(chan int, 1)
 	go func() {
-		done <- run(ctx, args, Environment{Out: out, ErrOut: errOut, Terminal: terminal,
+		done <- run(ctx, args, factory.Environment{Out: out, ErrOut: errOut, Terminal: terminal,
 			Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}, c)
 	}()
 	return out, errOut, done
@@ -59,17 +62,17 @@ func exitCode(t *testing.T, done chan int) int {
 
 // quickRetries makes the fleet watch retry a cluster at once, for the test's duration.
 func quickRetries(t *testing.T) {
-	first, most := retryFirst, retryMost
-	retryFirst, retryMost = 10*time.Millisecond, 10*time.Millisecond
-	t.Cleanup(func() { retryFirst, retryMost = first, most })
+	first, most := status.RetryFirst, status.RetryMost
+	status.RetryFirst, status.RetryMost = 10*time.Millisecond, 10*time.Millisecond
+	t.Cleanup(func() { status.RetryFirst, status.RetryMost = first, most })
 }
 
 // Without a terminal, --watch over several contexts prints a line per change: a new state of
 // an inventory, a deletion, a cluster lost and one back.
 func TestFleetWatchLines(t *testing.T) {
 	c := fleetClients(t, nil)
-	prod := c.fleet["prod"].gpu.(fakeGPU).Clientset
-	lab := c.fleet["lab"].gpu.(fakeGPU).Clientset
+	prod := c.Contexts["prod"].FakeGPU.(fakeGPU).Clientset
+	lab := c.Contexts["lab"].FakeGPU.(fakeGPU).Clientset
 	// prod's first watch is the test's to end; the next finds nothing listening (one failure:
 	// client-go's retries back off from 0.8 s, with jitter).
 	first := watch.NewFake()
@@ -124,7 +127,7 @@ func TestFleetWatchLines(t *testing.T) {
 	}
 	waitForOutput(t, out, statusTime.Add(2*time.Hour).Format(time.RFC3339)+" [lab]")
 	cancel()
-	if code := exitCode(t, done); code != ExitOK {
+	if code := exitCode(t, done); code != factory.ExitOK {
 		t.Errorf("exit %d after cancel with every cluster read, stderr %q", code, errOut.String())
 	}
 	if errOut.String() != "" {
@@ -141,7 +144,7 @@ func TestFleetWatchTerminalRetriesAClusterDownAtTheStart(t *testing.T) {
 	late := cluster("https://late.example:6443", true, edge)
 	var mu sync.Mutex
 	lists := 0
-	late.gpu.(fakeGPU).Clientset.PrependReactor("*", "gpuinventories", func(action clienttesting.Action) (bool, runtime.Object, error) {
+	late.FakeGPU.(fakeGPU).Clientset.PrependReactor("*", "gpuinventories", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -153,16 +156,16 @@ func TestFleetWatchTerminalRetriesAClusterDownAtTheStart(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	c := fleetClients(t, map[string]*clients{"late": late})
+	c := fleetClients(t, map[string]*factory.Factory{"late": late})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out, errOut, done := watching(ctx, c, true, "--context", "prod,lab,late", "--watch")
 	waitForOutput(t, out, "Clusters:        3 read")
 	cancel()
-	if code := exitCode(t, done); code != ExitOK {
+	if code := exitCode(t, done); code != factory.ExitOK {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
-	screens := strings.Split(out.String(), clearScreen)
+	screens := strings.Split(out.String(), printer.ClearScreen)
 	for i := range screens {
 		screens[i] = ansi.ReplaceAllString(screens[i], "")
 	}
@@ -176,7 +179,7 @@ func TestFleetWatchTerminalRetriesAClusterDownAtTheStart(t *testing.T) {
 // be read (before 3, with --fail-on-degraded), 1 when none could be read at the start.
 func TestFleetWatchExitCodes(t *testing.T) {
 	quickRetries(t)
-	down := func() *clients {
+	down := func() *factory.Factory {
 		return failing(cluster("https://10.0.0.9:6443", true), "*", refused("https://10.0.0.9:6443"))
 	}
 	for _, tc := range []struct {
@@ -184,11 +187,11 @@ func TestFleetWatchExitCodes(t *testing.T) {
 		want int
 		wait string // printed before the watch is stopped
 	}{
-		{[]string{"--context", "prod,down", "--watch", "--fail-on-degraded"}, ExitPartial, "[down] cannot reach"},
-		{[]string{"--context", "prod,lab", "--watch", "--fail-on-degraded"}, ExitDegraded, "[lab] cluster"},
-		{[]string{"--context", "edge,lab", "--watch"}, ExitOK, "[lab] cluster"},
+		{[]string{"--context", "prod,down", "--watch", "--fail-on-degraded"}, factory.ExitPartial, "[down] cannot reach"},
+		{[]string{"--context", "prod,lab", "--watch", "--fail-on-degraded"}, factory.ExitDegraded, "[lab] cluster"},
+		{[]string{"--context", "edge,lab", "--watch"}, factory.ExitOK, "[lab] cluster"},
 	} {
-		c := fleetClients(t, map[string]*clients{"down": down()})
+		c := fleetClients(t, map[string]*factory.Factory{"down": down()})
 		ctx, cancel := context.WithCancel(context.Background())
 		out, errOut, done := watching(ctx, c, false, tc.args...)
 		waitForOutput(t, out, tc.wait)
@@ -197,9 +200,9 @@ func TestFleetWatchExitCodes(t *testing.T) {
 			t.Errorf("kubectl gpuinv %s: exit %d, want %d (stderr %q)", strings.Join(tc.args, " "), code, tc.want, errOut.String())
 		}
 	}
-	c := fleetClients(t, map[string]*clients{"down": down(), "down2": down()})
+	c := fleetClients(t, map[string]*factory.Factory{"down": down(), "down2": down()})
 	r := runPlugin(context.Background(), c, false, nil, "--context", "down,down2", "--watch")
-	if r.code != ExitError || strings.Count(r.err, "cannot reach the API server") != 2 || r.out != "" {
+	if r.code != factory.ExitError || strings.Count(r.err, "cannot reach the API server") != 2 || r.out != "" {
 		t.Errorf("watch with no cluster read: exit %d, stdout %q, stderr %q; want exit 1 and a line per cluster on stderr", r.code, r.out, r.err)
 	}
 }
@@ -212,7 +215,7 @@ func TestFleetWatchJSON(t *testing.T) {
 	out, errOut, done := watching(ctx, c, false, "--context", "lab,edge", "--watch", "-o", "json")
 	waitForOutput(t, out, `"gpuinv.homelab.youngju.dev/context": "edge"`)
 	cancel()
-	if code := exitCode(t, done); code != ExitOK {
+	if code := exitCode(t, done); code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 	dec := json.NewDecoder(strings.NewReader(out.String()))

@@ -19,7 +19,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -29,11 +28,13 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // freeClients serve the mixed fleet's inventory with what allocatedFleet's pods hold.
-func freeClients(t *testing.T) *clients {
+func freeClients(t *testing.T) *factory.Factory {
 	t.Helper()
 	nodes, pods, claims := allocatedFleet()
 	return fakeClients(t, nodes, true, allocatedInventory(t, "cluster", nodes, mixedFleetPrevious, pods, claims, 0))
@@ -63,16 +64,16 @@ func bigPool() *homelabv1.GpuInventory {
 func TestFreeGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		clients func(*testing.T) *clients
+		clients func(*testing.T) *factory.Factory
 		args    []string
 		code    int
 	}{
-		{"free", freeClients, nil, ExitOK},
-		{"free-count-3", freeClients, []string{"--count", "3"}, ExitOK},
-		{"free-none-fits", freeClients, []string{"--model", "h100", "--count", "5"}, ExitNoFit},
-		{"free-json", freeClients, []string{"--model", "NVIDIA H100 80GB HBM3", "--count", "2", "-o", "json"}, ExitOK},
-		{"free-none-fits-json", freeClients, []string{"--count", "9", "-o", "json"}, ExitNoFit},
-		{"free-range", func(t *testing.T) *clients { return fakeClients(t, nil, true, bigPool()) }, []string{"big", "--count", "5"}, ExitOK},
+		{"free", freeClients, nil, factory.ExitOK},
+		{"free-count-3", freeClients, []string{"--count", "3"}, factory.ExitOK},
+		{"free-none-fits", freeClients, []string{"--model", "h100", "--count", "5"}, factory.ExitNoFit},
+		{"free-json", freeClients, []string{"--model", "NVIDIA H100 80GB HBM3", "--count", "2", "-o", "json"}, factory.ExitOK},
+		{"free-none-fits-json", freeClients, []string{"--count", "9", "-o", "json"}, factory.ExitNoFit},
+		{"free-range", func(t *testing.T) *factory.Factory { return fakeClients(t, nil, true, bigPool()) }, []string{"big", "--count", "5"}, factory.ExitOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients(t), false, nil, append([]string{"free"}, tc.args...)...)
@@ -87,10 +88,10 @@ func TestFreeGolden(t *testing.T) {
 // The JSON answer says what the table says, for scripts.
 func TestFreeJSON(t *testing.T) {
 	r := runPlugin(context.Background(), freeClients(t), false, nil, "free", "--count", "3", "-o", "json")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	var got freeAnswer
+	var got printer.Free
 	if err := json.Unmarshal([]byte(r.out), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -112,15 +113,15 @@ func TestFreeErrors(t *testing.T) {
 	home := fixtures.HomeLab()
 	for _, tc := range []struct {
 		name    string
-		clients func(*testing.T) *clients
+		clients func(*testing.T) *factory.Factory
 		args    []string
 		want    string
 	}{
-		{"no allocation", func(t *testing.T) *clients {
+		{"no allocation", func(t *testing.T) *factory.Factory {
 			return fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil))
 		}, nil,
 			"error: GpuInventory \"cluster\" does not say which GPUs are free: the operator does not read pods (it runs with --allocation=false, or predates allocation); `kubectl gpuinv who` lists the pods holding GPUs from the pods themselves\n"},
-		{"not reported", func(t *testing.T) *clients {
+		{"not reported", func(t *testing.T) *factory.Factory {
 			return fakeClients(t, home, true, &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "new", ResourceVersion: "1"}})
 		}, []string{"new"}, "error: GpuInventory \"new\" has no status yet: is the operator running?\n"},
 		{"unknown model", freeClients, []string{"--model", "b200"},
@@ -128,120 +129,32 @@ func TestFreeErrors(t *testing.T) {
 		{"no such inventory", freeClients, []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
 		{"count 0", freeClients, []string{"--count", "0"}, "error: --count must be at least 1\nSee 'kubectl gpuinv --help' for usage.\n"},
 		{"wide", freeClients, []string{"-o", "wide"}, "error: unknown output format \"wide\": use json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
-		{"no CRD", func(t *testing.T) *clients { return fakeClients(t, home, false) }, nil, "error: " + CRDNotInstalled + "\n"},
+		{"no CRD", func(t *testing.T) *factory.Factory { return fakeClients(t, home, false) }, nil, "error: " + factory.CRDNotInstalled + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients(t), false, nil, append([]string{"free"}, tc.args...)...)
-			if r.code != ExitError || r.err != tc.want || r.out != "" {
+			if r.code != factory.ExitError || r.err != tc.want || r.out != "" {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout and:\n%s", r.code, r.out, r.err, tc.want)
 			}
 		})
 	}
 }
 
-func TestMatchModels(t *testing.T) {
-	models := []homelabv1.GpuModel{{Product: ""}, {Product: "NVIDIA-A100-80GB-PCIe"}, {Product: "NVIDIA-A100-SXM4-40GB"},
-		{Product: "NVIDIA-H100-80GB-HBM3"}, {Product: "NVIDIA-L4"}, {Product: "NVIDIA-L40S"}}
-	for _, tc := range []struct {
-		model string
-		want  []string
-	}{
-		{"", []string{"", "NVIDIA-A100-80GB-PCIe", "NVIDIA-A100-SXM4-40GB", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4", "NVIDIA-L40S"}},
-		{"h100", []string{"NVIDIA-H100-80GB-HBM3"}},
-		{"nvidia-h100-80gb-hbm3", []string{"NVIDIA-H100-80GB-HBM3"}},
-		{"NVIDIA H100 80GB HBM3", []string{"NVIDIA-H100-80GB-HBM3"}},        // DRA's productName
-		{" NVIDIA H100 80GB HBM3 ", []string{"NVIDIA-H100-80GB-HBM3"}},      // as pasted
-		{"NVIDIA-H100-80GB-HBM3-SHARED", []string{"NVIDIA-H100-80GB-HBM3"}}, // a variant's label
-		{"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", []string{"NVIDIA-A100-SXM4-40GB"}},
-		{"A100", []string{"NVIDIA-A100-80GB-PCIe", "NVIDIA-A100-SXM4-40GB"}},
-		{"NVIDIA-L4", []string{"NVIDIA-L4"}}, // equal wins over containing (L40S)
-		{"l4", []string{"NVIDIA-L4", "NVIDIA-L40S"}},
-	} {
-		got, err := matchModels(models, tc.model)
-		if err != nil {
-			t.Errorf("--model %q: %v", tc.model, err)
-			continue
-		}
-		var names []string
-		for _, m := range got {
-			names = append(names, m.Product)
-		}
-		if diff := cmp.Diff(tc.want, names); diff != "" {
-			t.Errorf("--model %q picks (-want +got):\n%s", tc.model, diff)
-		}
-	}
-	// A model that matches nothing names the models, and says when some are folded.
-	folded := append(models[1:3:3], homelabv1.GpuModel{Product: inventory.OtherModels})
-	_, err := matchModels(folded, "b200")
-	want := `no GPU model matches "b200" (models: NVIDIA-A100-80GB-PCIe, NVIDIA-A100-SXM4-40GB, <other models>; the smallest models are folded into <other models>, which --model cannot pick)`
-	if err == nil || err.Error() != want {
-		t.Errorf("error %v, want %s", err, want)
-	}
-}
-
-// frees are listed nodes n-0, n-1, ... with these free GPUs.
-func frees(free ...int32) []homelabv1.NodeFree {
-	var out []homelabv1.NodeFree
-	for i, f := range free {
-		out = append(out, homelabv1.NodeFree{Name: fmt.Sprintf("n-%d", i), FreeGpus: f})
-	}
-	return out
-}
-
-func TestNodesWithFree(t *testing.T) {
-	// 20 nodes with a free GPU, 12 with 2, 7 with 4, 2 with 8; the most: 8, 8, 6.
-	fit := &homelabv1.GpuFit{NodesWith1Free: 20, NodesWith2Free: 12, NodesWith4Free: 7, NodesWith8Free: 2,
-		Most: []homelabv1.NodeFree{{Name: "a", FreeGpus: 8}, {Name: "b", FreeGpus: 8}, {Name: "c", FreeGpus: 6}}}
-	few := &homelabv1.GpuFit{NodesWith1Free: 2, NodesWith2Free: 2, NodesWith4Free: 1,
-		Most: []homelabv1.NodeFree{{Name: "a", FreeGpus: 5}, {Name: "b", FreeGpus: 3}}}
-	for _, tc := range []struct {
-		name     string
-		fit      *homelabv1.GpuFit
-		listed   []homelabv1.NodeFree
-		complete bool
-		n        int32
-		lo, hi   int32
-	}{
-		{"no free GPU", nil, nil, false, 1, 0, 0},
-		{"bucket 1", fit, nil, false, 1, 20, 20},
-		{"bucket 2", fit, nil, false, 2, 12, 12},
-		{"bucket 4", fit, nil, false, 4, 7, 7},
-		{"bucket 8", fit, nil, false, 8, 2, 2},
-		{"more than the most free", fit, nil, false, 9, 0, 0},
-		{"3: at least the 4s, at most the 2s", fit, nil, false, 3, 7, 12},
-		{"5: at least the named nodes, at most the 4s", fit, nil, false, 5, 3, 7},
-		{"6: listed nodes raise the lower bound", fit, frees(6, 7, 0), false, 6, 5, 7},
-		{"6: enough listed nodes make it exact", fit, frees(6, 7, 6, 6, 0), false, 6, 7, 7},
-		{"6: a node both named and listed counts once", fit, []homelabv1.NodeFree{{Name: "c", FreeGpus: 6}, {Name: "x", FreeGpus: 7}}, false, 6, 4, 7},
-		{"7: at least the 8s and the named 8s", fit, nil, false, 7, 2, 7},
-		{"complete list: exact", fit, frees(8, 8, 6, 5, 5, 3, 0), true, 5, 5, 5},
-		{"complete list, bucket: the summary", fit, frees(8), true, 4, 7, 7},
-		{"fewer named than the limit: the named are all", few, nil, false, 3, 2, 2},
-		{"fewer named: 5", few, nil, false, 5, 1, 1},
-		{"fewer named: 6", few, nil, false, 6, 0, 0},
-	} {
-		lo, hi := nodesWithFree(tc.fit, tc.listed, tc.complete, tc.n)
-		if lo != tc.lo || hi != tc.hi {
-			t.Errorf("%s: nodes with %d free: %d-%d, want %d-%d", tc.name, tc.n, lo, hi, tc.lo, tc.hi)
-		}
-	}
-}
-
 // free reads one object: the inventory, and nothing else.
 func TestFreeReadsOneObject(t *testing.T) {
 	nodes, pods, claims := allocatedFleet()
-	server := &nodeServer{nodes: nodes, pods: pods, claims: claims}
+	server := &plugintest.NodeServer{Nodes: nodes, Pods: pods, Claims: claims}
 	c := fakeClientsServing(t, server, true, allocatedInventory(t, "cluster", nodes, mixedFleetPrevious, pods, claims, 0))
-	gpu := c.gpu.(interface{ Actions() []clienttesting.Action })
+	gpu := c.FakeGPU.(interface{ Actions() []clienttesting.Action })
 	r := runPlugin(context.Background(), c, false, nil, "free", "--model", "h100", "--count", "4")
-	if r.code != ExitOK || !strings.Contains(r.out, "A job of 4 GPUs fits on 2 nodes now.") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "A job of 4 GPUs fits on 2 nodes now.") {
 		t.Fatalf("exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
 	var got []string
 	for _, a := range gpu.Actions() {
 		got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
 	}
-	if diff := cmp.Diff([]string{"get gpuinventories"}, got); diff != "" || len(server.listRequests()) != 0 {
-		t.Errorf("requests besides one GET of the inventory: %d lists, API calls (-want +got):\n%s", len(server.listRequests()), diff)
+	if diff := cmp.Diff([]string{"get gpuinventories"}, got); diff != "" || len(server.ListRequests()) != 0 {
+		t.Errorf("requests besides one GET of the inventory: %d lists, API calls (-want +got):\n%s", len(server.ListRequests()), diff)
 	}
 }

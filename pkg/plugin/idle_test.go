@@ -28,6 +28,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // idleUsage is usage on the mixed fleet: a notebook idle on 2 H100s for 7 hours, a job stuck
@@ -77,7 +78,7 @@ func TestIdleGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), fakeClients(t, nil, true, tc.inv), false, nil, append([]string{"idle"}, tc.args...)...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -89,23 +90,23 @@ func TestIdleGolden(t *testing.T) {
 // stdout and the reason on stderr.
 func TestIdleJSON(t *testing.T) {
 	c := fakeClients(t, nil, true, usageInventory(idleUsage(), usageRead))
-	c.gpu.(fakeGPU).Clientset.ClearActions()
+	c.FakeGPU.(fakeGPU).Clientset.ClearActions()
 	r := runPlugin(context.Background(), c, false, nil, "idle", "-o", "json")
 	var got homelabv1.GpuUsage
-	if err := json.Unmarshal([]byte(r.out), &got); err != nil || r.code != ExitOK {
+	if err := json.Unmarshal([]byte(r.out), &got); err != nil || r.code != factory.ExitOK {
 		t.Fatalf("exit %d, output %q: %v", r.code, r.out, err)
 	}
 	if diff := cmp.Diff(idleUsage(), &got); diff != "" {
 		t.Errorf("-o json (-want +got):\n%s", diff)
 	}
-	if n := len(c.gpu.(fakeGPU).Clientset.Actions()); n != 1 {
+	if n := len(c.FakeGPU.(fakeGPU).Clientset.Actions()); n != 1 {
 		t.Errorf("idle made %d calls, want one GET", n)
 	}
 	r = runPlugin(context.Background(), fakeClients(t, nil, true, usageInventory(nil)), false, nil, "idle", "-o", "json")
-	if r.code != ExitOK || strings.TrimSpace(r.out) == "" || !strings.Contains(r.err, "--prometheus-url") {
+	if r.code != factory.ExitOK || strings.TrimSpace(r.out) == "" || !strings.Contains(r.err, "--prometheus-url") {
 		t.Errorf("no usage, -o json: exit %d, stdout %q, stderr %q; want an empty object and the reason", r.code, r.out, r.err)
 	}
-	if r := runPlugin(context.Background(), c, false, nil, "idle", "-o", "wide"); r.code == ExitOK || !strings.Contains(r.err, `unknown output format "wide"`) {
+	if r := runPlugin(context.Background(), c, false, nil, "idle", "-o", "wide"); r.code == factory.ExitOK || !strings.Contains(r.err, `unknown output format "wide"`) {
 		t.Errorf("-o wide: exit %d, stderr %q; want a usage error", r.code, r.err)
 	}
 }

@@ -18,6 +18,7 @@ package plugin
 
 import (
 	gocmp "cmp"
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -35,6 +36,8 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/capacity"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto/prototest"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
 )
 
 // mixedCluster is 26 nodes; 24 in three pools (label pool) of three products (label product):
@@ -232,18 +235,18 @@ spec:
  "spec": {"containers": [{"name": "main", "image": "cuda:12", "resources": {"limits": {"nvidia.com/gpu": 3, "cpu": 30}}}]}}`,
 }
 
-// What loadCluster reads for a question answers it as the whole cluster does: why's and
+// What Load reads for a question answers it as the whole cluster does: why's and
 // fit's outputs, for people and as JSON, are the same with either, pods listed node by node
 // or all at once.
 func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 	objs := mixedCluster(t)
-	defer func(limit int) { maxNodeLists = limit }(maxNodeLists)
-	for _, limit := range []int{maxNodeLists, 0} {
-		maxNodeLists = limit
+	defer func(limit int) { simulate.MaxNodeLists = limit }(simulate.MaxNodeLists)
+	for _, limit := range []int{simulate.MaxNodeLists, 0} {
+		simulate.MaxNodeLists = limit
 		for _, output := range []string{"", "json"} {
 			for _, pod := range []string{"pinned", "affinity", "anywhere", "tolerant", "templated", "shared", "mig"} {
 				t.Run(fmt.Sprintf("why %s -o %q, %d node lists at most", pod, output, limit), func(t *testing.T) {
-					run := func(c *clients) result {
+					run := func(c *factory.Factory) result {
 						return runPlugin(t.Context(), c, false, nil, "why", "-n", "ml", pod, "-o", output)
 					}
 					compareLoads(t, objs, run)
@@ -251,22 +254,22 @@ func TestLoadClusterAnswersAsTheWholeCluster(t *testing.T) {
 			}
 			for name, file := range mixedFit {
 				t.Run(fmt.Sprintf("fit %s -o %q, %d node lists at most", name, output, limit), func(t *testing.T) {
-					compareLoads(t, objs, func(c *clients) result { return runFit(t, c, file, "-f", "-", "-n", "ml", "-o", output) })
+					compareLoads(t, objs, func(c *factory.Factory) result { return runFit(t, c, file, "-f", "-", "-n", "ml", "-o", output) })
 				})
 			}
 		}
 	}
 }
 
-// compareLoads runs run with loadCluster and with loadWhole over objs and compares what it
+// compareLoads runs run with Load and with loadWhole over objs and compares what it
 // printed and its exit code.
-func compareLoads(t *testing.T, objs []runtime.Object, run func(*clients) result) {
+func compareLoads(t *testing.T, objs []runtime.Object, run func(*factory.Factory) result) {
 	t.Helper()
 	fast, _ := kubeClients(objs...)
 	whole, _ := kubeClients(objs...)
-	whole.load = loadWhole
+	setLoad(t, whole, loadWhole)
 	want := run(whole)
-	if want.code != ExitOK && want.code != ExitDoesNotFit {
+	if want.code != factory.ExitOK && want.code != factory.ExitDoesNotFit {
 		t.Fatalf("with the whole cluster: exit %d, stderr %q", want.code, want.err)
 	}
 	if diff := cmp.Diff(want, run(fast), cmp.AllowUnexported(result{})); diff != "" {
@@ -274,22 +277,22 @@ func compareLoads(t *testing.T, objs []runtime.Object, run func(*clients) result
 	}
 }
 
-// What loadCluster reads from an API server (Nodes from a WatchList, else a list; pods,
+// What Load reads from an API server (Nodes from a WatchList, else a list; pods,
 // slices and claims as protobuf streams, decoded by hand) is what it reads through a
 // clientset, pods listed node by node or all at once (in one list, or namespace by
 // namespace where namespaces may be listed).
 func TestLoadClusterFromAnAPIServer(t *testing.T) {
 	objs := mixedCluster(t)
-	questions := map[string]question{"pinned": {}, "templated": {}, "mig": {freeDevices: true}}
+	questions := map[string]simulate.Question{"pinned": {}, "templated": {}, "mig": {FreeDevices: true}}
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
 			if q, ok := questions[p.Name]; ok {
-				q.pods = []*corev1.Pod{p}
+				q.Pods = []*corev1.Pod{p}
 				questions[p.Name] = q
 			}
 		}
 	}
-	defer func(limit int) { maxNodeLists = limit }(maxNodeLists)
+	defer func(limit int) { simulate.MaxNodeLists = limit }(simulate.MaxNodeLists)
 	namespaces := map[string]bool{}
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok {
@@ -317,18 +320,18 @@ func TestLoadClusterFromAnAPIServer(t *testing.T) {
 		}
 		for name, q := range questions {
 			for _, limit := range []int{1000, 0} {
-				maxNodeLists = limit
+				simulate.MaxNodeLists = limit
 				fake, _ := kubeClients(objs...)
-				want, err := loadCluster(t.Context(), fake, q)
+				want, err := simulate.Load(t.Context(), fake, q)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := loadCluster(t.Context(), &clients{base: server.Config(), warnings: io.Discard}, q)
+				got, err := simulate.Load(t.Context(), &factory.Factory{Base: server.Config(), Warnings: io.Discard}, q)
 				if err != nil {
 					t.Fatalf("%s, WatchList %t, %d node lists: %v", name, watchList, limit, err)
 				}
 				if diff := cmp.Diff(sortedLoad(want), sortedLoad(got), equalObjects, cmpopts.IgnoreFields(metav1.ObjectMeta{}, "ResourceVersion"),
-					cmp.AllowUnexported(loaded{}, rejection{}, capacity.Usage{})); diff != "" {
+					cmp.AllowUnexported(simulate.Loaded{}, simulate.Rejection{}, capacity.Usage{})); diff != "" {
 					t.Errorf("%s, WatchList %t, %d node lists (-clientset +API server):\n%s", name, watchList, limit, diff)
 				}
 			}
@@ -339,11 +342,11 @@ func TestLoadClusterFromAnAPIServer(t *testing.T) {
 var deviceClasses = prototest.Resource{GroupVersionKind: resourcev1.SchemeGroupVersion.WithKind("DeviceClass"), Name: "deviceclasses"}
 
 // sortedLoad sorts what l holds by name, for comparing what was read in another order.
-func sortedLoad(l loaded) loaded {
+func sortedLoad(l simulate.Loaded) simulate.Loaded {
 	byName := func(a, b metav1.Object) int {
 		return gocmp.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
 	}
-	c := l.cluster
+	c := l.Cluster
 	slices.SortFunc(c.Nodes, func(a, b *corev1.Node) int { return byName(a, b) })
 	slices.SortFunc(c.Pods, func(a, b *corev1.Pod) int { return byName(a, b) })
 	slices.SortFunc(c.Slices, func(a, b *resourcev1.ResourceSlice) int { return byName(a, b) })
@@ -351,3 +354,14 @@ func sortedLoad(l loaded) loaded {
 	slices.SortFunc(c.Classes, func(a, b *resourcev1.DeviceClass) int { return byName(a, b) })
 	return l
 }
+
+// setLoad makes Load read the cluster with load for c until the test ends.
+func setLoad(t *testing.T, c *factory.Factory, load func(context.Context, *factory.Factory, simulate.Question) (simulate.Loaded, error)) {
+	testLoads.Store(c, load)
+	t.Cleanup(func() { testLoads.Delete(c) })
+}
+
+// equalObjects compares decoded objects: quantities by value, nil and empty alike, without
+// the type (a list's items do not carry it).
+var equalObjects = cmp.Options{cmpopts.EquateEmpty(), cmpopts.IgnoreTypes(metav1.TypeMeta{}),
+	cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })}

@@ -39,6 +39,8 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 )
 
 // recordsOf returns the GpuNode records the operator keeps for nodes: each GPU node's identity,
@@ -90,16 +92,16 @@ func recordedFleet() ([]*corev1.Node, []*homelabv1.GpuNode) {
 }
 
 // nodesClients serves nodes and the GpuNode records, both CRDs installed.
-func nodesClients(t *testing.T, nodes []*corev1.Node, records []*homelabv1.GpuNode) *clients {
+func nodesClients(t *testing.T, nodes []*corev1.Node, records []*homelabv1.GpuNode) *factory.Factory {
 	t.Helper()
 	c := fakeClients(t, nodes, true)
-	gpu := c.gpu.(fakeGPU).Clientset
+	gpu := c.FakeGPU.(fakeGPU).Clientset
 	for _, r := range records {
 		if err := gpu.Tracker().Add(r.DeepCopy()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	disc := c.discovery.(*fakediscovery.FakeDiscovery)
+	disc := c.FakeDiscovery.(*fakediscovery.FakeDiscovery)
 	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "gpunodes", Kind: "GpuNode"})
 	return c
 }
@@ -121,7 +123,7 @@ func TestNodesGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), nodesClients(t, nodes, records), tc.terminal, nil, append([]string{"nodes"}, tc.args...)...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -140,7 +142,7 @@ func TestNodesJoinsReadinessAndFilters(t *testing.T) {
 	nodes, records := recordedFleet()
 	c := nodesClients(t, nodes, records)
 	r := runPlugin(context.Background(), c, false, nil, "nodes")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	ready := map[string]string{}
@@ -162,7 +164,7 @@ func TestNodesJoinsReadinessAndFilters(t *testing.T) {
 	names := func(args ...string) []string {
 		t.Helper()
 		r := runPlugin(context.Background(), c, false, nil, append([]string{"nodes", "-o", "json"}, args...)...)
-		if r.code != ExitOK {
+		if r.code != factory.ExitOK {
 			t.Fatalf("nodes -o json %v: exit %d, stderr %q", args, r.code, r.err)
 		}
 		var list homelabv1.GpuNodeList
@@ -227,17 +229,17 @@ func pagedGpuNodes(gpu *gpufake.Clientset, records []*homelabv1.GpuNode, limits 
 func TestNodesReadsBothListsInPages(t *testing.T) {
 	nodes := fixtures.Fleet(25)
 	records := recordsOf(nodes, nil)
-	server := &nodeServer{nodes: nodes}
+	server := &plugintest.NodeServer{Nodes: nodes}
 	c := fakeClientsServing(t, server, true)
 	var limits []int64
-	pagedGpuNodes(c.gpu.(fakeGPU).Clientset, records, &limits)
+	pagedGpuNodes(c.FakeGPU.(fakeGPU).Clientset, records, &limits)
 	r := runPlugin(context.Background(), c, false, nil, "nodes", "--chunk-size", "10")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	var nodeLimits []int64
-	for _, req := range server.listRequests() {
-		nodeLimits = append(nodeLimits, req.limit)
+	for _, req := range server.ListRequests() {
+		nodeLimits = append(nodeLimits, req.Limit)
 	}
 	if want := []int64{10, 10, 10}; !cmp.Equal(nodeLimits, want) {
 		t.Errorf("node list requests with limits %v, want %v", nodeLimits, want)
@@ -256,18 +258,18 @@ func TestNodesReadsBothListsInPages(t *testing.T) {
 }
 
 func TestNodesEmptyListReadsNoNodes(t *testing.T) {
-	server := &nodeServer{nodes: fixtures.HomeLab()}
+	server := &plugintest.NodeServer{Nodes: fixtures.HomeLab()}
 	c := nodesClients(t, nil, nil)
-	c.base = server.start(t)
+	c.Base = server.Start(t)
 	r := runPlugin(context.Background(), c, false, nil, "nodes")
-	if want := "No GpuNode records: the operator has not recorded any GPU node"; r.code != ExitOK || !strings.HasPrefix(r.out, want) {
+	if want := "No GpuNode records: the operator has not recorded any GPU node"; r.code != factory.ExitOK || !strings.HasPrefix(r.out, want) {
 		t.Errorf("exit %d, stderr %q, output %q; want exit 0 and %q...", r.code, r.err, r.out, want)
 	}
-	if n := len(server.listRequests()); n != 0 {
+	if n := len(server.ListRequests()); n != 0 {
 		t.Errorf("%d node list requests without any record, want none", n)
 	}
 	r = runPlugin(context.Background(), c, false, nil, "nodes", "-o", "json")
-	if want := `"items": []`; r.code != ExitOK || !strings.Contains(r.out, want) {
+	if want := `"items": []`; r.code != factory.ExitOK || !strings.Contains(r.out, want) {
 		t.Errorf("-o json of no records: exit %d, output %q; want %q", r.code, r.out, want)
 	}
 }
@@ -275,35 +277,35 @@ func TestNodesEmptyListReadsNoNodes(t *testing.T) {
 func TestNodesErrorMessagesSayWhatToDo(t *testing.T) {
 	nodes, records := recordedFleet()
 	// olderOperator serves GpuInventories but not GpuNodes, as an operator from before the records.
-	olderOperator := func() *clients {
+	olderOperator := func() *factory.Factory {
 		c := fakeClients(t, nodes, true)
-		c.gpu.(fakeGPU).Clientset.PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		c.FakeGPU.(fakeGPU).Clientset.PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, action.GetVerb(), homelabv1.Resource("gpunodes"), "", "", 0, false)
 		})
 		return c
 	}
-	noCRDs := func() *clients {
+	noCRDs := func() *factory.Factory {
 		c := fakeClients(t, nodes, false)
-		c.gpu.(fakeGPU).Clientset.PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		c.FakeGPU.(fakeGPU).Clientset.PrependReactor("*", "gpunodes", func(action clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewGenericServerResponse(http.StatusNotFound, action.GetVerb(), homelabv1.Resource("gpunodes"), "", "", 0, false)
 		})
 		return c
 	}
-	forbiddenRecords := func() *clients {
+	forbiddenRecords := func() *factory.Factory {
 		c := nodesClients(t, nodes, records)
-		c.gpu.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		c.FakeGPU.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(homelabv1.Resource("gpunodes"), "", nil)
 		})
 		return c
 	}
-	forbiddenNodes := func() *clients {
+	forbiddenNodes := func() *factory.Factory {
 		c := nodesClients(t, nodes, records)
-		c.base = (&nodeServer{fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}).start(t)
+		c.Base = (&plugintest.NodeServer{Fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}).Start(t)
 		return c
 	}
 	for _, tc := range []struct {
 		name    string
-		clients *clients
+		clients *factory.Factory
 		args    []string
 		want    string
 	}{
@@ -319,8 +321,8 @@ func TestNodesErrorMessagesSayWhatToDo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients, false, nil, append([]string{"nodes"}, tc.args...)...)
-			if r.code != ExitError {
-				t.Errorf("exit %d, want %d", r.code, ExitError)
+			if r.code != factory.ExitError {
+				t.Errorf("exit %d, want %d", r.code, factory.ExitError)
 			}
 			if !strings.HasPrefix(r.err, tc.want) {
 				t.Errorf("stderr:\n%s\nwant it to start with:\n%s", r.err, tc.want)
@@ -342,7 +344,7 @@ func TestNodesProblemsIncludeHealthConditions(t *testing.T) {
 		}
 	}
 	r := runPlugin(context.Background(), nodesClients(t, nodes, records), false, nil, "nodes", "--problems")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	for _, want := range []string{"\ndgx-01 ", "  dra\n", "\nHealth conditions:\n  dgx-01:  DeviceTainted, XIDError\n",

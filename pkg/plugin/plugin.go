@@ -20,7 +20,11 @@ limitations under the License.
 // (pkg/inventory), so that the two never disagree.
 //
 // Run is the whole program: cmd/kubectl-gpuinv only wires it to the process, so tests call
-// it in-process with arguments, buffers and a "stdout is a terminal" switch.
+// it in-process with arguments, buffers and a "stdout is a terminal" switch. This package is
+// the root command; the rest is in rooms beside it, after cmctl's layout: the one client
+// factory every verb reaches the API through (factory), the verbs with their options, runs
+// and output (status, live, schedule), the scheduler simulation why and fit share
+// (simulate); all text is rendered by pkg/printer.
 package plugin
 
 import (
@@ -28,81 +32,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
-	"time"
+	"sync"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 )
 
-// Exit codes that scripts and cron jobs can rely on.
+// Exit codes that scripts and cron jobs can rely on (factory's, where each is explained).
 const (
-	ExitOK = 0
-	// ExitError: the command could not do its job; stderr says why and what to do.
-	ExitError = 1
-	// ExitDoesNotFit: `fit` found some replica that does not fit now (the answer is printed).
-	// It is 1, so `fit` reports its errors with ExitFitError.
-	ExitDoesNotFit = 1
-	// ExitFitError: `fit` could not answer: a wrong flag, a file that cannot be read or holds
-	// something it cannot place, or an API error; stderr says why.
-	ExitFitError = 2
-	// ExitDegraded: with --fail-on-degraded, an inventory is Degraded (a GPU node is not
-	// Ready or has unhealthy GPUs). The output is printed as usual.
-	ExitDegraded = 3
-	// ExitNoFit: `free` found no node with --count free GPUs of the model asked for. The
-	// answer is printed as usual.
-	ExitNoFit = 4
-	// ExitPartial: with several contexts, the inventory of some could not be read (stderr has
-	// a line for each); the others are printed as usual. It wins over ExitDegraded.
-	ExitPartial = 5
+	ExitOK         = factory.ExitOK
+	ExitError      = factory.ExitError
+	ExitDoesNotFit = factory.ExitDoesNotFit
+	ExitFitError   = factory.ExitFitError
+	ExitDegraded   = factory.ExitDegraded
+	ExitNoFit      = factory.ExitNoFit
+	ExitPartial    = factory.ExitPartial
 )
 
-// Environment is what a run of the plugin reads of the world besides its arguments (and
-// the kubeconfig, which the config flags find as kubectl does).
-type Environment struct {
-	// Out receives the output, ErrOut the errors.
-	Out, ErrOut io.Writer
-	// In is what `fit -f -` reads; nil means os.Stdin.
-	In io.Reader
-	// Terminal says that Out is a terminal: tables are coloured (unless NO_COLOR is set) and
-	// --watch redraws the screen instead of printing a line per change.
-	Terminal bool
-	// Getenv reads environment variables (NO_COLOR); nil means os.Getenv.
-	Getenv func(string) string
-	// Now is the clock that relative ages ("3h ago") are measured against; nil means time.Now.
-	Now func() time.Time
-}
+// Environment is what a run of the plugin reads of the world besides its arguments.
+type Environment = factory.Environment
 
-func (e Environment) getenv(key string) string {
-	if e.Getenv == nil {
-		return os.Getenv(key)
-	}
-	return e.Getenv(key)
-}
-
-func (e Environment) in() io.Reader {
-	if e.In == nil {
-		return os.Stdin
-	}
-	return e.In
-}
-
-func (e Environment) now() time.Time {
-	if e.Now == nil {
-		return time.Now()
-	}
-	return e.Now()
-}
-
-// color reports whether output is coloured: only on a terminal, and never when NO_COLOR is
-// set to a non-empty value (https://no-color.org).
-func (e Environment) color() bool { return e.Terminal && e.getenv("NO_COLOR") == "" }
+// CRDNotInstalled is the message for a cluster without the GpuInventory CRD.
+const CRDNotInstalled = factory.CRDNotInstalled
 
 // Run runs `kubectl gpuinv` with args (without the program name) and returns the exit code.
-func Run(ctx context.Context, args []string, env Environment) int {
+func Run(ctx context.Context, args []string, env factory.Environment) int {
 	return run(ctx, args, env, nil)
 }
 
 // run is Run with the API clients replaced by fakes when fake is not nil.
-func run(ctx context.Context, args []string, env Environment, fake *clients) int {
+func run(ctx context.Context, args []string, env factory.Environment, fake *factory.Factory) int {
 	if env.Out == nil {
 		env.Out = io.Discard
 	}
@@ -117,41 +78,43 @@ func run(ctx context.Context, args []string, env Environment, fake *clients) int
 	cmd.SetOut(env.Out)
 	cmd.SetErr(env.ErrOut)
 	executed, err := cmd.ExecuteContextC(ctx)
-	var exit *exitError
+	var exit *factory.Exit
 	switch {
 	case err == nil:
-		return ExitOK
+		return factory.ExitOK
 	case errors.As(err, &exit):
-		return exit.code
-	case errors.Is(err, errUsage):
+		return exit.Code
+	case errors.Is(err, factory.ErrUsage):
 		fmt.Fprintf(env.ErrOut, "error: %v\nSee 'kubectl gpuinv --help' for usage.\n", err)
 	default:
 		fmt.Fprintf(env.ErrOut, "error: %v\n", err)
 	}
-	if executed != nil && executed.Annotations[errorExitCode] != "" {
-		if code, convErr := strconv.Atoi(executed.Annotations[errorExitCode]); convErr == nil {
+	if executed != nil && executed.Annotations[factory.ErrorExitCode] != "" {
+		if code, convErr := strconv.Atoi(executed.Annotations[factory.ErrorExitCode]); convErr == nil {
 			return code
 		}
 	}
-	return ExitError
+	return factory.ExitError
 }
 
-// errorExitCode is the annotation of a command whose errors exit with another code than
-// ExitError (`fit`, where 1 means "does not fit").
-const errorExitCode = "gpuinv.homelab.youngju.dev/error-exit-code"
+// testLoads, in unit tests, read the cluster for why and fit instead of simulate.Load, for
+// the factory they are given.
+var testLoads sync.Map // of *factory.Factory to a simulate.Loader
 
-// exitError ends the run with a code other than 0 after the output was printed, without
-// an error message.
-type exitError struct{ code int }
+// loaderOf is what reads the cluster for why and fit through c.
+func loaderOf(c *factory.Factory) simulate.Loader {
+	if l, ok := testLoads.Load(c); ok {
+		return l.(simulate.Loader)
+	}
+	return simulate.Load
+}
 
-func (e *exitError) Error() string { return fmt.Sprintf("exit code %d", e.code) }
-
-// errUsage marks errors in the command line.
-var errUsage = errors.New("usage")
-
-type usageError struct{ err error }
-
-func (e usageError) Error() string        { return e.err.Error() }
-func (e usageError) Is(target error) bool { return target == errUsage }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+// The names of the answers that scripts and the integration tests read (the verbs' own).
+const (
+	// ContextAnnotation names the context of each inventory of a fleet's -o json/yaml.
+	ContextAnnotation = status.ContextAnnotation
+	// GpuNodeCRDNotInstalled and GpuNodeCRDOlderOperator are the messages of `nodes` without
+	// the GpuNode CRD.
+	GpuNodeCRDNotInstalled  = status.GpuNodeCRDNotInstalled
+	GpuNodeCRDOlderOperator = status.GpuNodeCRDOlderOperator
+)

@@ -41,6 +41,9 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	gpufake "github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned/fake"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -65,19 +68,19 @@ func inventoryObject(name string, nodes []*corev1.Node, previous []homelabv1.Gpu
 		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1, ResourceVersion: "1",
 			CreationTimestamp: metav1.NewTime(statusTime.Add(-24 * time.Hour))},
 		Spec:   homelabv1.GpuInventorySpec{NodeSelector: selector},
-		Status: inventoryStatus(nodes, previous, 500, 1, statusTime),
+		Status: live.InventoryStatus(nodes, nil, previous, 500, 1, statusTime),
 	}
 }
 
 // fakeClients serves nodes (from a test server, as the API server does) and inventories;
 // the GpuInventory CRD is installed when crdInstalled is true.
-func fakeClients(t *testing.T, nodes []*corev1.Node, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *clients {
+func fakeClients(t *testing.T, nodes []*corev1.Node, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *factory.Factory {
 	t.Helper()
-	return fakeClientsServing(t, &nodeServer{nodes: nodes}, crdInstalled, inventories...)
+	return fakeClientsServing(t, &plugintest.NodeServer{Nodes: nodes}, crdInstalled, inventories...)
 }
 
 // fakeClientsServing is fakeClients with the nodes served by nodes.
-func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *clients {
+func fakeClientsServing(t *testing.T, nodes *plugintest.NodeServer, crdInstalled bool, inventories ...*homelabv1.GpuInventory) *factory.Factory {
 	t.Helper()
 	var invObjs []runtime.Object
 	for _, gi := range inventories {
@@ -97,7 +100,7 @@ func fakeClientsServing(t *testing.T, nodes *nodeServer, crdInstalled bool, inve
 				homelabv1.Resource("gpuinventories"), "", "", 0, false)
 		})
 	}
-	return &clients{base: nodes.start(t), warnings: io.Discard, gpu: fakeGPU{gpu}, discovery: disc}
+	return &factory.Factory{Base: nodes.Start(t), Warnings: io.Discard, FakeGPU: fakeGPU{gpu}, FakeDiscovery: disc}
 }
 
 type result struct {
@@ -106,9 +109,9 @@ type result struct {
 }
 
 // runPlugin runs the plugin in-process with fake clients.
-func runPlugin(ctx context.Context, c *clients, terminal bool, env map[string]string, args ...string) result {
+func runPlugin(ctx context.Context, c *factory.Factory, terminal bool, env map[string]string, args ...string) result {
 	var out, errOut bytes.Buffer
-	code := run(ctx, args, Environment{Out: &out, ErrOut: &errOut, Terminal: terminal,
+	code := run(ctx, args, factory.Environment{Out: &out, ErrOut: &errOut, Terminal: terminal,
 		Getenv: func(k string) string { return env[k] }, Now: func() time.Time { return now }}, c)
 	return result{out.String(), errOut.String(), code}
 }
@@ -135,12 +138,12 @@ func golden(t *testing.T, name, got string) {
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
 
 func TestGoldenOutputs(t *testing.T) {
-	fleets := map[string]func() *clients{
-		"homelab": func() *clients {
+	fleets := map[string]func() *factory.Factory{
+		"homelab": func() *factory.Factory {
 			nodes := fixtures.HomeLab()
 			return fakeClients(t, nodes, true, inventoryObject("cluster", nodes, nil, nil))
 		},
-		"mixed": func() *clients {
+		"mixed": func() *factory.Factory {
 			nodes := fixtures.MixedFleet()
 			return fakeClients(t, nodes, true, inventoryObject("cluster", nodes, mixedFleetPrevious, nil))
 		},
@@ -166,7 +169,7 @@ func TestGoldenOutputs(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(fleet+"/"+tc.name, func(t *testing.T) {
 				r := runPlugin(context.Background(), clientsFor(), tc.terminal, nil, tc.args...)
-				if r.code != ExitOK || r.err != "" {
+				if r.code != factory.ExitOK || r.err != "" {
 					t.Fatalf("exit %d, stderr %q", r.code, r.err)
 				}
 				golden(t, fleet+"-"+tc.name+".golden", r.out)
@@ -203,7 +206,7 @@ func TestNoColorTurnsColourOff(t *testing.T) {
 func TestListGolden(t *testing.T) {
 	mixed := fixtures.MixedFleet()
 	home := fixtures.HomeLab()
-	c := func() *clients {
+	c := func() *factory.Factory {
 		return fakeClients(t, append(mixed, home...), true,
 			inventoryObject("cluster", mixed, mixedFleetPrevious, nil),
 			inventoryObject("home-lab", home, nil, &metav1.LabelSelector{MatchLabels: map[string]string{"site": "home"}}),
@@ -220,7 +223,7 @@ func TestListGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), c(), tc.terminal, nil, tc.args...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -228,7 +231,7 @@ func TestListGolden(t *testing.T) {
 	}
 	// An inventory the operator has not reported yet says so.
 	r := runPlugin(context.Background(), c(), false, nil, "new")
-	if r.code != ExitOK || !strings.Contains(r.out, "not reported yet") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "not reported yet") {
 		t.Errorf("exit %d, output:\n%s", r.code, r.out)
 	}
 }
@@ -242,50 +245,50 @@ func TestExitCodes(t *testing.T) {
 		args []string
 		want int
 	}{
-		{nil, ExitOK},
-		{[]string{"--fail-on-degraded"}, ExitDegraded},
-		{[]string{"--fail-on-degraded", "-o", "json"}, ExitDegraded},
-		{[]string{"healthy", "--fail-on-degraded"}, ExitOK},
-		{[]string{"list", "--fail-on-degraded"}, ExitDegraded},
-		{[]string{"scan", "--fail-on-degraded"}, ExitDegraded},
-		{[]string{"scan", "--fail-on-degraded", "-l", "nvidia.com/gpu.family=hopper"}, ExitOK},
-		{[]string{"-o", "table"}, ExitError},
-		{[]string{"--problems", "-o", "json"}, ExitError},
-		{[]string{"scan", "-l", "a b c"}, ExitError},
-		{[]string{"--no-such-flag"}, ExitError},
-		{[]string{"a", "b"}, ExitError},
+		{nil, factory.ExitOK},
+		{[]string{"--fail-on-degraded"}, factory.ExitDegraded},
+		{[]string{"--fail-on-degraded", "-o", "json"}, factory.ExitDegraded},
+		{[]string{"healthy", "--fail-on-degraded"}, factory.ExitOK},
+		{[]string{"list", "--fail-on-degraded"}, factory.ExitDegraded},
+		{[]string{"scan", "--fail-on-degraded"}, factory.ExitDegraded},
+		{[]string{"scan", "--fail-on-degraded", "-l", "nvidia.com/gpu.family=hopper"}, factory.ExitOK},
+		{[]string{"-o", "table"}, factory.ExitError},
+		{[]string{"--problems", "-o", "json"}, factory.ExitError},
+		{[]string{"scan", "-l", "a b c"}, factory.ExitError},
+		{[]string{"--no-such-flag"}, factory.ExitError},
+		{[]string{"a", "b"}, factory.ExitError},
 	} {
 		r := runPlugin(context.Background(), c, false, nil, tc.args...)
 		if r.code != tc.want {
 			t.Errorf("kubectl gpuinv %s: exit %d, want %d (stderr %q)", strings.Join(tc.args, " "), r.code, tc.want, r.err)
 		}
-		if tc.want == ExitDegraded && r.out == "" {
+		if tc.want == factory.ExitDegraded && r.out == "" {
 			t.Errorf("kubectl gpuinv %s: exit 3 without printing the inventory", strings.Join(tc.args, " "))
 		}
-		if (tc.want == ExitError) != (r.err != "") {
+		if (tc.want == factory.ExitError) != (r.err != "") {
 			t.Errorf("kubectl gpuinv %s: exit %d with stderr %q", strings.Join(tc.args, " "), r.code, r.err)
 		}
 	}
 }
 
 func TestErrorMessagesSayWhatToDo(t *testing.T) {
-	forbidden := func(c *clients, resource string) *clients {
+	forbidden := func(c *factory.Factory, resource string) *factory.Factory {
 		gr := schema.GroupResource{Group: homelabv1.GroupName, Resource: resource}
-		c.gpu.(fakeGPU).Clientset.PrependReactor("*", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
+		c.FakeGPU.(fakeGPU).Clientset.PrependReactor("*", resource, func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(gr, "cluster", nil)
 		})
 		return c
 	}
-	forbiddenNodes := &nodeServer{fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}
+	forbiddenNodes := &plugintest.NodeServer{Fail: apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", nil)}
 	home := fixtures.HomeLab()
 	for _, tc := range []struct {
 		name    string
-		clients *clients
+		clients *factory.Factory
 		args    []string
 		want    string
 	}{
-		{"no CRD", fakeClients(t, home, false), nil, "error: " + CRDNotInstalled + "\n"},
-		{"no CRD, list", fakeClients(t, home, false), []string{"list"}, "error: " + CRDNotInstalled + "\n"},
+		{"no CRD", fakeClients(t, home, false), nil, "error: " + factory.CRDNotInstalled + "\n"},
+		{"no CRD, list", fakeClients(t, home, false), []string{"list"}, "error: " + factory.CRDNotInstalled + "\n"},
 		{"no such inventory", fakeClients(t, home, true), []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
 		{"forbidden get", forbidden(fakeClients(t, home, true), "gpuinventories"), nil,
 			`error: permission denied: kubectl gpuinv needs "get" on gpuinventories in API group "homelab.youngju.dev" (cluster-scoped); ask a cluster admin for a ClusterRole that grants it (` + "`kubectl auth can-i get gpuinventories.homelab.youngju.dev`" + ` checks).`},
@@ -295,8 +298,8 @@ func TestErrorMessagesSayWhatToDo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), tc.clients, false, nil, tc.args...)
-			if r.code != ExitError {
-				t.Errorf("exit %d, want %d", r.code, ExitError)
+			if r.code != factory.ExitError {
+				t.Errorf("exit %d, want %d", r.code, factory.ExitError)
 			}
 			if !strings.HasPrefix(r.err, tc.want) {
 				t.Errorf("stderr:\n%s\nwant it to start with:\n%s", r.err, tc.want)
@@ -308,7 +311,7 @@ func TestErrorMessagesSayWhatToDo(t *testing.T) {
 	}
 	// Without the CRD, scan still works: it needs only the Nodes.
 	r := runPlugin(context.Background(), fakeClients(t, home, false), false, nil, "scan")
-	if r.code != ExitOK || !strings.Contains(r.out, "GPU nodes:       0/4 ready") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "GPU nodes:       0/4 ready") {
 		t.Errorf("scan without the CRD: exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
 }
@@ -318,11 +321,11 @@ func TestCompletion(t *testing.T) {
 	c := fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil), inventoryObject("home-lab", home, nil, nil))
 	r := runPlugin(context.Background(), c, false, nil, "__complete", "")
 	want := "cluster\t4 GPU nodes, 0 ready; 1 GPU, 0 ready\nhome-lab\t4 GPU nodes, 0 ready; 1 GPU, 0 ready\n:4\n"
-	if r.code != ExitOK || !strings.Contains(r.out, "\nscan\t") || !strings.HasSuffix(strings.SplitN(r.out, "Completion ended", 2)[0], want) {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "\nscan\t") || !strings.HasSuffix(strings.SplitN(r.out, "Completion ended", 2)[0], want) {
 		t.Errorf("completion of NAME: exit %d, output %q, want the subcommands, then %q", r.code, r.out, want)
 	}
 	r = runPlugin(context.Background(), c, false, nil, "completion", "bash")
-	if r.code != ExitOK || !strings.Contains(r.out, "__start_kubectl-gpuinv") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "__start_kubectl-gpuinv") {
 		t.Errorf("completion bash: exit %d, output starts %.200q", r.code, r.out)
 	}
 }
@@ -376,7 +379,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			home := fixtures.HomeLab()
 			c := fakeClients(t, home, true, inventoryObject("cluster", home, nil, nil))
-			gpu := c.gpu.(fakeGPU).Clientset
+			gpu := c.FakeGPU.(fakeGPU).Clientset
 			expiring := watch.NewFake()
 			watches := make(chan int, 10)
 			var count int
@@ -393,7 +396,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 			out, errOut := &testenv.Buffer{}, &testenv.Buffer{}
 			done := make(chan int, 1)
 			go func() {
-				done <- run(ctx, []string{"--watch"}, Environment{Out: out, ErrOut: errOut,
+				done <- run(ctx, []string{"--watch"}, factory.Environment{Out: out, ErrOut: errOut,
 					Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}, c)
 			}()
 			waitWatch := func(n int) {
@@ -419,7 +422,7 @@ func TestWatchResumesAfterExpiry(t *testing.T) {
 			waitWatch(2) // resumed after the list
 			waitForOutput(t, out, want)
 			cancel()
-			if code := <-done; code != ExitOK {
+			if code := <-done; code != factory.ExitOK {
 				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())
 			}
 		})
@@ -436,7 +439,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			home := fixtures.HomeLab()
 			gi := inventoryObject("cluster", home, nil, nil)
 			c := fakeClients(t, home, true, gi)
-			gpu := c.gpu.(fakeGPU).Clientset
+			gpu := c.FakeGPU.(fakeGPU).Clientset
 			watching := make(chan struct{}, 10)
 			gpu.PrependWatchReactor("gpuinventories", func(clienttesting.Action) (bool, watch.Interface, error) {
 				watching <- struct{}{}
@@ -447,7 +450,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			out, errOut := &testenv.Buffer{}, &testenv.Buffer{}
 			done := make(chan int, 1)
 			go func() {
-				done <- run(ctx, []string{"--watch"}, Environment{Out: out, ErrOut: errOut, Terminal: terminal,
+				done <- run(ctx, []string{"--watch"}, factory.Environment{Out: out, ErrOut: errOut, Terminal: terminal,
 					Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}, c)
 			}()
 			select {
@@ -479,7 +482,7 @@ func TestWatchPrintsEachChange(t *testing.T) {
 			}
 			waitForOutput(t, out, statusTime.Add(2*time.Hour).Format(time.RFC3339))
 			cancel()
-			if code := <-done; code != ExitOK {
+			if code := <-done; code != factory.ExitOK {
 				t.Errorf("exit %d after cancel, stderr %q", code, errOut.String())
 			}
 			golden(t, name, out.String())

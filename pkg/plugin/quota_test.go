@@ -37,6 +37,8 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/quota"
 )
 
@@ -139,19 +141,19 @@ func (s *kueueServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	var version, ns, name string
 	_, err := fmt.Sscanf(strings.ReplaceAll(r.URL.Path, "/", " "), " apis kueue.x-k8s.io %s namespaces %s localqueues %s", &version, &ns, &name)
-	gr := schema.GroupResource{Group: kueueGroup, Resource: "localqueues"}
+	gr := schema.GroupResource{Group: "kueue.x-k8s.io", Resource: "localqueues"}
 	switch {
 	case err != nil || !slices.Contains(s.versions, version):
 		// The API server's answer for a path it does not serve.
 		writeStatus(w, &metav1.Status{Status: metav1.StatusFailure, Message: "the server could not find the requested resource",
 			Reason: metav1.StatusReasonNotFound, Details: &metav1.StatusDetails{}, Code: http.StatusNotFound})
 	case s.forbidden:
-		writeStatus(w, &apierrors.NewForbidden(gr, name, fmt.Errorf("User \"dev\" cannot get resource \"localqueues\" in API group %q in the namespace %q", kueueGroup, ns)).ErrStatus)
+		writeStatus(w, &apierrors.NewForbidden(gr, name, fmt.Errorf("User \"dev\" cannot get resource \"localqueues\" in API group %q in the namespace %q", "kueue.x-k8s.io", ns)).ErrStatus)
 	case s.queues[ns+"/"+name] == "":
 		writeStatus(w, &apierrors.NewNotFound(gr, name).ErrStatus)
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": kueueGroup + "/" + version, "kind": "LocalQueue",
+		_ = json.NewEncoder(w).Encode(map[string]any{"apiVersion": "kueue.x-k8s.io" + "/" + version, "kind": "LocalQueue",
 			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"clusterQueue": s.queues[ns+"/"+name]}})
 	}
 }
@@ -164,10 +166,10 @@ func writeStatus(w http.ResponseWriter, s *metav1.Status) {
 }
 
 // quotaClients serve inventories from the fake clientset and Kueue from kueue.
-func quotaClients(t *testing.T, kueue *kueueServer, inventories ...*homelabv1.GpuInventory) *clients {
+func quotaClients(t *testing.T, kueue *kueueServer, inventories ...*homelabv1.GpuInventory) *factory.Factory {
 	t.Helper()
 	c := fakeClients(t, nil, true, inventories...)
-	c.base = kueue.start(t)
+	c.Base = kueue.start(t)
 	return c
 }
 
@@ -203,7 +205,7 @@ func TestQuotaGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), tc.inv), false, nil, append([]string{"quota"}, tc.args...)...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -231,12 +233,12 @@ func TestQuotaReadsOneObject(t *testing.T) {
 	kueue := kueueV1beta1()
 	c := quotaClients(t, kueue, quotaInventory())
 	for _, args := range [][]string{{"quota"}, {"quota", "-o", "json"}, {"quota", "--queue", "team-a"}} {
-		c.gpu.(fakeGPU).Clientset.ClearActions()
-		if r := runPlugin(context.Background(), c, false, nil, args...); r.code != ExitOK {
+		c.FakeGPU.(fakeGPU).Clientset.ClearActions()
+		if r := runPlugin(context.Background(), c, false, nil, args...); r.code != factory.ExitOK {
 			t.Fatalf("%v: exit %d, stderr %q", args, r.code, r.err)
 		}
 		var calls []string
-		for _, a := range c.gpu.(fakeGPU).Clientset.Actions() {
+		for _, a := range c.FakeGPU.(fakeGPU).Clientset.Actions() {
 			calls = append(calls, a.GetVerb()+" "+a.GetResource().Resource)
 		}
 		if diff := cmp.Diff([]string{"get gpuinventories"}, calls); diff != "" {
@@ -268,7 +270,7 @@ func TestQuotaLocalQueueVersions(t *testing.T) {
 			gi := quotaInventory()
 			gi.Status.Quota.Kueue = tc.inventory
 			r := runPlugin(context.Background(), quotaClients(t, kueue, gi), false, nil, "quota", "--queue", "ml/train", "-o", "json")
-			if r.code != ExitOK {
+			if r.code != factory.ExitOK {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			var got homelabv1.GpuQuota
@@ -300,7 +302,7 @@ func TestQuotaQueueRows(t *testing.T) {
 		{"ghost", []string{"ghost"}, []string{"ghost"}},
 	} {
 		r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), quotaInventory()), false, nil, "quota", "--queue", tc.queue, "-o", "json")
-		if r.code != ExitOK {
+		if r.code != factory.ExitOK {
 			t.Fatalf("--queue %s: exit %d, stderr %q", tc.queue, r.code, r.err)
 		}
 		var got homelabv1.GpuQuota
@@ -324,7 +326,7 @@ func TestQuotaQueueRows(t *testing.T) {
 func TestQuotaCompletesQueues(t *testing.T) {
 	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), quotaInventory()), false, nil, "__complete", "quota", "--queue", "")
 	want := "team-b\tcohort research\nteam-a\tcohort research\nserving\tcohort <none>\nghost\tcohort <none>\n:4\n"
-	if r.code != ExitOK || !strings.HasPrefix(r.out, want) {
+	if r.code != factory.ExitOK || !strings.HasPrefix(r.out, want) {
 		t.Errorf("exit %d, output %q, want it to start %q", r.code, r.out, want)
 	}
 }
@@ -351,11 +353,11 @@ func TestQuotaPrintsComputedStatus(t *testing.T) {
 	r := runPlugin(context.Background(), c, false, nil, "quota")
 	cohortRow := regexp.MustCompile(`(?m)^research +NVIDIA-H100-80GB-HBM3 +nvidia.com/gpu +16 +16 +8 +32 .*Overcommitted$`)
 	strandedRow := regexp.MustCompile(`(?m)^NVIDIA-L4 +Kueue +nvidia.com/gpu +8 +8 +4 +0 .*Stranded$`)
-	if r.code != ExitOK || !cohortRow.MatchString(r.out) || !strandedRow.MatchString(r.out) {
+	if r.code != factory.ExitOK || !cohortRow.MatchString(r.out) || !strandedRow.MatchString(r.out) {
 		t.Errorf("exit %d, stderr %q; want an overcommitted research row and a stranded L4 row in:\n%s", r.code, r.err, r.out)
 	}
 	r = runPlugin(context.Background(), c, false, nil, "quota", "--queue", "team-b")
-	if r.code != ExitOK || !strings.HasPrefix(r.out, "ClusterQueue team-b in cohort research,") || !cohortRow.MatchString(r.out) ||
+	if r.code != factory.ExitOK || !strings.HasPrefix(r.out, "ClusterQueue team-b in cohort research,") || !cohortRow.MatchString(r.out) ||
 		!regexp.MustCompile(`(?m)^team-b +research +NVIDIA-H100-80GB-HBM3 `).MatchString(r.out) || strings.Contains(r.out, "team-a") {
 		t.Errorf("--queue team-b: exit %d, stderr %q, output:\n%s", r.code, r.err, r.out)
 	}
@@ -367,7 +369,7 @@ func TestQuotaKueueWithoutGPUQuota(t *testing.T) {
 	gi.Status.Quota = quota.Compute(quota.Cluster{Kueue: &quota.Kueue{Version: "v1beta1"}}, quota.MaxRows).Status
 	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), gi), false, nil, "quota")
 	want := "GpuInventory cluster: no quota names a GPU resource: no ClusterQueue of Kueue v1beta1 has quota for one, and no ResourceQuota limits a GPU resource.\n"
-	if r.code != ExitOK || r.out != want {
+	if r.code != factory.ExitOK || r.out != want {
 		t.Errorf("exit %d, stderr %q, output %q, want %q", r.code, r.err, r.out, want)
 	}
 }
@@ -375,7 +377,7 @@ func TestQuotaKueueWithoutGPUQuota(t *testing.T) {
 // Without quota, -o json prints an empty quota for scripts and says why on stderr.
 func TestQuotaNoneJSON(t *testing.T) {
 	r := runPlugin(context.Background(), quotaClients(t, kueueV1beta1(), noQuotaInventory()), false, nil, "quota", "-o", "json")
-	if r.code != ExitOK || strings.TrimSpace(r.out) != "{}" || r.err != "GpuInventory cluster: "+NoGPUQuota+"\n" {
+	if r.code != factory.ExitOK || strings.TrimSpace(r.out) != "{}" || r.err != "GpuInventory cluster: "+status.NoGPUQuota+"\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }
@@ -398,7 +400,7 @@ func TestQuotaErrors(t *testing.T) {
 		want  string
 	}{
 		{"no such inventory", kueueV1beta1(), true, []string{"nope"}, "error: GpuInventory \"nope\" not found; `kubectl gpuinv list` shows the inventories that exist\n"},
-		{"no CRD", kueueV1beta1(), false, nil, "error: " + CRDNotInstalled + "\n"},
+		{"no CRD", kueueV1beta1(), false, nil, "error: " + factory.CRDNotInstalled + "\n"},
 		{"no status yet", kueueV1beta1(), true, []string{"new"}, "error: GpuInventory \"new\" has no status yet: is the operator running?\n"},
 		{"inventory of a selector", kueueV1beta1(), true, []string{"a100-pool"},
 			"error: GpuInventory \"a100-pool\" covers the nodes of a selector (nvidia.com/gpu.family=ampere): quota is the cluster's, reported on an inventory without a node selector, such as \"cluster\"\n"},
@@ -419,14 +421,14 @@ func TestQuotaErrors(t *testing.T) {
 		{"bad -o", kueueV1beta1(), true, []string{"-o", "name"}, "error: unknown output format \"name\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var c *clients
+			var c *factory.Factory
 			if tc.crd {
 				c = quotaClients(t, tc.kueue, quotaInventory(), selected, fresh, partial)
 			} else {
 				c = fakeClients(t, nil, false)
 			}
 			r := runPlugin(context.Background(), c, false, nil, append([]string{"quota"}, tc.args...)...)
-			if r.code != ExitError || r.err != tc.want || r.out != "" {
+			if r.code != factory.ExitError || r.err != tc.want || r.out != "" {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout and:\n%s", r.code, r.out, r.err, tc.want)
 			}
 		})
@@ -488,9 +490,9 @@ func BenchmarkQuota(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				// New clients each time: a run of the plugin makes its client once.
-				c := &clients{base: &rest.Config{Host: srv.URL}, warnings: io.Discard}
+				c := &factory.Factory{Base: &rest.Config{Host: srv.URL}, Warnings: io.Discard}
 				r := runPlugin(context.Background(), c, false, nil, append([]string{"quota"}, tc.args...)...)
-				if r.code != ExitOK {
+				if r.code != factory.ExitOK {
 					b.Fatalf("exit %d, stderr %q", r.code, r.err)
 				}
 			}
@@ -502,7 +504,7 @@ func BenchmarkQuota(b *testing.B) {
 // Over full lists, the line under the tables counts what they leave out.
 func TestQuotaFullLists(t *testing.T) {
 	r := runPlugin(context.Background(), fakeClients(t, nil, true, fullQuotaInventory()), false, nil, "quota")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if !strings.Contains(r.out, "\nNot listed: 968 of 1000 ClusterQueues, 368 of 400 cohorts and 168 of 200 namespaces (") {

@@ -20,6 +20,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 )
 
 // With status.allocation the report adds ALLOCATED, FREE and PENDING per model, ALLOC and
@@ -37,7 +39,7 @@ func TestAllocationReportGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), freeClients(t), tc.terminal, nil, tc.args...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, "mixed-"+tc.name+".golden", r.out)
@@ -52,7 +54,7 @@ func TestAllocationReportGolden(t *testing.T) {
 	// -o json and -o yaml print the object, allocation included.
 	for _, output := range []string{"json", "yaml"} {
 		r := runPlugin(context.Background(), freeClients(t), false, nil, "-o", output)
-		if r.code != ExitOK || !strings.Contains(r.out, "allocatedMilliGpus") || !strings.Contains(r.out, "nodesWith1Free") {
+		if r.code != factory.ExitOK || !strings.Contains(r.out, "allocatedMilliGpus") || !strings.Contains(r.out, "nodesWith1Free") {
 			t.Errorf("-o %s: exit %d, no allocation in:\n%.400s", output, r.code, r.out)
 		}
 	}

@@ -17,28 +17,14 @@ limitations under the License.
 package plugin
 
 import (
-	"context"
-	"time"
-
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/live"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/schedule"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/status"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
-
-type showOptions struct {
-	output         string
-	problems       bool
-	watch          bool
-	failOnDegraded bool
-
-	// Several clusters (fleet.go).
-	allContexts       bool
-	clusterTimeout    time.Duration
-	clusterTimeoutSet bool // else --request-timeout, when given, is the per-cluster timeout
-}
 
 // rootLong is the root command's help; rootExample its examples.
 const (
@@ -76,14 +62,14 @@ fit, 2 on errors.`
 
 // newRootCommand builds `kubectl gpuinv` with its subcommands. fake, when not nil, replaces
 // the clients that the config flags would make.
-func newRootCommand(env Environment, fake *clients) *cobra.Command {
-	flags := newConfigFlags()
-	contexts := &contextList{single: flags.context}
+func newRootCommand(env factory.Environment, fake *factory.Factory) *cobra.Command {
+	flags := factory.NewConfigFlags()
+	contexts := factory.NewContextList(flags)
 	c := fake
 	if c == nil {
-		c = &clients{flags: flags, warnings: env.ErrOut}
+		c = factory.FromFlags(flags, env.ErrOut)
 	}
-	o := &showOptions{}
+	show := status.NewShow(env, c)
 	cmd := &cobra.Command{
 		Use:               "kubectl-gpuinv [NAME]",
 		Short:             "The NVIDIA GPU nodes of a cluster at a glance, from its GpuInventory",
@@ -93,87 +79,31 @@ func newRootCommand(env Environment, fake *clients) *cobra.Command {
 		Version:           version.Get().String(),
 		SilenceErrors:     true,
 		SilenceUsage:      true,
-		ValidArgsFunction: c.completeInventoryNames,
+		ValidArgsFunction: status.CompleteInventoryNames(c),
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gpuinv"},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.HasParent() && len(contexts.names) > 1 {
-				return usagef("`kubectl gpuinv %s` reads one cluster: give one --context (several contexts, and --all-contexts, are for `kubectl gpuinv [NAME]`)", cmd.Name())
+			if cmd.HasParent() && len(contexts.Names()) > 1 {
+				return factory.Usagef("`kubectl gpuinv %s` reads one cluster: give one --context (several contexts, and --all-contexts, are for `kubectl gpuinv [NAME]`)", cmd.Name())
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := homelabv1.DefaultInventoryName
-			if len(args) == 1 {
-				name = args[0]
-			}
-			if o.allContexts || len(contexts.names) > 1 {
-				o.clusterTimeoutSet = cmd.Flags().Changed("cluster-timeout")
-				return o.runFleet(cmd.Context(), env, c, name, contexts.names)
-			}
-			return o.run(cmd.Context(), env, c, name)
+			return show.Run(cmd, args, contexts.Names())
 		},
 	}
 	cmd.SetVersionTemplate("kubectl gpuinv {{.Version}}\n")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	flags.addFlags(cmd.PersistentFlags())
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return factory.UsageError{Err: err} })
+	flags.AddFlags(cmd.PersistentFlags())
 	// --context is contextList: one context as kubectl's, or several.
 	cmd.PersistentFlags().Var(contexts, "context", "The kubeconfig context to use; with several (repeated or comma-separated), the inventory is read in each of them (not for the subcommands).")
-	_ = cmd.RegisterFlagCompletionFunc("context", c.completeContexts)
-	cmd.Flags().BoolVar(&o.allContexts, "all-contexts", false, "Read the inventory in every context of the kubeconfig (a fleet report: a row per cluster, models summed across clusters, a CLUSTER column on the node rows).")
-	cmd.Flags().DurationVar(&o.clusterTimeout, "cluster-timeout", 5*time.Second, "With several contexts: how long to wait for each cluster's inventory before reporting the cluster as not answering; when only --request-timeout is given, that.")
+	_ = cmd.RegisterFlagCompletionFunc("context", c.CompleteContexts)
+	show.AddFleetFlags(cmd)
 	// Without a shorthand: kubectl's -v is verbosity.
 	cmd.Flags().Bool("version", false, "Print the version of kubectl gpuinv.")
-	addOutputFlags(cmd, &o.output, &o.problems, &o.failOnDegraded)
-	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing the inventory, follow it: redraw on a terminal, else print a line per change (with -o json/yaml, the object).")
-	cmd.AddCommand(newScanCommand(env, c), newListCommand(env, c), newNodesCommand(env, c), newFreeCommand(env, c), newWhoCommand(env, c),
-		newWhyCommand(env, c), newFitCommand(env, c), newQuotaCommand(env, c), newIdleCommand(env, c))
+	show.AddOutputFlags(cmd)
+	load := loaderOf(c)
+	cmd.AddCommand(live.NewScanCommand(env, c), status.NewListCommand(env, c), status.NewNodesCommand(env, c), status.NewFreeCommand(env, c),
+		live.NewWhoCommand(env, c), schedule.NewWhyCommand(env, c, load), schedule.NewFitCommand(env, c, load), status.NewQuotaCommand(env, c),
+		status.NewIdleCommand(env, c))
 	return cmd
-}
-
-func (o *showOptions) run(ctx context.Context, env Environment, c *clients, name string) error {
-	if err := validateOutput(o.output, o.problems); err != nil {
-		return err
-	}
-	gpu, err := c.GPU()
-	if err != nil {
-		return err
-	}
-	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return c.explain(err, getInventory(name))
-	}
-	if o.watch {
-		return o.follow(ctx, env, c, gi)
-	}
-	popts := printOptions(env, o.output)
-	popts.Problems = o.problems
-	if err := show(env.Out, gi, o.output, popts); err != nil {
-		return err
-	}
-	if o.failOnDegraded && degraded(gi) {
-		return &exitError{code: ExitDegraded}
-	}
-	return nil
-}
-
-// completeInventoryNames completes NAME with the GpuInventory objects that exist.
-func (c *clients) completeInventoryNames(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-	if len(args) > 0 {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	gpu, err := c.GPU()
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-	defer cancel()
-	list, err := gpu.GpuInventories().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	for _, gi := range list.Items {
-		names = append(names, gi.Name+"\t"+printer.Summary(gi.Status))
-	}
-	return names, cobra.ShellCompDirectiveNoFileComp
 }

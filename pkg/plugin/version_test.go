@@ -21,6 +21,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/version"
 )
 
@@ -28,7 +29,7 @@ import (
 func TestVersionFlag(t *testing.T) {
 	r := runPlugin(context.Background(), nil, false, nil, "--version")
 	want := "kubectl gpuinv " + version.Get().String() + "\n"
-	if r.code != ExitOK || r.out != want || !strings.Contains(r.out, "(commit ") {
+	if r.code != factory.ExitOK || r.out != want || !strings.Contains(r.out, "(commit ") {
 		t.Errorf("--version: exit %d, output %q, want %q", r.code, r.out, want)
 	}
 }

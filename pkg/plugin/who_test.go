@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,28 +42,31 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/claimcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/plugintest"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/podcache"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // whoClients serve server's nodes, pods and claims, and the GpuNode records.
-func whoClients(t *testing.T, server *nodeServer, records []*homelabv1.GpuNode) *clients {
+func whoClients(t *testing.T, server *plugintest.NodeServer, records []*homelabv1.GpuNode) *factory.Factory {
 	t.Helper()
 	c := fakeClientsServing(t, server, true)
-	gpu := c.gpu.(fakeGPU).Clientset
+	gpu := c.FakeGPU.(fakeGPU).Clientset
 	for _, r := range records {
 		if err := gpu.Tracker().Add(r.DeepCopy()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	disc := c.discovery.(*fakediscovery.FakeDiscovery)
+	disc := c.FakeDiscovery.(*fakediscovery.FakeDiscovery)
 	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "gpunodes", Kind: "GpuNode"})
 	return c
 }
 
 // allocatedServer serves allocatedFleet's nodes, pods and claims.
-func allocatedServer() *nodeServer {
+func allocatedServer() *plugintest.NodeServer {
 	nodes, pods, claims := allocatedFleet()
-	return &nodeServer{nodes: nodes, pods: pods, claims: claims}
+	return &plugintest.NodeServer{Nodes: nodes, Pods: pods, Claims: claims}
 }
 
 func allocatedRecords() []*homelabv1.GpuNode {
@@ -85,7 +89,7 @@ func TestWhoGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who"}, tc.args...)...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -96,13 +100,13 @@ func TestWhoGolden(t *testing.T) {
 // The totals count a GPU that a claim shares between pods once; the namespaces add up to
 // the totals; parts of GPUs are their share of the GPU.
 func TestWhoCounts(t *testing.T) {
-	run := func(args ...string) whoAnswer {
+	run := func(args ...string) printer.Who {
 		t.Helper()
 		r := runPlugin(context.Background(), whoClients(t, allocatedServer(), allocatedRecords()), false, nil, append([]string{"who", "-o", "json"}, args...)...)
-		if r.code != ExitOK {
+		if r.code != factory.ExitOK {
 			t.Fatalf("exit %d, stderr %q", r.code, r.err)
 		}
-		var a whoAnswer
+		var a printer.Who
 		if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 			t.Fatal(err)
 		}
@@ -146,9 +150,9 @@ func TestWhoCounts(t *testing.T) {
 // says nothing about it.
 func TestWhoWithoutClaimsAPI(t *testing.T) {
 	server := allocatedServer()
-	server.noClaims = true
+	server.NoClaims = true
 	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A")
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if strings.Contains(r.out, "team-dra") || !strings.Contains(r.out, "7 pods in 4 namespaces hold 8.43 GPUs on 6 nodes.") {
@@ -171,11 +175,11 @@ func TestWhoWithoutRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := whoClients(t, allocatedServer(), allocatedRecords())
-			c.gpu.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+			c.FakeGPU.(fakeGPU).Clientset.PrependReactor("list", "gpunodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
 			})
 			r := runPlugin(context.Background(), c, false, nil, "who", "-n", "research")
-			if r.code != ExitOK || r.err != tc.note {
+			if r.code != factory.ExitOK || r.err != tc.note {
 				t.Fatalf("exit %d, stderr %q, want %q", r.code, r.err, tc.note)
 			}
 			// notebook-b's two single-strategy MIG devices count as 2 without the node's layout.
@@ -192,17 +196,17 @@ func TestWhoErrors(t *testing.T) {
 	forbiddenClaims := apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", nil)
 	for _, tc := range []struct {
 		name   string
-		server func(*nodeServer)
+		server func(*plugintest.NodeServer)
 		args   []string
 		want   string
 	}{
-		{"pods forbidden, all namespaces", func(s *nodeServer) { s.failPods = forbiddenPods }, []string{"-A"},
+		{"pods forbidden, all namespaces", func(s *plugintest.NodeServer) { s.FailPods = forbiddenPods }, []string{"-A"},
 			`error: permission denied: kubectl gpuinv needs "list" on pods in the core API group ("") in all namespaces; ask a cluster admin for a ClusterRole that grants it (or ask for one namespace with -n NAMESPACE) (` + "`kubectl auth can-i list pods -A`" + ` checks). The API server said: `},
-		{"pods forbidden, one namespace", func(s *nodeServer) { s.failPods = forbiddenPods }, []string{"-n", "ml"},
+		{"pods forbidden, one namespace", func(s *plugintest.NodeServer) { s.FailPods = forbiddenPods }, []string{"-n", "ml"},
 			`error: permission denied: kubectl gpuinv needs "list" on pods in the core API group ("") in namespace "ml"; ask a cluster admin for a Role that grants it (` + "`kubectl auth can-i list pods -n ml`" + ` checks). The API server said: `},
-		{"claims forbidden", func(s *nodeServer) { s.failClaims = forbiddenClaims }, []string{"-A"},
+		{"claims forbidden", func(s *plugintest.NodeServer) { s.FailClaims = forbiddenClaims }, []string{"-A"},
 			`error: permission denied: kubectl gpuinv needs "list" on resourceclaims in API group "resource.k8s.io" in all namespaces; ask a cluster admin for a ClusterRole that grants it (or ask for one namespace with -n NAMESPACE) (` + "`kubectl auth can-i list resourceclaims.resource.k8s.io -A`" + ` checks). The API server said: `},
-		{"pods fail", func(s *nodeServer) { s.failPods = apierrors.NewInternalError(fmt.Errorf("etcd is down")) }, []string{"-A"},
+		{"pods fail", func(s *plugintest.NodeServer) { s.FailPods = apierrors.NewInternalError(fmt.Errorf("etcd is down")) }, []string{"-A"},
 			"error: list pods: Internal error occurred: etcd is down\n"},
 		{"-A and -n", nil, []string{"-A", "-n", "ml"}, "error: -A lists all namespaces: do not combine it with -n\nSee 'kubectl gpuinv --help' for usage.\n"},
 		{"unknown output", nil, []string{"-o", "table"}, "error: unknown output format \"table\": use wide, json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
@@ -213,7 +217,7 @@ func TestWhoErrors(t *testing.T) {
 				tc.server(server)
 			}
 			r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, append([]string{"who"}, tc.args...)...)
-			if r.code != ExitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
+			if r.code != factory.ExitError || !strings.HasPrefix(r.err, tc.want) || r.out != "" {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 1, no stdout and a stderr starting with:\n%s", r.code, r.out, r.err, tc.want)
 			}
 		})
@@ -235,17 +239,17 @@ func TestWhoStreamsPages(t *testing.T) {
 			pods = append(pods, gpuPod(ns, fmt.Sprintf("web-%04d", i), "dgx-01", statusTime))
 		}
 	}
-	server := &nodeServer{nodes: nodes, pods: pods}
+	server := &plugintest.NodeServer{Nodes: nodes, Pods: pods}
 	r := runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-A", "--by-namespace")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	if !strings.Contains(r.out, "2501 pods in 3 namespaces hold 2501 GPUs on 25 nodes.") {
 		t.Errorf("output:\n%s", r.out)
 	}
 	var got []string
-	for _, req := range server.listRequests() {
-		got = append(got, fmt.Sprintf("%s limit=%d", req.path, req.limit))
+	for _, req := range server.ListRequests() {
+		got = append(got, fmt.Sprintf("%s limit=%d", req.Path, req.Limit))
 	}
 	slices.Sort(got) // pods and claims are listed at once
 	pages := fmt.Sprintf("/api/v1/pods limit=%d", podcache.PageSize)
@@ -254,14 +258,14 @@ func TestWhoStreamsPages(t *testing.T) {
 		t.Errorf("list requests (-want +got):\n%s", diff)
 	}
 
-	server.requests = nil
+	server.ResetRequests()
 	r = runPlugin(context.Background(), whoClients(t, server, allocatedRecords()), false, nil, "who", "-n", "team-1")
-	if r.code != ExitOK || !strings.Contains(r.out, "834 pods hold 834 GPUs on 25 nodes.") {
+	if r.code != factory.ExitOK || !strings.Contains(r.out, "834 pods hold 834 GPUs on 25 nodes.") {
 		t.Errorf("exit %d, stderr %q, output ends:\n%s", r.code, r.err, r.out[max(0, len(r.out)-200):])
 	}
 	got = nil
-	for _, req := range server.listRequests() {
-		got = append(got, req.path)
+	for _, req := range server.ListRequests() {
+		got = append(got, req.Path)
 	}
 	slices.Sort(got)
 	want = []string{"/api/v1/namespaces/team-1/pods", "/apis/resource.k8s.io/v1/namespaces/team-1/resourceclaims"}
@@ -283,20 +287,20 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 			pods = append(pods, gpuPod(ns, fmt.Sprintf("web-%04d", i), "dgx-01", statusTime))
 		}
 	}
-	whole := &nodeServer{nodes: nodes, pods: pods}
+	whole := &plugintest.NodeServer{Nodes: nodes, Pods: pods}
 	want := runPlugin(context.Background(), whoClients(t, whole, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
-	apart := &nodeServer{nodes: nodes, pods: pods, namespaces: true}
+	apart := &plugintest.NodeServer{Nodes: nodes, Pods: pods, Namespaces: true}
 	got := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A", "-o", "json")
-	if want.code != ExitOK || got.code != ExitOK {
+	if want.code != factory.ExitOK || got.code != factory.ExitOK {
 		t.Fatalf("exit %d and %d, stderr %q and %q", want.code, got.code, want.err, got.err)
 	}
 	if diff := cmp.Diff(want.out, got.out); diff != "" {
 		t.Errorf("namespaces listed apart (-one list +apart):\n%s", diff)
 	}
 	var paths []string
-	for _, req := range apart.listRequests() {
-		if strings.HasSuffix(req.path, "/pods") {
-			paths = append(paths, req.path)
+	for _, req := range apart.ListRequests() {
+		if strings.HasSuffix(req.Path, "/pods") {
+			paths = append(paths, req.Path)
 		}
 	}
 	slices.Sort(paths)
@@ -308,9 +312,9 @@ func TestWhoListsNamespacesApart(t *testing.T) {
 		t.Errorf("pod lists (-want +got):\n%s", diff)
 	}
 
-	apart.failPods = apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
+	apart.FailPods = apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
 	r := runPlugin(context.Background(), whoClients(t, apart, allocatedRecords()), false, nil, "who", "-A")
-	if r.code == ExitOK || !strings.Contains(r.err, "forbidden") {
+	if r.code == factory.ExitOK || !strings.Contains(r.err, "forbidden") {
 		t.Errorf("a forbidden pod list: exit %d, stderr %q", r.code, r.err)
 	}
 }
@@ -325,11 +329,11 @@ func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
 	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
 	leaving := gpuPod("ml", "leaving", "", at, "nvidia.com/gpu", 1)
 	leaving.DeletionTimestamp = &metav1.Time{Time: at}
-	server := &nodeServer{pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2), gated, leaving}}
+	server := &plugintest.NodeServer{Pods: []*corev1.Pod{done, gpuPod("ml", "waits", "", at, "nvidia.com/gpu", 2), gated, leaving}}
 	r := runPlugin(context.Background(), whoClients(t, server, nil), false, nil, "who", "-n", "ml")
 	want := "No pod holds GPUs in namespace \"ml\".\nWaiting to be scheduled in namespace \"ml\": 1 pod asking for 2 GPUs (`kubectl gpuinv free` shows where they could run).\n" +
 		"Queued behind scheduling gates in namespace \"ml\": 1 pod asking for 4 GPUs (the scheduler does not try them yet).\n"
-	if r.code != ExitOK || r.out != want {
+	if r.code != factory.ExitOK || r.out != want {
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
 	}
 }
@@ -337,7 +341,7 @@ func TestWhoSkipsFinishedAndWaitingPods(t *testing.T) {
 // Without -n, the namespace is the kubeconfig context's, as for kubectl get.
 func TestWhoUsesTheContextNamespace(t *testing.T) {
 	server := allocatedServer()
-	cfg := server.start(t)
+	cfg := server.Start(t)
 	kubeconfig := filepath.Join(t.TempDir(), "config")
 	data := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -349,9 +353,13 @@ current-context: ctx
 	if err := os.WriteFile(kubeconfig, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flags := newConfigFlags()
-	flags.kubeConfig = kubeconfig
-	r := runPlugin(context.Background(), &clients{flags: flags, warnings: io.Discard}, false, nil, "who")
+	flags := factory.NewConfigFlags()
+	fs := pflag.NewFlagSet("who", pflag.ContinueOnError)
+	flags.AddFlags(fs)
+	if err := fs.Set("kubeconfig", kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	r := runPlugin(context.Background(), &factory.Factory{Flags: flags, Warnings: io.Discard}, false, nil, "who")
 	// The test server serves no GpuNode records: models are unknown.
 	want := `NAMESPACE  POD      NODE         MODEL      GPUS  SINCE
 serving    infer-0  t4-shared-1  <unknown>  1     8h
@@ -359,12 +367,12 @@ serving    infer-1  t4-shared-1  <unknown>  3     7h5m
 
 2 pods hold 4 GPUs on 1 node.
 `
-	if r.code != ExitOK || r.out != want || !strings.HasPrefix(r.err, "Note: the GpuNode CRD is not installed") {
+	if r.code != factory.ExitOK || r.out != want || !strings.HasPrefix(r.err, "Note: the GpuNode CRD is not installed") {
 		t.Errorf("exit %d, stderr %q, output:\n%s\nwant:\n%s", r.code, r.err, r.out, want)
 	}
 	var paths []string
-	for _, req := range server.listRequests() {
-		paths = append(paths, req.path)
+	for _, req := range server.ListRequests() {
+		paths = append(paths, req.Path)
 	}
 	slices.Sort(paths) // pods and claims are listed at once
 	if diff := cmp.Diff([]string{"/api/v1/namespaces/serving/pods", "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims"}, paths); diff != "" {

@@ -39,15 +39,18 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/simulate"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/printer"
 )
 
 // selectGPUs is the CEL selector of NVIDIA's gpu.nvidia.com DeviceClass.
 const selectGPUs = `device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"`
 
 // kubeClients serve objs from a client-go fake clientset.
-func kubeClients(objs ...runtime.Object) (*clients, *fake.Clientset) {
+func kubeClients(objs ...runtime.Object) (*factory.Factory, *fake.Clientset) {
 	kube := fake.NewClientset(objs...)
-	return &clients{kube: fakeKube{kube}, warnings: io.Discard}, kube
+	return &factory.Factory{FakeKube: fakeKube{kube}, Warnings: io.Discard}, kube
 }
 
 // schedNode is a node labelled pool, with gpus nvidia.com/gpu from the device plugin (none
@@ -172,7 +175,7 @@ func TestWhyPendingGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := kubeClients(whyCluster(t)...)
 			r := runPlugin(context.Background(), c, false, nil, append([]string{"why", "-n", "ml", "trainer"}, tc.args...)...)
-			if r.code != ExitOK || r.err != "" {
+			if r.code != factory.ExitOK || r.err != "" {
 				t.Fatalf("exit %d, stderr %q", r.code, r.err)
 			}
 			golden(t, tc.name+".golden", r.out)
@@ -204,7 +207,7 @@ func TestWhyPreemptionGolden(t *testing.T) {
 	}
 	c, _ := kubeClients(objs...)
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "trainer")
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	golden(t, "why-preempt.golden", r.out)
@@ -215,14 +218,14 @@ func TestWhyPreemptionGolden(t *testing.T) {
 func TestWhyPendingAnswer(t *testing.T) {
 	c, kube := kubeClients(whyCluster(t)...)
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "trainer", "-o", "json")
-	if r.code != ExitOK {
+	if r.code != factory.ExitOK {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
-	var a whyAnswer
+	var a printer.Why
 	if err := json.Unmarshal([]byte(r.out), &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.State != statePending || a.Diagnosis == nil {
+	if a.State != printer.WhyPending || a.Diagnosis == nil {
 		t.Fatalf("state %q, diagnosis %v; want Pending with a diagnosis", a.State, a.Diagnosis)
 	}
 	wantMessage := "0/6 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu."
@@ -299,7 +302,7 @@ func TestWhyGatedGolden(t *testing.T) {
 	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: "example.com/budget"}}
 	c, kube := kubeClients(p)
 	r := runPlugin(context.Background(), c, false, nil, "why", "-n", "ml", "queued")
-	if r.code != ExitOK || r.err != "" {
+	if r.code != factory.ExitOK || r.err != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 	golden(t, "why-gated.golden", r.out)
@@ -321,7 +324,7 @@ func TestWhyRunningGolden(t *testing.T) {
 	for _, args := range [][]string{nil, {"-o", "json"}} {
 		c, _ := kubeClients(objs...)
 		r := runPlugin(context.Background(), c, false, nil, append([]string{"why", "infer-0", "-n", "ml"}, args...)...)
-		if r.code != ExitOK || r.err != "" {
+		if r.code != factory.ExitOK || r.err != "" {
 			t.Fatalf("exit %d, stderr %q", r.code, r.err)
 		}
 		name := "why-running.golden"
@@ -343,7 +346,7 @@ func TestWhyErrors(t *testing.T) {
 		{[]string{"why", "a", "-o", "wide"}, "error: unknown output format \"wide\": use json or yaml\nSee 'kubectl gpuinv --help' for usage.\n"},
 	} {
 		r := runPlugin(context.Background(), c, false, nil, tc.args...)
-		if r.code != ExitError || r.err != tc.want || r.out != "" {
+		if r.code != factory.ExitError || r.err != tc.want || r.out != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 1 and %q", tc.args, r.code, r.err, r.out, tc.want)
 		}
 	}
@@ -358,12 +361,12 @@ func TestWhyKeepsAGivenCompressionFlag(t *testing.T) {
 	}{{nil, false}, {[]string{"--disable-compression=false"}, true}, {[]string{"--disable-compression"}, true}} {
 		c, _ := kubeClients(whyCluster(t)...)
 		var asked []bool
-		c.load = func(ctx context.Context, c *clients, q question) (loaded, error) {
-			asked = append(asked, q.compressionSet)
+		setLoad(t, c, func(ctx context.Context, c *factory.Factory, q simulate.Question) (simulate.Loaded, error) {
+			asked = append(asked, q.CompressionSet)
 			return loadWhole(ctx, c, q)
-		}
+		})
 		r := runPlugin(context.Background(), c, false, nil, append([]string{"why", "-n", "ml", "trainer"}, tc.flags...)...)
-		if r.code != ExitOK || !slices.Equal(asked, []bool{tc.set}) {
+		if r.code != factory.ExitOK || !slices.Equal(asked, []bool{tc.set}) {
 			t.Errorf("why %v: exit %d (stderr %q), the reads were told the flag was given: %v, want [%t]", tc.flags, r.code, r.err, asked, tc.set)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeproto"
@@ -39,24 +40,42 @@ const (
 	specAffinity        = 18
 	specSchedulingGates = 38
 	specInitContainers  = 20
+	specPriority        = 25
 	specOverhead        = 32
+	specClaims          = 39
+	specResources       = 40
 
+	containerName          = 1
 	containerResources     = 8
 	containerRestartPolicy = 24
 	resourcesLimits        = 1
 	resourcesRequests      = 2
 
-	affinityNodeAffinity   = 1
-	nodeAffinityRequired   = 1 // requiredDuringSchedulingIgnoredDuringExecution
-	selectorTerms          = 1 // NodeSelector.nodeSelectorTerms
-	termMatchExpressions   = 1
-	requirementKey         = 1
-	requirementOperator    = 2
-	requirementValues      = 3
-	statusPhase            = 1
-	statusExtendedResource = 18 // extendedResourceClaimStatus
-	extendedMappings       = 1  // PodExtendedResourceClaimStatus.requestMappings
-	mappingResourceName    = 2  // ContainerExtendedResourceRequest.resourceName
+	affinityNodeAffinity     = 1
+	nodeAffinityRequired     = 1 // requiredDuringSchedulingIgnoredDuringExecution
+	selectorTerms            = 1 // NodeSelector.nodeSelectorTerms
+	termMatchExpressions     = 1
+	requirementKey           = 1
+	requirementOperator      = 2
+	requirementValues        = 3
+	statusPhase              = 1
+	statusConditions         = 2
+	statusStartTime          = 7
+	statusContainers         = 8
+	statusInitContainers     = 10
+	statusClaims             = 15
+	statusExtendedResource   = 18 // extendedResourceClaimStatus
+	statusAllocatedResources = 19
+	statusResources          = 20
+	extendedMappings         = 1 // PodExtendedResourceClaimStatus.requestMappings
+	mappingResourceName      = 2 // ContainerExtendedResourceRequest.resourceName
+
+	containerStatusName      = 1
+	containerStatusAllocated = 10
+	containerStatusResources = 11
+	conditionTypeField       = 1
+	conditionStatusField     = 2
+	conditionReasonField     = 5
 )
 
 // DecodePod decodes a protobuf v1 Pod (the message, without the envelope) into what
@@ -181,6 +200,9 @@ var errTooLarge = fmt.Errorf("more than %d containers with GPU resources, GPU re
 // reader decodes one pod's fields for minimalPod, within maxElements.
 type reader struct {
 	left int
+	// scheduling is the keep-rule of DecodeSchedulingPod: besides what FromPod reads, what
+	// kube-scheduler's accounting of a bound pod reads.
+	scheduling bool
 }
 
 // take counts one element built; an error beyond the bound.
@@ -195,6 +217,27 @@ func (r *reader) take() error {
 // resources only. Containers without GPU resources are left out: FromPod counts none of them.
 func minimalPod(b []byte) (*corev1.Pod, error) {
 	r := reader{left: maxElements}
+	return r.pod(b)
+}
+
+// DecodeSchedulingPod decodes a protobuf Pod as far as kube-scheduler's accounting of a bound
+// pod reads it (what capacity.KeepPod keeps and capacity.Requests counts), by the keep-rules
+// of DecodePod widened: every container (its name, resources and restart policy) and every
+// resource entry; priority, claims, pod-level resources and overhead; of the status the
+// phase, start, the PodResizePending and DisruptionTarget conditions, the containers'
+// allocated and actual resources and the claims' statuses. Images, environment, probes,
+// volumes, labels, annotations and managed fields are skipped unread.
+func DecodeSchedulingPod(raw []byte) (*corev1.Pod, error) {
+	r := reader{left: maxElements, scheduling: true}
+	pod, err := r.pod(raw)
+	if err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// pod decodes a Pod message by r's keep-rules.
+func (r *reader) pod(b []byte) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	var meta kubeproto.ObjectMeta
 	m := kubeproto.NewMessage(b)
@@ -206,7 +249,7 @@ func minimalPod(b []byte) (*corev1.Pod, error) {
 		case kubeproto.Bytes(podSpec):
 			err = r.spec(m.Value(), &pod.Spec)
 		case kubeproto.Bytes(podStatus):
-			err = decodeStatus(m.Value(), &pod.Status)
+			err = r.status(m.Value(), &pod.Status)
 		}
 		if err != nil {
 			return pod, err
@@ -249,12 +292,36 @@ func (r *reader) spec(b []byte, spec *corev1.PodSpec) error {
 			if len(spec.SchedulingGates) == 0 {
 				spec.SchedulingGates = gated
 			}
+		default:
+			if r.scheduling {
+				err = r.schedulingSpec(&m, spec)
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return m.Err()
+}
+
+// schedulingSpec reads the field at m of a PodSpec that the scheduling keep-rule adds.
+func (r *reader) schedulingSpec(m *kubeproto.Message, spec *corev1.PodSpec) error {
+	switch m.Tag() {
+	case kubeproto.Varint(specPriority):
+		spec.Priority = ptr.To(int32(m.Varint()))
+	case kubeproto.Bytes(specClaims):
+		if err := r.take(); err != nil {
+			return err
+		}
+		spec.ResourceClaims = append(spec.ResourceClaims, corev1.PodResourceClaim{})
+		return spec.ResourceClaims[len(spec.ResourceClaims)-1].Unmarshal(m.Value())
+	case kubeproto.Bytes(specResources):
+		if spec.Resources == nil {
+			spec.Resources = &corev1.ResourceRequirements{}
+		}
+		return r.resources(m.Value(), spec.Resources)
+	}
+	return nil
 }
 
 // nodeSelector reads a node selector's entry: the product label's only.
@@ -268,13 +335,16 @@ func nodeSelector(entry []byte, spec *corev1.PodSpec) error {
 }
 
 // container reads a container's GPU resources and its restart policy, and adds it to list
-// if it has GPU resources.
+// if it has GPU resources; by the scheduling keep-rule, its name and every resource, and it
+// is added whatever it asks for.
 func (r *reader) container(b []byte, list *[]corev1.Container) error {
 	var resources corev1.ResourceRequirements
-	var policy []byte
+	var policy, name []byte
 	m := kubeproto.NewMessage(b)
 	for m.Next() {
 		switch m.Tag() {
+		case kubeproto.Bytes(containerName):
+			name = m.Value()
 		case kubeproto.Bytes(containerResources):
 			if err := r.resources(m.Value(), &resources); err != nil {
 				return err
@@ -283,13 +353,16 @@ func (r *reader) container(b []byte, list *[]corev1.Container) error {
 			policy = m.Value()
 		}
 	}
-	if err := m.Err(); err != nil || len(resources.Limits) == 0 && len(resources.Requests) == 0 {
+	if err := m.Err(); err != nil || !r.scheduling && len(resources.Limits) == 0 && len(resources.Requests) == 0 {
 		return err
 	}
 	if err := r.take(); err != nil {
 		return err
 	}
 	c := corev1.Container{Resources: resources}
+	if r.scheduling {
+		c.Name = string(name)
+	}
 	if policy != nil {
 		restart := corev1.ContainerRestartPolicyAlways
 		if kubeproto.View(policy) != string(restart) {
@@ -319,11 +392,11 @@ func (r *reader) resources(b []byte, resources *corev1.ResourceRequirements) err
 	return m.Err()
 }
 
-// addGPUResource adds a resource list's entry to list if it is a GPU resource; other
-// entries are skipped unread.
+// addGPUResource adds a resource list's entry to list if it is a GPU resource (any, by the
+// scheduling keep-rule); other entries are skipped unread.
 func (r *reader) addGPUResource(list *corev1.ResourceList, entry []byte) error {
 	key, value, err := kubeproto.MapEntry(entry)
-	if err != nil || !allocation.IsGPUResource(kubeproto.View(key)) {
+	if err != nil || !r.scheduling && !allocation.IsGPUResource(kubeproto.View(key)) {
 		return err
 	}
 	if err := r.take(); err != nil {
@@ -461,20 +534,30 @@ func (r *reader) requirement(b []byte, req *corev1.NodeSelectorRequirement) erro
 	return m.Err()
 }
 
-func decodeStatus(b []byte, status *corev1.PodStatus) error {
+func (r *reader) status(b []byte, status *corev1.PodStatus) error {
 	m := kubeproto.NewMessage(b)
 	for m.Next() {
+		var err error
 		switch m.Tag() {
 		case kubeproto.Bytes(statusPhase):
 			status.Phase = phaseOf(m.Value())
 		case kubeproto.Bytes(statusExtendedResource):
-			// Only the resources it maps: the claim it names is counted by the claim cache.
 			if status.ExtendedResourceClaimStatus == nil {
 				status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{}
 			}
-			if err := decodeExtendedStatus(m.Value(), status.ExtendedResourceClaimStatus); err != nil {
-				return err
+			if r.scheduling {
+				err = status.ExtendedResourceClaimStatus.Unmarshal(m.Value())
+			} else {
+				// Only the resources it maps: the claim it names is counted by the claim cache.
+				err = decodeExtendedStatus(m.Value(), status.ExtendedResourceClaimStatus)
 			}
+		default:
+			if r.scheduling {
+				err = r.schedulingStatus(&m, status)
+			}
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return m.Err()

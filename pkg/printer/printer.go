@@ -40,3 +40,11 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// count64 is count of an int64.
+func count64(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

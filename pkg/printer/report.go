@@ -656,3 +656,9 @@ func age(t, now time.Time) string {
 func count(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + plural(n, one, many)
 }
+
+// Nothing says in one line why an inventory has nothing to show (no usage read, no quota).
+func Nothing(w io.Writer, inventory, why string) error {
+	_, err := fmt.Fprintf(w, "GpuInventory %s: %s.\n", inventory, why)
+	return err
+}

@@ -92,6 +92,7 @@ type sliceMessage struct {
 	driver, nodeName, poolName []byte
 	pool                       pool     // its generation and resourceSliceCount
 	counterSets                [][]byte // the CounterSet messages
+	header                     bool     // where the slice is only: devices and counter sets skipped
 }
 
 // decodeSlice decodes a protobuf ResourceSlice (the message, without the envelope) straight
@@ -102,21 +103,8 @@ type sliceMessage struct {
 func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
 	var s sliceMessage
 	var buf [sliceDevices][]byte
-	devices := buf[:0]
-	m := kubeproto.NewMessage(b)
-	for m.Next() {
-		var err error
-		switch m.Tag() {
-		case kubeproto.Bytes(sliceMetadata):
-			err = kubeproto.ReadObjectMeta(m.Value(), nil, &s.meta)
-		case kubeproto.Bytes(sliceSpec):
-			devices, err = s.readSpec(m.Value(), devices)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := m.Err(); err != nil {
+	devices, err := s.read(b, buf[:0])
+	if err != nil {
 		return nil, err
 	}
 	out := &compactSlice{Compact: kubeproto.CompactOf(&s.meta), driver: t.intern(kubeproto.View(s.driver))}
@@ -151,6 +139,43 @@ func (t *trimmer) decodeSlice(b []byte) (*compactSlice, error) {
 	return out, nil
 }
 
+// read reads a ResourceSlice message into s and appends its Device messages to devices
+// (unless s.header).
+func (s *sliceMessage) read(b []byte, devices [][]byte) ([][]byte, error) {
+	m := kubeproto.NewMessage(b)
+	for m.Next() {
+		var err error
+		switch m.Tag() {
+		case kubeproto.Bytes(sliceMetadata):
+			err = kubeproto.ReadObjectMeta(m.Value(), nil, &s.meta)
+		case kubeproto.Bytes(sliceSpec):
+			devices, err = s.readSpec(m.Value(), devices)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return devices, m.Err()
+}
+
+// DecodeSliceHeader decodes where a protobuf ResourceSlice (any driver's) is, as the cache's
+// decoder reads it: its name, driver, pool and node. Its devices and counter sets are
+// skipped unread.
+func DecodeSliceHeader(b []byte) (*resourcev1.ResourceSlice, error) {
+	s := sliceMessage{header: true}
+	if _, err := s.read(b, nil); err != nil {
+		return nil, err
+	}
+	out := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: string(s.meta.Name)},
+		Spec: resourcev1.ResourceSliceSpec{Driver: string(s.driver), Pool: resourcev1.ResourcePool{Name: string(s.poolName),
+			Generation: s.pool.generation, ResourceSliceCount: s.pool.resourceSliceCount}}}
+	if s.nodeName != nil {
+		node := string(s.nodeName)
+		out.Spec.NodeName = &node
+	}
+	return out, nil
+}
+
 // readSpec reads a ResourceSliceSpec message into s and appends its Device messages to
 // devices. A later spec merges into the earlier, as the generated decoder's does.
 func (s *sliceMessage) readSpec(b []byte, devices [][]byte) ([][]byte, error) {
@@ -166,11 +191,17 @@ func (s *sliceMessage) readSpec(b []byte, devices [][]byte) ([][]byte, error) {
 				return nil, err
 			}
 		case kubeproto.Bytes(specDevices):
+			if s.header {
+				continue
+			}
 			if len(devices) == maxDevices {
 				return nil, errTooManyDevices
 			}
 			devices = append(devices, m.Value())
 		case kubeproto.Bytes(specCounters):
+			if s.header {
+				continue
+			}
 			if len(s.counterSets) == maxCounterLists {
 				return nil, errTooManyCounters
 			}

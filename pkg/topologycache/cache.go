@@ -155,14 +155,15 @@ func (c *Cache) Run(ctx context.Context) {
 // start makes the informer of the Topologies.
 func (c *Cache) start() cache.SharedIndexInformer {
 	res := c.dynamic.Resource(Resource)
-	lw := &cache.ListWatch{
+	// The dynamic client says whether it streams lists as watch events (a fake does not).
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return res.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return res.Watch(ctx, opts)
 		},
-	}
+	}, c.dynamic)
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{},
 		cache.SharedIndexInformerOptions{ObjectDescription: "kueue.x-k8s.io/v1beta2 topologies"})
 	_ = informer.SetTransform(keep) // fails only on an informer that has started

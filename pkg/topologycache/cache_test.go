@@ -65,8 +65,7 @@ func TestCacheFollowsKueue(t *testing.T) {
 	dyn := fakeDynamic(kueueTopology("default", "topology.kubernetes.io/rack", "kubernetes.io/hostname"),
 		kueueTopology("twice", "a", "a"))
 	var served atomic.Bool
-	looks := make(chan struct{}, 10)
-	c := newCache(dyn, func(context.Context) (bool, error) { looks <- struct{}{}; return served.Load(), nil }, Options{})
+	c := newCache(dyn, func(context.Context) (bool, error) { return served.Load(), nil }, Options{})
 	c.every = 20 * time.Millisecond
 	var changes atomic.Int32
 	c.OnChange(func(key string) {
