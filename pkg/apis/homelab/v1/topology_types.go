@@ -27,6 +27,8 @@ type TopologySpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y == x))",message="levels must not name a label key twice"
 	Levels []string `json:"levels,omitempty"`
 	// GangSizes are the gang sizes, in GPUs, whose slots are counted per domain: gangs of
 	// pods of one node's worth of GPUs each. Unset: 8, 16, 32, 64, 128.
