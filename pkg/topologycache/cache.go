@@ -269,4 +269,3 @@ func LevelKeys(ctx context.Context, config *rest.Config) ([]string, error) {
 	}
 	return keys, nil
 }
-

@@ -113,4 +113,3 @@ func TestCacheForbiddenIsAProblem(t *testing.T) {
 		t.Errorf("problem = %q", problem)
 	}
 }
-

@@ -47,22 +47,22 @@ type Options struct {
 	QuotaDRAResources []string
 	// Topology: group the GPU nodes into topology domains by node labels and Kueue's
 	// Topologies, for status.topology.
-	Topology bool
-	DefaultInventory  string
-	ResyncPeriod      time.Duration
-	Workers           int
-	MaxStatusNodes    int
-	MinSyncInterval   time.Duration
-	PprofAddress      string
-	MetricsAddress    string
-	HealthAddress     string
-	PerNodeMetrics    bool
-	QPS               float64
-	Burst             int
-	RecordQPS         float64
-	RecordBurst       int
-	Compression       bool
-	SteadyProcs       int
+	Topology         bool
+	DefaultInventory string
+	ResyncPeriod     time.Duration
+	Workers          int
+	MaxStatusNodes   int
+	MinSyncInterval  time.Duration
+	PprofAddress     string
+	MetricsAddress   string
+	HealthAddress    string
+	PerNodeMetrics   bool
+	QPS              float64
+	Burst            int
+	RecordQPS        float64
+	RecordBurst      int
+	Compression      bool
+	SteadyProcs      int
 
 	// UsageOptions: reading DCGM exporter's utilisation from Prometheus (--prometheus-url).
 	UsageOptions
