@@ -228,6 +228,11 @@ type relist struct {
 // those sources, start, wait for sync, run, shut down. It returns once every source and
 // controller it started has stopped, so a re-list never holds two node caches.
 func (o *Operator) runOnce(ctx context.Context, crds crdState, asked []string) (*relist, error) {
+	// Events about GPU nodes go to the GpuInventory, events about the ConfigMap to it; the
+	// broadcaster aggregates repeats. It stops after everything that records events.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: o.clients.core})
+	defer broadcaster.Shutdown()
 	var running sync.WaitGroup
 	defer running.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -242,11 +247,7 @@ func (o *Operator) runOnce(ctx context.Context, crds crdState, asked []string) (
 		return nil, err
 	}
 
-	// Controllers, in order, on one Context. Events about GPU nodes go to the GpuInventory,
-	// events about the ConfigMap to it; the broadcaster aggregates repeats.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(kubeclient.EventSink{Client: o.clients.core})
-	defer broadcaster.Shutdown()
+	// Controllers, in order, on one Context.
 	cc, err := controller.NewContext(built, controller.Context{Metrics: o.metrics,
 		Recorder:        broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: homelabv1.FieldManager}),
 		MinSyncInterval: o.opts.MinSyncInterval, MaxStatusNodes: o.opts.MaxStatusNodes})
