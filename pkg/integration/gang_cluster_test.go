@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures/dra"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/gang"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/topology"
@@ -52,6 +53,7 @@ import (
 const (
 	gangNS       = "gangs"
 	gangRow      = "example.com/row"
+	kueueFleet   = "example.com/fleet" // racks or nvlink: the nodes of Kueue's two flavors
 	gangPool     = "example.com/pool"
 	cliqueNodes  = 18
 	cliqueGPUs   = 4
@@ -88,13 +90,17 @@ func (c *cluster) buildGangCluster(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
+		n.Labels[kueueFleet] = "racks"
+		if n.Labels[topology.NVLinkClique] != "" {
+			n.Labels[kueueFleet] = "nvlink"
+		}
 		if n.Labels[topology.Rack] == "rack-b" {
 			n.Labels[gangRow] = "r1"
 		}
 	}
 	// g-b4 has no kubelet: NotReady, it keeps the not-ready taint.
 	notReady := inRack(kwokNode("g-b4", gpu8), "rack-b")
-	notReady.Labels[gangRow] = "r1"
+	notReady.Labels[gangRow], notReady.Labels[kueueFleet] = "r1", "racks"
 	delete(notReady.Annotations, testenv.KwokAnnotation)
 	notReady.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
 	if err := testenv.CreateNodes(ctx, c.kube, append(nodes, notReady)); err != nil {
@@ -148,4 +154,18 @@ func (c *cluster) gangHolders(t *testing.T) {
 func gpuClaimTemplate(name string, n int64) *resourcev1.ResourceClaimTemplate {
 	return &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: gangNS, Name: name},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: claimSpec(gpuClass, "", n)}}
+}
+
+// buildKueueGangCluster is buildGangCluster with Kueue's view of it: a Topology of racks
+// and hosts and one of NVLink cliques and hosts, a flavor and a queue for each.
+func (c *cluster) buildKueueGangCluster(t *testing.T) {
+	t.Helper()
+	c.buildGangCluster(t)
+	c.ensureNamespace(t, kueueGangNS)
+	for _, k := range []gang.Kueue{(kueueCase{}).kueue(), (kueueCase{clique: true}).kueue()} {
+		c.applyKueue(t, testenv.KueueTopology(k.Topology, k.Levels...), testenv.KueueTopologyFlavor(k.Flavor, k.Topology, k.NodeLabels))
+		c.createClusterQueue(t, testenv.KueueClusterQueue{Name: k.Flavor, Quotas: []testenv.KueueQuota{
+			{Flavor: k.Flavor, Resource: string(oracleGPU), Nominal: "1000"}, {Flavor: k.Flavor, Resource: string(oracleMIG), Nominal: "1000"}}})
+		c.createLocalQueue(t, kueueGangNS, k.Flavor, k.Flavor)
+	}
 }

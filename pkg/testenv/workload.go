@@ -16,16 +16,7 @@ limitations under the License.
 
 package testenv
 
-import (
-	"bufio"
-	"context"
-	"errors"
-	"fmt"
-	"net/http"
-	"regexp"
-	"strconv"
-	"time"
-)
+import "time"
 
 // WorkloadSchedulingGates are the feature gates with which kube-scheduler v1.37 places a
 // PodGroup's pods together, per topology domain (workload-aware scheduling): GenericWorkload
@@ -40,44 +31,6 @@ func WithWorkloadScheduling(opts Options) Options {
 	opts.APIServerArgs = append(append([]string(nil), opts.APIServerArgs...), gates, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 	opts.SchedulerArgs = append(append([]string(nil), opts.SchedulerArgs...), gates)
 	return opts
-}
-
-// pendingLine is a sample of kube-scheduler's scheduler_pending_pods gauge.
-var pendingLine = regexp.MustCompile(`^scheduler_pending_pods\{queue="([^"]+)"\} (\S+)$`)
-
-// SchedulerPendingPods returns how many pods the running kube-scheduler holds in each of
-// its queues ("active", "backoff", "unschedulable", "gated"), from its /metrics. A pod of
-// a PodGroup that waits for its group (or for minCount pods of it) is "gated".
-func (e *Env) SchedulerPendingPods(ctx context.Context) (map[string]int, error) {
-	if e.scheduler == nil || !e.scheduler.running() {
-		return nil, errors.New("kube-scheduler is not running")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.schedulerURL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	resp, err := selfSignedClient().Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("kube-scheduler /metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("kube-scheduler /metrics: %s", resp.Status)
-	}
-	queues := map[string]int{}
-	scanner := bufio.NewScanner(resp.Body)
-	scanner.Buffer(make([]byte, 64<<10), 1<<20)
-	for scanner.Scan() {
-		if m := pendingLine.FindStringSubmatch(scanner.Text()); m != nil {
-			n, err := strconv.ParseFloat(m[2], 64)
-			if err != nil {
-				return nil, fmt.Errorf("kube-scheduler /metrics: %q: %w", scanner.Text(), err)
-			}
-			queues[m[1]] = int(n)
-		}
-	}
-	return queues, scanner.Err()
 }
 
 // StopScheduler stops kube-scheduler (SIGTERM; SIGKILL after 3 seconds); StartScheduler
