@@ -19,6 +19,7 @@ limitations under the License.
 package integration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -276,7 +277,7 @@ func (c *cluster) expectPreemption(t *testing.T, tc gangCase, res gang.Result) {
 		want = append(want, p.Nominated)
 	}
 	for _, p := range c.gangPods(t, tc) {
-		nominated = append(nominated, p.Status.NominatedNodeName+p.Spec.NodeName)
+		nominated = append(nominated, cmp.Or(p.Spec.NodeName, p.Status.NominatedNodeName))
 	}
 	slices.Sort(nominated)
 	slices.Sort(want)
