@@ -92,6 +92,10 @@ type Result struct {
 	// Kueue's domain of the level it fit at; Kueue's domains joined by "," when it spread
 	// the gang). "" without a topology or when nothing fits.
 	Domain string
+	// Choices are, for the scheduler, the domains as good as Domain (the same placement
+	// score), Domain first: the scheduler picks one of them at random. One when the choice
+	// is certain; none when nothing fits.
+	Choices []string
 	// Pods are the gang's pods in the order they are placed, with their nodes.
 	Pods []Pod
 	// Domains are, per domain of Topology.Key (or all nodes as one domain without a key),
@@ -101,6 +105,10 @@ type Result struct {
 	// PodGroupInitiallyScheduled=False condition message, or the text of Kueue's
 	// QuotaReserved=False condition.
 	Message string
+	// Messages are, for the scheduler, every text the condition may carry: it reports the
+	// status of one placement chosen at random ("first placement status"); Message is the
+	// one when it reports the first domain by name.
+	Messages []string
 	// Preemption is the scheduler's gang preemption, when the gang does not fit.
 	Preemption *Preemption
 	// Kueue is what Kueue decided, in Kueue's mode only.
@@ -120,6 +128,8 @@ type Pod struct {
 	// Message is, for the scheduler, the FailedScheduling event text of a pod that stays
 	// pending.
 	Message string
+	// Messages are every text that event may carry, as for Result.Messages.
+	Messages []string
 	// Nominated is the node the scheduler's gang preemption nominates for the pod.
 	Nominated string
 }

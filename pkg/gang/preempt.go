@@ -33,11 +33,17 @@ import (
 type Preemption struct {
 	// Message is the preemption part of the PodGroup's condition, "pod group preemption: ...".
 	Message string
+	// Messages are every text Message may be: when the gang does not fit even with every
+	// victim gone, it reports one placement chosen at random, as the cycle does.
+	Messages []string
 	// Victims are the pods the scheduler evicts so that the gang fits, most important
 	// first; none when preemption does not help.
 	Victims []*corev1.Pod
-	// Domain is where the gang goes once the victims are gone.
+	// Domain is where the gang goes once the victims are gone, and Choices the domains as
+	// good as it (Domain first): the scheduler picks one at random, and the victims here
+	// are those of Domain.
 	Domain    string
+	Choices   []string
 	nominated map[string]string // pod name -> the node nominated for it
 }
 
@@ -56,7 +62,7 @@ type victim struct {
 func (sim *simulation) preempt(base *capacity.Snapshot, pls []placement) (*Preemption, error) {
 	first := sim.members[0].pod
 	if preemptionPolicy(first) == corev1.PreemptNever {
-		return &Preemption{Message: msgPreemption + msgNotEligible}, nil
+		return preemptionSaying(msgPreemption + msgNotEligible), nil
 	}
 	prio := corev1helpers.PodPriority(first)
 	var victims []victim
@@ -68,7 +74,7 @@ func (sim *simulation) preempt(base *capacity.Snapshot, pls []placement) (*Preem
 		}
 	}
 	if len(victims) == 0 {
-		return &Preemption{Message: msgPreemption + msgNoVictims}, nil
+		return preemptionSaying(msgPreemption + msgNoVictims), nil
 	}
 	scratch := base.Clone()
 	for _, v := range victims {
@@ -79,12 +85,17 @@ func (sim *simulation) preempt(base *capacity.Snapshot, pls []placement) (*Preem
 		return nil, err
 	}
 	if c.best < 0 {
-		return &Preemption{Message: msgPreemption + c.groupStatus()}, nil
+		out := &Preemption{}
+		for k := range c.evals {
+			out.Messages = addMessage(out.Messages, msgPreemption+c.groupStatus(k))
+		}
+		out.Message = out.Messages[0]
+		return out, nil
 	}
 	ev := c.evals[c.best]
 	now := time.Now()
 	slices.SortStableFunc(victims, func(a, b victim) int { return moreImportant(a.pod, b.pod, now) })
-	out := &Preemption{Domain: ev.placement.value, nominated: map[string]string{}}
+	out := &Preemption{Domain: ev.placement.value, Choices: c.choices(), nominated: map[string]string{}}
 	for _, v := range victims {
 		scratch.Restore(v.node, []*corev1.Pod{v.pod})
 		ok, err := sim.fitsWith(scratch, ev, v.node)
@@ -102,7 +113,13 @@ func (sim *simulation) preempt(base *capacity.Snapshot, pls []placement) (*Preem
 		}
 	}
 	out.Message = msgPreemption + fmt.Sprintf(msgVictimsChosen, len(out.Victims))
+	out.Messages = []string{out.Message}
 	return out, nil
+}
+
+// preemptionSaying is a preemption that finds nothing to do, and says so.
+func preemptionSaying(message string) *Preemption {
+	return &Preemption{Message: message, Messages: []string{message}}
 }
 
 // fitsWith reports whether the gang's pods that the evaluation put on node still pass the

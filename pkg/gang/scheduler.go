@@ -128,7 +128,8 @@ type simulation struct {
 // cycle is one pod group scheduling cycle: every placement evaluated, the best chosen.
 type cycle struct {
 	evals []evaluation
-	best  int // index into evals; -1 when no placement fits
+	best  int   // index into evals; -1 when no placement fits
+	tied  []int // the placements as good as best, best first
 }
 
 // run evaluates every placement on the scratch snapshot and chooses one, as
@@ -154,11 +155,23 @@ func (sim *simulation) run(scratch *capacity.Snapshot, pls []placement) (*cycle,
 	}
 	for _, i := range fits {
 		score := int64(c.evals[i].placed*maxScore/maxPods) + st.sc.placementScore(sim.members, c.evals[i])
-		if len(fits) == 1 || score > bestScore {
-			c.best, bestScore = i, score
+		switch {
+		case score > bestScore:
+			c.best, bestScore, c.tied = i, score, []int{i}
+		case score == bestScore:
+			c.tied = append(c.tied, i)
 		}
 	}
 	return c, nil
+}
+
+// choices are the values of the placements tied for best.
+func (c *cycle) choices() []string {
+	var out []string
+	for _, i := range c.tied {
+		out = append(out, c.evals[i].placement.value)
+	}
+	return out
 }
 
 // result is the cycle's answer before preemption.
@@ -171,7 +184,7 @@ func (c *cycle) result() Result {
 		return res
 	}
 	ev := c.evals[c.best]
-	res.Fits, res.Domain = true, ev.placement.value
+	res.Fits, res.Domain, res.Choices = true, ev.placement.value, c.choices()
 	for _, o := range ev.outcomes {
 		p := Pod{Name: o.pod, Template: o.template, Node: o.node, Message: o.message}
 		if o.node != "" {
@@ -182,35 +195,69 @@ func (c *cycle) result() Result {
 	return res
 }
 
-// groupStatus is the status the cycle ends with when no placement fits: the message of
-// the PodGroup's condition before the preemption part.
-func (c *cycle) groupStatus() string {
-	return msgUnschedulable + ", " + fmt.Sprintf(msgPlacements, len(c.evals), c.evals[0].status)
+// groupStatus is the status the cycle ends with when no placement fits and the scheduler
+// reports placement k: the message of the PodGroup's condition before the preemption part.
+func (c *cycle) groupStatus(k int) string {
+	return msgUnschedulable + ", " + fmt.Sprintf(msgPlacements, len(c.evals), c.evals[k].status)
 }
 
 // explain writes what the scheduler says of a gang that does not fit: the condition and
-// each pod's FailedScheduling text, from the first placement (the scheduler reports an
-// arbitrary one: the first of a map's iteration).
+// each pod's FailedScheduling text. The scheduler reports the placement it evaluated first,
+// the first of a map's iteration: Message and each pod's Message are those of the first
+// placement by name, Messages every text the condition and each event may carry.
 func (c *cycle) explain(res *Result) {
-	group := c.groupStatus()
-	res.Message = group + ", " + res.Preemption.Message
-	waiting := len(res.Preemption.Victims) > 0
-	first := c.evals[0]
-	for j, o := range first.outcomes {
-		p := Pod{Name: o.pod, Template: o.template, Nominated: res.Preemption.nominated[o.pod]}
-		switch {
-		case j >= first.cut:
-			// Never tried: the group's status as it was before preemption.
-			p.Message = group
-		case o.node == "":
-			p.Message = o.message
-		case waiting:
-			p.Message = res.Message
-		default:
-			// Placed, then the group failed: the scheduler wraps the group's message
-			// in its own status, whose error repeats the first words.
-			p.Message = msgUnschedulable + ", " + res.Message
-		}
-		res.Pods = append(res.Pods, p)
+	pre := res.Preemption
+	res.Pods = make([]Pod, len(c.evals[0].outcomes))
+	for j, o := range c.evals[0].outcomes {
+		res.Pods[j] = Pod{Name: o.pod, Template: o.template, Nominated: pre.nominated[o.pod]}
 	}
+	for k := range c.evals {
+		group := c.groupStatus(k)
+		for _, preMessage := range pre.Messages {
+			r := report{group: group, message: group + ", " + preMessage, waiting: len(pre.Victims) > 0}
+			r.wrapped = msgUnschedulable + ", " + r.message
+			res.Messages = addMessage(res.Messages, r.message)
+			for j := range res.Pods {
+				res.Pods[j].Messages = addMessage(res.Pods[j].Messages, r.pod(c.evals[k], j))
+			}
+		}
+	}
+	res.Message = res.Messages[0]
+	for j := range res.Pods {
+		res.Pods[j].Message = res.Pods[j].Messages[0]
+	}
+}
+
+// report is what the scheduler says when it reports one placement: the group's status
+// before preemption, the condition's message, and that message as a placed pod's event
+// wraps it.
+type report struct {
+	group, message, wrapped string
+	waiting                 bool // preemption found victims
+}
+
+// pod is the FailedScheduling text of the placement's pod j.
+func (r report) pod(ev evaluation, j int) string {
+	o := ev.outcomes[j]
+	switch {
+	case j >= ev.cut:
+		// Never tried: the group's status as it was before preemption.
+		return r.group
+	case o.node == "":
+		return o.message
+	case r.waiting:
+		return r.message
+	default:
+		// Placed, then the group failed: the scheduler wraps the group's message in its
+		// own status, whose error repeats the first words.
+		return r.wrapped
+	}
+}
+
+// addMessage appends m to ms unless it is there already.
+func addMessage(ms []string, m string) []string {
+	if slices.Contains(ms, m) {
+		return ms
+	}
+	return append(ms, m)
 }

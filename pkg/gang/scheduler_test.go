@@ -174,8 +174,8 @@ func TestSchedulerGangPreemption(t *testing.T) {
 		t.Errorf("message:\n got %q\nwant %q", res.Message, want)
 	}
 	wantPods := []Pod{
-		{Name: "train-0", Message: insufficient2, Nominated: "a1"},
-		{Name: "train-1", Message: group, Nominated: "a2"},
+		{Name: "train-0", Message: insufficient2, Messages: []string{insufficient2}, Nominated: "a1"},
+		{Name: "train-1", Message: group, Messages: []string{group}, Nominated: "a2"},
 	}
 	if !reflect.DeepEqual(res.Pods, wantPods) {
 		t.Errorf("pods:\n got %+v\nwant %+v", res.Pods, wantPods)
@@ -199,6 +199,47 @@ func TestSchedulerGangPreemption(t *testing.T) {
 		", pod group preemption: pod group is unschedulable, 0/2 placements are available, first placement status: minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
 	if res.Message != want || len(res.Preemption.Victims) != 0 {
 		t.Errorf("a gang no rack holds even with every victim gone:\n got %q\nwant %q", res.Message, want)
+	}
+}
+
+// The scheduler breaks ties between placements at random and reports the status of a
+// placement chosen at random when none fits: the project names every domain it may choose
+// and every text it may write.
+func TestSchedulerChoicesAndMessages(t *testing.T) {
+	twins := capacity.Cluster{Nodes: []*corev1.Node{gpuNode("a1", "z1", "rack-a", gpus("8")), gpuNode("a2", "z1", "rack-a", gpus("8")),
+		gpuNode("b1", "z1", "rack-b", gpus("8")), gpuNode("b2", "z1", "rack-b", gpus("8"))}}
+	res, err := PlaceAsScheduler(capacity.NewSnapshot(twins), Gang{Templates: []Template{replicas("train", 8, 2)}, Topology: Topology{Key: rack}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Domain != "rack-a" || !reflect.DeepEqual(res.Choices, []string{"rack-a", "rack-b"}) {
+		t.Errorf("two racks alike: domain %q of %q, want rack-a of both", res.Domain, res.Choices)
+	}
+
+	res, err = PlaceAsScheduler(capacity.NewSnapshot(racks()), Gang{Templates: []Template{replicas("train", 8, 3)}, Topology: Topology{Key: rack}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := "pod group is unschedulable, 0/2 placements are available, first placement status: "
+	preemption := ", pod group preemption: No preemption victims found for incoming preemptor"
+	wantMessages := []string{
+		group + "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining" + preemption,
+		group + "minCount (3) cannot be satisfied: 1 scheduled, 1 remaining" + preemption,
+	}
+	if res.Choices != nil || res.Message != wantMessages[0] || !reflect.DeepEqual(res.Messages, wantMessages) {
+		t.Errorf("a gang no rack holds: choices %q, message %q, messages\n %q\nwant\n %q", res.Choices, res.Message, res.Messages, wantMessages)
+	}
+	// rack-a places two pods and the third finds no node; rack-b places one, and the
+	// second pod finds none, which ends it: the third is never tried.
+	wantPods := [][]string{
+		{"pod group is unschedulable, " + wantMessages[0], "pod group is unschedulable, " + wantMessages[1]},
+		{"pod group is unschedulable, " + wantMessages[0], insufficient2},
+		{insufficient2, group + "minCount (3) cannot be satisfied: 1 scheduled, 1 remaining"},
+	}
+	for i, p := range res.Pods {
+		if !reflect.DeepEqual(p.Messages, wantPods[i]) {
+			t.Errorf("pod %s may say\n %q\nwant\n %q", p.Name, p.Messages, wantPods[i])
+		}
 	}
 }
 
