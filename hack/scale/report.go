@@ -203,7 +203,7 @@ func (r *report) topology(t *topologyResult) {
 		t.gpuNodes, levelsText(t.want), r.o.topologyQuiet), "figure", "measured", "target")
 	added := mib(t.quietRSS) - t.off.rss
 	r.printf("| steady RSS with `--topology=false` (Go heap in use) | %.1f MiB (%.1f MiB) | |\n", t.off.rss, t.off.heapInuse)
-	r.printf("| steady RSS with topology: the quiet phase's, over that | %.1f MiB: %+.1f MiB | %s |\n",
+	r.printf("| steady RSS with topology (the quiet phase's), over `--topology=false` | %.1f MiB: %+.1f MiB | %s |\n",
 		mib(t.quietRSS), added, judged("≤ +4 MiB", added*1024 <= topologyBudgetKiB))
 	r.printf("| steady RSS with topology, restarted again (Go heap in use), over `--topology=false` | %.1f MiB (%.1f MiB): %+.1f MiB (heap %+.1f MiB) | |\n",
 		t.on.rss, t.on.heapInuse, t.on.rss-t.off.rss, t.on.heapInuse-t.off.heapInuse)
