@@ -22,9 +22,11 @@ limitations under the License.
 // free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
 // several kube-apiservers (fleet.go); with --quota-queues, the quota phase: Kueue's objects
 // beside the fleet (quota.go); after the allocation phase, unless --usage-window is 0, the
-// usage phase: a real Prometheus with DCGM history for the pods' GPUs (usage.go). The phases
-// and their order are the list in phases.go; report.go prints their tables, those of the
-// README's "Performance" section. `make bench` runs it; `make bench-large`, its first phases on
+// usage phase: a real Prometheus with DCGM history for the pods' GPUs (usage.go); after the
+// quiet phase, unless --topology-quiet is 0, the topology phase: the operator restarted with
+// --topology=false against the quiet phase's, and status.topology's size (topology.go). The
+// phases and their order are the list in phases.go; report.go prints their tables, those of
+// the README's "Performance" section. `make bench` runs it; `make bench-large`, its first phases on
 // 20,000 nodes.
 package main
 

@@ -66,6 +66,8 @@ type options struct {
 	usageWindow time.Duration
 	usageQuiet  time.Duration
 
+	topologyQuiet time.Duration
+
 	fleetContexts int
 	fleetGPUNodes int
 	fleetOnly     bool
@@ -109,6 +111,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.fleetOnly, "fleet-only", false, "Run the fleet phase alone.")
 	fs.DurationVar(&o.usageWindow, "usage-window", time.Hour, "The usage phase, after the allocation phase (needs --gpu-pods): a real Prometheus with this much DCGM history backfilled, the operator's --idle-window (at least 1h; 0: skip).")
 	fs.DurationVar(&o.usageQuiet, "usage-quiet", 5*time.Minute, "The usage phase's quiet period: the operator's readings (one a minute) whose status writes, RSS and CPU are counted.")
+	fs.DurationVar(&o.topologyQuiet, "topology-quiet", 10*time.Second, "The topology phase, after the quiet phase: the operator restarted with --topology=false, then with the run's flags again, each measured as the quiet phase measures it over this quiet window (its memory; with topology, its status writes and status.topology) (0: skip).")
 	fs.BoolVar(&o.hold, "hold", false, "After the last phase, keep the API server and the operator running until interrupted, for experiments against them (its kubeconfig is printed).")
 }
 

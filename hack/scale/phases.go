@@ -51,6 +51,10 @@ func phases(o *options) []phase {
 		{name: "warm start", on: true, fatal: true, run: warmStartPhase},
 		// Before any change: its memory is the steady figure the later phases compare with.
 		{name: "quiet", on: true, fatal: true, run: quietPhase},
+		// Right after the quiet phase, on the same fleet: the operator without topology,
+		// measured as the quiet phase measured it with topology, then restored before any
+		// change.
+		{name: "topology", on: o.topologyQuiet > 0, fatal: true, run: topologyPhase},
 		{name: "churn", on: true, fatal: true, run: churnPhase},
 		// One kind of change at a time, once the churn's rejoins have settled.
 		{name: "flips", on: o.flipFor > 0, fatal: true, run: flipsPhase},

@@ -87,9 +87,9 @@ func TestMakeTargetsRunTheirPhasesInOrder(t *testing.T) {
 		target string
 		want   []string
 	}{
-		{"bench", []string{"fleet", "cold start", "warm start", "quiet", "churn", "flips", "republish", "relabel", "status size", "plugin",
+		{"bench", []string{"fleet", "cold start", "warm start", "quiet", "topology", "churn", "flips", "republish", "relabel", "status size", "plugin",
 			"fleet reset", "hostile", "inventories", "outage", "quota", "allocation", "free and who", "why and fit", "floor", "usage"}},
-		{"bench-large", []string{"cold start", "warm start", "quiet", "churn", "flips", "republish", "status size", "fleet reset", "quota"}},
+		{"bench-large", []string{"cold start", "warm start", "quiet", "topology", "churn", "flips", "republish", "status size", "fleet reset", "quota"}},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			if got := running(parse(t, makeCommand(t, tc.target)...)); !slices.Equal(got, tc.want) {

@@ -46,6 +46,8 @@ const (
 	maxFloorRatio       = 1.25     // the starts at 100,000 pods against the floor's lists
 	usageBudgetKiB      = 8 * 1024 // what reading usage may add to the steady RSS
 	usageReadingTimeout = 10 * time.Second
+	topologyBudgetKiB   = 4 * 1024 // what status.topology may add to the steady RSS
+	topologyListedMax   = 64       // domains one topology lists, at any size
 )
 
 // commandTarget bounds a plugin command: its median wall time and, unless 0, its largest
@@ -111,16 +113,18 @@ type operatorFigures struct {
 	churn                  *churnResult
 	onlyFlips, republished *flipResult // nil: skipped
 	relabel                *relabelResult
+	topology               *topologyResult // nil: skipped; its table follows the operator's
 }
 
 // result is what a phase measured; printTo hands it to the report's table for it.
 type result interface{ printTo(r *report) }
 
 // A result that completes no table is kept for the one it belongs to.
-func (e *emptyStart) printTo(r *report)  { r.op.empty = e }
-func (w *warmStart) printTo(r *report)   { r.op.warm = w }
-func (q *quietResult) printTo(r *report) { r.op.quiet = q }
-func (c *churnResult) printTo(r *report) { r.op.churn = c }
+func (e *emptyStart) printTo(r *report)     { r.op.empty = e }
+func (w *warmStart) printTo(r *report)      { r.op.warm = w }
+func (q *quietResult) printTo(r *report)    { r.op.quiet = q }
+func (c *churnResult) printTo(r *report)    { r.op.churn = c }
+func (t *topologyResult) printTo(r *report) { r.op.topology = t }
 func (f *flipResult) printTo(r *report) {
 	if f.republish {
 		r.op.republished = f
@@ -188,6 +192,33 @@ func (r *report) operator(f *operatorFigures, size *statusSize) {
 	r.printf("\nsteady RSS: %.0f MiB anonymous (heap, stacks, runtime), %.0f MiB of mapped files (the binary)\n", q.anon/1024, q.file/1024)
 	r.printf("change -> status: median %s quiet, %s under churn\n", median(q.latency), median(c.latency))
 	r.printf("the API server's share: a dry-run apply of the same status takes median %s, p99 %s\n", median(q.serverApply), p99(q.serverApply))
+	if t := f.topology; t != nil {
+		r.topology(t)
+	}
+}
+
+// topology prints the topology phase's table.
+func (r *report) topology(t *topologyResult) {
+	r.table(fmt.Sprintf("Topology: status.topology of the %d GPU nodes (the fleet's levels: %s); the operator restarted with `--topology=false`, then with the run's flags again, each measured as the quiet phase measures it (CPU settled, %s quiet, then its memory)",
+		t.gpuNodes, levelsText(t.want), r.o.topologyQuiet), "figure", "measured", "target")
+	added := mib(t.quietRSS) - t.off.rss
+	r.printf("| steady RSS with `--topology=false` (Go heap in use) | %.1f MiB (%.1f MiB) | |\n", t.off.rss, t.off.heapInuse)
+	r.printf("| steady RSS with topology (the quiet phase's), over `--topology=false` | %.1f MiB: %+.1f MiB | %s |\n",
+		mib(t.quietRSS), added, judged("≤ +4 MiB", added*1024 <= topologyBudgetKiB))
+	r.printf("| steady RSS with topology, restarted again (Go heap in use), over `--topology=false` | %.1f MiB (%.1f MiB): %+.1f MiB (heap %+.1f MiB) | |\n",
+		t.on.rss, t.on.heapInuse, t.on.rss-t.off.rss, t.on.heapInuse-t.off.heapInuse)
+	r.printf("| status writes while quiet with topology (%s) | %d (record writes %d) | %s |\n",
+		r.o.topologyQuiet, t.quietWrites, t.quietRecords.writes(), judged("0", t.quietWrites == 0 && t.quietRecords.writes() == 0))
+	levels := "pass"
+	if !t.levelsRight() {
+		levels = "**FAIL**"
+	}
+	r.printf("| status.topology: topologies, their levels and the domains each counts | %s | the fleet's: %s |\n", topologyLevels(t.status), levels)
+	listed, counted := t.mostListed()
+	r.printf("| status.topology: domains listed (of those its levels count) | %d (of %d) | %s |\n",
+		listed, counted, judged(fmt.Sprintf("≤ %d", topologyListedMax), listed <= topologyListedMax))
+	r.printf("| status.topology as JSON; the inventory as the API server sends it, without / with topology | %.1f KiB; %.0f / %.0f KiB | |\n",
+		float64(t.sectionBytes)/1024, float64(t.offBytes)/1024, float64(t.onBytes)/1024)
 }
 
 // singleChanges prints the rows of the phases after the churn, and the churn's record writes

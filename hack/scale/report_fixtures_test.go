@@ -25,6 +25,7 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/hack/scale/proc"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/topology"
 )
 
 // windowOf is an RSS window of median, low and high MiB.
@@ -66,6 +67,20 @@ var benchEmpty = &emptyStart{gpuNodes: 2500, draNodes: 1250, firstStatus: ms(129
 var benchQuiet = &quietResult{restartWrites: writeCounts{"skipped": 2500}, statusWrites: 0, records: writeCounts{},
 	cpu: 0.0011, rss: 39321.6, anon: 18 * 1024, file: 20 * 1024,
 	latency: spreadOf(ms(101), ms(5), 20), serverApply: spreadOf(ms(98), ms(11), 20)}
+
+// fleetTopology is status.topology of one topology with levels of zone, block and rack
+// domains, listing listed domains.
+func fleetTopology(zones, blocks, racks int32, listed int, problems ...string) *homelabv1.GpuTopology {
+	return &homelabv1.GpuTopology{Topologies: []homelabv1.TopologyTree{{Name: "labels",
+		Levels:  []homelabv1.TopologyLevel{{Key: topology.Zone, Domains: zones}, {Key: topology.AWSNetworkLayer1, Domains: blocks}, {Key: topology.Rack, Domains: racks}},
+		Domains: make([]homelabv1.TopologyDomain, listed), Problems: problems}}}
+}
+
+// fiveThousandLevels are the levels of make bench's fleet: 10 blocks of 5 racks in 3 zones.
+var fiveThousandLevels = []homelabv1.TopologyLevel{{Key: topology.Zone, Domains: 3}, {Key: topology.AWSNetworkLayer1, Domains: 10}, {Key: topology.Rack, Domains: 50}}
+
+var benchTopology = &topologyResult{gpuNodes: 2500, quietRSS: benchQuiet.rss, off: memSplit{rss: 36.2, heapInuse: 10.4}, on: memSplit{rss: 38.9, heapInuse: 11.6},
+	quietRecords: writeCounts{}, status: fleetTopology(3, 10, 50, 63), want: fiveThousandLevels, sectionBytes: 47 * 1024, offBytes: 194 * 1024, onBytes: 241 * 1024}
 
 var benchChurn = &churnResult{counts: testenv.ChurnCounts{Changes: 1500, Republishes: 312, Taints: 31}, cpu: 0.0381,
 	statusWrites: 1.1, peakRSS: 49 * 1024, records: writeCounts{"updated": 130, "deleted": 60, "created": 60},
@@ -143,6 +158,10 @@ var missedEmpty = &emptyStart{gpuNodes: 2500, firstStatus: ms(3100), records: re
 
 var missedQuiet = &quietResult{restartWrites: writeCounts{"updated": 2}, statusWrites: 3, records: writeCounts{"updated": 1},
 	cpu: 0.012, rss: 52 * 1024, anon: 31 * 1024, file: 21 * 1024}
+
+var missedTopology = &topologyResult{gpuNodes: 2500, quietRSS: missedQuiet.rss, off: memSplit{rss: 45.5, heapInuse: 12}, on: memSplit{rss: 51, heapInuse: 16},
+	quietWrites: 2, quietRecords: writeCounts{"updated": 1}, want: fiveThousandLevels, sectionBytes: 130 * 1024, offBytes: 194 * 1024, onBytes: 324 * 1024,
+	status: fleetTopology(3, 30, 150, 80, `topology level "topology.k8s.aws/network-node-layer-1" does not nest in "topology.kubernetes.io/zone"`)}
 
 var missedChurn = &churnResult{counts: testenv.ChurnCounts{Changes: 1400}, cpu: 0.061, statusWrites: 2.4, peakRSS: 101 * 1024, records: writeCounts{}}
 
