@@ -68,7 +68,7 @@ func TestScanReadsTheNodeListPageByPageAndKeepsOnlyWhatTheInventoryReads(t *test
 
 func TestScanSendsTheSelectorAndEqualsAnUnpagedUntrimmedCompute(t *testing.T) {
 	nodes := fixtures.Fleet(40)
-	for _, selector := range []string{"", "kubernetes.io/hostname in (ip-10-0-0-4.ec2.internal,ip-10-0-0-10.ec2.internal)", "nvidia.com/gpu.family in (hopper,ampere)"} {
+	for _, selector := range []string{"", "kubernetes.io/hostname notin (ip-10-0-0-0.ec2.internal,ip-10-0-0-2.ec2.internal)", "nvidia.com/gpu.family in (hopper,ampere)"} {
 		var ls *metav1.LabelSelector
 		if selector != "" {
 			ls, _ = metav1.ParseToLabelSelector(selector)
