@@ -233,12 +233,6 @@ func schema_pkg_apis_homelab_v1_FleetMember(ref common.ReferenceCallback) common
 							Ref:         ref(v1.Time{}.OpenAPIModelName()),
 						},
 					},
-					"observedAt": {
-						SchemaProps: spec.SchemaProps{
-							Description: "ObservedAt is the member inventory's status.observedAt: when its content last changed.",
-							Ref:         ref(v1.Time{}.OpenAPIModelName()),
-						},
-					},
 					"gpuNodes": {
 						SchemaProps: spec.SchemaProps{
 							Description: "The member inventory's totals (last-known while Unreachable or Stale).",

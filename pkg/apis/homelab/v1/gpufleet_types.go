@@ -65,6 +65,8 @@ const (
 	ReasonMembersReachable        = "AllMembersReachable"
 	ReasonMembersFresh            = "NoMemberStale"
 	ReasonNoDuplicates            = "NoDuplicateMembers"
+	ReasonMembersOmitted          = "MembersOmitted"
+	ReasonAllMembersListed        = "AllMembersListed"
 )
 
 // +genclient
@@ -257,10 +259,6 @@ type FleetMember struct {
 	// Since is when the member entered its state.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
-	// ObservedAt is the member inventory's status.observedAt: when its content last changed.
-	// +optional
-	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
-
 	// The member inventory's totals (last-known while Unreachable or Stale).
 	// +optional
 	GpuNodes int32 `json:"gpuNodes,omitempty"`

@@ -54,10 +54,6 @@ func (in *FleetMember) DeepCopyInto(out *FleetMember) {
 		in, out := &in.Since, &out.Since
 		*out = (*in).DeepCopy()
 	}
-	if in.ObservedAt != nil {
-		in, out := &in.ObservedAt, &out.ObservedAt
-		*out = (*in).DeepCopy()
-	}
 	if in.Models != nil {
 		in, out := &in.Models, &out.Models
 		*out = make([]FleetMemberModel, len(*in))

@@ -271,9 +271,6 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
-    - name: observedAt
-      type:
-        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: problems
       type:
         list:

@@ -46,8 +46,6 @@ type FleetMemberApplyConfiguration struct {
 	Message *string `json:"message,omitempty"`
 	// Since is when the member entered its state.
 	Since *metav1.Time `json:"since,omitempty"`
-	// ObservedAt is the member inventory's status.observedAt: when its content last changed.
-	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
 	// The member inventory's totals (last-known while Unreachable or Stale).
 	GpuNodes      *int32 `json:"gpuNodes,omitempty"`
 	ReadyGpuNodes *int32 `json:"readyGpuNodes,omitempty"`
@@ -133,14 +131,6 @@ func (b *FleetMemberApplyConfiguration) WithMessage(value string) *FleetMemberAp
 // If called multiple times, the Since field is set to the value of the last call.
 func (b *FleetMemberApplyConfiguration) WithSince(value metav1.Time) *FleetMemberApplyConfiguration {
 	b.Since = &value
-	return b
-}
-
-// WithObservedAt sets the ObservedAt field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the ObservedAt field is set to the value of the last call.
-func (b *FleetMemberApplyConfiguration) WithObservedAt(value metav1.Time) *FleetMemberApplyConfiguration {
-	b.ObservedAt = &value
 	return b
 }
 
