@@ -77,9 +77,10 @@ func (t *cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // WrappedRoundTripper lets client-go's transport helpers see through the cap.
 func (t *cappedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// cappedBody counts the bytes of the JSON value being read (a watch stream is one value per
-// event, the counter restarts after each), or of the whole body when it is not JSON. It
-// follows strings and nesting only: the decoder above it still checks the syntax.
+// cappedBody counts the bytes of the JSON value being read, the white space before it
+// included, since a decoder holds that too (a watch stream is one object per event; the
+// counter restarts after each), or of the whole body when it is not JSON. It follows strings
+// and nesting only: the decoder above it still checks the syntax.
 type cappedBody struct {
 	body   io.ReadCloser
 	limit  int64
