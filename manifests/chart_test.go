@@ -102,6 +102,7 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 	for copied, original := range map[string]string{
 		"chart/crds/homelab.youngju.dev_gpuinventories.yaml": "crd/homelab.youngju.dev_gpuinventories.yaml",
 		"chart/crds/homelab.youngju.dev_gpunodes.yaml":       "crd/homelab.youngju.dev_gpunodes.yaml",
+		"chart/crds/homelab.youngju.dev_gpufleets.yaml":      "crd/homelab.youngju.dev_gpufleets.yaml",
 		"chart/files/prometheusrule.yaml":                    "monitoring/prometheusrule.yaml",
 		"chart/files/dcgm-prometheusrule.yaml":               "monitoring/dcgm/prometheusrule.yaml",
 		"chart/files/gpu-inventory.json":                     "monitoring/dashboard/gpu-inventory.json",
@@ -124,8 +125,8 @@ func TestChartCopiesAreCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) != 2 {
-			t.Errorf("manifests/%s holds %d files, want the 2 CRDs", dir, len(entries))
+		if len(entries) != 3 {
+			t.Errorf("manifests/%s holds %d files, want the 3 CRDs", dir, len(entries))
 		}
 	}
 }

@@ -32,6 +32,24 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=homelab.youngju.dev, Version=v1
+	case v1.SchemeGroupVersion.WithKind("FleetClusterProfiles"):
+		return &homelabv1.FleetClusterProfilesApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetMember"):
+		return &homelabv1.FleetMemberApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetMemberGang"):
+		return &homelabv1.FleetMemberGangApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetMemberModel"):
+		return &homelabv1.FleetMemberModelApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetMemberQuota"):
+		return &homelabv1.FleetMemberQuotaApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetModel"):
+		return &homelabv1.FleetModelApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetMultiKueue"):
+		return &homelabv1.FleetMultiKueueApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("FleetQuotaFinding"):
+		return &homelabv1.FleetQuotaFindingApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GangSlots"):
+		return &homelabv1.GangSlotsApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuAllocation"):
 		return &homelabv1.GpuAllocationApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuClique"):
@@ -42,6 +60,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.GpuDeviceApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuFit"):
 		return &homelabv1.GpuFitApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuFleet"):
+		return &homelabv1.GpuFleetApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuFleetSpec"):
+		return &homelabv1.GpuFleetSpecApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("GpuFleetStatus"):
+		return &homelabv1.GpuFleetStatusApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventory"):
 		return &homelabv1.GpuInventoryApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("GpuInventorySpec"):

@@ -32,99 +32,650 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation":      schema_pkg_apis_homelab_v1_GpuAllocation(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique":          schema_pkg_apis_homelab_v1_GpuClique(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDemand":          schema_pkg_apis_homelab_v1_GpuDemand(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice":          schema_pkg_apis_homelab_v1_GpuDevice(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit":             schema_pkg_apis_homelab_v1_GpuFit(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventory":       schema_pkg_apis_homelab_v1_GpuInventory(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryList":   schema_pkg_apis_homelab_v1_GpuInventoryList(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":   schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryStatus": schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel":           schema_pkg_apis_homelab_v1_GpuModel(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode":            schema_pkg_apis_homelab_v1_GpuNode(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry":       schema_pkg_apis_homelab_v1_GpuNodeEntry(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeList":        schema_pkg_apis_homelab_v1_GpuNodeList(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec":        schema_pkg_apis_homelab_v1_GpuNodeSpec(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPartition":       schema_pkg_apis_homelab_v1_GpuPartition(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool":            schema_pkg_apis_homelab_v1_GpuPool(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota":           schema_pkg_apis_homelab_v1_GpuQuota(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":         schema_pkg_apis_homelab_v1_GpuSharing(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuTopology":        schema_pkg_apis_homelab_v1_GpuTopology(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage":           schema_pkg_apis_homelab_v1_GpuUsage(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.IdleHolder":         schema_pkg_apis_homelab_v1_IdleHolder(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":          schema_pkg_apis_homelab_v1_MigDevice(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":            schema_pkg_apis_homelab_v1_MigInfo(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage":     schema_pkg_apis_homelab_v1_NamespaceUsage(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree":           schema_pkg_apis_homelab_v1_NodeFree(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaCohort":        schema_pkg_apis_homelab_v1_QuotaCohort(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaFigures":       schema_pkg_apis_homelab_v1_QuotaFigures(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaModel":         schema_pkg_apis_homelab_v1_QuotaModel(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace":     schema_pkg_apis_homelab_v1_QuotaNamespace(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue":         schema_pkg_apis_homelab_v1_QuotaQueue(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":       schema_pkg_apis_homelab_v1_ResourceFree(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyDomain":     schema_pkg_apis_homelab_v1_TopologyDomain(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLargest":    schema_pkg_apis_homelab_v1_TopologyLargest(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLevel":      schema_pkg_apis_homelab_v1_TopologyLevel(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyModel":      schema_pkg_apis_homelab_v1_TopologyModel(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologySpec":       schema_pkg_apis_homelab_v1_TopologySpec(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyTree":       schema_pkg_apis_homelab_v1_TopologyTree(ref),
-		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.UsageNamespace":     schema_pkg_apis_homelab_v1_UsageNamespace(ref),
-		resource.Quantity{}.OpenAPIModelName():                                                 schema_apimachinery_pkg_api_resource_Quantity(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                                           schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                                          schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                                          schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                                           schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                                              schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                                                  schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                                                   schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                                      schema_k8sio_apimachinery_pkg_version_Info(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetClusterProfiles": schema_pkg_apis_homelab_v1_FleetClusterProfiles(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMember":          schema_pkg_apis_homelab_v1_FleetMember(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberGang":      schema_pkg_apis_homelab_v1_FleetMemberGang(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberModel":     schema_pkg_apis_homelab_v1_FleetMemberModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberQuota":     schema_pkg_apis_homelab_v1_FleetMemberQuota(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetModel":           schema_pkg_apis_homelab_v1_FleetModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMultiKueue":      schema_pkg_apis_homelab_v1_FleetMultiKueue(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetQuotaFinding":    schema_pkg_apis_homelab_v1_FleetQuotaFinding(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GangSlots":            schema_pkg_apis_homelab_v1_GangSlots(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuAllocation":        schema_pkg_apis_homelab_v1_GpuAllocation(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuClique":            schema_pkg_apis_homelab_v1_GpuClique(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDemand":            schema_pkg_apis_homelab_v1_GpuDemand(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuDevice":            schema_pkg_apis_homelab_v1_GpuDevice(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit":               schema_pkg_apis_homelab_v1_GpuFit(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleet":             schema_pkg_apis_homelab_v1_GpuFleet(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetList":         schema_pkg_apis_homelab_v1_GpuFleetList(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetSpec":         schema_pkg_apis_homelab_v1_GpuFleetSpec(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetStatus":       schema_pkg_apis_homelab_v1_GpuFleetStatus(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventory":         schema_pkg_apis_homelab_v1_GpuInventory(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryList":     schema_pkg_apis_homelab_v1_GpuInventoryList(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventorySpec":     schema_pkg_apis_homelab_v1_GpuInventorySpec(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuInventoryStatus":   schema_pkg_apis_homelab_v1_GpuInventoryStatus(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuModel":             schema_pkg_apis_homelab_v1_GpuModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNode":              schema_pkg_apis_homelab_v1_GpuNode(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeEntry":         schema_pkg_apis_homelab_v1_GpuNodeEntry(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeList":          schema_pkg_apis_homelab_v1_GpuNodeList(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuNodeSpec":          schema_pkg_apis_homelab_v1_GpuNodeSpec(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPartition":         schema_pkg_apis_homelab_v1_GpuPartition(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool":              schema_pkg_apis_homelab_v1_GpuPool(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuQuota":             schema_pkg_apis_homelab_v1_GpuQuota(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuSharing":           schema_pkg_apis_homelab_v1_GpuSharing(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuTopology":          schema_pkg_apis_homelab_v1_GpuTopology(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuUsage":             schema_pkg_apis_homelab_v1_GpuUsage(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.IdleHolder":           schema_pkg_apis_homelab_v1_IdleHolder(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigDevice":            schema_pkg_apis_homelab_v1_MigDevice(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.MigInfo":              schema_pkg_apis_homelab_v1_MigInfo(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NamespaceUsage":       schema_pkg_apis_homelab_v1_NamespaceUsage(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree":             schema_pkg_apis_homelab_v1_NodeFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaCohort":          schema_pkg_apis_homelab_v1_QuotaCohort(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaFigures":         schema_pkg_apis_homelab_v1_QuotaFigures(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaModel":           schema_pkg_apis_homelab_v1_QuotaModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace":       schema_pkg_apis_homelab_v1_QuotaNamespace(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue":           schema_pkg_apis_homelab_v1_QuotaQueue(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":         schema_pkg_apis_homelab_v1_ResourceFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyDomain":       schema_pkg_apis_homelab_v1_TopologyDomain(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLargest":      schema_pkg_apis_homelab_v1_TopologyLargest(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLevel":        schema_pkg_apis_homelab_v1_TopologyLevel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyModel":        schema_pkg_apis_homelab_v1_TopologyModel(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologySpec":         schema_pkg_apis_homelab_v1_TopologySpec(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyTree":         schema_pkg_apis_homelab_v1_TopologyTree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.UsageNamespace":       schema_pkg_apis_homelab_v1_UsageNamespace(ref),
+		resource.Quantity{}.OpenAPIModelName():                                                   schema_apimachinery_pkg_api_resource_Quantity(ref),
+		v1.APIGroup{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                                                             schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                                                            schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                                                           schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                                                            schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                                                             schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                                                       schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                                                schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                                                    schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                                                     schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                                                        schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetClusterProfiles(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetClusterProfiles selects ClusterProfiles.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace is where the ClusterProfiles are read; unset: every namespace.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"selector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Selector selects ClusterProfiles by their labels; unset: all of them.",
+							Ref:         ref(v1.LabelSelector{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.LabelSelector{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetMember(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetMember is one member cluster: how it is reached, whether it is, and what its GpuInventory says.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the ClusterProfile's namespace/name for a member found through one, else the MultiKueueCluster's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"clusterProfile": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClusterProfile is the namespace/name of the ClusterProfile that names this cluster.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"multiKueueCluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MultiKueueCluster is the name of the MultiKueueCluster that names this cluster: the name MultiKueue and the dispatcher know it by.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"server": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Server is the member's API server URL.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"state": {
+						SchemaProps: spec.SchemaProps{
+							Description: "State is Connecting, Reachable, Unreachable, Stale or Duplicate.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Reason says in one word why a member is not Reachable.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says it for a human: what failed and what to do.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"since": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Since is when the member entered its state.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"gpuNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "The member inventory's totals (last-known while Unreachable or Stale).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"readyGpuNodes": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"readyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"models": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Models is per model: the most GPUs first, at most 8 (the rest under \"<other models>\").",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberModel"),
+									},
+								},
+							},
+						},
+					},
+					"gangs": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Gangs is, per model and topology level, the largest gang one domain takes now and how many gangs of each size fit at once: at most 8, the largest gangs first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberGang"),
+									},
+								},
+							},
+						},
+					},
+					"quota": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Quota is what the member's status.quota finds.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberQuota"),
+						},
+					},
+					"problems": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Problems are the types of the member inventory's conditions that are True (Degraded, Fragmented, QuotaOvercommitted, ...): at most 12.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"name", "state"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberGang", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberModel", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMemberQuota", v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetMemberGang(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetMemberGang is the gangs one model's nodes take in the domains of one topology level.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"topology": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Topology is the member's topology (a Kueue Topology's name, or \"labels\").",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"level": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"largestGang": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LargestGang is the largest gang, in GPUs, one domain of the level takes now, and Domain which.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"domain": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"slots": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Slots is, per gang size, how many such gangs fit at once, each inside one domain.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GangSlots"),
+									},
+								},
+							},
+						},
+					},
+					"partial": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Partial is true when the member's inventory lists only some of the level's domains: Slots then count those listed (a lower bound).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"model", "topology", "level", "largestGang"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GangSlots"},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetMemberModel(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetMemberModel is one model on one member.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"readyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"largestFit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LargestFit is the most free GPUs on one node of the model.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"pendingGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PendingGpus is what the member's waiting pods that pin this model ask for.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"model", "gpus", "readyGpus", "freeGpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetMemberQuota(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetMemberQuota is what a member's quota section finds.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"clusterQueues": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"cohorts": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"strandedNodes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StrandedNodes counts the Ready GPU nodes no ResourceFlavor selects.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"findings": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Findings are the member's overcommitted and stranded quota per model and resource: at most 4, the largest quota first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetQuotaFinding"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetQuotaFinding"},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetModel(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetModel is one GPU model across the members.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"members": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Members counts the members with GPUs of this model.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"readyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"largestFit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LargestFit is the most free GPUs of this model on one node of any member, and LargestFitMember the member.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"largestFitMember": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+				Required: []string{"model", "members", "gpus", "readyGpus", "freeGpus"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetMultiKueue(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetMultiKueue says where Kueue keeps what its MultiKueueClusters name.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"namespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Namespace is Kueue's namespace on the hub, where MultiKueue reads the kubeconfig Secrets and the ClusterProfiles its MultiKueueClusters name. Unset: kueue-system.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_FleetQuotaFinding(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FleetQuotaFinding is one model's quota against its hardware on a member.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"model": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"resource": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"finding": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"nominal": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+				},
+				Required: []string{"model", "resource", "finding", "nominal", "ready"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GangSlots(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GangSlots is how many gangs of one size fit at once.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"gpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"gangs": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+				},
+				Required: []string{"gpus", "gangs"},
+			},
+		},
 	}
 }
 
@@ -463,6 +1014,294 @@ func schema_pkg_apis_homelab_v1_GpuFit(ref common.ReferenceCallback) common.Open
 		},
 		Dependencies: []string{
 			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.NodeFree"},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuFleet(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuFleet is the GPUs of many clusters, kept by the fleet hub: which member clusters it reads (from ClusterProfiles and MultiKueueClusters on the hub), whether each can be reached, and what each one's GpuInventory says, with totals per model across them.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetSpec"),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetStatus"),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetSpec", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleetStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuFleetList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuFleetList is a list of GpuFleet objects.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleet"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFleet", v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuFleetSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuFleetSpec says which clusters are members and what is read on each.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"note": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Note is free text for the humans who read the fleet, at most 4096 characters.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"clusterProfiles": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClusterProfiles selects members among the hub's ClusterProfiles (multicluster.x-k8s.io/v1alpha1), each reached through its access providers.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetClusterProfiles"),
+						},
+					},
+					"multiKueue": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MultiKueue makes every MultiKueueCluster on the hub a member, reached as MultiKueue reaches it: its kubeconfig Secret, or the ClusterProfile it names.",
+							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMultiKueue"),
+						},
+					},
+					"inventoryName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "InventoryName is the GpuInventory read on every member. Unset: \"cluster\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"staleAfter": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StaleAfter is how long a member may stay unreachable before its last-known figures leave the fleet's totals (it is then Stale). Unset: 5m. At least 30s.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetClusterProfiles", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMultiKueue", v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_homelab_v1_GpuFleetStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "GpuFleetStatus is what the hub last found on the members.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ObservedGeneration is the spec generation this status was computed for.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"fleetHash": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FleetHash identifies the content: equal content gives an equal hash.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"totalMembers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TotalMembers counts the members, duplicates included.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"reachableMembers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReachableMembers counts the members whose GpuInventory the hub is watching now.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"unreachableMembers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnreachableMembers counts those it cannot reach or read now, stale ones included.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"staleMembers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StaleMembers counts those unreachable for longer than spec.staleAfter.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"totalGpus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TotalGpus, ReadyGpus and FreeGpus sum the members' inventories: the reachable ones and, from their last-known figures, the unreachable ones not yet stale.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"readyGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"freeGpus": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"models": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Models is per GPU model across the members counted in the totals: exact, at most 64 (the smallest counted together under \"<other models>\").",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetModel"),
+									},
+								},
+							},
+						},
+					},
+					"listedMembers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ListedMembers counts the entries of Members; less than TotalMembers when the list was cut to keep the object small (problem members are listed first).",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"members": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Members is one row per member: problem members first, then by name; at most 100.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMember"),
+									},
+								},
+							},
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: MembersUnreachable, MembersStale, DuplicateMembers and Truncated.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetMember", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.FleetModel", v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -44,7 +44,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &GpuInventory{}, &GpuInventoryList{}, &GpuNode{}, &GpuNodeList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &GpuInventory{}, &GpuInventoryList{}, &GpuNode{}, &GpuNodeList{}, &GpuFleet{}, &GpuFleetList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

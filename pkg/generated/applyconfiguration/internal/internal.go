@@ -64,6 +64,8 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
+  scalar: string
 - name: FieldsV1.v1.meta.apis.pkg.apimachinery.k8s.io
   map:
     elementType:
@@ -223,6 +225,223 @@ var schemaYAML = typed.YAMLObject(`types:
     elementRelationship: atomic
 - name: Time.v1.meta.apis.pkg.apimachinery.k8s.io
   scalar: untyped
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetClusterProfiles
+  map:
+    fields:
+    - name: namespace
+      type:
+        scalar: string
+    - name: selector
+      type:
+        namedType: LabelSelector.v1.meta.apis.pkg.apimachinery.k8s.io
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMember
+  map:
+    fields:
+    - name: clusterProfile
+      type:
+        scalar: string
+    - name: freeGpus
+      type:
+        scalar: numeric
+    - name: gangs
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMemberGang
+          elementRelationship: atomic
+    - name: gpuNodes
+      type:
+        scalar: numeric
+    - name: gpus
+      type:
+        scalar: numeric
+    - name: message
+      type:
+        scalar: string
+    - name: models
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMemberModel
+          elementRelationship: atomic
+    - name: multiKueueCluster
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: problems
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: quota
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMemberQuota
+    - name: readyGpuNodes
+      type:
+        scalar: numeric
+    - name: readyGpus
+      type:
+        scalar: numeric
+    - name: reason
+      type:
+        scalar: string
+    - name: server
+      type:
+        scalar: string
+    - name: since
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+    - name: state
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMemberGang
+  map:
+    fields:
+    - name: domain
+      type:
+        scalar: string
+    - name: largestGang
+      type:
+        scalar: numeric
+      default: 0
+    - name: level
+      type:
+        scalar: string
+      default: ""
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: partial
+      type:
+        scalar: boolean
+    - name: slots
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GangSlots
+          elementRelationship: atomic
+    - name: topology
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMemberModel
+  map:
+    fields:
+    - name: freeGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: largestFit
+      type:
+        scalar: numeric
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: pendingGpus
+      type:
+        scalar: numeric
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMemberQuota
+  map:
+    fields:
+    - name: clusterQueues
+      type:
+        scalar: numeric
+    - name: cohorts
+      type:
+        scalar: numeric
+    - name: findings
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetQuotaFinding
+          elementRelationship: atomic
+    - name: strandedNodes
+      type:
+        scalar: numeric
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetModel
+  map:
+    fields:
+    - name: freeGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: largestFit
+      type:
+        scalar: numeric
+    - name: largestFitMember
+      type:
+        scalar: string
+    - name: members
+      type:
+        scalar: numeric
+      default: 0
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMultiKueue
+  map:
+    fields:
+    - name: namespace
+      type:
+        scalar: string
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetQuotaFinding
+  map:
+    fields:
+    - name: finding
+      type:
+        scalar: string
+      default: ""
+    - name: model
+      type:
+        scalar: string
+      default: ""
+    - name: nominal
+      type:
+        scalar: numeric
+      default: 0
+    - name: ready
+      type:
+        scalar: numeric
+      default: 0
+    - name: resource
+      type:
+        scalar: string
+      default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GangSlots
+  map:
+    fields:
+    - name: gangs
+      type:
+        scalar: numeric
+      default: 0
+    - name: gpus
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuAllocation
   map:
     fields:
@@ -354,6 +573,103 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
     - name: nodesWith8Free
+      type:
+        scalar: numeric
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFleet
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: ObjectMeta.v1.meta.apis.pkg.apimachinery.k8s.io
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFleetSpec
+      default: {}
+    - name: status
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFleetStatus
+      default: {}
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFleetSpec
+  map:
+    fields:
+    - name: clusterProfiles
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetClusterProfiles
+    - name: inventoryName
+      type:
+        scalar: string
+    - name: multiKueue
+      type:
+        namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMultiKueue
+    - name: note
+      type:
+        scalar: string
+    - name: staleAfter
+      type:
+        namedType: Duration.v1.meta.apis.pkg.apimachinery.k8s.io
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuFleetStatus
+  map:
+    fields:
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: Condition.v1.meta.apis.pkg.apimachinery.k8s.io
+          elementRelationship: associative
+          keys:
+          - type
+    - name: fleetHash
+      type:
+        scalar: string
+    - name: freeGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: listedMembers
+      type:
+        scalar: numeric
+    - name: members
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetMember
+          elementRelationship: atomic
+    - name: models
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.FleetModel
+          elementRelationship: atomic
+    - name: observedGeneration
+      type:
+        scalar: numeric
+    - name: reachableMembers
+      type:
+        scalar: numeric
+      default: 0
+    - name: readyGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: staleMembers
+      type:
+        scalar: numeric
+    - name: totalGpus
+      type:
+        scalar: numeric
+      default: 0
+    - name: totalMembers
+      type:
+        scalar: numeric
+      default: 0
+    - name: unreachableMembers
       type:
         scalar: numeric
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.GpuInventory

@@ -53,6 +53,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=homelab.youngju.dev, Version=v1
+	case v1.SchemeGroupVersion.WithResource("gpufleets"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Homelab().V1().GpuFleets().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("gpuinventories"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Homelab().V1().GpuInventories().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("gpunodes"):

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1
 
+// GpuFleetListerExpansion allows custom methods to be added to
+// GpuFleetLister.
+type GpuFleetListerExpansion interface{}
+
 // GpuInventoryListerExpansion allows custom methods to be added to
 // GpuInventoryLister.
 type GpuInventoryListerExpansion interface{}

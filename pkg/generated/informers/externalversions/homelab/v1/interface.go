@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// GpuFleets returns a GpuFleetInformer.
+	GpuFleets() TypedGpuFleetInformer
 	// GpuInventories returns a GpuInventoryInformer.
 	GpuInventories() TypedGpuInventoryInformer
 	// GpuNodes returns a GpuNodeInformer.
@@ -39,6 +41,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// GpuFleets returns a TypedGpuFleetInformer.
+func (v *version) GpuFleets() TypedGpuFleetInformer {
+	return &gpuFleetInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // GpuInventories returns a TypedGpuInventoryInformer.

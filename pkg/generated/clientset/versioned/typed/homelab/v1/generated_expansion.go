@@ -18,6 +18,8 @@ limitations under the License.
 
 package v1
 
+type GpuFleetExpansion interface{}
+
 type GpuInventoryExpansion interface{}
 
 type GpuNodeExpansion interface{}

@@ -28,6 +28,7 @@ import (
 
 type HomelabV1Interface interface {
 	RESTClient() rest.Interface
+	GpuFleetsGetter
 	GpuInventoriesGetter
 	GpuNodesGetter
 }
@@ -35,6 +36,10 @@ type HomelabV1Interface interface {
 // HomelabV1Client is used to interact with features provided by the homelab.youngju.dev group.
 type HomelabV1Client struct {
 	restClient rest.Interface
+}
+
+func (c *HomelabV1Client) GpuFleets() GpuFleetInterface {
+	return newGpuFleets(c)
 }
 
 func (c *HomelabV1Client) GpuInventories() GpuInventoryInterface {

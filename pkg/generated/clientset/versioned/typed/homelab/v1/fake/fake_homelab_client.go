@@ -28,6 +28,10 @@ type FakeHomelabV1 struct {
 	*testing.Fake
 }
 
+func (c *FakeHomelabV1) GpuFleets() v1.GpuFleetInterface {
+	return newFakeGpuFleets(c)
+}
+
 func (c *FakeHomelabV1) GpuInventories() v1.GpuInventoryInterface {
 	return newFakeGpuInventories(c)
 }
