@@ -117,7 +117,7 @@ func TestManifestsApplyAndGrantOnlyWhatIsDocumented(t *testing.T) {
 	for _, obj := range applied {
 		kinds[obj.GetKind()]++
 	}
-	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 2,
+	for kind, n := range map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 1, "PodDisruptionBudget": 1, "Service": 1,
 		"GpuInventory": len(samples)} {
 		if kinds[kind] != n {
