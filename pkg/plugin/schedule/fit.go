@@ -18,6 +18,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -110,9 +111,20 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 	if err != nil {
 		return err
 	}
+	for _, note := range in.Notes() {
+		fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
+	}
+	if in.HasGangs() {
+		if err := in.ResolveQueues(ctx, c, env.ErrOut); err != nil {
+			return err
+		}
+	}
 	preempt, err := in.Priorities(ctx, c, env.ErrOut)
 	if err != nil {
 		return err
+	}
+	if in.HasGangs() {
+		return o.placeGangs(ctx, env, c, in, preempt)
 	}
 	q := in.Question()
 	q.CompressionSet, q.Preemption = o.compressionSet, preempt
@@ -133,6 +145,35 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 		err = factory.WriteData(env.Out, answer, o.output)
 	} else {
 		err = printer.FitReport(env.Out, answer)
+	}
+	if err != nil {
+		return err
+	}
+	if !answer.Fits {
+		return &factory.Exit{Code: factory.ExitDoesNotFit}
+	}
+	return nil
+}
+
+// placeGangs answers for a file of gangs: each all or nothing, in one domain or not.
+func (o *fitOptions) placeGangs(ctx context.Context, env factory.Environment, c *factory.Factory, in *simulate.Workload, preempt bool) error {
+	q := in.GangQuestion()
+	q.CompressionSet, q.Preemption = o.compressionSet, preempt
+	l, err := o.load(ctx, c, q)
+	if err != nil {
+		return err
+	}
+	if err := in.Resolve(ctx, c, &l.Cluster, env.ErrOut); err != nil {
+		return err
+	}
+	answer, err := simulate.NewView(l).PlaceGangs(in, env.ErrOut)
+	if err != nil {
+		return err
+	}
+	if o.output != factory.OutputTable {
+		err = factory.WriteData(env.Out, answer, o.output)
+	} else {
+		err = printer.GangFitReport(env.Out, answer)
 	}
 	if err != nil {
 		return err
