@@ -156,7 +156,11 @@ func (g *GangAnswer) write(b *strings.Builder, pods []FitPod) error {
 	default:
 		fmt.Fprintf(b, "Does not fit now (%d of %d pods could be placed in one domain).\n", g.bestDomain(), g.Pods)
 		if g.Message != "" {
-			fmt.Fprintf(b, "%s says: %s\n", g.As, g.Message)
+			who := "kube-scheduler"
+			if g.Kueue != nil {
+				who = "Kueue"
+			}
+			fmt.Fprintf(b, "%s says: %s\n", who, g.Message)
 		}
 	}
 	if g.Preemption != nil {

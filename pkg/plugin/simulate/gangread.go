@@ -53,6 +53,8 @@ type gangMember struct {
 	// perJob: the pods are those of several child Jobs of perJob pods each, named
 	// <prefix>-<job>-<i> (a JobSet's replicated Job admitted by Kueue).
 	perJob int
+	// leader: the one pod is named <prefix> (a LeaderWorkerSet's leader).
+	leader bool
 	podSet string // Kueue's PodSet name
 }
 
@@ -60,6 +62,8 @@ func (m *gangMember) podName(i int) string {
 	switch {
 	case m.obj.isPod:
 		return m.obj.name
+	case m.leader:
+		return m.prefix
 	case m.perJob > 0:
 		return fmt.Sprintf("%s-%d-%d", m.prefix, i/m.perJob, i%m.perJob)
 	}
@@ -320,7 +324,7 @@ func (in *Workload) addLeaderWorkerSet(m map[string]any, o *fitObject) error {
 		fg := &fitGang{kind: "LeaderWorkerSet", namespace: o.namespace, name: o.name, part: "group " + strconv.FormatInt(g, 10),
 			queue: u.GetLabels()[queueLabel], exclusive: exclusive, set: "LeaderWorkerSet/" + o.namespace + "/" + o.name,
 			topology: topo, annotated: annotated,
-			members: []gangMember{{obj: leader, count: 1, prefix: group, podSet: "leader"}}}
+			members: []gangMember{{obj: leader, count: 1, prefix: group, leader: true, podSet: "leader"}}}
 		if size > 1 {
 			fg.members = append(fg.members, gangMember{obj: worker, count: int(size - 1), prefix: group, first: 1, podSet: "worker"})
 		}
