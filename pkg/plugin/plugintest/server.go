@@ -66,7 +66,7 @@ type ListRequest struct {
 }
 
 // Start serves s until the test ends and returns its config.
-func (s *NodeServer) Start(t *testing.T) *rest.Config {
+func (s *NodeServer) Start(t testing.TB) *rest.Config {
 	t.Helper()
 	served := []prototest.Resource{prototest.Nodes, prototest.Pods}
 	if !s.NoClaims {

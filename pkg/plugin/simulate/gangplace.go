@@ -65,7 +65,33 @@ func (in *Workload) GangQuestion() Question {
 		q.Labels = append(q.Labels, k)
 	}
 	slices.Sort(q.Labels)
+	q.Within = in.within()
 	return q
+}
+
+// within are the labels every node a gang can go to carries, when the gangs agree on them:
+// the scheduler's placements are made of the nodes with the topology key, Kueue's topology
+// of those with every level's label. Nil when some gang may go anywhere.
+func (in *Workload) within() []string {
+	var out []string
+	for i, g := range in.gangs {
+		var need []string
+		switch {
+		case g.kueue != nil:
+			need = g.kueue.Levels
+		case g.topology.Key != "" && !g.topology.Preferred && !g.topology.Unconstrained:
+			need = []string{g.topology.Key}
+		case g.exclusive != "":
+			need = []string{g.exclusive}
+		default:
+			return nil
+		}
+		if i > 0 && !slices.Equal(need, out) {
+			return nil
+		}
+		out = need
+	}
+	return out
 }
 
 // PlaceGangs places the file's gangs one after the other, each all or nothing: as

@@ -97,6 +97,9 @@ type Question struct {
 	// EveryNode: every node is kept whole, with its Ready condition (Kueue counts the
 	// capacity of nodes the scheduler's filters reject).
 	EveryNode bool
+	// Within: only the nodes that carry every one of these labels are read into the
+	// cluster (a gang's domains are made of them); the others are left out, pods and all.
+	Within []string
 }
 
 // Loader reads the cluster for a question: Load, or in unit tests the whole cluster.
@@ -178,6 +181,9 @@ func readNodesAndPods(ctx context.Context, r *podReader, p *placing, stubs bool,
 	readNodes := func() error {
 		defer close(found)
 		err := listNodes(ctx, c, r.cfg, p, func(n *corev1.Node) {
+			if !p.within(n) {
+				return
+			}
 			kept, rejected := p.trim(n)
 			switch {
 			case rejected != nil && stubs:

@@ -39,6 +39,18 @@ type placing struct {
 	stub, whole *nodecache.NodeTrimmer
 	// every: every node is kept whole (Kueue counts the nodes the filters reject).
 	every bool
+	// required are the labels a node must carry to be read at all (Question.Within).
+	required []string
+}
+
+// within reports a node that carries every required label.
+func (p *placing) within(n *corev1.Node) bool {
+	for _, k := range p.required {
+		if _, ok := n.Labels[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // newPlacing is the placing of q's pods; allLabels keeps every label of the kept nodes.
@@ -49,7 +61,7 @@ func newPlacing(q Question, allLabels bool) *placing {
 			keys[k] = true
 		}
 	}
-	for _, k := range q.Labels {
+	for _, k := range append(slices.Clone(q.Labels), q.Within...) {
 		keys[k] = true
 	}
 	selected := func(key string) bool { return keys[key] }
@@ -57,7 +69,7 @@ func newPlacing(q Question, allLabels bool) *placing {
 	if allLabels {
 		labels = func(string) bool { return true }
 	}
-	return &placing{pods: q.Pods, every: q.EveryNode,
+	return &placing{pods: q.Pods, every: q.EveryNode, required: q.Within,
 		stub: nodecache.NewTrimmer(nodecache.Rules{Label: selected, Taint: nodecache.KeepsPodsOff, WholeTaints: true}),
 		whole: nodecache.NewTrimmer(nodecache.Rules{Label: labels, Taint: func(corev1.Taint) bool { return true }, WholeTaints: true,
 			Allocatable: func(string) bool { return true }, Conditions: q.EveryNode}),
