@@ -70,10 +70,11 @@ func gangClients(t *testing.T, s *plugintest.NodeServer, kueue ...runtime.Object
 // kueueDynamic serves Kueue v1beta2's objects; without any, Kueue is not served.
 func kueueDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	gvrs := map[schema.GroupVersionResource]string{}
-	for _, r := range []string{"localqueues", "clusterqueues", "resourceflavors", "topologies"} {
+	for _, r := range []string{"localqueues", "clusterqueues", "resourceflavors", "topologies", "workloads"} {
 		gvrs[schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: r}] = "List"
 		gvrs[schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: r}] = "List"
 	}
+	gvrs[schema.GroupVersionResource{Group: "scheduling.k8s.io", Version: "v1beta1", Resource: "podgroups"}] = "PodGroupList"
 	d := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), gvrs, objs...)
 	if len(objs) == 0 {
 		d.PrependReactor("get", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -393,5 +394,25 @@ func TestFitGangBadInput(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", r.code, r.err, factory.ExitFitError, tc.want)
 			}
 		})
+	}
+}
+
+// A gang with a rack constraint reads the pods of the nodes in racks only: cpu-1, in no
+// rack, is in no placement.
+func TestFitGangReadsItsDomains(t *testing.T) {
+	s := racks()
+	c := gangClients(t, s)
+	r := runFit(t, c, gangPodGroup(3, 3), "-f", "-")
+	if r.code != factory.ExitOK {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	var lists []string
+	for _, req := range s.ListRequests() {
+		if strings.HasSuffix(req.Path, "/pods") {
+			lists = append(lists, req.Fields)
+		}
+	}
+	if len(lists) != 6 || strings.Contains(strings.Join(lists, " "), "cpu-1") {
+		t.Errorf("pod lists %q: want one per node in a rack, none of cpu-1", lists)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Who answers for a gang.
@@ -316,4 +317,39 @@ func kindOf(obj string) string {
 func nameOf(obj string) string {
 	_, n, _ := strings.Cut(obj, "/")
 	return n
+}
+
+// writeGang says why a pod of a gang waits: the component's own words, the pod's
+// FailedScheduling event, then the gang per domain with the pods holding GPUs in the
+// nearest domains.
+func (a *Why) writeGang(b *strings.Builder, pod string, now time.Time) error {
+	g := a.Gang
+	state := "pending"
+	if a.State == WhyGated {
+		state = "gated (" + strings.Join(a.Gates, ", ") + ")"
+	}
+	fmt.Fprintf(b, "Pod %s is %s: it starts with its gang, %s: %s, %s.\n", pod, state, a.Group, g.asks(), g.as())
+	if a.GroupCondition != "" {
+		cond := "PodGroupInitiallyScheduled"
+		if g.Kueue != nil {
+			cond = "QuotaReserved"
+		}
+		fmt.Fprintf(b, "%s: %s\n", cond, a.GroupCondition)
+	}
+	if a.Scheduler != nil {
+		fmt.Fprintf(b, "Scheduler:  %s (FailedScheduling, %s ago)\n", a.Scheduler.Message, age(a.Scheduler.Time.Time, now))
+	}
+	switch {
+	case g.Fits:
+		fmt.Fprintf(b, "Now:        the gang fits%s, on %s (it is placed when the %s tries it again).\n", g.where(), strings.Join(g.Nodes, ", "), g.As)
+	default:
+		fmt.Fprintf(b, "Now:        the gang does not fit: at most %d of its %d pods fit in one domain (it needs %d).\n", g.bestDomain(), g.Pods, g.MinCount)
+		if g.Message != "" {
+			fmt.Fprintf(b, "            %s\n", g.Message)
+		}
+	}
+	if g.Preemption != nil {
+		g.Preemption.write(b)
+	}
+	return g.writeDomains(b)
 }

@@ -231,8 +231,11 @@ func (c *Factory) CRDInstalled() (installed, known bool) {
 // Dynamic returns the client of the objects the plugin reads as unstructured: those of
 // API groups it has no typed client of (PodGroups and Workloads, Kueue's objects).
 func (c *Factory) Dynamic() (dynamic.Interface, error) {
-	if c.FakeDynamic != nil {
+	switch {
+	case c.FakeDynamic != nil:
 		return c.FakeDynamic, nil
+	case c.FakeKube != nil:
+		return nil, ErrNoDynamic
 	}
 	if c.dynamic == nil {
 		cfg, err := c.Config()
@@ -245,6 +248,9 @@ func (c *Factory) Dynamic() (dynamic.Interface, error) {
 	}
 	return c.dynamic, nil
 }
+
+// ErrNoDynamic: the unit tests' fake clientsets serve no unstructured objects.
+var ErrNoDynamic = errors.New("no dynamic client beside the fake clientset")
 
 // Request is an API call, for error messages.
 type Request struct {
