@@ -107,6 +107,9 @@ type GangDomain struct {
 	// Held is what holds the rest: the scheduler's FailedScheduling text for the first pod
 	// that does not fit, or Kueue's count of excluded nodes.
 	Held string `json:"held,omitempty"`
+	// Status is, for kube-scheduler, the placement's status: what "first placement status"
+	// says when the scheduler reports this domain (it reports one at random).
+	Status string `json:"status,omitempty"`
 	// Holders are the pods holding GPUs on the domain's nodes (why).
 	Holders []GPUHolder `json:"holders,omitempty"`
 }

@@ -238,7 +238,7 @@ func (fg *fitGang) answer(g gang.Gang, res gang.Result) (printer.GangAnswer, []p
 		}
 	})
 	for _, d := range res.Domains {
-		a.Domains = append(a.Domains, printer.GangDomain{Value: d.Value, Nodes: d.Nodes, Pods: d.Pods, Held: d.Held})
+		a.Domains = append(a.Domains, printer.GangDomain{Value: d.Value, Nodes: d.Nodes, Pods: d.Pods, Held: d.Held, Status: d.Status})
 	}
 	slices.SortStableFunc(a.Domains, func(x, y printer.GangDomain) int {
 		return cmp.Or(cmp.Compare(y.Pods, x.Pods), cmp.Compare(x.Value, y.Value))
