@@ -123,10 +123,10 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 	if err != nil {
 		return err
 	}
-	if in.HasGangs() {
-		return o.placeGangs(ctx, env, c, in, preempt)
-	}
 	q := in.Question()
+	if in.HasGangs() {
+		q = in.GangQuestion()
+	}
 	q.CompressionSet, q.Preemption = o.compressionSet, preempt
 	l, err := o.load(ctx, c, q)
 	if err != nil {
@@ -136,49 +136,33 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 		return err
 	}
 	v := simulate.NewView(l)
+	if in.HasGangs() {
+		answer, err := v.PlaceGangs(in, env.ErrOut)
+		if err != nil {
+			return err
+		}
+		return o.write(env, answer, answer.Fits, func() error { return printer.GangFitReport(env.Out, answer) })
+	}
 	v.Preempt = preempt
 	answer, err := v.Place(in)
 	if err != nil {
 		return err
 	}
-	if o.output != factory.OutputTable {
-		err = factory.WriteData(env.Out, answer, o.output)
-	} else {
-		err = printer.FitReport(env.Out, answer)
-	}
-	if err != nil {
-		return err
-	}
-	if !answer.Fits {
-		return &factory.Exit{Code: factory.ExitDoesNotFit}
-	}
-	return nil
+	return o.write(env, answer, answer.Fits, func() error { return printer.FitReport(env.Out, answer) })
 }
 
-// placeGangs answers for a file of gangs: each all or nothing, in one domain or not.
-func (o *fitOptions) placeGangs(ctx context.Context, env factory.Environment, c *factory.Factory, in *simulate.Workload, preempt bool) error {
-	q := in.GangQuestion()
-	q.CompressionSet, q.Preemption = o.compressionSet, preempt
-	l, err := o.load(ctx, c, q)
-	if err != nil {
-		return err
-	}
-	if err := in.Resolve(ctx, c, &l.Cluster, env.ErrOut); err != nil {
-		return err
-	}
-	answer, err := simulate.NewView(l).PlaceGangs(in, env.ErrOut)
-	if err != nil {
-		return err
-	}
+// write prints the answer (text prints it for people) and says whether it fits.
+func (o *fitOptions) write(env factory.Environment, answer any, fits bool, text func() error) error {
+	var err error
 	if o.output != factory.OutputTable {
 		err = factory.WriteData(env.Out, answer, o.output)
 	} else {
-		err = printer.GangFitReport(env.Out, answer)
+		err = text()
 	}
 	if err != nil {
 		return err
 	}
-	if !answer.Fits {
+	if !fits {
 		return &factory.Exit{Code: factory.ExitDoesNotFit}
 	}
 	return nil

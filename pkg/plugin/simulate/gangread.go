@@ -18,6 +18,7 @@ package simulate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -469,7 +470,8 @@ func (in *Workload) checkGangs() error {
 		return nil
 	}
 	for _, o := range in.objects {
-		if !o.inGang {
+		undecided := slices.ContainsFunc(in.maybe, func(g *fitGang) bool { return g.members[0].obj == o })
+		if !o.inGang && !undecided {
 			return fmt.Errorf("%s is in no gang, beside the file's gangs (%s): fit answers for gangs alone; place it with a file of its own", o, in.gangs[0])
 		}
 	}

@@ -18,6 +18,7 @@ package simulate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -232,6 +233,10 @@ func (r *queueReader) readFlavor(ctx context.Context, rf *unstructured.Unstructu
 func (r *queueReader) get(ctx context.Context, resource, namespace, name string) (*unstructured.Unstructured, error) {
 	if r.dyn == nil {
 		dyn, err := r.c.Dynamic()
+		if errors.Is(err, factory.ErrNoDynamic) {
+			r.none = true
+			return nil, nil
+		}
 		if err != nil {
 			return nil, err
 		}
