@@ -75,6 +75,7 @@ type Snapshot struct {
 	resolver *extendedresourcecache.ExtendedResourceCache
 	state    structured.AllocatedState
 	celCache *cel.Cache
+	memo     requestsMemo // requestsOf
 }
 
 // nodeInfo is what the scheduler's NodeInfo holds of a node for the filters here.

@@ -105,7 +105,7 @@ func doNotSchedule(t *corev1.Taint) bool {
 // shouldDelegateResourceToDRA), with the quantity requested.
 func (s *Snapshot) delegated(pod *corev1.Pod, n *nodeInfo) map[corev1.ResourceName]int64 {
 	var out map[corev1.ResourceName]int64
-	for name, q := range podRequests(pod) {
+	for name, q := range s.requestsOf(pod) {
 		if !isExtended(name) || q.IsZero() || s.resolver.GetDeviceClass(name) == nil {
 			continue
 		}
@@ -126,7 +126,7 @@ func (s *Snapshot) resourcesFit(pod *corev1.Pod, n *nodeInfo, delegated map[core
 	if max, _ := n.allocatable(corev1.ResourcePods); n.count+1 > max {
 		reasons = append(reasons, ReasonTooManyPods)
 	}
-	reqs := podRequests(pod)
+	reqs := s.requestsOf(pod)
 	names := make([]corev1.ResourceName, 0, len(reqs))
 	for name := range reqs {
 		names = append(names, name)

@@ -71,9 +71,12 @@ func (s *Snapshot) Assume(pod *corev1.Pod, r Result) {
 	if n == nil || !r.Fits() {
 		return
 	}
+	requests := s.requestsOf(pod)
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = r.Node
-	n.add(bound)
+	s.remember(bound, requests)
+	n.pods = append(n.pods, bound)
+	n.AddRequests(requests)
 	s.commit(r.Allocations)
 }
 

@@ -232,16 +232,7 @@ func (n *nodeInfo) without(gone []*corev1.Pod) *nodeInfo {
 }
 
 // remove uncounts a pod's requests (Add counts them).
-func (u *Usage) remove(p *corev1.Pod) {
-	u.count--
-	for name, q := range podRequests(p) {
-		if name == corev1.ResourceCPU {
-			u.requested[name] -= q.MilliValue()
-			continue
-		}
-		u.requested[name] -= q.Value()
-	}
-}
+func (u *Usage) remove(p *corev1.Pod) { u.removeRequests(podRequests(p)) }
 
 // moreImportantFirst orders pods as the scheduler's MoreImportantPod: higher priority, then
 // the one started earlier. Pods that started in the same second keep their order (the

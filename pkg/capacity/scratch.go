@@ -33,6 +33,7 @@ import (
 // shared; nothing here changes them.
 func (s *Snapshot) Clone() *Snapshot {
 	c := *s
+	c.memo = nil
 	c.nodes = make(map[string]*nodeInfo, len(s.nodes))
 	for name, n := range s.nodes {
 		c.nodes[name] = &nodeInfo{node: n.node, pods: slices.Clone(n.pods),
@@ -60,7 +61,7 @@ func (s *Snapshot) Forget(pod *corev1.Pod, r Result) {
 	}
 	gone := n.pods[i]
 	n.pods = slices.Delete(slices.Clone(n.pods), i, i+1)
-	n.remove(gone)
+	n.removeRequests(s.requestsOf(gone))
 	for j := range r.Allocations {
 		removeAllocation(&s.state, &r.Allocations[j])
 	}

@@ -64,7 +64,7 @@ spec:
 `
 
 // runFit runs `fit` with the file's content on standard input (or as the file given in args).
-func runFit(t *testing.T, c *factory.Factory, stdin string, args ...string) result {
+func runFit(t testing.TB, c *factory.Factory, stdin string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), append([]string{"fit"}, args...), factory.Environment{Out: &out, ErrOut: &errOut,

@@ -56,6 +56,7 @@ fit, 2 on errors.`
   kubectl gpuinv who -A --by-namespace         # who holds the GPUs
   kubectl gpuinv why -n ml trainer-0           # why a pod waits, in the scheduler's words
   kubectl gpuinv fit -f trainer.yaml           # would all its replicas fit now (1: no)
+  kubectl gpuinv topology            # free GPUs and gang slots per rack, zone, NVLink clique
   kubectl gpuinv nodes --problems     # every GPU node from its GpuNode record, however many
   kubectl gpuinv scan                 # no operator needed`
 )
@@ -104,6 +105,6 @@ func newRootCommand(env factory.Environment, fake *factory.Factory) *cobra.Comma
 	load := loaderOf(c)
 	cmd.AddCommand(live.NewScanCommand(env, c), status.NewListCommand(env, c), status.NewNodesCommand(env, c), status.NewFreeCommand(env, c),
 		live.NewWhoCommand(env, c), schedule.NewWhyCommand(env, c, load), schedule.NewFitCommand(env, c, load), status.NewQuotaCommand(env, c),
-		status.NewIdleCommand(env, c))
+		status.NewIdleCommand(env, c), status.NewTopologyCommand(env, c))
 	return cmd
 }

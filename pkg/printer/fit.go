@@ -63,6 +63,13 @@ type FitPod struct {
 	Claims    []PodClaim       `json:"claims,omitempty"`
 	// Preempts are the pods the scheduler evicts to make room for this replica.
 	Preempts []Victim `json:"preempts,omitempty"`
+	// Of a gang's pod: the gang's part (GangAnswer.Part), the domain it goes to, the
+	// FailedScheduling text of a pod that stays pending, and the node gang preemption
+	// nominates for it.
+	Part      string `json:"part,omitempty"`
+	Domain    string `json:"domain,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Nominated string `json:"nominated,omitempty"`
 }
 
 type FitMiss struct {

@@ -64,6 +64,12 @@ type Why struct {
 	Preemption *Preemption `json:"preemption,omitempty"`
 	// Scheduler is the scheduler's latest FailedScheduling event for the pod.
 	Scheduler *SchedulerEvent `json:"scheduler,omitempty"`
+	// Of a pod that waits with its gang: the gang (PodGroup or Kueue Workload NS/NAME), its
+	// condition's message (PodGroupInitiallyScheduled, or Kueue's QuotaReserved) and the
+	// gang's answer, per domain.
+	Group          string      `json:"group,omitempty"`
+	GroupCondition string      `json:"groupCondition,omitempty"`
+	Gang           *GangAnswer `json:"gang,omitempty"`
 }
 
 // PodClaim is one of a pod's ResourceClaims.
@@ -87,12 +93,16 @@ type SchedulerEvent struct {
 func WhyReport(w io.Writer, a *Why, now time.Time) error {
 	var b strings.Builder
 	pod := a.Namespace + "/" + a.Pod
-	switch a.State {
-	case WhyFinished:
+	switch {
+	case a.State == WhyFinished:
 		fmt.Fprintf(&b, "Pod %s has finished (%s)%s: it holds no GPUs.\n", pod, a.Phase, onNode(a.Node))
-	case WhyGated:
+	case a.Gang != nil:
+		if err := a.writeGang(&b, pod, now); err != nil {
+			return err
+		}
+	case a.State == WhyGated:
 		fmt.Fprintf(&b, "Pod %s is gated: it waits in the scheduler's queue, which does not try it until its scheduling gates are removed: %s.\n", pod, strings.Join(a.Gates, ", "))
-	case WhyBound:
+	case a.State == WhyBound:
 		if err := a.writeBound(&b, pod); err != nil {
 			return err
 		}

@@ -32,6 +32,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -59,6 +60,9 @@ type Factory struct {
 	FakeGPU       GPUAPI
 	FakeKube      KubeAPI
 	FakeDiscovery Discoverer
+	// FakeDynamic, in unit tests, serves the objects read without a type of their own
+	// (PodGroups, Kueue's queues, flavors, Topologies and Workloads).
+	FakeDynamic dynamic.Interface
 
 	// Contexts and CurrentContext stand, in unit tests, for the kubeconfig's contexts (when
 	// Flags is nil): the factory of each, and the current one.
@@ -71,6 +75,7 @@ type Factory struct {
 	core      rest.Interface
 	resource  rest.Interface
 	discovery Discoverer
+	dynamic   dynamic.Interface
 }
 
 // FromFlags is the factory of the config flags; warnings receives the API server's warnings.
@@ -222,6 +227,30 @@ func (c *Factory) CRDInstalled() (installed, known bool) {
 	}
 	return false, true
 }
+
+// Dynamic returns the client of the objects the plugin reads as unstructured: those of
+// API groups it has no typed client of (PodGroups and Workloads, Kueue's objects).
+func (c *Factory) Dynamic() (dynamic.Interface, error) {
+	switch {
+	case c.FakeDynamic != nil:
+		return c.FakeDynamic, nil
+	case c.FakeKube != nil:
+		return nil, ErrNoDynamic
+	}
+	if c.dynamic == nil {
+		cfg, err := c.Config()
+		if err != nil {
+			return nil, err
+		}
+		if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return c.dynamic, nil
+}
+
+// ErrNoDynamic: the unit tests' fake clientsets serve no unstructured objects.
+var ErrNoDynamic = errors.New("no dynamic client beside the fake clientset")
 
 // Request is an API call, for error messages.
 type Request struct {

@@ -63,10 +63,12 @@ type ListRequest struct {
 	Path     string
 	Limit    int64
 	Selector string
+	// Fields is the field selector.
+	Fields string
 }
 
 // Start serves s until the test ends and returns its config.
-func (s *NodeServer) Start(t *testing.T) *rest.Config {
+func (s *NodeServer) Start(t testing.TB) *rest.Config {
 	t.Helper()
 	served := []prototest.Resource{prototest.Nodes, prototest.Pods}
 	if !s.NoClaims {
@@ -111,7 +113,7 @@ func (s *NodeServer) intercept(served []prototest.Resource, next http.Handler) h
 			return
 		}
 		q := r.URL.Query()
-		req := ListRequest{Path: r.URL.Path, Selector: q.Get("labelSelector")}
+		req := ListRequest{Path: r.URL.Path, Selector: q.Get("labelSelector"), Fields: q.Get("fieldSelector")}
 		req.Limit, _ = strconv.ParseInt(q.Get("limit"), 10, 64) // the server refuses a bad one
 		s.mu.Lock()
 		s.requests = append(s.requests, req)

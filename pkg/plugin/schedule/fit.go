@@ -18,6 +18,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -110,11 +111,22 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 	if err != nil {
 		return err
 	}
+	for _, note := range in.Notes() {
+		fmt.Fprintf(env.ErrOut, "Note: %s\n", note)
+	}
+	if in.HasGangs() {
+		if err := in.ResolveQueues(ctx, c, env.ErrOut); err != nil {
+			return err
+		}
+	}
 	preempt, err := in.Priorities(ctx, c, env.ErrOut)
 	if err != nil {
 		return err
 	}
 	q := in.Question()
+	if in.HasGangs() {
+		q = in.GangQuestion()
+	}
 	q.CompressionSet, q.Preemption = o.compressionSet, preempt
 	l, err := o.load(ctx, c, q)
 	if err != nil {
@@ -124,20 +136,33 @@ func (o *fitOptions) run(ctx context.Context, env factory.Environment, c *factor
 		return err
 	}
 	v := simulate.NewView(l)
+	if in.HasGangs() {
+		answer, err := v.PlaceGangs(in, env.ErrOut)
+		if err != nil {
+			return err
+		}
+		return o.write(env, answer, answer.Fits, func() error { return printer.GangFitReport(env.Out, answer) })
+	}
 	v.Preempt = preempt
 	answer, err := v.Place(in)
 	if err != nil {
 		return err
 	}
+	return o.write(env, answer, answer.Fits, func() error { return printer.FitReport(env.Out, answer) })
+}
+
+// write prints the answer (text prints it for people) and says whether it fits.
+func (o *fitOptions) write(env factory.Environment, answer any, fits bool, text func() error) error {
+	var err error
 	if o.output != factory.OutputTable {
 		err = factory.WriteData(env.Out, answer, o.output)
 	} else {
-		err = printer.FitReport(env.Out, answer)
+		err = text()
 	}
 	if err != nil {
 		return err
 	}
-	if !answer.Fits {
+	if !fits {
 		return &factory.Exit{Code: factory.ExitDoesNotFit}
 	}
 	return nil

@@ -114,14 +114,8 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 	case pod.Spec.NodeName != "":
 		a.State = printer.WhyBound
 		a.Claims, err = describeClaims(pod, apiClaims(ctx, c, api, ns))
-	case len(pod.Spec.SchedulingGates) > 0:
-		a.State = printer.WhyGated
-		for _, g := range pod.Spec.SchedulingGates {
-			a.Gates = append(a.Gates, g.Name)
-		}
 	default:
-		a.State = printer.WhyPending
-		err = pending(ctx, a, env, c, o.load, simulate.Question{Pods: []*corev1.Pod{pod}, CompressionSet: o.compressionSet, Preemption: true})
+		err = o.waiting(ctx, a, env, c, api, pod)
 	}
 	if err != nil {
 		return err
@@ -130,6 +124,35 @@ func (o *whyOptions) run(ctx context.Context, env factory.Environment, c *factor
 		return factory.WriteData(env.Out, a, o.output)
 	}
 	return printer.WhyReport(env.Out, a, env.Clock())
+}
+
+// waiting explains a pod that waits: with its gang (a PodGroup's, or a Kueue Workload's
+// waiting for quota), gated, or alone.
+func (o *whyOptions) waiting(ctx context.Context, a *printer.Why, env factory.Environment, c *factory.Factory, api factory.KubeAPI, pod *corev1.Pod) error {
+	a.State = printer.WhyPending
+	for _, g := range pod.Spec.SchedulingGates {
+		a.Gates = append(a.Gates, g.Name)
+	}
+	if len(a.Gates) > 0 {
+		a.State = printer.WhyGated
+	}
+	w, err := gangWait(ctx, c, api, pod, env.ErrOut)
+	if err != nil || w != nil {
+		if err == nil {
+			err = whyGang(ctx, a, env, c, o.load, w, o.compressionSet)
+		}
+		if err != nil || pod.Spec.SchedulingGroup == nil {
+			return err
+		}
+		if a.Scheduler, err = latestFailedScheduling(ctx, api, pod); err != nil {
+			fmt.Fprintf(env.ErrOut, "Note: the scheduler's own message is not shown: %v\n", c.ExplainList(err, factory.Request{Verb: "list", Resource: "events", Namespaced: true, Namespace: pod.Namespace}))
+		}
+		return nil
+	}
+	if a.State == printer.WhyGated {
+		return nil
+	}
+	return pending(ctx, a, env, c, o.load, simulate.Question{Pods: []*corev1.Pod{pod}, CompressionSet: o.compressionSet, Preemption: true})
 }
 
 // pending runs the scheduler's filters for q's pod on every node.

@@ -67,7 +67,7 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 			Values: []string{fixtures.FleetNodeName(2), fixtures.FleetNodeName(4)}}}}}}}}
 	for name, pods := range map[string][]*corev1.Pod{"pinned": {pinned}, "tolerant": {tolerant}, "by name": {byName}, "all": {pinned, tolerant, byName}} {
 		for _, allLabels := range []bool{false, true} {
-			p := newPlacing(pods, allLabels)
+			p := newPlacing(Question{Pods: pods}, allLabels)
 			for _, n := range fleetNodes() {
 				raw, err := n.Marshal()
 				if err != nil {

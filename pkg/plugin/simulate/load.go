@@ -88,6 +88,18 @@ type Question struct {
 	// Preemption: the answer runs the scheduler's preemption for the pods, which reads the
 	// candidates' pods of lower priority (kept, not only counted).
 	Preemption bool
+	// Labels are node labels the answer reads besides the pods' selectors (a gang's
+	// topology keys).
+	Labels []string
+	// Stubs: the nodes where the node-only filters reject every pod are kept in the cluster
+	// as stubs (a gang's placements count them), not as Rejections.
+	Stubs bool
+	// EveryNode: every node is kept whole, with its Ready condition (Kueue counts the
+	// capacity of nodes the scheduler's filters reject).
+	EveryNode bool
+	// Within: only the nodes that carry every one of these labels are read into the
+	// cluster (a gang's domains are made of them); the others are left out, pods and all.
+	Within []string
 }
 
 // Loader reads the cluster for a question: Load, or in unit tests the whole cluster.
@@ -138,7 +150,7 @@ func Load(ctx context.Context, c *factory.Factory, q Question) (Loaded, error) {
 		return err
 	}
 	err = parallel(func() error {
-		return readNodesAndPods(ctx, r, newPlacing(q.Pods, dra), &l, afterNodes)
+		return readNodesAndPods(ctx, r, newPlacing(q, dra), q.Stubs, &l, afterNodes)
 	}, func() (err error) {
 		if claimsFirst {
 			l.Cluster.Claims, err = readClaims(ctx, c, api)
@@ -160,7 +172,7 @@ func Load(ctx context.Context, c *factory.Factory, q Question) (Loaded, error) {
 // soon as it is read: one list per node, podLists at a time (the API server's watch cache
 // finds a node's pods by an index), or, past MaxNodeLists candidates, one list of every pod.
 // afterNodes runs once the nodes are read, beside the pod lists.
-func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *Loaded, afterNodes func(map[string]bool) error) error {
+func readNodesAndPods(ctx context.Context, r *podReader, p *placing, stubs bool, l *Loaded, afterNodes func(map[string]bool) error) error {
 	c := r.c
 	listsCtx, stopLists := context.WithCancel(ctx)
 	defer stopLists()
@@ -169,8 +181,15 @@ func readNodesAndPods(ctx context.Context, r *podReader, p *placing, l *Loaded, 
 	readNodes := func() error {
 		defer close(found)
 		err := listNodes(ctx, c, r.cfg, p, func(n *corev1.Node) {
+			if !p.within(n) {
+				return
+			}
 			kept, rejected := p.trim(n)
-			if rejected != nil {
+			switch {
+			case rejected != nil && stubs:
+				l.Cluster.Nodes = append(l.Cluster.Nodes, p.stub.TrimNode(n))
+				return
+			case rejected != nil:
 				l.Rejected = append(l.Rejected, *rejected)
 				return
 			}

@@ -37,24 +37,42 @@ import (
 type placing struct {
 	pods        []*corev1.Pod
 	stub, whole *nodecache.NodeTrimmer
+	// every: every node is kept whole (Kueue counts the nodes the filters reject).
+	every bool
+	// required are the labels a node must carry to be read at all (Question.Within).
+	required []string
 }
 
-func newPlacing(pods []*corev1.Pod, allLabels bool) *placing {
+// within reports a node that carries every required label.
+func (p *placing) within(n *corev1.Node) bool {
+	for _, k := range p.required {
+		if _, ok := n.Labels[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// newPlacing is the placing of q's pods; allLabels keeps every label of the kept nodes.
+func newPlacing(q Question, allLabels bool) *placing {
 	keys := map[string]bool{}
-	for _, pod := range pods {
+	for _, pod := range q.Pods {
 		for _, k := range capacity.SelectorKeys(pod) {
 			keys[k] = true
 		}
+	}
+	for _, k := range append(slices.Clone(q.Labels), q.Within...) {
+		keys[k] = true
 	}
 	selected := func(key string) bool { return keys[key] }
 	labels := selected
 	if allLabels {
 		labels = func(string) bool { return true }
 	}
-	return &placing{pods: pods,
+	return &placing{pods: q.Pods, every: q.EveryNode, required: q.Within,
 		stub: nodecache.NewTrimmer(nodecache.Rules{Label: selected, Taint: nodecache.KeepsPodsOff, WholeTaints: true}),
 		whole: nodecache.NewTrimmer(nodecache.Rules{Label: labels, Taint: func(corev1.Taint) bool { return true }, WholeTaints: true,
-			Allocatable: func(string) bool { return true }}),
+			Allocatable: func(string) bool { return true }, Conditions: q.EveryNode}),
 	}
 }
 
@@ -69,7 +87,7 @@ type Rejection struct {
 // no candidate, its Rejection. Trimming a node trim kept gives it back the same.
 func (p *placing) trim(n *corev1.Node) (*corev1.Node, *Rejection) {
 	reasons := make([]string, len(p.pods))
-	candidate := false
+	candidate := p.every
 	for i, pod := range p.pods {
 		reasons[i] = capacity.NodeOnlyReason(pod, n)
 		candidate = candidate || reasons[i] == ""
@@ -123,6 +141,9 @@ func (p *placing) decoded(n *corev1.Node) *corev1.Node {
 // stub's rules (what the node-only filters read), then, for a candidate, by the whole's.
 // Images, conditions, addresses and the labels that are not kept are skipped unread.
 func (p *placing) decodeNode(b []byte) (*corev1.Node, error) {
+	if p.every {
+		return p.whole.DecodeNode(b)
+	}
 	stub, err := p.stub.DecodeNode(b)
 	if err != nil || !slices.ContainsFunc(p.pods, func(pod *corev1.Pod) bool { return capacity.NodeOnlyReason(pod, stub) == "" }) {
 		return stub, err

@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,6 +48,10 @@ type fitObject struct {
 	replicas              int64
 	template              corev1.PodTemplateSpec
 	isPod                 bool // a Pod: its one replica keeps its name
+	// queue is the object's Kueue queue (its kueue.x-k8s.io/queue-name label).
+	queue string
+	// inGang: the object's pods are those of a gang.
+	inGang bool
 }
 
 func (o *fitObject) String() string { return fmt.Sprintf("%s %s/%s", o.kind, o.namespace, o.name) }
@@ -70,12 +75,22 @@ type Workload struct {
 	objects   []*fitObject
 	templates map[types.NamespacedName]*resourcev1.ResourceClaimTemplate
 	claims    []*resourcev1.ResourceClaim
+	// The gangs (gangread.go): the pod groups pods join, by namespace and name; the gangs;
+	// Jobs that are gangs if their queue is of a TAS flavor; JobSets, which Kueue admits
+	// whole; the pods of gangs so far; what reading assumed.
+	groups     map[types.NamespacedName]*podGroup
+	groupOrder []*podGroup
+	gangs      []*fitGang
+	maybe      []*fitGang
+	jobSets    []*jobSet
+	gangPods   int64
+	notes      []string
 }
 
 // ReadWorkload reads the YAML or JSON documents of r (named source in messages); objects
 // without a namespace are in namespace.
 func ReadWorkload(r io.Reader, source, namespace string) (*Workload, error) {
-	in := &Workload{templates: map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{}}
+	in := &Workload{templates: map[types.NamespacedName]*resourcev1.ResourceClaimTemplate{}, groups: map[types.NamespacedName]*podGroup{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	for doc := 1; ; doc++ {
 		var raw json.RawMessage
@@ -97,8 +112,11 @@ func ReadWorkload(r io.Reader, source, namespace string) (*Workload, error) {
 			return nil, err
 		}
 	}
-	if len(in.objects) == 0 {
+	if len(in.objects) == 0 && len(in.groupOrder) == 0 {
 		return nil, fmt.Errorf("%s holds nothing to place: no Pod, and no object with a pod template (spec.template)", source)
+	}
+	if err := in.formGangs(); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	return in, nil
 }
@@ -130,7 +148,7 @@ func (in *Workload) add(m map[string]any, namespace, where string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	o := &fitObject{kind: kind, namespace: u.GetNamespace(), name: u.GetName()}
+	o := &fitObject{kind: kind, namespace: u.GetNamespace(), name: u.GetName(), queue: u.GetLabels()[queueLabel]}
 	if o.namespace == "" {
 		o.namespace = namespace
 	}
@@ -159,6 +177,16 @@ func (in *Workload) addObject(m map[string]any, gv schema.GroupVersion, o *fitOb
 		defaultRequests(&o.template.Spec)
 	case gv.Group == resourcev1.GroupName && (o.kind == "ResourceClaimTemplate" || o.kind == "ResourceClaim"):
 		return in.addDRA(m, gv, o)
+	case gv.Group == schedulingv1beta1.GroupName && o.kind == "PodGroup" && gv.Version == "v1beta1":
+		return in.addPodGroup(m, o)
+	case gv.Group == schedulingv1beta1.GroupName && o.kind == "Workload" && gv.Version == "v1beta1":
+		return in.addWorkloadGroups(m, o)
+	case gv.Group == schedulingv1beta1.GroupName && (o.kind == "PodGroup" || o.kind == "Workload"):
+		return fmt.Errorf("%s is not read: write it as %s", gv, schedulingv1beta1.SchemeGroupVersion)
+	case gv.Group == jobSetGroup && o.kind == "JobSet":
+		return in.addJobSet(m, o)
+	case gv.Group == lwsGroup && o.kind == "LeaderWorkerSet":
+		return in.addLeaderWorkerSet(m, o)
 	case gv.Group == "apps" && o.kind == "DaemonSet":
 		return errors.New("a DaemonSet places one pod on each node it selects, not replicas: fit does not place DaemonSets")
 	case gv.Group == "batch" && o.kind == "Job":
