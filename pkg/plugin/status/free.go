@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -84,18 +83,12 @@ Exit status: 0 when some node fits; 4 when none does (the answer is printed as u
 }
 
 func (o *freeOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
-	gpu, err := c.GPU()
+	gi, err := readStatus(ctx, c, name)
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return c.Explain(err, factory.GetInventory(name))
-	}
 	s := &gi.Status
 	switch {
-	case s.InventoryHash == "" && s.ObservedAt == nil:
-		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
 	case s.Allocation == nil:
 		return fmt.Errorf("GpuInventory %q does not say which GPUs are free: the operator does not read pods (it runs with --allocation=false, or predates allocation); `kubectl gpuinv who` lists the pods holding GPUs from the pods themselves", name)
 	}

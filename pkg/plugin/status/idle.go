@@ -73,18 +73,11 @@ line says why); 1 on errors.`,
 }
 
 func (o *idleOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
-	gpu, err := c.GPU()
+	gi, err := readStatus(ctx, c, name)
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return c.Explain(err, factory.GetInventory(name))
-	}
 	s := &gi.Status
-	if s.InventoryHash == "" && s.ObservedAt == nil {
-		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
-	}
 	unknown := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionUsageUnknown)
 	if s.Usage == nil {
 		why := NoUsageRead

@@ -101,18 +101,11 @@ errors, including a --queue that the inventory does not list.`,
 }
 
 func (o *quotaOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
-	gpu, err := c.GPU()
+	gi, err := readStatus(ctx, c, name)
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return c.Explain(err, factory.GetInventory(name))
-	}
 	s := &gi.Status
-	if s.InventoryHash == "" && s.ObservedAt == nil {
-		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
-	}
 	if s.Quota == nil || (s.Quota.ClusterQueues == 0 && s.Quota.Namespaces == 0 && len(s.Quota.Models) == 0) {
 		return o.noQuota(env, gi)
 	}

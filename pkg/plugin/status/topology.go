@@ -22,7 +22,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/plugin/factory"
@@ -77,18 +76,11 @@ errors.`,
 }
 
 func (o *topologyOptions) run(ctx context.Context, env factory.Environment, c *factory.Factory, name string) error {
-	gpu, err := c.GPU()
+	gi, err := readStatus(ctx, c, name)
 	if err != nil {
 		return err
 	}
-	gi, err := gpu.GpuInventories().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return c.Explain(err, factory.GetInventory(name))
-	}
 	s := &gi.Status
-	if s.InventoryHash == "" && s.ObservedAt == nil {
-		return fmt.Errorf("GpuInventory %q has no status yet: is the operator running?", name)
-	}
 	fragmented := meta.FindStatusCondition(s.Conditions, homelabv1.ConditionTopologyFragmented)
 	if s.Topology == nil || len(s.Topology.Topologies) == 0 {
 		if o.output == factory.OutputJSON || o.output == factory.OutputYAML {
