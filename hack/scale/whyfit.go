@@ -52,6 +52,8 @@ const (
 	fitGPUs      = 2
 	// the Deployment that `fit` places on any node: replicas of whyGPUs GPUs each
 	anywhereReplicas = 2
+	// the gang `fit` places: gangPods pods of one H100 each, all in one rack
+	gangPods = 64
 )
 
 // whyFitResult is what the why and fit phase measured.
@@ -80,12 +82,11 @@ func whyFitPhase(ctx context.Context, h *harness) (result, error) {
 	if pending == nil {
 		return nil, fmt.Errorf("no pending pod asks for %d GPUs of %s", whyGPUs, h100)
 	}
-	file, anywhere := filepath.Join(env.Dir, "trainer-h100.yaml"), filepath.Join(env.Dir, "trainer-anywhere.yaml")
-	if err := os.WriteFile(file, []byte(fitDeployment), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(anywhere, []byte(fitAnywhere), 0o644); err != nil {
-		return nil, err
+	file, anywhere, gang := filepath.Join(env.Dir, "trainer-h100.yaml"), filepath.Join(env.Dir, "trainer-anywhere.yaml"), filepath.Join(env.Dir, "gang-rack.yaml")
+	for path, content := range map[string]string{file: fitDeployment, anywhere: fitAnywhere, gang: fitGang} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	kubeconfig, res := env.KubeconfigPath(), &whyFitResult{}
 	for _, c := range []struct {
@@ -97,6 +98,7 @@ func whyFitPhase(ctx context.Context, h *harness) (result, error) {
 		{[]string{"why", "-n", pending.namespace, pending.name}, []int{0}, fmt.Sprintf("a pending pod asking for %d H100s by node selector", whyGPUs), pinnedTarget},
 		{[]string{"fit", "-f", file}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d H100s by node selector", fitReplicas, fitGPUs), pinnedTarget},
 		{[]string{"fit", "-f", anywhere}, []int{0, 1}, fmt.Sprintf("a Deployment of %d replicas × %d GPUs, no node selector: every node's pods", anywhereReplicas, whyGPUs), anywhereTarget},
+		{[]string{"fit", "-f", gang}, []int{0, 1}, fmt.Sprintf("a PodGroup of %d pods × 1 H100 by node selector, all in one rack", gangPods), pinnedTarget},
 	} {
 		for _, extra := range [][]string{nil, {"--disable-compression=false"}} {
 			runs, err := measurePluginExits(env.Dir, o.plugin, kubeconfig, o.pluginRuns, c.exits, slices.Concat(c.args, extra)...)
@@ -150,6 +152,34 @@ spec:
           requests: {cpu: "4", memory: 32Gi}
           limits: {%s: %d, memory: 32Gi}
 `, fitReplicas, productLabel, h100, resourceGPU, resourceGPU, fitGPUs)
+
+// fitGang is the gang `fit` places: a PodGroup of gangPods pods, all or nothing inside one
+// rack, made by a Job whose pod template names no group (it joins the file's only one).
+var fitGang = fmt.Sprintf(`apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: trainer-gang, namespace: ml-00}
+spec:
+  schedulingPolicy: {gang: {minCount: %d}}
+  schedulingConstraints: {topology: [{key: topology.kubernetes.io/rack}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: trainer-gang, namespace: ml-00}
+spec:
+  parallelism: %d
+  completions: %d
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {%s: %s}
+      tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: trainer
+        image: registry.example.com/ml/trainer:1.0
+        resources:
+          requests: {cpu: "4", memory: 32Gi}
+          limits: {%s: 1, memory: 32Gi}
+`, gangPods, gangPods, gangPods, productLabel, h100, resourceGPU, resourceGPU)
 
 // fitAnywhere is a file `fit` places on any node: every Ready node passes the node-only
 // filters, so the pods of all of them are read.
