@@ -47,7 +47,7 @@ const (
 	usageBudgetKiB      = 8 * 1024 // what reading usage may add to the steady RSS
 	usageReadingTimeout = 10 * time.Second
 	topologyBudgetKiB   = 4 * 1024 // what status.topology may add to the steady RSS
-	topologyListedMax   = 64       // domains one topology lists, at any size
+	topologyListedMax   = 32       // domains one topology lists, at any size
 )
 
 // commandTarget bounds a plugin command: its median wall time and, unless 0, its largest
@@ -77,6 +77,15 @@ func (t commandTarget) String() string {
 		s += fmt.Sprintf(", ≤ %g MiB", t.rssMiB)
 	}
 	return s
+}
+
+// judge is the target with its verdict on runs, or "" for no target (gzip: the user's
+// choice, with no target of its own).
+func (t commandTarget) judge(runs pluginResults) string {
+	if t.wall == 0 {
+		return ""
+	}
+	return judged(t.String(), t.met(runs))
 }
 
 // met judges runs: the median wall time, and the largest max RSS.
@@ -422,7 +431,7 @@ func (r *report) commandRows(rows []commandRow) {
 			continue
 		}
 		r.printf("| `kubectl gpuinv %s` (%s) | %s, CPU %s | %s | %s |\n", strings.Join(c.args, " "), c.what, c.runs.wall(), c.runs.cpu(), c.runs.rss(),
-			judged(c.target.String(), c.target.met(c.runs)))
+			c.target.judge(c.runs))
 	}
 }
 

@@ -80,7 +80,7 @@ func fleetTopology(zones, blocks, racks int32, listed int, problems ...string) *
 var fiveThousandLevels = []homelabv1.TopologyLevel{{Key: topology.Zone, Domains: 3}, {Key: topology.AWSNetworkLayer1, Domains: 10}, {Key: topology.Rack, Domains: 50}}
 
 var benchTopology = &topologyResult{gpuNodes: 2500, quietRSS: benchQuiet.rss, off: memSplit{rss: 36.2, heapInuse: 10.4}, on: memSplit{rss: 38.9, heapInuse: 11.6},
-	quietRecords: writeCounts{}, status: fleetTopology(3, 10, 50, 63), want: fiveThousandLevels, sectionBytes: 47 * 1024, offBytes: 194 * 1024, onBytes: 241 * 1024}
+	quietRecords: writeCounts{}, status: fleetTopology(3, 10, 50, 32), want: fiveThousandLevels, sectionBytes: 16 * 1024, offBytes: 194 * 1024, onBytes: 241 * 1024}
 
 var benchChurn = &churnResult{counts: testenv.ChurnCounts{Changes: 1500, Republishes: 312, Taints: 31}, cpu: 0.0381,
 	statusWrites: 1.1, peakRSS: 49 * 1024, records: writeCounts{"updated": 130, "deleted": 60, "created": 60},

@@ -105,7 +105,11 @@ func whyFitPhase(ctx context.Context, h *harness) (result, error) {
 			if err != nil {
 				return nil, err
 			}
-			res.rows = append(res.rows, commandRow{args: append([]string{c.args[0]}, extra...), what: c.what, target: c.target, runs: runs})
+			target := c.target
+			if extra != nil {
+				target = commandTarget{} // gzip is the user's choice: no target of its own
+			}
+			res.rows = append(res.rows, commandRow{args: append([]string{c.args[0]}, extra...), what: c.what, target: target, runs: runs})
 		}
 	}
 	free := modelFree(h.fleet, pods, h100)

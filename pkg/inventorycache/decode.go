@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package inventorycache is where GpuInventories are cached: the informer's client decodes
-// them without their node lists, which the inventory controller remembers instead.
+// them without their node lists, which the inventory controller remembers instead, and
+// without status.topology, which it never reads back.
 package inventorycache
 
 import (
@@ -33,8 +34,9 @@ import (
 )
 
 // NewInformerClient returns a homelab.youngju.dev/v1 REST client whose decoder leaves
-// status.nodes out of every GpuInventory it reads (such an object has ListedNodes > 0 and no
-// Nodes; see NodesOmitted); anything else (GpuNode records, say) is decoded as usual. Its
+// status.nodes and status.topology out of every GpuInventory it reads (such an object has
+// ListedNodes > 0 and no Nodes; see NodesOmitted); anything else (GpuNode records, say) is
+// decoded as usual. Its
 // watches read each JSON event in place. Read through kubeclient.GpuInventories and
 // kubeclient.GpuNodes. docs/design/status-write.md says why.
 func NewInformerClient(config *rest.Config) (rest.Interface, error) {

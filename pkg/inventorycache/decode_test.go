@@ -48,23 +48,28 @@ func servedInventory(t testing.TB) *homelabv1.GpuInventory {
 	observed := metav1.NewTime(at)
 	status := content.Status(content.Nodes, []metav1.Condition{cond}, 3, observed)
 	status.ListedNodes = int32(len(status.Nodes))
+	status.Topology = &homelabv1.GpuTopology{Topologies: []homelabv1.TopologyTree{{Name: "labels",
+		Levels: []homelabv1.TopologyLevel{{Key: "topology.kubernetes.io/rack", Domains: 1}}, GangSizes: []int32{8},
+		Domains: []homelabv1.TopologyDomain{{Level: "topology.kubernetes.io/rack", Name: "r1", Nodes: 4,
+			Models: []homelabv1.TopologyModel{{Model: "NVIDIA-GeForce-RTX-4070-Laptop-GPU", Nodes: 1, Gpus: 1, GangSlots: []int32{0}}}}}}}}
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "cluster", Generation: 3}, Status: status}
 	gi.TypeMeta = metav1.TypeMeta{APIVersion: homelabv1.SchemeGroupVersion.String(), Kind: "GpuInventory"}
 	gi.ResourceVersion = "42"
 	gi.Spec.Note = "every GPU node"
 	gi.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a100"}}
-	if len(gi.Status.Nodes) == 0 || len(gi.Status.Conditions) == 0 {
-		t.Fatal("fixture status has no nodes or conditions")
+	if len(gi.Status.Nodes) == 0 || len(gi.Status.Conditions) == 0 || gi.Status.Topology == nil {
+		t.Fatal("fixture status has no nodes, conditions or topology")
 	}
 	return gi
 }
 
 // withoutNodesDecoded is what the informer client must produce from servedInventory: the same
-// object without status.nodes (and without TypeMeta, like the generated client's decoder).
+// object without status.nodes and status.topology (and without TypeMeta, like the generated
+// client's decoder).
 func withoutNodesDecoded(gi *homelabv1.GpuInventory) *homelabv1.GpuInventory {
 	gi = gi.DeepCopy()
 	gi.TypeMeta = metav1.TypeMeta{}
-	gi.Status.Nodes = nil
+	gi.Status.Nodes, gi.Status.Topology = nil, nil
 	return gi
 }
 
@@ -77,8 +82,8 @@ func mustJSON(t *testing.T, v any) string {
 	return string(data)
 }
 
-// The informer client reads lists, single objects and watch events without status.nodes,
-// everything else intact, and still decodes what is not a GpuInventory (a watch error).
+// The informer client reads lists, single objects and watch events without status.nodes and
+// status.topology, everything else intact, and still decodes what is not a GpuInventory (a watch error).
 func TestInformerClientLeavesOutTheNodeList(t *testing.T) {
 	served := servedInventory(t)
 	list := homelabv1.GpuInventoryList{

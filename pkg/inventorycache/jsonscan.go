@@ -183,15 +183,15 @@ func elements(data []byte, i int, fn func(start, end int)) bool {
 // span is a part of a document: [start, end).
 type span struct{ start, end int }
 
-// nodeLists returns the spans of the values of status.nodes in the object at data[i], and
-// with items also in each element of its items array (a list).
+// nodeLists returns the spans of the values of status.nodes and status.topology in the
+// object at data[i], and with items also in each element of its items array (a list).
 func nodeLists(data []byte, i int, items bool, out []span) ([]span, bool) {
 	ok := true
 	_, whole := members(data, i, func(key []byte, start, end int) {
 		switch {
 		case string(key) == "status" && data[start] == '{':
 			_, found := members(data, start, func(key []byte, start, end int) {
-				if string(key) == "nodes" {
+				if string(key) == "nodes" || string(key) == "topology" {
 					out = append(out, span{start, end})
 				}
 			})
@@ -207,8 +207,8 @@ func nodeLists(data []byte, i int, items bool, out []span) ([]span, bool) {
 	return out, ok && whole
 }
 
-// cutNodeLists returns data with every value of status.nodes (also in items[*] with
-// items) replaced by null, or false when data is not a well-formed JSON object.
+// cutNodeLists returns data with every value of status.nodes and status.topology (also in
+// items[*] with items) replaced by null, or false when data is not a well-formed JSON object.
 func cutNodeLists(data []byte, items bool) ([]byte, bool) {
 	start := skipSpace(data, 0)
 	cuts, ok := nodeLists(data, start, items, nil)

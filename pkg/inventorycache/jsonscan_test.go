@@ -28,15 +28,16 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
 
-// The reference decoders: the same object types with a "nodes" field at a shallower depth,
-// which hides the embedded one, decoded the ordinary way.
+// The reference decoders: the same object types with "nodes" and "topology" fields at a
+// shallower depth, which hide the embedded ones, decoded the ordinary way.
 type skipped struct{}
 
 func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 type statusWithoutNodes struct {
 	homelabv1.GpuInventoryStatus
-	Nodes skipped `json:"nodes"`
+	Nodes    skipped `json:"nodes"`
+	Topology skipped `json:"topology"`
 }
 
 type shadowInventory struct {

@@ -38,9 +38,12 @@ import (
 // Bounds of status.topology.
 const (
 	maxTrees    = 8
-	maxDomains  = 64
+	maxDomains  = 32
 	maxLargest  = 128
 	maxProblems = 8
+	// maxBytes bounds status.topology's JSON, beside the node list's own bound, so that the
+	// whole status stays under 256 KiB: the domains listed last go first.
+	maxBytes = 16 << 10
 	// LabelsTree names the hierarchy of spec.topology.levels or the well-known labels.
 	LabelsTree = "labels"
 )
@@ -133,6 +136,7 @@ func (s *Section) Compute(in section.Input) *section.Part {
 		return nil
 	}
 	cond := fragmentedCondition(found, threshold, in.Inventory.Generation)
+	boundBytes(out)
 	data, _ := json.Marshal(struct {
 		Status    *homelabv1.GpuTopology
 		Condition metav1.Condition
@@ -227,6 +231,30 @@ func topologyNodes(nodes []*corev1.Node, entries []homelabv1.GpuNodeEntry) []top
 			GPUs: int64(e.GpuCount), Free: int64(free), Schedulable: schedulable})
 	}
 	return out
+}
+
+// boundBytes drops listed domains, the last of the topology that lists most first, until
+// the topology's JSON is at most maxBytes (the levels still count every domain).
+func boundBytes(t *homelabv1.GpuTopology) {
+	for {
+		data, _ := json.Marshal(t)
+		if len(data) <= maxBytes {
+			return
+		}
+		most := 0
+		for i := range t.Topologies {
+			if len(t.Topologies[i].Domains) > len(t.Topologies[most].Domains) {
+				most = i
+			}
+		}
+		domains := t.Topologies[most].Domains
+		if len(domains) == 0 {
+			return // the rest is bounded by count
+		}
+		// Drop a share at a time: one JSON marshal per step.
+		drop := max(1, len(domains)/8)
+		t.Topologies[most].Domains = domains[:len(domains)-drop]
+	}
 }
 
 // fmtFragmented says that a model's free GPUs could take a gang no domain of level can.

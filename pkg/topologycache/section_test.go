@@ -17,6 +17,7 @@ limitations under the License.
 package topologycache
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -222,3 +223,22 @@ func TestSectionIsBounded(t *testing.T) {
 }
 
 func compact(name string) kubeproto.Compact { return kubeproto.Compact{Name: name} }
+
+// Domains of many models each are listed until status.topology reaches its byte bound.
+func TestSectionIsBoundedInBytes(t *testing.T) {
+	f := &fleet{}
+	for r := range 40 {
+		for m := range 12 {
+			f.add(fmt.Sprintf("n%d-%d", r, m), map[string]string{topology.Rack: fmt.Sprintf("r%d", r)}, 8, true, false)
+			f.entries[len(f.entries)-1].Product = fmt.Sprintf("NVIDIA-MODEL-%02d", m)
+		}
+	}
+	part := NewSection(noKueue, nil, Options{}).Compute(f.input(homelabv1.GpuInventorySpec{}))
+	var status homelabv1.GpuInventoryStatus
+	part.Set(&status)
+	data, _ := json.Marshal(status.Topology)
+	tree := status.Topology.Topologies[0]
+	if len(data) > maxBytes || len(tree.Domains) == 0 || len(tree.Domains) >= maxDomains || tree.Levels[0].Domains != 40 {
+		t.Errorf("%d bytes, %d domains listed of %d; want at most %d bytes, some domains, fewer than %d", len(data), len(tree.Domains), tree.Levels[0].Domains, maxBytes, maxDomains)
+	}
+}
