@@ -26,6 +26,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/topology"
@@ -70,6 +71,25 @@ type topologyResult struct {
 	onBytes      int                       // and with it
 }
 
+// restartWithTopology restarts the operator until its first complete status, then waits
+// until the status has status.topology or not, as want says: the harness's watch reads
+// inventories as the operator's informer does, without status.topology, so this asks for
+// the whole object.
+func restartWithTopology(ctx context.Context, h *harness, why string, want bool) error {
+	if _, _, err := restartOperator(ctx, h, why); err != nil {
+		return fmt.Errorf("operator log %s: %w", h.logPath, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		gi, err := h.gpu.HomelabV1().GpuInventories().Get(ctx, homelabv1.DefaultInventoryName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return (gi.Status.Topology != nil) == want, nil
+	})
+}
+
 // topologyPhase restarts the operator with --topology=false and measures it as the quiet
 // phase measured the operator with topology (once its CPU has settled, a quiet window, then
 // its memory), then restarts it with the run's flags and measures it the same way: status and
@@ -79,9 +99,8 @@ func topologyPhase(ctx context.Context, h *harness) (result, error) {
 	args := h.launcher.args
 	defer func() { h.launcher.args = args }()
 	h.launcher.args = append(slices.Clone(args), "--topology=false")
-	_, _, err := restartOperatorUntil(ctx, h, "topology phase, --topology=false", func(gi *homelabv1.GpuInventory) bool { return gi.Status.Topology == nil })
-	if err != nil {
-		return nil, fmt.Errorf("operator log %s: %w", h.logPath, err)
+	if err := restartWithTopology(ctx, h, "topology phase, --topology=false", false); err != nil {
+		return nil, err
 	}
 	if res.off, _, _, err = topologyQuiet(ctx, h, "topology-off-heap.pprof"); err != nil {
 		return nil, err
@@ -91,9 +110,8 @@ func topologyPhase(ctx context.Context, h *harness) (result, error) {
 	}
 
 	h.launcher.args = args
-	_, _, err = restartOperatorUntil(ctx, h, "topology phase, restored", func(gi *homelabv1.GpuInventory) bool { return gi.Status.Topology != nil })
-	if err != nil {
-		return nil, fmt.Errorf("operator log %s: %w", h.logPath, err)
+	if err := restartWithTopology(ctx, h, "topology phase, restored", true); err != nil {
+		return nil, err
 	}
 	if res.on, res.quietWrites, res.quietRecords, err = topologyQuiet(ctx, h, "topology-heap.pprof"); err != nil {
 		return nil, err
