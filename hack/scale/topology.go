@@ -99,7 +99,8 @@ func topologyPhase(ctx context.Context, h *harness) (result, error) {
 	args := h.launcher.args
 	defer func() { h.launcher.args = args }()
 	h.launcher.args = append(slices.Clone(args), "--topology=false")
-	if err := restartWithTopology(ctx, h, "topology phase, --topology=false", false); err != nil {
+	err := restartWithTopology(ctx, h, "topology phase, --topology=false", false)
+	if err != nil {
 		return nil, err
 	}
 	if res.off, _, _, err = topologyQuiet(ctx, h, "topology-off-heap.pprof"); err != nil {
@@ -110,7 +111,7 @@ func topologyPhase(ctx context.Context, h *harness) (result, error) {
 	}
 
 	h.launcher.args = args
-	if err := restartWithTopology(ctx, h, "topology phase, restored", true); err != nil {
+	if err = restartWithTopology(ctx, h, "topology phase, restored", true); err != nil {
 		return nil, err
 	}
 	if res.on, res.quietWrites, res.quietRecords, err = topologyQuiet(ctx, h, "topology-heap.pprof"); err != nil {
