@@ -373,9 +373,10 @@ func foldDemand(byModel map[string]*homelabv1.GpuDemand) []homelabv1.GpuDemand {
 }
 
 // statusShape is part of every inventory hash. It changes when the status says more of the
-// same nodes (model pools and largest fit, the Fragmented condition), so that an upgraded
-// operator writes each status once instead of skipping it until the nodes change.
-const statusShape = "pools-fragmented"
+// same nodes (model pools and largest fit, the Fragmented condition, the models' free-GPU
+// histograms and taints), so that an upgraded operator writes each status once instead of
+// skipping it until the nodes change.
+const statusShape = "pools-fragmented-freenodes"
 
 // hashWithAllocation is the nodes' hash, extended by the allocation summary when there is
 // one (the namespaces' usage and the demand are not in the nodes' entries) and by

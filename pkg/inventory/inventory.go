@@ -621,6 +621,7 @@ func modelsOf(entries []homelabv1.GpuNodeEntry, pooled bool) []homelabv1.GpuMode
 		m.LargestFit = max(m.LargestFit, n.FreeGpus)
 		sum := sums[base]
 		sum.fit.add(n)
+		sum.free.add(n)
 		if pooled {
 			sum.pool.add(n)
 		}
@@ -642,6 +643,7 @@ func modelsOf(entries []homelabv1.GpuNodeEntry, pooled bool) []homelabv1.GpuMode
 	for _, name := range order {
 		m := byModel[name]
 		m.Fit = sums[name].fit.result()
+		m.FreeNodes, m.Taints = sums[name].free.result()
 		if pooled {
 			m.Pool = sums[name].pool.result()
 		}
@@ -658,6 +660,7 @@ func modelsOf(entries []homelabv1.GpuNodeEntry, pooled bool) []homelabv1.GpuMode
 type modelSums struct {
 	fit  fitter
 	pool pooler
+	free freeCounter
 }
 
 // Bounds of the per-model summary, so that thousands of distinct products cannot push the
@@ -686,6 +689,7 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 	other := homelabv1.GpuModel{Product: OtherModels}
 	var fit fitter
 	var pool pooler
+	var free freeCounter
 	pooled := false // the models carry pools (pods are read)
 	for _, m := range bySize[MaxModels-1:] {
 		other.AllocatedGpus = saturating.Add(other.AllocatedGpus, m.AllocatedGpus)
@@ -695,6 +699,7 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 		other.LargestFit = max(other.LargestFit, m.LargestFit)
 		fit.merge(m.Fit)
 		pool.merge(m.Pool)
+		free.merge(m.FreeNodes, m.Taints)
 		pooled = pooled || m.Pool != nil
 		other.Nodes += m.Nodes
 		other.ReadyNodes += m.ReadyNodes
@@ -705,6 +710,7 @@ func FoldModels(models []homelabv1.GpuModel) []homelabv1.GpuModel {
 		other.MemoryMiB = max(other.MemoryMiB, m.MemoryMiB)
 	}
 	other.Fit = fit.result()
+	other.FreeNodes, other.Taints = free.result()
 	if pooled {
 		other.Pool = pool.result()
 	}

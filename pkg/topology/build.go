@@ -28,7 +28,7 @@ const (
 	fFree
 	fFreeUnschedulable
 	fWholeNodePods
-	fPods // then one per gang size
+	fPods // then one per gang size, then MaxFreeNodes for the free-GPU histogram
 )
 
 // builder holds Build's scratch.
@@ -63,7 +63,7 @@ func newBuilder(levels []string, nodes []Node, sizes []int64, partial bool) *bui
 		levels:   levels,
 		nodes:    nodes,
 		sizes:    sizes,
-		stride:   fPods + len(sizes),
+		stride:   fPods + len(sizes) + MaxFreeNodes,
 		partial:  partial,
 		leaf:     make([]int32, len(nodes)),
 		depth:    make([]int8, len(nodes)),
@@ -268,6 +268,9 @@ func (b *builder) add(c []int64, n *Node, m int32) {
 	for s, p := range b.podGPUs[m] {
 		c[fPods+s] += free / p
 	}
+	if free > 0 {
+		c[fPods+len(b.sizes)+int(min(free, MaxFreeNodes))-1]++
+	}
 }
 
 // tree turns the counters into the Tree.
@@ -309,6 +312,7 @@ func (b *builder) tree() *Tree {
 func (b *builder) stats(acc []int64, used int) []ModelStats {
 	out := make([]ModelStats, 0, used)
 	slots := make([]int64, used*len(b.sizes))
+	var hist []int64 // the FreeNodes of every stat, one backing array
 	for k := 0; k < len(acc); k += b.stride {
 		c := acc[k : k+b.stride]
 		if c[fNodes] == 0 {
@@ -327,7 +331,22 @@ func (b *builder) stats(acc []int64, used int) []ModelStats {
 		for s, size := range b.sizes {
 			st.Slots[s] = c[fPods+s] / (size / b.podGPUs[m][s])
 		}
+		h := c[fPods+len(b.sizes):]
+		if n := len(h) - countTrailingZeros(h); n > 0 {
+			start := len(hist)
+			hist = append(hist, h[:n]...)
+			st.FreeNodes = hist[start : start+n : start+n]
+		}
 		out = append(out, st)
 	}
 	return out
+}
+
+// countTrailingZeros is how many zeros end c.
+func countTrailingZeros(c []int64) int {
+	n := 0
+	for i := len(c) - 1; i >= 0 && c[i] == 0; i-- {
+		n++
+	}
+	return n
 }

@@ -139,7 +139,14 @@ type ModelStats struct {
 	// LargestGang is the largest gang, in GPUs, of whole-node pods (NodeGPUs each) that
 	// fits here now.
 	LargestGang int64
+	// FreeNodes counts the schedulable nodes by their free GPUs: FreeNodes[k-1] those with
+	// k free (a node with more than MaxFreeNodes free as MaxFreeNodes), trailing zeros left
+	// out; nil when no node has any free. Whether N pods of G GPUs fit here follows from it.
+	FreeNodes []int64
 }
+
+// MaxFreeNodes is the most free GPUs a node counts with in FreeNodes.
+const MaxFreeNodes = 16
 
 // Options tune Build.
 type Options struct {

@@ -384,3 +384,37 @@ func TestPartialKeepsNodesWithoutLowerLevels(t *testing.T) {
 		t.Errorf("problems with Partial: %+v", partial.Problems)
 	}
 }
+
+// FreeNodes counts each domain's schedulable nodes by their free GPUs, sums them up the
+// levels and in the cluster, caps a node's count at MaxFreeNodes and leaves the rest out.
+func TestBuildCountsNodesByFreeGPUs(t *testing.T) {
+	nodes := []Node{
+		node("a1", "z", "a", h100, 8, 8, true), node("a2", "z", "a", h100, 8, 8, true),
+		node("a3", "z", "a", h100, 8, 3, true), node("a4", "z", "a", h100, 8, 0, true),
+		node("a5", "z", "a", h100, 8, 8, false), // cordoned: its free GPUs count apart
+		node("b1", "z", "b", h100, 32, 20, true),
+	}
+	tree, err := Build([]string{Zone, Rack}, nodes, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int64{
+		"a": {0, 0, 1, 0, 0, 0, 0, 2},
+		"b": {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+		"z": {0, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1},
+	}
+	for l := range tree.Levels {
+		for _, d := range tree.Domains[l] {
+			if got := d.Models[0].FreeNodes; !slices.Equal(got, want[d.Value]) {
+				t.Errorf("domain %s: FreeNodes %v, want %v", d.Value, got, want[d.Value])
+			}
+		}
+	}
+	if got := tree.Cluster[0].FreeNodes; !slices.Equal(got, want["z"]) {
+		t.Errorf("cluster: FreeNodes %v, want %v", got, want["z"])
+	}
+	none, _ := Build([]string{Rack}, []Node{node("c1", "", "c", h100, 8, 0, true)}, Options{})
+	if got := none.Domains[0][0].Models[0].FreeNodes; got != nil {
+		t.Errorf("a domain without free GPUs: FreeNodes %v, want none", got)
+	}
+}

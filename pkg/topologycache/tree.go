@@ -77,6 +77,9 @@ func listedDomains(t *topology.Tree) []homelabv1.TopologyDomain {
 				for _, slots := range st.Slots {
 					m.GangSlots = append(m.GangSlots, clamp(slots))
 				}
+				for _, n := range st.FreeNodes {
+					m.FreeNodes = append(m.FreeNodes, clamp(n))
+				}
 				r.d.Models = append(r.d.Models, m)
 				r.free += st.Free
 			}

@@ -114,6 +114,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &homelabv1.QuotaQueueApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("ResourceFree"):
 		return &homelabv1.ResourceFreeApplyConfiguration{}
+	case v1.SchemeGroupVersion.WithKind("TaintCount"):
+		return &homelabv1.TaintCountApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("TopologyDomain"):
 		return &homelabv1.TopologyDomainApplyConfiguration{}
 	case v1.SchemeGroupVersion.WithKind("TopologyLargest"):

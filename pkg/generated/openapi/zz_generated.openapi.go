@@ -76,6 +76,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaNamespace":       schema_pkg_apis_homelab_v1_QuotaNamespace(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.QuotaQueue":           schema_pkg_apis_homelab_v1_QuotaQueue(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.ResourceFree":         schema_pkg_apis_homelab_v1_ResourceFree(ref),
+		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TaintCount":           schema_pkg_apis_homelab_v1_TaintCount(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyDomain":       schema_pkg_apis_homelab_v1_TopologyDomain(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLargest":      schema_pkg_apis_homelab_v1_TopologyLargest(ref),
 		"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TopologyLevel":        schema_pkg_apis_homelab_v1_TopologyLevel(ref),
@@ -1769,12 +1770,49 @@ func schema_pkg_apis_homelab_v1_GpuModel(ref common.ReferenceCallback) common.Op
 							Ref:         ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool"),
 						},
 					},
+					"freeNodes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "FreeNodes counts the model's nodes a pod can land on (Ready, not cordoned) by their free whole GPUs: FreeNodes[k-1] those with exactly k free (as freeGpus counts), a node with more than 32 free as 32; nodes with none are not counted. Whether N pods of G GPUs fit on the model's nodes follows from it exactly (present when pods are read).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"taints": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Taints are the NoSchedule and NoExecute taints of the model's nodes a pod can land on, as key=value:Effect, each with how many of those nodes carry it: the most common first, at most 8. A taint on every such node decides for a pod exactly; one on some does not.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TaintCount"),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"product", "nodes", "readyNodes", "gpus", "readyGpus"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool"},
+			"github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuFit", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.GpuPool", "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1.TaintCount"},
 	}
 }
 
@@ -3424,6 +3462,34 @@ func schema_pkg_apis_homelab_v1_ResourceFree(ref common.ReferenceCallback) commo
 	}
 }
 
+func schema_pkg_apis_homelab_v1_TaintCount(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "TaintCount is a taint and how many nodes carry it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"taint": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"nodes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+				},
+				Required: []string{"taint", "nodes"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_homelab_v1_TopologyDomain(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3632,6 +3698,25 @@ func schema_pkg_apis_homelab_v1_TopologyModel(ref common.ReferenceCallback) comm
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int32",
+						},
+					},
+					"freeNodes": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "FreeNodes counts the domain's schedulable nodes of the model by their free whole GPUs, as the model's freeNodes in status.models; a node with more than 16 free as 16.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
 						},
 					},
 				},

@@ -160,4 +160,10 @@ type TopologyModel struct {
 	GangSlots []int32 `json:"gangSlots"`
 	// LargestGang is the largest gang, in GPUs, that fits here now.
 	LargestGang int32 `json:"largestGang"`
+	// FreeNodes counts the domain's schedulable nodes of the model by their free whole GPUs,
+	// as the model's freeNodes in status.models; a node with more than 16 free as 16.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	FreeNodes []int32 `json:"freeNodes,omitempty"`
 }

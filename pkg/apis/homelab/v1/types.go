@@ -93,7 +93,7 @@ const DefaultFragmentationGpus = 8
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=gpuinv,singular=gpuinventory
-// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=8"
+// +kubebuilder:metadata:annotations="homelab.youngju.dev/schema-revision=9"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GPU-NODES",type=integer,JSONPath=`.status.totalGpuNodes`
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyGpuNodes`
@@ -445,6 +445,28 @@ type GpuModel struct {
 	// (present when pods are read).
 	// +optional
 	Pool *GpuPool `json:"pool,omitempty"`
+	// FreeNodes counts the model's nodes a pod can land on (Ready, not cordoned) by their
+	// free whole GPUs: FreeNodes[k-1] those with exactly k free (as freeGpus counts), a node
+	// with more than 32 free as 32; nodes with none are not counted. Whether N pods of G GPUs
+	// fit on the model's nodes follows from it exactly (present when pods are read).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	FreeNodes []int32 `json:"freeNodes,omitempty"`
+	// Taints are the NoSchedule and NoExecute taints of the model's nodes a pod can land on,
+	// as key=value:Effect, each with how many of those nodes carry it: the most common first,
+	// at most 8. A taint on every such node decides for a pod exactly; one on some does not.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Taints []TaintCount `json:"taints,omitempty"`
+}
+
+// TaintCount is a taint and how many nodes carry it.
+type TaintCount struct {
+	// +kubebuilder:validation:MaxLength=400
+	Taint string `json:"taint"`
+	Nodes int32  `json:"nodes"`
 }
 
 // GpuPool counts a model's GPUs the way KEP-5677's ResourcePoolStatus counts a DRA pool's

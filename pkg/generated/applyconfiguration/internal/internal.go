@@ -804,6 +804,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: freeGpus
       type:
         scalar: numeric
+    - name: freeNodes
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
     - name: gpus
       type:
         scalar: numeric
@@ -836,6 +842,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: taints
+      type:
+        list:
+          elementType:
+            namedType: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TaintCount
+          elementRelationship: atomic
     - name: unhealthyGpus
       type:
         scalar: numeric
@@ -1448,6 +1460,17 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TaintCount
+  map:
+    fields:
+    - name: nodes
+      type:
+        scalar: numeric
+      default: 0
+    - name: taint
+      type:
+        scalar: string
+      default: ""
 - name: com.github.youngju-dev.gpu-inventory-operator.pkg.apis.homelab.v1.TopologyDomain
   map:
     fields:
@@ -1511,6 +1534,12 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: freeNodes
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: atomic
     - name: gangSlots
       type:
         list:

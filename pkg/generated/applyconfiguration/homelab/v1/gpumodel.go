@@ -53,6 +53,15 @@ type GpuModelApplyConfiguration struct {
 	// Pool counts the model's GPUs as KEP-5677's ResourcePoolStatus counts a pool's devices
 	// (present when pods are read).
 	Pool *GpuPoolApplyConfiguration `json:"pool,omitempty"`
+	// FreeNodes counts the model's nodes a pod can land on (Ready, not cordoned) by their
+	// free whole GPUs: FreeNodes[k-1] those with exactly k free (as freeGpus counts), a node
+	// with more than 32 free as 32; nodes with none are not counted. Whether N pods of G GPUs
+	// fit on the model's nodes follows from it exactly (present when pods are read).
+	FreeNodes []int32 `json:"freeNodes,omitempty"`
+	// Taints are the NoSchedule and NoExecute taints of the model's nodes a pod can land on,
+	// as key=value:Effect, each with how many of those nodes carry it: the most common first,
+	// at most 8. A taint on every such node decides for a pod exactly; one on some does not.
+	Taints []TaintCountApplyConfiguration `json:"taints,omitempty"`
 }
 
 // GpuModelApplyConfiguration constructs a declarative configuration of the GpuModel type for use with
@@ -188,5 +197,28 @@ func (b *GpuModelApplyConfiguration) WithLargestFit(value int32) *GpuModelApplyC
 // If called multiple times, the Pool field is set to the value of the last call.
 func (b *GpuModelApplyConfiguration) WithPool(value *GpuPoolApplyConfiguration) *GpuModelApplyConfiguration {
 	b.Pool = value
+	return b
+}
+
+// WithFreeNodes adds the given value to the FreeNodes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the FreeNodes field.
+func (b *GpuModelApplyConfiguration) WithFreeNodes(values ...int32) *GpuModelApplyConfiguration {
+	for i := range values {
+		b.FreeNodes = append(b.FreeNodes, values[i])
+	}
+	return b
+}
+
+// WithTaints adds the given value to the Taints field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Taints field.
+func (b *GpuModelApplyConfiguration) WithTaints(values ...*TaintCountApplyConfiguration) *GpuModelApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithTaints")
+		}
+		b.Taints = append(b.Taints, *values[i])
+	}
 	return b
 }

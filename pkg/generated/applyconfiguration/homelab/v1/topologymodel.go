@@ -34,6 +34,9 @@ type TopologyModelApplyConfiguration struct {
 	GangSlots []int32 `json:"gangSlots,omitempty"`
 	// LargestGang is the largest gang, in GPUs, that fits here now.
 	LargestGang *int32 `json:"largestGang,omitempty"`
+	// FreeNodes counts the domain's schedulable nodes of the model by their free whole GPUs,
+	// as the model's freeNodes in status.models; a node with more than 16 free as 16.
+	FreeNodes []int32 `json:"freeNodes,omitempty"`
 }
 
 // TopologyModelApplyConfiguration constructs a declarative configuration of the TopologyModel type for use with
@@ -97,5 +100,15 @@ func (b *TopologyModelApplyConfiguration) WithGangSlots(values ...int32) *Topolo
 // If called multiple times, the LargestGang field is set to the value of the last call.
 func (b *TopologyModelApplyConfiguration) WithLargestGang(value int32) *TopologyModelApplyConfiguration {
 	b.LargestGang = &value
+	return b
+}
+
+// WithFreeNodes adds the given value to the FreeNodes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the FreeNodes field.
+func (b *TopologyModelApplyConfiguration) WithFreeNodes(values ...int32) *TopologyModelApplyConfiguration {
+	for i := range values {
+		b.FreeNodes = append(b.FreeNodes, values[i])
+	}
 	return b
 }
