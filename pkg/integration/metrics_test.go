@@ -149,14 +149,19 @@ func TestMetricsAndHealthEndpoints(t *testing.T) {
 	if strings.Contains(text, "gpu_inventory_node_not_ready{") {
 		t.Error("per-node series are exported without --metrics-per-node")
 	}
-	// The usage group's series need Prometheus: TestHeldButIdle checks those alerts.
-	checkAlertRules(t, text, func(group string) bool { return group != usageRuleGroup })
+	// The usage group's series need Prometheus (TestHeldButIdle checks those alerts), the
+	// topology group's nodes with topology labels (TestTopologyInTheInventory).
+	checkAlertRules(t, text, func(group string) bool { return group != usageRuleGroup && group != topologyRuleGroup })
 	checkAlertsDocumented(t)
 }
 
 // usageRuleGroup holds the alerts on held-but-idle GPUs, whose series exist only with
 // --prometheus-url.
 const usageRuleGroup = "gpu-inventory.usage"
+
+// topologyRuleGroup holds the alert on topology fragmentation, whose series exist only where
+// GPU nodes carry topology labels.
+const topologyRuleGroup = "gpu-inventory.topology"
 
 // checkAlertRules fails when an alert of the rule groups include accepts, in
 // manifests/monitoring, names a metric, or a label of it, that the running operator does not

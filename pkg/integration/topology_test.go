@@ -103,7 +103,7 @@ func TestTopologyInTheInventory(t *testing.T) {
 		}
 		return err
 	})
-	checkAlertRules(t, text, func(group string) bool { return group == "gpu-inventory.topology" })
+	checkAlertRules(t, text, func(group string) bool { return group == topologyRuleGroup })
 
 	// The zone takes it: not fragmented there.
 	c.updateSpec(t, func(spec *homelabv1.GpuInventorySpec) {
