@@ -56,7 +56,9 @@ func racks(total int32, listed ...[]int32) *homelabv1.GpuTopology {
 
 func ask(pods, gpus int32) Ask { return Ask{Name: "main", Pods: pods, Gpus: gpus} }
 
-func req(asks ...Ask) Request { return Request{Workload: "ml/train", ClusterQueue: "team-a", Sets: asks} }
+func req(asks ...Ask) Request {
+	return Request{Workload: "ml/train", ClusterQueue: "team-a", Sets: asks}
+}
 
 func TestJudge(t *testing.T) {
 	tainted := model(h100, 4, eights(4)...)

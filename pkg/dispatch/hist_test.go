@@ -89,7 +89,7 @@ func TestPlaceMatchesOneByOne(t *testing.T) {
 
 func TestApplyFollowsMovesAcrossCaps(t *testing.T) {
 	model := hist{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1} // one node with 20 free
-	model.apply([]move{{from: 16, used: 8, count: 1}})                        // a domain counted it as 16
+	model.apply([]move{{from: 16, used: 8, count: 1}})                           // a domain counted it as 16
 	if model[12] != 1 || model[20] != 0 {
 		t.Errorf("after a pod of 8: %v, want the node at 12 free", model)
 	}

@@ -298,9 +298,13 @@ func TestLeavesOtherWorkloadsAlone(t *testing.T) {
 		"other-check": func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "provisioning", "state": "Pending"}}, "status", "admissionChecks")
 		},
-		"ready":    func(u *unstructured.Unstructured) { setCheckState(u, "Ready") },
-		"admitted": func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "w1", "status", "clusterName") },
-		"no-quota": func(u *unstructured.Unstructured) { _ = unstructured.SetNestedSlice(u.Object, nil, "status", "conditions") },
+		"ready": func(u *unstructured.Unstructured) { setCheckState(u, "Ready") },
+		"admitted": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "w1", "status", "clusterName")
+		},
+		"no-quota": func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, nil, "status", "conditions")
+		},
 	}
 	for name, edit := range edits {
 		u := workload(name, 1, 8)
