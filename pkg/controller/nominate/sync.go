@@ -218,7 +218,11 @@ func (c *Controller) decide(key cache.ObjectName, t *tracked, wl *dispatch.Workl
 func (c *Controller) choose(t *tracked, current []string, ranked []dispatch.Answer, now time.Time) decision {
 	n := c.opts.Nominations
 	if len(current) == 0 {
-		return decision{nominate: dispatch.Choose(ranked, n), why: whyNew}
+		d := decision{nominate: dispatch.Choose(ranked, n), why: whyNew}
+		if len(d.nominate) > 0 {
+			d.recheck = c.opts.Timeout // to widen it when no worker admits it
+		}
+		return d
 	}
 	age := now.Sub(t.nominatedAt)
 	if age < c.opts.Hold {
@@ -236,9 +240,9 @@ func (c *Controller) choose(t *tracked, current []string, ranked []dispatch.Answ
 		if unavailable {
 			why = whyUnreachable
 		}
-		return decision{nominate: dispatch.Choose(ranked, n), why: why}
+		return decision{nominate: dispatch.Choose(ranked, n), why: why, recheck: c.opts.Timeout}
 	}
-	d := decision{nominate: keep, why: whyStoppedFitting}
+	d := decision{nominate: keep, why: whyStoppedFitting, recheck: c.opts.Timeout}
 	if len(keep) == len(current) {
 		d.nominate, d.why = current, ""
 	}
