@@ -201,14 +201,24 @@ func (b *dispatchBed) submit(t *testing.T, name string, pods int32, gpus int64) 
 	return created
 }
 
-// sentTo waits until MultiKueue sent the Job's Workload to a worker, and returns its name.
+// sentTo waits until MultiKueue sent the Job's Workload to a worker, and returns its name;
+// it fails when the Workload was ever nominated to another worker on the way.
 func (b *dispatchBed) sentTo(t *testing.T, job *batchv1.Job) string {
 	t.Helper()
+	var nominations [][]string
 	wl := b.manager.waitWorkload(t, job, "sent to a worker", func(wl *unstructured.Unstructured) bool {
+		if names, _, _ := unstructured.NestedStringSlice(wl.Object, "status", "nominatedClusterNames"); len(names) > 0 {
+			nominations = append(nominations, names)
+		}
 		name, _, _ := unstructured.NestedString(wl.Object, "status", "clusterName")
 		return name != ""
 	})
 	name, _, _ := unstructured.NestedString(wl.Object, "status", "clusterName")
+	for _, names := range nominations {
+		if !slices.Equal(names, []string{name}) {
+			t.Errorf("Job %s was nominated to %v on its way to %s", job.Name, names, name)
+		}
+	}
 	return name
 }
 
