@@ -167,7 +167,7 @@ func fieldOwner(obj *unstructured.Unstructured, field string) string {
 			continue
 		}
 		var fields map[string]any
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		status, _ := fields["f:status"].(map[string]any)
