@@ -85,6 +85,9 @@ type KueueOptions struct {
 	// Resources is the Configuration's resources section as JSON would hold it (for example
 	// deviceClassMappings for DRA); nil leaves it out.
 	Resources map[string]any
+	// MultiKueue is the Configuration's multiKueue section (for example dispatcherName); nil
+	// leaves it out.
+	MultiKueue map[string]any
 }
 
 // StartSchedulingWithKueue is StartScheduling with Kueue: kwok runs pods, but a Job's pods
@@ -171,7 +174,7 @@ func (e *Env) StartKueue(ctx context.Context, opts KueueOptions) error {
 			return nil, err
 		}
 		config := filepath.Join(dir, "config.json")
-		if err := writeKueueConfig(config, filepath.Join(dir, "certs"), healthPort, webhookPort, opts.Resources); err != nil {
+		if err := writeKueueConfig(config, filepath.Join(dir, "certs"), healthPort, webhookPort, opts); err != nil {
 			return nil, err
 		}
 		p, err := startProcess(bin, filepath.Join(e.Dir, "logs", "kueue.log"),
@@ -223,8 +226,9 @@ func gateList(gates map[string]bool) string {
 
 // writeKueueConfig writes Kueue's Configuration for a controller outside a cluster: no leader
 // election, certificates from certDir (no internal cert management, which would wait for its
-// webhook configurations), webhooks and probes on loopback, no metrics server, Jobs only.
-func writeKueueConfig(path, certDir string, healthPort, webhookPort int, resources map[string]any) error {
+// webhook configurations), webhooks and probes on loopback, no metrics server, Jobs only;
+// opts' resources and multiKueue sections where set.
+func writeKueueConfig(path, certDir string, healthPort, webhookPort int, opts KueueOptions) error {
 	config := map[string]any{
 		"apiVersion":                 "config.kueue.x-k8s.io/v1beta2",
 		"kind":                       "Configuration",
@@ -237,8 +241,11 @@ func writeKueueConfig(path, certDir string, healthPort, webhookPort int, resourc
 		"metrics":                    map[string]any{"bindAddress": "0"},
 		"integrations":               map[string]any{"frameworks": []string{"batch/job"}},
 	}
-	if resources != nil {
-		config["resources"] = resources
+	if opts.Resources != nil {
+		config["resources"] = opts.Resources
+	}
+	if opts.MultiKueue != nil {
+		config["multiKueue"] = opts.MultiKueue
 	}
 	data, err := json.MarshalIndent(config, "", "  ")
 	if err != nil {

@@ -118,7 +118,8 @@ func TestKueueStatusReaders(t *testing.T) {
 // management (it would wait for webhook configurations), everything on loopback, Jobs only.
 func TestKueueConfigurationForALoopbackController(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
-	if err := writeKueueConfig(path, "/certs", 1234, 5678, map[string]any{"excludeResourcePrefixes": []string{"ephemeral"}}); err != nil {
+	if err := writeKueueConfig(path, "/certs", 1234, 5678, KueueOptions{Resources: map[string]any{"excludeResourcePrefixes": []string{"ephemeral"}},
+		MultiKueue: map[string]any{"dispatcherName": "example.com/d"}}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -148,7 +149,10 @@ func TestKueueConfigurationForALoopbackController(t *testing.T) {
 		Integrations struct {
 			Frameworks []string `json:"frameworks"`
 		} `json:"integrations"`
-		Resources map[string]any `json:"resources"`
+		Resources  map[string]any `json:"resources"`
+		MultiKueue struct {
+			DispatcherName string `json:"dispatcherName"`
+		} `json:"multiKueue"`
 	}
 	if err := json.Unmarshal(data, &config); err != nil {
 		t.Fatalf("%s: %v", data, err)
@@ -156,7 +160,8 @@ func TestKueueConfigurationForALoopbackController(t *testing.T) {
 	if config.APIVersion != "config.kueue.x-k8s.io/v1beta2" || config.Kind != "Configuration" || config.LeaderElection.LeaderElect ||
 		config.InternalCertManagement.Enable || config.Webhook.Host != "127.0.0.1" || config.Webhook.Port != 5678 ||
 		config.Webhook.CertDir != "/certs" || config.Health.Address != "127.0.0.1:1234" || config.Metrics.BindAddress != "0" ||
-		!reflect.DeepEqual(config.Integrations.Frameworks, []string{"batch/job"}) || config.Resources["excludeResourcePrefixes"] == nil {
+		!reflect.DeepEqual(config.Integrations.Frameworks, []string{"batch/job"}) || config.Resources["excludeResourcePrefixes"] == nil ||
+		config.MultiKueue.DispatcherName != "example.com/d" {
 		t.Errorf("configuration:\n%s", data)
 	}
 }
