@@ -206,3 +206,9 @@ func GpuInventories(c rest.Interface) *gentype.ClientWithList[*homelabv1.GpuInve
 	return gentype.NewClientWithList("gpuinventories", c, ParameterCodec, "",
 		func() *homelabv1.GpuInventory { return &homelabv1.GpuInventory{} }, func() *homelabv1.GpuInventoryList { return &homelabv1.GpuInventoryList{} })
 }
+
+// GpuFleets are the GpuFleets, on a homelab.youngju.dev/v1 client.
+func GpuFleets(c rest.Interface) *gentype.ClientWithList[*homelabv1.GpuFleet, *homelabv1.GpuFleetList] {
+	return gentype.NewClientWithList("gpufleets", c, ParameterCodec, "",
+		func() *homelabv1.GpuFleet { return &homelabv1.GpuFleet{} }, func() *homelabv1.GpuFleetList { return &homelabv1.GpuFleetList{} })
+}

@@ -69,7 +69,8 @@ type Registry struct {
 	lists    chan struct{}
 
 	mu        sync.Mutex
-	ctx       context.Context // Run's; nil before Run
+	ctx       context.Context // Run's; nil before Run and once it ends
+	ran       bool
 	running   sync.WaitGroup
 	resolved  map[string]*resolved // by Source.key
 	watchers  map[watchKey]*running
@@ -115,11 +116,11 @@ func New(opts Options) *Registry {
 // Name is the source's name.
 func (r *Registry) Name() string { return Name }
 
-// HasSynced reports whether the registry runs: members asked for are then read.
+// HasSynced reports whether the registry has run: members asked for are then read.
 func (r *Registry) HasSynced() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ctx != nil
+	return r.ran
 }
 
 // OnChange registers f, called with a consumer's name when a member it asked for changes.
@@ -132,10 +133,11 @@ func (r *Registry) OnChange(f func(consumer string)) {
 // Run reads members until ctx ends, then stops every reflector and returns once they have.
 func (r *Registry) Run(ctx context.Context) {
 	r.mu.Lock()
-	r.ctx = ctx
+	r.ctx, r.ran = ctx, true
 	r.mu.Unlock()
 	<-ctx.Done()
 	r.mu.Lock()
+	r.ctx = nil // nothing starts after this
 	for k, run := range r.watchers {
 		run.cancel()
 		delete(r.watchers, k)
@@ -294,20 +296,25 @@ func (r *Registry) notify(key watchKey) {
 	}
 }
 
-// failed counts a failed read of the member name; credentials refused anew make the
-// sources of that cluster be read again (a Secret may have been rotated in place).
+// failed counts a failed read of the member name. Credentials refused make the sources
+// with those credentials be read again at the next ask, and their consumers asked to ask:
+// a Secret may have been rotated in place (each try of the reflector, spaced by its backoff,
+// costs one get of the Secret).
 func (r *Registry) failed(key watchKey, name, reason string, entered bool) {
 	if r.opts.Metrics != nil {
 		r.opts.Metrics.MemberReadErrors.WithLabelValues(name, reason).Inc()
 	}
-	if reason != homelabv1.ReasonUnauthorized || !entered {
+	if reason != homelabv1.ReasonUnauthorized {
 		return
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, res := range r.resolved {
 		if res.fingerprint == key.fingerprint {
 			res.reread = true
 		}
+	}
+	r.mu.Unlock()
+	if !entered { // else the state's change tells them
+		r.notify(key)
 	}
 }

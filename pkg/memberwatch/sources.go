@@ -79,13 +79,17 @@ func NewProfiles(config *rest.Config) (*Profiles, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := gentype.NewClientWithList("clusterprofiles", rc, runtime.NewParameterCodec(profileScheme), "",
+	return NewProfilesFrom(gentype.NewClientWithList("clusterprofiles", rc, runtime.NewParameterCodec(profileScheme), "",
 		func() *v1alpha1.ClusterProfile { return &v1alpha1.ClusterProfile{} },
-		func() *v1alpha1.ClusterProfileList { return &v1alpha1.ClusterProfileList{} })
+		func() *v1alpha1.ClusterProfileList { return &v1alpha1.ClusterProfileList{} })), nil
+}
+
+// NewProfilesFrom makes the ClusterProfile cache on client (a fake clientset's in tests).
+func NewProfilesFrom(client kubeclient.ListWatcher[*v1alpha1.ClusterProfileList]) *Profiles {
 	informer := cache.NewSharedIndexInformer(kubeclient.ListWatch(client, nil), &v1alpha1.ClusterProfile{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_ = informer.SetTransform(dropManagedFields)
-	return &Profiles{source.FromInformer(ClusterProfilesName, informer)}, nil
+	return &Profiles{source.FromInformer(ClusterProfilesName, informer)}
 }
 
 // Get is the cached ClusterProfile namespace/name, or a NotFound error.
@@ -133,7 +137,12 @@ func NewMultiKueueClusters(config *rest.Config) (*MultiKueueClusters, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the MultiKueueCluster client: %w", err)
 	}
-	client := dyn.Resource(MultiKueueClusterGVR)
+	return NewMultiKueueClustersFrom(dyn.Resource(MultiKueueClusterGVR)), nil
+}
+
+// NewMultiKueueClustersFrom makes the MultiKueueCluster cache on client (a fake dynamic
+// client's in tests).
+func NewMultiKueueClustersFrom(client dynamic.ResourceInterface) *MultiKueueClusters {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return client.List(ctx, opts)
@@ -150,7 +159,7 @@ func NewMultiKueueClusters(config *rest.Config) (*MultiKueueClusters, error) {
 		}
 		return obj, nil
 	})
-	return &MultiKueueClusters{source.FromInformer(MultiKueueClustersName, informer)}, nil
+	return &MultiKueueClusters{source.FromInformer(MultiKueueClustersName, informer)}
 }
 
 // List is every cached MultiKueueCluster.

@@ -119,29 +119,52 @@ func (w *watcher) list(ctx context.Context, opts metav1.ListOptions) (runtime.Ob
 	return list, nil
 }
 
-// watch is the reflector's watch; its events pass through eventWatch, which sees the errors.
+// watch is the reflector's watch, which must start within w.listTimeout: a member that
+// takes longer is too slow, as for a list. Its events pass through a filter that sees the
+// errors.
 func (w *watcher) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w.selector(&opts)
+	ctx, cancel := context.WithCancelCause(ctx)
+	slow := time.AfterFunc(w.listTimeout, func() { cancel(errSlowWatch) })
 	wi, err := w.client.Watch(ctx, opts)
+	slow.Stop()
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errSlowWatch) {
+			err = fmt.Errorf("%w: %w", errSlowWatch, context.DeadlineExceeded)
+		}
+		cancel(nil)
 		w.fail(ctx, err)
 		return nil, err
 	}
 	w.reached() // the member answers again: a watch resumed where it ended
-	return watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
+	return &stoppingWatch{Interface: watch.Filter(wi, func(e watch.Event) (watch.Event, bool) {
 		if e.Type == watch.Error {
 			if err := apierrors.FromObject(e.Object); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
 				w.fail(ctx, err)
 			}
 		}
 		return e, true
-	}), nil
+	}), cancel: cancel}, nil
+}
+
+// errSlowWatch is a watch the member did not start in time.
+var errSlowWatch = errors.New("the member did not start a watch in time")
+
+// stoppingWatch releases its request's context when stopped.
+type stoppingWatch struct {
+	watch.Interface
+	cancel context.CancelCauseFunc
+}
+
+func (s *stoppingWatch) Stop() {
+	s.Interface.Stop()
+	s.cancel(nil)
 }
 
 // fail records a failed request, unless the hub itself stopped it.
 func (w *watcher) fail(ctx context.Context, err error) {
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errSlowWatch) {
+		return // the hub stopped it
 	}
 	reason, message := member.Explain(err)
 	w.mu.Lock()
