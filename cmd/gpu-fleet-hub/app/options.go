@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -59,9 +60,10 @@ type Options struct {
 	// Logging is component-base's logging configuration, as the operator's.
 	Logging *logsapi.LoggingConfiguration
 
-	// MemberListTimeout bounds a member's list and the start of its watch; for tests only
-	// (no flag).
+	// MemberListTimeout bounds a member's list and the start of its watch, MemberBackoff
+	// spaces a member's failed tries; for tests only (no flag; zero: the defaults).
 	MemberListTimeout time.Duration
+	MemberBackoff     *wait.Backoff
 }
 
 // NewOptions returns the defaults.

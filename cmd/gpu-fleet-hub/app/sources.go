@@ -113,7 +113,7 @@ func newRegistry(_ context.Context, e *env) (source.Source, error) {
 			return profiles.Get(ctx, namespace, name)
 		}}
 	return memberwatch.New(memberwatch.Options{Reader: reader, MaxObjectBytes: e.opts.MemberMaxObjectBytes, Metrics: e.metrics,
-		ListTimeout: e.opts.MemberListTimeout}), nil
+		ListTimeout: e.opts.MemberListTimeout, Backoff: e.opts.MemberBackoff}), nil
 }
 
 // buildSources builds the rows that are on, in order.
