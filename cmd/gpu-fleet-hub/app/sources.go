@@ -71,7 +71,9 @@ var sources = []sourceRow{
 			return gpufleet.NewInformer(kubeclient.GpuFleets(e.clients.homelab), 0), nil
 		}},
 	{name: memberwatch.ClusterProfilesName, reads: []grant{{group: v1alpha1.Group, resources: []string{"clusterprofiles"}}},
-		on: func(ctx context.Context, e *env) (bool, error) { return memberwatch.ClusterProfilesServed(ctx, e.clients.core) },
+		on: func(ctx context.Context, e *env) (bool, error) {
+			return memberwatch.ClusterProfilesServed(ctx, e.clients.core)
+		},
 		build: func(_ context.Context, e *env) (source.Source, error) {
 			return memberwatch.NewProfiles(e.clients.config)
 		}},
