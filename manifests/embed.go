@@ -30,3 +30,9 @@ var GpuInventoryCRD []byte
 //
 //go:embed crd/homelab.youngju.dev_gpunodes.yaml
 var GpuNodeCRD []byte
+
+// GpuFleetCRD is manifests/crd/homelab.youngju.dev_gpufleets.yaml, generated as GpuInventoryCRD:
+// the fleet hub installs it.
+//
+//go:embed crd/homelab.youngju.dev_gpufleets.yaml
+var GpuFleetCRD []byte

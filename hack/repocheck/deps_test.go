@@ -43,7 +43,7 @@ var binaryForbidden = []string{
 // TestBinariesLinkNoClientset fails when the operator's or the plugin's binary imports,
 // directly or not, a package of binaryForbidden, naming the packages that import it.
 func TestBinariesLinkNoClientset(t *testing.T) {
-	for _, bin := range []string{"gpu-inventory-operator", "kubectl-gpuinv"} {
+	for _, bin := range []string{"gpu-inventory-operator", "kubectl-gpuinv", "gpu-fleet-hub"} {
 		t.Run(bin, func(t *testing.T) { linksNoClientset(t, "./cmd/"+bin) })
 	}
 }

@@ -35,10 +35,20 @@ import (
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 )
 
+// LoopMetrics are what a worker loop and its queue count in: metrics.Loops, which the
+// operator's and the hub's metrics both hold.
+type LoopMetrics interface {
+	QueueMetrics() workqueue.MetricsProvider
+	ObserveSync(controller, result string, took time.Duration)
+	SyncPanicked(controller string)
+}
+
+var _ LoopMetrics = &metrics.Loops{}
+
 // NewQueue returns a named rate-limited queue whose metrics go to m. Failed items are retried
 // with per-item exponential backoff from 5ms to 5 minutes, and the queue as a whole is held
 // to 10 retries per second with bursts of 100.
-func NewQueue[T comparable](name string, m *metrics.Metrics) workqueue.TypedRateLimitingInterface[T] {
+func NewQueue[T comparable](name string, m LoopMetrics) workqueue.TypedRateLimitingInterface[T] {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[T](),
 		workqueue.TypedRateLimitingQueueConfig[T]{Name: name, MetricsProvider: m.QueueMetrics()},
@@ -50,7 +60,7 @@ type Loop[T comparable] struct {
 	Name    string
 	Queue   workqueue.TypedRateLimitingInterface[T]
 	Sync    func(context.Context, T) error
-	Metrics *metrics.Metrics
+	Metrics LoopMetrics
 }
 
 // Run waits for the caches, runs workers until ctx is cancelled, then shuts the queue down
@@ -118,15 +128,14 @@ func (l Loop[T]) processNext(ctx context.Context) bool {
 
 	start := time.Now()
 	err := l.syncRecovering(ctx, key)
-	l.Metrics.SyncDuration.WithLabelValues(l.Name).Observe(time.Since(start).Seconds())
 	logger := klog.FromContext(ctx)
 	if err == nil {
-		l.Metrics.Syncs.WithLabelValues(l.Name, "success").Inc()
+		l.Metrics.ObserveSync(l.Name, "success", time.Since(start))
 		l.Queue.Forget(key)
 		logger.V(4).Info("Synced", "key", key, "duration", time.Since(start))
 		return true
 	}
-	l.Metrics.Syncs.WithLabelValues(l.Name, "error").Inc()
+	l.Metrics.ObserveSync(l.Name, "error", time.Since(start))
 	utilruntime.HandleErrorWithContext(ctx, err, "Sync failed, will retry", "key", key, "retries", l.Queue.NumRequeues(key))
 	l.Queue.AddRateLimited(key)
 	return true
@@ -138,7 +147,7 @@ func (l Loop[T]) processNext(ctx context.Context) bool {
 func (l Loop[T]) syncRecovering(ctx context.Context, key T) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			l.Metrics.SyncPanics.WithLabelValues(l.Name).Inc()
+			l.Metrics.SyncPanicked(l.Name)
 			err = fmt.Errorf("sync of %v panicked: %v\n%s", key, r, debug.Stack())
 		}
 	}()

@@ -14,8 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package crd installs the CustomResourceDefinitions that the operator embeds (GpuInventory
-// and GpuNode), and waits until the API server serves them.
+// Package crd installs the CustomResourceDefinitions that the binaries embed (the operator's
+// GpuInventory and GpuNode, the fleet hub's GpuFleet), and waits until the API server serves
+// them.
 package crd
 
 import (
@@ -75,6 +76,20 @@ func GpuNode() (*apiextensionsv1.CustomResourceDefinition, error) {
 	return decode("GpuNode", manifests.GpuNodeCRD)
 }
 
+// GpuFleet returns the embedded GpuFleet CRD, as GpuInventory does.
+func GpuFleet() (*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode("GpuFleet", manifests.GpuFleetCRD)
+}
+
+// EnsureFleet installs the fleet hub's CRD (GpuFleet) as Ensure installs the operator's.
+func EnsureFleet(ctx context.Context, client Client) (Outcome, error) {
+	want, err := GpuFleet()
+	if err != nil {
+		return Outcome{}, err
+	}
+	return ensure(ctx, client, want, homelabv1.FleetFieldManager)
+}
+
 // embeddedCRDs are the CRDs Ensure installs, in order.
 var embeddedCRDs = []func() (*apiextensionsv1.CustomResourceDefinition, error){GpuInventory, GpuNode}
 
@@ -121,7 +136,7 @@ func Ensure(ctx context.Context, client Client) ([]Outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		outcome, err := ensure(ctx, client, want)
+		outcome, err := ensure(ctx, client, want, fieldManager)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +145,7 @@ func Ensure(ctx context.Context, client Client) ([]Outcome, error) {
 	return outcomes, nil
 }
 
-func ensure(ctx context.Context, crds Client, want *apiextensionsv1.CustomResourceDefinition) (Outcome, error) {
+func ensure(ctx context.Context, crds Client, want *apiextensionsv1.CustomResourceDefinition, manager string) (Outcome, error) {
 	outcome := Outcome{Name: want.Name, Embedded: SchemaRevision(want)}
 	// The API server updates a new CRD's status right after it is created, so an update can
 	// meet a conflict: read again and retry.
@@ -138,7 +153,7 @@ func ensure(ctx context.Context, crds Client, want *apiextensionsv1.CustomResour
 		existing, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			if _, err := crds.Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			if _, err := crds.Create(ctx, want, metav1.CreateOptions{FieldManager: manager}); err != nil {
 				return explain("create", want.Name, err)
 			}
 			outcome.Result = Created
@@ -163,7 +178,7 @@ func ensure(ctx context.Context, crds Client, want *apiextensionsv1.CustomResour
 			}
 			updated.Annotations[k] = v
 		}
-		if _, err := crds.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		if _, err := crds.Update(ctx, updated, metav1.UpdateOptions{FieldManager: manager}); err != nil {
 			if apierrors.IsConflict(err) {
 				return err // unwrapped, so that RetryOnConflict sees it
 			}
@@ -183,7 +198,7 @@ const fieldManager = "gpu-inventory-operator"
 // explain turns a failed CRD call into a message that says what to do about it.
 func explain(verb, name string, err error) error {
 	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("install CRD %s: the operator may not %s customresourcedefinitions.apiextensions.k8s.io "+
+		return fmt.Errorf("install CRD %s: this identity may not %s customresourcedefinitions.apiextensions.k8s.io "+
 			"(grant get, create and update on them, or install the CRD yourself with "+
 			"`kubectl apply -f manifests/crd/` and run with --install-crd=false): %w", name, verb, err)
 	}

@@ -175,7 +175,7 @@ func TestSchemaRevisionFollowsTheSchema(t *testing.T) {
 			recorded[f[0]] = f[1] + " " + f[2]
 		}
 	}
-	for _, get := range embeddedCRDs {
+	for _, get := range append(slices.Clone(embeddedCRDs), GpuFleet) {
 		crd, err := get()
 		if err != nil {
 			t.Fatal(err)
@@ -293,5 +293,24 @@ func TestWaitEstablishedThroughTheRESTClient(t *testing.T) {
 	err = WaitAllEstablished(ctx, kubeclient.CRDs(rc), 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "NamesAccepted=False (PluralConflict: gpunodes is taken)") {
 		t.Errorf("a CRD whose names are not accepted: got %v; want its conditions", err)
+	}
+}
+
+// The fleet hub installs the GpuFleet CRD, and only it, under its own field manager.
+func TestEnsureFleetInstallsTheGpuFleetCRD(t *testing.T) {
+	client := fake.NewClientset()
+	got, err := EnsureFleet(context.Background(), client.ApiextensionsV1().CustomResourceDefinitions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != homelabv1.GpuFleetCRDName || got.Result != Created {
+		t.Fatalf("EnsureFleet = %+v", got)
+	}
+	list, err := client.ApiextensionsV1().CustomResourceDefinitions().List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].Spec.Names.Kind != "GpuFleet" || list.Items[0].Spec.Scope != apiextensionsv1.ClusterScoped {
+		t.Fatalf("CRDs after EnsureFleet: %v, %v", list, err)
+	}
+	if again, err := EnsureFleet(context.Background(), client.ApiextensionsV1().CustomResourceDefinitions()); err != nil || again.Result != Current {
+		t.Errorf("EnsureFleet again = %+v, %v; want %q", again, err, Current)
 	}
 }

@@ -54,9 +54,9 @@ import (
 
 const operatorNamespace = "gpu-inventory-system"
 
-// operatorBinary is built once by TestMain for the tests that need a separate process
-// (SIGTERM and SIGKILL behaviour).
-var operatorBinary string
+// operatorBinary and hubBinary are built once by TestMain for the tests that need a separate
+// process (SIGTERM and SIGKILL behaviour; the hub's secretreader credential plugin).
+var operatorBinary, hubBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gpuinv-integration-")
@@ -64,11 +64,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	operatorBinary = filepath.Join(dir, "gpu-inventory-operator")
-	build := exec.Command("go", "build", "-o", operatorBinary, "github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-inventory-operator")
+	operatorBinary, hubBinary = filepath.Join(dir, "gpu-inventory-operator"), filepath.Join(dir, "gpu-fleet-hub")
+	build := exec.Command("go", "build", "-o", dir, "github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-inventory-operator",
+		"github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-fleet-hub")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the operator binary: %v\n", err)
+		fmt.Fprintf(os.Stderr, "build the operator and hub binaries: %v\n", err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -87,8 +87,13 @@ type ruleSource struct {
 	files map[string][]byte
 }
 
-// shippedRules returns the PrometheusRules as kustomize renders manifests/monitoring and
-// manifests/monitoring/dcgm, and as the chart renders them with both rule options on.
+// hubRules is the fleet hub's rule file: manifests/monitoring/hub ships it; the chart, which
+// has no hub, does not.
+const hubRules = "gpu-fleet-hub.rules.yaml"
+
+// shippedRules returns the PrometheusRules as kustomize renders manifests/monitoring,
+// manifests/monitoring/dcgm and manifests/monitoring/hub, and as the chart renders them with
+// both rule options on.
 func shippedRules(t *testing.T) []ruleSource {
 	t.Helper()
 	overlay := t.TempDir()
@@ -100,8 +105,8 @@ func shippedRules(t *testing.T) []ruleSource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kustomization := fmt.Sprintf("resources: [%s]\ncomponents: [%s, %s]\n", rel,
-		filepath.Join(rel, "monitoring"), filepath.Join(rel, "monitoring", "dcgm"))
+	kustomization := fmt.Sprintf("resources: [%s, %s]\ncomponents: [%s, %s, %s]\n", rel, filepath.Join(rel, "hub"),
+		filepath.Join(rel, "monitoring"), filepath.Join(rel, "monitoring", "dcgm"), filepath.Join(rel, "monitoring", "hub"))
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +121,12 @@ func shippedRules(t *testing.T) []ruleSource {
 		t.Fatal(err)
 	}
 	sources := []ruleSource{{"kustomize", ruleFiles(t, kustomized)}, {"chart", ruleFiles(t, rendered)}}
-	for _, s := range sources {
-		if got, want := slices.Sorted(maps.Keys(s.files)), slices.Sorted(maps.Keys(sources[0].files)); len(got) < 2 || !slices.Equal(got, want) {
-			t.Fatalf("%s renders the rule files %v, %s %v; want the same, at least the operator's and the DCGM rules", s.name, got, sources[0].name, want)
-		}
+	if _, ok := sources[0].files[hubRules]; !ok {
+		t.Fatalf("kustomize renders no %s", hubRules)
+	}
+	want := slices.DeleteFunc(slices.Sorted(maps.Keys(sources[0].files)), func(name string) bool { return name == hubRules })
+	if got := slices.Sorted(maps.Keys(sources[1].files)); len(got) < 2 || !slices.Equal(got, want) {
+		t.Fatalf("the chart renders the rule files %v, kustomize %v; want the same but the hub's, at least the operator's and the DCGM rules", got, want)
 	}
 	return sources
 }
@@ -191,9 +198,25 @@ func TestPrometheusRules(t *testing.T) {
 				writeRuleTestFile(t, filepath.Join(dir, name), data)
 			}
 			runPromtool(t, bin, dir, append([]string{"check", "rules"}, slices.Sorted(maps.Keys(source.files))...))
-			runPromtool(t, bin, dir, append([]string{"test", "rules"}, slices.Sorted(maps.Keys(tests))...))
+			runPromtool(t, bin, dir, append([]string{"test", "rules"}, testsOf(t, tests, source.files)...))
 		})
 	}
+}
+
+// testsOf are the names of the test files whose rule files a source ships.
+func testsOf(t *testing.T, tests map[string][]byte, files map[string][]byte) []string {
+	t.Helper()
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(tests)) {
+		var f ruleTestFile
+		if err := yaml.Unmarshal(tests[name], &f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.ContainsFunc(f.RuleFiles, func(r string) bool { _, ok := files[r]; return !ok }) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func writeRuleTestFile(t *testing.T, path string, data []byte) {

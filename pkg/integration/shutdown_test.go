@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -69,11 +70,17 @@ func TestOperatorExitsWithinASecondOfSIGTERM(t *testing.T) {
 // SIGTERM, and returns how long it took to exit and how it exited.
 func stopAfter(t *testing.T, c *cluster, extraArgs []string, after time.Duration) (time.Duration, *testenv.Buffer, error) {
 	t.Helper()
+	return stopProcessAfter(t, operatorBinary, append([]string{"--kubeconfig=" + c.env.KubeconfigPath(), "--namespace=" + operatorNamespace,
+		"--metrics-bind-address=0"}, extraArgs...), after)
+}
+
+// stopProcessAfter runs binary with args and a health address until it is ready (after 0)
+// or for after, sends it SIGTERM, and returns how long it took to exit and how it exited.
+func stopProcessAfter(t *testing.T, binary string, args []string, after time.Duration) (time.Duration, *testenv.Buffer, error) {
+	t.Helper()
 	health := freeAddress(t)
 	out := &testenv.Buffer{}
-	args := append([]string{"--kubeconfig=" + c.env.KubeconfigPath(), "--namespace=" + operatorNamespace,
-		"--metrics-bind-address=0", "--health-probe-bind-address=" + health}, extraArgs...)
-	cmd := exec.Command(operatorBinary, args...)
+	cmd := exec.Command(binary, append(args, "--health-probe-bind-address="+health)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -96,7 +103,7 @@ func stopAfter(t *testing.T, c *cluster, extraArgs []string, after time.Duration
 	if after > 0 {
 		time.Sleep(after) // the signal comes at a moment of the start, on purpose
 	} else {
-		eventually(t, 60*time.Second, "operator ready", ready)
+		eventually(t, 60*time.Second, filepath.Base(binary)+" ready", ready)
 	}
 	signalled := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -59,7 +59,7 @@ func newScheme() *runtime.Scheme {
 	}
 	add(corev1.SchemeGroupVersion, &corev1.Node{}, &corev1.NodeList{}, &corev1.ConfigMap{}, &corev1.ConfigMapList{},
 		&corev1.Event{}, &corev1.EventList{}, &corev1.Pod{}, &corev1.PodList{}, &corev1.ResourceQuota{}, &corev1.ResourceQuotaList{},
-		&corev1.Namespace{}, &corev1.NamespaceList{})
+		&corev1.Namespace{}, &corev1.NamespaceList{}, &corev1.Secret{}, &corev1.SecretList{})
 	add(resourcev1.SchemeGroupVersion, &resourcev1.ResourceSlice{}, &resourcev1.ResourceSliceList{},
 		&resourcev1.ResourceClaim{}, &resourcev1.ResourceClaimList{}, &resourcev1.ResourceClaimTemplate{}, &resourcev1.ResourceClaimTemplateList{},
 		&resourcev1.DeviceClass{}, &resourcev1.DeviceClassList{})
@@ -106,6 +106,14 @@ func Events(c rest.Interface, namespace string) *gentype.ClientWithList[*corev1.
 	return gentype.NewClientWithList("events", c, ParameterCodec, namespace,
 		func() *corev1.Event { return &corev1.Event{} }, func() *corev1.EventList { return &corev1.EventList{} },
 		gentype.PrefersProtobuf[*corev1.Event]())
+}
+
+// Secrets are the Secrets of namespace, on a core/v1 client: the fleet hub gets its members'
+// credentials by name.
+func Secrets(c rest.Interface, namespace string) *gentype.ClientWithList[*corev1.Secret, *corev1.SecretList] {
+	return gentype.NewClientWithList("secrets", c, ParameterCodec, namespace,
+		func() *corev1.Secret { return &corev1.Secret{} }, func() *corev1.SecretList { return &corev1.SecretList{} },
+		gentype.PrefersProtobuf[*corev1.Secret]())
 }
 
 // Nodes are the Nodes, on a core/v1 client.
@@ -197,4 +205,10 @@ func GpuNodes(c rest.Interface) *gentype.ClientWithList[*homelabv1.GpuNode, *hom
 func GpuInventories(c rest.Interface) *gentype.ClientWithList[*homelabv1.GpuInventory, *homelabv1.GpuInventoryList] {
 	return gentype.NewClientWithList("gpuinventories", c, ParameterCodec, "",
 		func() *homelabv1.GpuInventory { return &homelabv1.GpuInventory{} }, func() *homelabv1.GpuInventoryList { return &homelabv1.GpuInventoryList{} })
+}
+
+// GpuFleets are the GpuFleets, on a homelab.youngju.dev/v1 client.
+func GpuFleets(c rest.Interface) *gentype.ClientWithList[*homelabv1.GpuFleet, *homelabv1.GpuFleetList] {
+	return gentype.NewClientWithList("gpufleets", c, ParameterCodec, "",
+		func() *homelabv1.GpuFleet { return &homelabv1.GpuFleet{} }, func() *homelabv1.GpuFleetList { return &homelabv1.GpuFleetList{} })
 }

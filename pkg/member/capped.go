@@ -40,7 +40,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("the member's answer to %s holds an object larger than %d bytes; the hub reads no more of it (the limit is --member-max-object-bytes)", e.URL, e.Limit)
+	return fmt.Sprintf("the member's answer to %s %s %d bytes; the hub reads no more of it (the limit is --member-max-object-bytes)", e.URL, tooLargeText, e.Limit)
 }
 
 // Capped returns a copy of config whose answers are read through a cap: no JSON value (a

@@ -121,7 +121,7 @@ type multiKueueClusterJSON struct {
 func MultiKueueClusterOf(u *unstructured.Unstructured) (MultiKueueCluster, error) {
 	var v multiKueueClusterJSON
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-		return MultiKueueCluster{}, fmt.Errorf("MultiKueueCluster %s: %w", u.GetName(), err)
+		return MultiKueueCluster{}, fail(homelabv1.ReasonMalformedKubeconfig, err, "MultiKueueCluster %s: its spec cannot be read", u.GetName())
 	}
 	out := MultiKueueCluster{Name: u.GetName()}
 	ref := v.Spec.ClusterSource.KubeConfig

@@ -27,6 +27,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -71,11 +72,20 @@ func fail(reason string, err error, format string, args ...any) *Error {
 }
 
 // Explain turns any failure to reach or read a member into the reason and message of its
-// GpuFleet row. The message is at most MaxMessage bytes.
+// GpuFleet row. The message is at most MaxMessage bytes, and names URLs without their query:
+// a watch's parameters (its resourceVersion, a random timeout) differ at every try, and the
+// row must not change while the failure does not.
 func Explain(err error) (reason, message string) {
 	reason, message = explain(err)
-	return reason, truncate(message, MaxMessage)
+	return reason, truncate(urlQuery.ReplaceAllString(message, "$1"), MaxMessage)
 }
+
+// urlQuery matches a URL with its query.
+var urlQuery = regexp.MustCompile(`(https?://[^\s"?]*)\?[^\s"]*`)
+
+// tooLargeText is in the message of a TooLargeError, also once a watch has turned it into
+// an error event (a Status) that errors.As cannot find.
+const tooLargeText = "holds an object larger than"
 
 func explain(err error) (string, string) {
 	var own *Error
@@ -88,8 +98,8 @@ func explain(err error) (string, string) {
 		return "", ""
 	case errors.As(err, &own):
 		return own.Reason, own.Error()
-	case errors.As(err, &tooLarge):
-		return homelabv1.ReasonAnswerTooLarge, tooLarge.Error()
+	case errors.As(err, &tooLarge), strings.Contains(err.Error(), tooLargeText):
+		return homelabv1.ReasonAnswerTooLarge, err.Error()
 	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
 		return ReasonTLSUnverified, "the member's serving certificate does not verify against the CA it was given (certificate-authority-data): " + err.Error()
 	case strings.Contains(err.Error(), "getting credentials:"):

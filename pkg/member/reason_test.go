@@ -25,6 +25,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -165,5 +166,31 @@ func TestExplainBoundsTheMessage(t *testing.T) {
 	}
 	if reason, msg := Explain(nil); reason != "" || msg != "" {
 		t.Errorf("Explain(nil) = %q, %q", reason, msg)
+	}
+}
+
+// A watch's parameters change at every try: the row's message must not, or a member that
+// keeps failing the same way would cost a GpuFleet write at every retry.
+func TestExplainLeavesOutTheQuery(t *testing.T) {
+	watchErr := func(rv, timeout string) error {
+		return fmt.Errorf(`Get "https://w1.example.com:6443/apis/homelab.youngju.dev/v1/gpuinventories?allowWatchBookmarks=true&fieldSelector=metadata.name%%3Dcluster&resourceVersion=%s&timeoutSeconds=%s&watch=true": dial tcp 10.0.0.1:6443: connect: connection refused`, rv, timeout)
+	}
+	_, first := Explain(watchErr("12", "431"))
+	_, second := Explain(watchErr("97", "502"))
+	if first != second {
+		t.Errorf("two tries of one failure explained differently:\n%s\n%s", first, second)
+	}
+	if want := `Get "https://w1.example.com:6443/apis/homelab.youngju.dev/v1/gpuinventories": dial tcp`; !strings.Contains(first, want) {
+		t.Errorf("message %q does not name the URL without its query", first)
+	}
+}
+
+// A watch turns the cap's error into an error event: a Status whose message is the error's.
+func TestExplainFindsTheCapInAWatchsErrorEvent(t *testing.T) {
+	capped := &TooLargeError{Limit: 1 << 20, URL: "https://w1.example.com/apis/homelab.youngju.dev/v1/gpuinventories?watch=true"}
+	event := apierrors.FromObject(&metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError,
+		Message: "unable to decode an event from the watch stream: " + capped.Error()})
+	if reason, msg := Explain(event); reason != homelabv1.ReasonAnswerTooLarge || !strings.Contains(msg, "--member-max-object-bytes") {
+		t.Errorf("Explain = %s, %q", reason, msg)
 	}
 }

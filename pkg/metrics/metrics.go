@@ -38,12 +38,8 @@ const namespace = "gpu_inventory"
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	// Syncs counts syncs by controller and result (success, error).
-	Syncs *prometheus.CounterVec
-	// SyncDuration observes how long syncs take, by controller.
-	SyncDuration *prometheus.HistogramVec
-	// SyncPanics counts syncs that panicked (and were retried), by controller.
-	SyncPanics *prometheus.CounterVec
+	// Loops are the worker loops' and their queues' metrics.
+	Loops
 	// StatusWrites counts status writes by inventory and outcome: written, or skipped
 	// because the inventory hash was unchanged.
 	StatusWrites *prometheus.CounterVec
@@ -66,21 +62,14 @@ type Metrics struct {
 	// contents are the gauges of each inventory's content (SetContent).
 	contents *contents
 
-	requestLatency *prometheus.HistogramVec
-	requestResult  *prometheus.CounterVec
-	queues         queueMetrics
+	client clientMetrics
 }
 
 // New builds the metrics on a registry of their own, with the Go and process collectors.
 func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "syncs_total",
-			Help: "Syncs by controller and result."}, []string{"controller", "result"}),
-		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "sync_duration_seconds",
-			Help: "Duration of syncs by controller.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"controller"}),
-		SyncPanics: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sync_panics_total",
-			Help: "Syncs that panicked, by controller; the item is retried with backoff."}, []string{"controller"}),
+		Loops:    newLoops(namespace),
 		StatusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "status_writes_total",
 			Help: "GpuInventory status writes, by outcome: written, or skipped because the inventory hash was unchanged."}, []string{"inventory", "outcome"}),
 		StatusReads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "status_reads_total",
@@ -97,16 +86,13 @@ func New() *Metrics {
 			Help:    "Duration of each reading of GPU usage from Prometheus (--prometheus-url), by result: ok, or why it failed.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 10)}, []string{"result"}),
 		contents: newContents(),
-		requestLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "rest_client", Name: "request_duration_seconds",
-			Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"}),
-		requestResult: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "rest_client", Name: "requests_total",
-			Help: "API requests by status code, method and host."}, []string{"code", "method", "host"}),
-		queues: newQueueMetrics(),
+		client:   newClientMetrics(namespace),
 	}
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Syncs, m.SyncDuration, m.SyncPanics, m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
-		m.UsageReadings, m.contents, m.requestLatency, m.requestResult)
-	m.queues.register(m.Registry)
+		m.StatusWrites, m.StatusReads, m.ConfigMapWrites, m.GpuNodeWrites, m.LastSuccessfulSync, m.Leader,
+		m.UsageReadings, m.contents)
+	m.Loops.register(m.Registry)
+	m.client.register(m.Registry)
 	for _, outcome := range GpuNodeOutcomes {
 		m.GpuNodeWrites.WithLabelValues(outcome) // every series from the start, for rate()
 	}
@@ -135,13 +121,10 @@ func (m *Metrics) ForgetInventory(name string) {
 	m.StatusReads.DeletePartialMatch(labels)
 }
 
-// QueueMetrics is the workqueue metrics provider to name in a queue's config.
-func (m *Metrics) QueueMetrics() workqueue.MetricsProvider { return m.queues }
-
 // client-go's request metrics are process-wide, registered once and before any request (a
 // later registration races with the requests in flight): the adapters are registered at
-// init and forward to the Metrics that called ServeClientMetrics last.
-var clientMetricsTo atomic.Pointer[Metrics]
+// init and forward to the metrics that called ServeClientMetrics last.
+var clientMetricsTo atomic.Pointer[clientMetrics]
 
 func init() {
 	clientmetrics.Register(clientmetrics.RegisterOpts{RequestLatency: latencyAdapter{}, RequestResult: resultAdapter{}})
@@ -149,14 +132,31 @@ func init() {
 
 // ServeClientMetrics makes m receive client-go's request latency and results.
 func (m *Metrics) ServeClientMetrics() {
-	clientMetricsTo.Store(m)
+	clientMetricsTo.Store(&m.client)
 }
+
+// clientMetrics are client-go's request latency and results, under a binary's namespace.
+type clientMetrics struct {
+	latency *prometheus.HistogramVec
+	result  *prometheus.CounterVec
+}
+
+func newClientMetrics(namespace string) clientMetrics {
+	return clientMetrics{
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "rest_client", Name: "request_duration_seconds",
+			Help: "API request latency by verb and host.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"verb", "host"}),
+		result: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "rest_client", Name: "requests_total",
+			Help: "API requests by status code, method and host."}, []string{"code", "method", "host"}),
+	}
+}
+
+func (c clientMetrics) register(r *prometheus.Registry) { r.MustRegister(c.latency, c.result) }
 
 type latencyAdapter struct{}
 
 func (latencyAdapter) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
 	if m := clientMetricsTo.Load(); m != nil {
-		m.requestLatency.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
+		m.latency.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
 	}
 }
 
@@ -164,9 +164,51 @@ type resultAdapter struct{}
 
 func (resultAdapter) Increment(_ context.Context, code, method, host string) {
 	if m := clientMetricsTo.Load(); m != nil {
-		m.requestResult.WithLabelValues(code, method, host).Inc()
+		m.result.WithLabelValues(code, method, host).Inc()
 	}
 }
+
+// Loops are what every worker loop counts (pkg/controller's Loop): syncs by controller and
+// result, their duration and panics, and its queue's workqueue metrics.
+type Loops struct {
+	// Syncs counts syncs by controller and result (success, error).
+	Syncs *prometheus.CounterVec
+	// SyncDuration observes how long syncs take, by controller.
+	SyncDuration *prometheus.HistogramVec
+	// SyncPanics counts syncs that panicked (and were retried), by controller.
+	SyncPanics *prometheus.CounterVec
+
+	queues queueMetrics
+}
+
+func newLoops(namespace string) Loops {
+	return Loops{
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "syncs_total",
+			Help: "Syncs by controller and result."}, []string{"controller", "result"}),
+		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "sync_duration_seconds",
+			Help: "Duration of syncs by controller.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, []string{"controller"}),
+		SyncPanics: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sync_panics_total",
+			Help: "Syncs that panicked, by controller; the item is retried with backoff."}, []string{"controller"}),
+		queues: newQueueMetrics(),
+	}
+}
+
+func (l *Loops) register(r *prometheus.Registry) {
+	r.MustRegister(l.Syncs, l.SyncDuration, l.SyncPanics)
+	l.queues.register(r)
+}
+
+// QueueMetrics is the workqueue metrics provider to name in a queue's config.
+func (l *Loops) QueueMetrics() workqueue.MetricsProvider { return l.queues }
+
+// ObserveSync counts one sync of controller: its result (success, error) and how long it took.
+func (l *Loops) ObserveSync(controller, result string, took time.Duration) {
+	l.SyncDuration.WithLabelValues(controller).Observe(took.Seconds())
+	l.Syncs.WithLabelValues(controller, result).Inc()
+}
+
+// SyncPanicked counts a sync of controller that panicked.
+func (l *Loops) SyncPanicked(controller string) { l.SyncPanics.WithLabelValues(controller).Inc() }
 
 // queueMetrics is a workqueue metrics provider with the names workqueue dashboards expect
 // (workqueue_depth, workqueue_adds_total, ...), labelled by queue name.

@@ -58,3 +58,4 @@ func (f fakeGPU) GpuInventories() factory.InventoryClient { return f.HomelabV1()
 func (f fakeGPU) GpuNodes() factory.Lister[*homelabv1.GpuNodeList] {
 	return f.HomelabV1().GpuNodes()
 }
+func (f fakeGPU) GpuFleets() factory.FleetClient { return f.HomelabV1().GpuFleets() }

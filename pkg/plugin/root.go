@@ -35,7 +35,8 @@ With several contexts (--context a,b or --all-contexts) it reads the inventory i
 at once and prints the fleet: the totals, one row per cluster, the models summed across
 clusters and the node rows with their CLUSTER; -o json/yaml prints a v1 List of the objects,
 each annotated with its context. A cluster that cannot be read is one line on stderr naming
-the context and why; the others are printed as usual.
+the context and why; the others are printed as usual. Where a fleet hub runs, ` + "`kubectl gpuinv fleet`" + `
+reads the GpuFleet it keeps on the hub cluster instead.
 
 Exit status: 0 fine; 1 on errors (the message says what to do), or when no cluster could be
 read; 3 with --fail-on-degraded when the inventory (with several contexts: any of them) is
@@ -52,6 +53,7 @@ fit, 2 on errors.`
   kubectl gpuinv --context prod-eu,prod-us    # two clusters: CLUSTER column, models summed
   kubectl gpuinv --all-contexts --problems    # every context of the kubeconfig (5: some unread)
   kubectl gpuinv --all-contexts -o json | jq -r '.items[] | [.metadata.annotations["gpuinv.homelab.youngju.dev/context"], .status.readyGpus] | @tsv'
+  kubectl gpuinv fleet --context hub          # the GpuFleet a fleet hub keeps (5: members unreachable)
   kubectl gpuinv free --model H100 --count 8   # where an 8-GPU job can start now (4: nowhere)
   kubectl gpuinv who -A --by-namespace         # who holds the GPUs
   kubectl gpuinv why -n ml trainer-0           # why a pod waits, in the scheduler's words
@@ -105,6 +107,6 @@ func newRootCommand(env factory.Environment, fake *factory.Factory) *cobra.Comma
 	load := loaderOf(c)
 	cmd.AddCommand(live.NewScanCommand(env, c), status.NewListCommand(env, c), status.NewNodesCommand(env, c), status.NewFreeCommand(env, c),
 		live.NewWhoCommand(env, c), schedule.NewWhyCommand(env, c, load), schedule.NewFitCommand(env, c, load), status.NewQuotaCommand(env, c),
-		status.NewIdleCommand(env, c), status.NewTopologyCommand(env, c))
+		status.NewIdleCommand(env, c), status.NewTopologyCommand(env, c), status.NewFleetCommand(env, c))
 	return cmd
 }

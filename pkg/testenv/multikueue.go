@@ -19,8 +19,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -50,16 +48,6 @@ const (
 	// MultiKueueCheck names the bed's AdmissionCheck and MultiKueueConfig.
 	MultiKueueCheck = "multikueue"
 )
-
-// ServingCA is the API server's self-signed serving certificate (apiserver.crt in its
-// --cert-dir), PEM: what a client that verifies TLS, as MultiKueue's does, trusts.
-func (e *Env) ServingCA() ([]byte, error) {
-	data, err := os.ReadFile(filepath.Join(e.Dir, "certs", "apiserver.crt"))
-	if err != nil {
-		return nil, fmt.Errorf("the API server's serving certificate: %w", err)
-	}
-	return data, nil
-}
 
 // VerifiedKubeconfig is a kubeconfig of the admin user that verifies the API server's
 // serving certificate (MultiKueue refuses insecure-skip-tls-verify).

@@ -72,10 +72,17 @@ type InventoryClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// FleetClient reads GpuFleets (the fleet hub's).
+type FleetClient interface {
+	Getter[*homelabv1.GpuFleet]
+	Lister[*homelabv1.GpuFleetList]
+}
+
 // GPUAPI is what the plugin reads of the homelab.youngju.dev group.
 type GPUAPI interface {
 	GpuInventories() InventoryClient
 	GpuNodes() Lister[*homelabv1.GpuNodeList]
+	GpuFleets() FleetClient
 }
 
 // Discoverer tells which resources the API server serves in a group version.
@@ -115,6 +122,7 @@ func (g restGPU) GpuInventories() InventoryClient { return kubeclient.GpuInvento
 func (g restGPU) GpuNodes() Lister[*homelabv1.GpuNodeList] {
 	return kubeclient.GpuNodes(g.client)
 }
+func (g restGPU) GpuFleets() FleetClient { return kubeclient.GpuFleets(g.client) }
 
 // restDiscoverer is Discoverer over a REST client: one GET of the group version.
 type restDiscoverer struct{ client rest.Interface }

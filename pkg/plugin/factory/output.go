@@ -128,6 +128,8 @@ func SetKinds(obj runtime.Object) {
 	switch o := obj.(type) {
 	case *homelabv1.GpuInventory:
 		o.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventory"))
+	case *homelabv1.GpuFleet:
+		o.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuFleet"))
 	case *homelabv1.GpuInventoryList:
 		o.SetGroupVersionKind(homelabv1.SchemeGroupVersion.WithKind("GpuInventoryList"))
 		for i := range o.Items {

@@ -1,0 +1,216 @@
+/*
+Copyright The gpu-inventory-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"sigs.k8s.io/cluster-inventory-api/pkg/access"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
+)
+
+// Options are the hub's command-line settings.
+type Options struct {
+	Kubeconfig string
+	Namespace  string
+	InstallCRD bool
+	// ClusterProfileProviderFile names the access providers the hub reaches ClusterProfiles'
+	// clusters with (cluster-inventory-api's pkg/access file); "": none.
+	ClusterProfileProviderFile string
+	// MemberMaxObjectBytes caps each object read from a member.
+	MemberMaxObjectBytes int64
+	MinSyncInterval      time.Duration
+	Workers              int
+	MetricsAddress       string
+	HealthAddress        string
+	QPS                  float64
+	Burst                int
+
+	LeaderElect      bool
+	LeaderElectionID string
+	LeaseDuration    time.Duration
+	RenewDeadline    time.Duration
+	RetryPeriod      time.Duration
+
+	// Logging is component-base's logging configuration, as the operator's.
+	Logging *logsapi.LoggingConfiguration
+
+	// MemberListTimeout bounds a member's list and the start of its watch, MemberBackoff
+	// spaces a member's failed tries; for tests only (no flag; zero: the defaults).
+	MemberListTimeout time.Duration
+	MemberBackoff     *wait.Backoff
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		InstallCRD:           true,
+		MemberMaxObjectBytes: member.DefaultMaxObjectBytes,
+		MinSyncInterval:      time.Second,
+		Workers:              2,
+		MetricsAddress:       ":8080",
+		HealthAddress:        ":8081",
+		QPS:                  20,
+		Burst:                40,
+		LeaderElectionID:     "gpu-fleet-hub",
+		LeaseDuration:        15 * time.Second,
+		RenewDeadline:        10 * time.Second,
+		RetryPeriod:          2 * time.Second,
+		Logging:              logsapi.NewLoggingConfiguration(),
+	}
+}
+
+// Flags returns the options' flags in the sections --help prints.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.addGenericFlags(fss.FlagSet("generic"))
+	o.addMemberFlags(fss.FlagSet("members"))
+	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
+	fs := fss.FlagSet("metrics")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Serve /healthz and /readyz on this address; 0 turns it off.")
+	logsapi.AddFlags(o.Logging, fss.FlagSet("logging"))
+	return fss
+}
+
+func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig of the hub cluster. Without it: the in-cluster config, else $KUBECONFIG or ~/.kube/config, as kubectl does.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the leader-election Lease (and of the secretreader plugin's token Secrets). Default: $POD_NAMESPACE, else the kubeconfig context's namespace, else \"default\".")
+	fs.BoolVar(&o.InstallCRD, "install-crd", o.InstallCRD, "Create or update the GpuFleet CRD at startup. Set to false when the CRD is installed with 'kubectl apply -f manifests/crd/homelab.youngju.dev_gpufleets.yaml' and the hub may not write CRDs.")
+	fs.DurationVar(&o.MinSyncInterval, "min-sync-interval", o.MinSyncInterval, "Under churn, write each GpuFleet's status at most once per interval; a change in a quiet fleet is written at once.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of GpuFleets synced in parallel.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the hub's API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the hub's API server.")
+}
+
+func (o *Options) addMemberFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ClusterProfileProviderFile, "clusterprofile-provider-file", o.ClusterProfileProviderFile, "JSON file of the access providers the hub reaches a ClusterProfile's cluster with (cluster-inventory-api's pkg/access: {\"providers\": [{\"name\": ..., \"execConfig\": ...}]}); the first one a profile offers is used. Empty: ClusterProfiles are listed as members without a usable access provider.")
+	fs.Int64Var(&o.MemberMaxObjectBytes, "member-max-object-bytes", o.MemberMaxObjectBytes, "Largest object read from a member (a whole answer, or one event of a watch); a larger one is cut off and the member is Unreachable with reason AnswerTooLarge.")
+}
+
+func (o *Options) addLeaderElectionFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas reads members and writes.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it gives up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
+}
+
+// Validate reports settings that cannot work.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.MinSyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("--min-sync-interval must not be negative, got %s", o.MinSyncInterval))
+	}
+	if o.MemberMaxObjectBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("--member-max-object-bytes must be at least 65536 (a GpuInventory without its node list takes a few KiB), got %d", o.MemberMaxObjectBytes))
+	}
+	if o.QPS <= 0 || o.Burst < 1 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.ClusterProfileProviderFile != "" {
+		if _, err := o.Providers(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := logsapi.Validate(o.Logging, nil, nil).ToAggregate(); err != nil {
+		errs = append(errs, fmt.Errorf("logging: %w", err))
+	}
+	if o.LeaderElect {
+		if o.LeaderElectionID == "" {
+			errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
+		}
+		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+			errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
+				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Providers reads --clusterprofile-provider-file: nil without one.
+func (o *Options) Providers() (*access.Config, error) {
+	if o.ClusterProfileProviderFile == "" {
+		return nil, nil
+	}
+	providers, err := access.NewFromFile(o.ClusterProfileProviderFile)
+	if err != nil {
+		return nil, fmt.Errorf("--clusterprofile-provider-file %s: %w", o.ClusterProfileProviderFile, err)
+	}
+	for i, p := range providers.Providers {
+		if p.Name == "" {
+			return nil, fmt.Errorf("--clusterprofile-provider-file %s: provider %d has no name", o.ClusterProfileProviderFile, i)
+		}
+	}
+	return providers, nil
+}
+
+// ClientConfig resolves the hub's API server connection and the hub's namespace.
+func (o *Options) ClientConfig() (*rest.Config, string, error) {
+	config, namespace, err := loadConfig(o.Kubeconfig, o.Namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	config.QPS, config.Burst = float32(o.QPS), o.Burst
+	config.UserAgent = name
+	return config, namespace, nil
+}
+
+// loadConfig is the in-cluster config, else the kubeconfig (kubeconfig, else $KUBECONFIG or
+// ~/.kube/config), and the namespace: namespace, else $POD_NAMESPACE, else the
+// kubeconfig's (in a cluster: the ServiceAccount's), else "default".
+func loadConfig(kubeconfig, namespace string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	var config *rest.Config
+	if kubeconfig == "" {
+		config, _ = rest.InClusterConfig()
+	}
+	if config == nil {
+		var err error
+		if config, err = loader.ClientConfig(); err != nil {
+			return nil, "", fmt.Errorf("load kubeconfig (set --kubeconfig or $KUBECONFIG, or run in a cluster): %w", err)
+		}
+	}
+	if namespace == "" {
+		namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if namespace == "" {
+		if ns, _, err := loader.Namespace(); err == nil && ns != "" {
+			namespace = ns
+		}
+	}
+	if namespace == "" {
+		namespace = "default"
+	}
+	return config, namespace, nil
+}
