@@ -75,11 +75,12 @@ func grants(rules []rbacv1.PolicyRule) []string {
 func hubRoles(t *testing.T) map[string][]string {
 	t.Helper()
 	return map[string][]string{
-		"":       grants(roles(t, "../../../manifests/hub/cluster_role.yaml")["gpu-fleet-hub"]),
-		"kueue":  grants(roles(t, "../../../manifests/hub/multikueue/role.yaml")["gpu-fleet-hub-kubeconfigs"]),
-		"hub":    grants(roles(t, "../../../manifests/hub/role.yaml")["gpu-fleet-hub"]),
-		"crd":    grants(roles(t, "../../../manifests/hub/crd_installer.yaml")["gpu-fleet-hub-crd-installer"]),
-		"member": grants(roles(t, "../../../manifests/hub/member/reader.yaml")["gpu-fleet-member-reader"]),
+		"":         grants(roles(t, "../../../manifests/hub/cluster_role.yaml")["gpu-fleet-hub"]),
+		"kueue":    grants(roles(t, "../../../manifests/hub/multikueue/role.yaml")["gpu-fleet-hub-kubeconfigs"]),
+		"dispatch": grants(roles(t, "../../../manifests/hub/dispatch/cluster_role.yaml")["gpu-fleet-hub-dispatch"]),
+		"hub":      grants(roles(t, "../../../manifests/hub/role.yaml")["gpu-fleet-hub"]),
+		"crd":      grants(roles(t, "../../../manifests/hub/crd_installer.yaml")["gpu-fleet-hub-crd-installer"]),
+		"member":   grants(roles(t, "../../../manifests/hub/member/reader.yaml")["gpu-fleet-member-reader"]),
 	}
 }
 
@@ -92,7 +93,9 @@ func TestSourcesReadWhatTheRBACGrants(t *testing.T) {
 	got := hubRoles(t)
 	want := map[string][]string{"": {"homelab.youngju.dev/gpufleets/status: patch", "/events: create,patch"},
 		"kueue": nil,
-		"hub":   {"/secrets: get", "coordination.k8s.io/leases[gpu-fleet-hub]: get,update", "coordination.k8s.io/leases: create"},
+		// The dispatcher's nominations (server-side apply of the Workloads' status).
+		"dispatch": {"kueue.x-k8s.io/workloads/status: patch"},
+		"hub":      {"/secrets: get", "coordination.k8s.io/leases[gpu-fleet-hub]: get,update", "coordination.k8s.io/leases: create"},
 		"crd": {"apiextensions.k8s.io/customresourcedefinitions: create",
 			"apiextensions.k8s.io/customresourcedefinitions[" + homelabv1.GpuFleetCRDName + "]: get,update"},
 		// On a member: the one inventory a fleet reads by default, as memberwatch reads it.

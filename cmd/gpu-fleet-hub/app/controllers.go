@@ -22,6 +22,7 @@ import (
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpufleet"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/memberwatch"
 )
 
@@ -37,19 +38,11 @@ type controllerRow struct {
 }
 
 // controllers are made and started in this order.
-//
-// GPU-aware dispatch for MultiKueue (docs/design/hub.md) is its own row, after the fleet's:
-//
-//	{name: "dispatch", why: "after the fleet: it nominates from the members the registry
-//		reads, and never an Unreachable or Stale one", build: newDispatchController, waiting: "..."},
-//
-// where newDispatchController takes the registry (builtNamed[*memberwatch.Registry](e,
-// memberwatch.Name)) and asks it for the MultiKueueClusters' members under a consumer name of
-// its own ("dispatch"), so that a worker is read once for both; its grants join the hub's
-// ClusterRole (Workloads, their status) and its reads the sources table.
 var controllers = []controllerRow{
 	{name: gpufleet.Name, why: "first: the GpuFleets' status, from every member the registry reads",
 		build: newFleetController, waiting: "GpuFleet controller: caches not synced or a GpuFleet not yet synced"},
+	{name: nominate.Name, why: "after the fleet's: it reads the same members through the registry (one reflector per worker for both), and never nominates one that is not Reachable",
+		build: newDispatchController, waiting: "dispatcher: Kueue's Workloads, AdmissionChecks, MultiKueueConfigs or the workers not yet read"},
 }
 
 func newFleetController(ctx context.Context, e *env) (*controller.Runner, error) {

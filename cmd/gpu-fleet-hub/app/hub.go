@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
@@ -53,6 +54,7 @@ type Hub struct {
 	identity  string
 	providers *access.Config
 	metrics   *metrics.Fleet // one per hub: counters live across runs
+	dispatch  *nominate.Metrics
 	clients   *clients
 	// leaderHealth is the elector's watchdog; nil without leader election.
 	leaderHealth *leaderelection.HealthzAdaptor
@@ -87,7 +89,10 @@ func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Hub, e
 	}
 	hostname, _ := os.Hostname()
 	h := &Hub{opts: opts, namespace: namespace, identity: hostname + "_" + string(uuid.NewUUID()), providers: providers,
-		metrics: metrics.NewFleet(), clients: c, state: &state{}}
+		metrics: metrics.NewFleet(), dispatch: nominate.NewMetrics(), clients: c, state: &state{}}
+	if opts.Dispatch {
+		h.metrics.Registry.MustRegister(h.dispatch.Collectors()...)
+	}
 	if opts.LeaderElect {
 		h.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
@@ -223,7 +228,7 @@ func (h *Hub) runOnce(ctx context.Context) (bool, error) {
 
 	// Sources, then controllers, in their tables' order.
 	e := &env{opts: h.opts, clients: h.clients, providers: h.providers, namespace: h.namespace, metrics: h.metrics,
-		recorder: broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: homelabv1.FleetFieldManager})}
+		dispatch: h.dispatch, recorder: broadcaster.NewRecorder(kubeclient.Scheme, corev1.EventSource{Component: homelabv1.FleetFieldManager})}
 	built, err := buildSources(ctx, e, sources)
 	if err != nil {
 		return false, err

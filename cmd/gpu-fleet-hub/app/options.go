@@ -31,6 +31,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
 
+	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
 )
 
@@ -50,6 +51,18 @@ type Options struct {
 	HealthAddress        string
 	QPS                  float64
 	Burst                int
+
+	// Dispatch makes the hub MultiKueue's dispatcher (homelabv1.MultiKueueDispatcherName) on
+	// its own cluster, the MultiKueue manager.
+	Dispatch bool
+	// DispatchInventory is the GpuInventory read on each worker; KueueNamespace where the
+	// MultiKueueClusters' kubeconfig Secrets are.
+	DispatchInventory string
+	KueueNamespace    string
+	// Nominations, NominationHold and NominationTimeout are nominate.Options'.
+	Nominations       int
+	NominationHold    time.Duration
+	NominationTimeout time.Duration
 
 	LeaderElect      bool
 	LeaderElectionID string
@@ -77,6 +90,11 @@ func NewOptions() *Options {
 		HealthAddress:        ":8081",
 		QPS:                  20,
 		Burst:                40,
+		DispatchInventory:    homelabv1.DefaultInventoryName,
+		KueueNamespace:       homelabv1.DefaultKueueNamespace,
+		Nominations:          1,
+		NominationHold:       30 * time.Second,
+		NominationTimeout:    5 * time.Minute,
 		LeaderElectionID:     "gpu-fleet-hub",
 		LeaseDuration:        15 * time.Second,
 		RenewDeadline:        10 * time.Second,
@@ -90,6 +108,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.addGenericFlags(fss.FlagSet("generic"))
 	o.addMemberFlags(fss.FlagSet("members"))
+	o.addDispatchFlags(fss.FlagSet("dispatch"))
 	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
 	fs := fss.FlagSet("metrics")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
@@ -113,6 +132,15 @@ func (o *Options) addMemberFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MemberMaxObjectBytes, "member-max-object-bytes", o.MemberMaxObjectBytes, "Largest object read from a member (a whole answer, or one event of a watch); a larger one is cut off and the member is Unreachable with reason AnswerTooLarge.")
 }
 
+func (o *Options) addDispatchFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.Dispatch, "dispatch", o.Dispatch, "Be MultiKueue's dispatcher on this cluster (Kueue's multiKueue.dispatcherName: "+homelabv1.MultiKueueDispatcherName+"): nominate, for every pending MultiKueue Workload, the workers where all of it fits now, from their GpuInventories.")
+	fs.StringVar(&o.DispatchInventory, "dispatch-inventory", o.DispatchInventory, "The GpuInventory read on each MultiKueue worker.")
+	fs.StringVar(&o.KueueNamespace, "kueue-namespace", o.KueueNamespace, "Namespace of Kueue on this cluster, where the MultiKueueClusters' kubeconfig Secrets are.")
+	fs.IntVar(&o.Nominations, "nominations", o.Nominations, "How many workers to nominate for a Workload, best first (at most 20). Each nominated worker reserves quota for a copy.")
+	fs.DurationVar(&o.NominationHold, "nomination-hold", o.NominationHold, "How long a nomination stands before a better worker may replace it (a worker that stops fitting or cannot be read is replaced at once).")
+	fs.DurationVar(&o.NominationTimeout, "nomination-timeout", o.NominationTimeout, "How long a nominated worker may take to admit before the next best worker is added.")
+}
+
 func (o *Options) addLeaderElectionFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas reads members and writes.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
@@ -132,6 +160,17 @@ func (o *Options) Validate() error {
 	}
 	if o.MemberMaxObjectBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--member-max-object-bytes must be at least 65536 (a GpuInventory without its node list takes a few KiB), got %d", o.MemberMaxObjectBytes))
+	}
+	if o.Dispatch {
+		if o.Nominations < 1 || o.Nominations > 20 {
+			errs = append(errs, fmt.Errorf("--nominations must be between 1 and 20 (MultiKueue reads at most 20), got %d", o.Nominations))
+		}
+		if o.NominationHold <= 0 || o.NominationTimeout <= 0 {
+			errs = append(errs, errors.New("--nomination-hold and --nomination-timeout must be positive"))
+		}
+		if o.DispatchInventory == "" || o.KueueNamespace == "" {
+			errs = append(errs, errors.New("--dispatch-inventory and --kueue-namespace must not be empty with --dispatch"))
+		}
 	}
 	if o.QPS <= 0 || o.Burst < 1 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))

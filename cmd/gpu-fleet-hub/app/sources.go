@@ -31,6 +31,7 @@ import (
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpufleet"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/memberwatch"
@@ -87,6 +88,11 @@ var sources = []sourceRow{
 	// The kubeconfig Secrets MultiKueueClusters name, by name: get only, no list or watch.
 	{name: memberwatch.Name, reads: []grant{{resources: []string{"secrets"}, where: "kueue", verbs: []string{"get"}}},
 		build: newRegistry},
+	// With --dispatch, where MultiKueue is served: the pending Workloads and what makes them
+	// MultiKueue's (docs/design/hub.md#gpu-aware-dispatch-for-multikueue), then the workers.
+	{name: kueueObjectsName, on: dispatching, build: newKueueObjectsSource,
+		reads: []grant{{group: "kueue.x-k8s.io", resources: []string{"workloads", "admissionchecks", "multikueueconfigs"}, where: "dispatch"}}},
+	{name: nominate.WorkersName, on: dispatching, build: newWorkersSource},
 }
 
 // env is what the rows of one run are built with.
@@ -96,6 +102,7 @@ type env struct {
 	providers *access.Config
 	namespace string
 	metrics   *metrics.Fleet
+	dispatch  *nominate.Metrics
 	recorder  record.EventRecorder
 	built     []source.Source
 }

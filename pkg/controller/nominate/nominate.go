@@ -109,7 +109,7 @@ type Options struct {
 	MemberChanges source.Changes
 	Recorder      record.EventRecorder
 	// Metrics are the worker loop's; Dispatch the dispatcher's own.
-	Metrics  *metrics.Metrics
+	Metrics  controller.LoopMetrics
 	Dispatch *Metrics
 	Clock    clock.Clock
 	// Nominations is how many workers to nominate (default 1, at most 20); Hold how long a
