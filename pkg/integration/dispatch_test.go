@@ -34,7 +34,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -171,7 +170,7 @@ func clusterOn(env *testenv.Env) *cluster {
 // runDispatcher runs the nomination controller on the manager until the test ends.
 func (b *dispatchBed) runDispatcher(ctx context.Context, t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(b.Manager.Config)
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	factory := nominate.NewKueueObjects(dyn)
 	_, run, err := nominate.NewController(ctx, nominate.Options{Client: dyn, Informers: factory, Members: b.members,
 		MemberChanges: b.members, Recorder: b.recorder, Metrics: metrics.New()})
 	if err != nil {
@@ -179,14 +178,13 @@ func (b *dispatchBed) runDispatcher(ctx context.Context, t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	factory.Start(ctx.Done())
+	go factory.Run(ctx)
 	go func() { done <- run.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("dispatcher: %v", err)
 		}
-		factory.Shutdown()
 	})
 }
 

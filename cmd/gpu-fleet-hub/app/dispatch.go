@@ -19,77 +19,14 @@ package app
 import (
 	"context"
 	"fmt"
-	"sync"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/memberwatch"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 )
-
-// kueueObjectsName is the source of Kueue's objects the dispatcher reads on the manager.
-const kueueObjectsName = "kueue-workloads"
-
-// kueueObjects is the dispatcher's informers of Kueue's objects on the hub (the MultiKueue
-// manager), as a source: the controller takes its informers from it when it is made, and the
-// run starts them with the other sources.
-type kueueObjects struct {
-	factory dynamicinformer.DynamicSharedInformerFactory
-
-	mu        sync.Mutex
-	informers []cache.SharedIndexInformer
-}
-
-var _ dynamicinformer.DynamicSharedInformerFactory = (*kueueObjects)(nil)
-
-func newKueueObjects(client dynamic.Interface) *kueueObjects {
-	return &kueueObjects{factory: dynamicinformer.NewDynamicSharedInformerFactory(client, 0)}
-}
-
-func (k *kueueObjects) Name() string { return kueueObjectsName }
-
-// OnChange does nothing: the dispatcher handles the informers' events itself.
-func (k *kueueObjects) OnChange(func(string)) {}
-
-// HasSynced reports whether every informer taken has listed once.
-func (k *kueueObjects) HasSynced() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, i := range k.informers {
-		if !i.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-// Run runs the informers taken until ctx ends, and returns once they have stopped.
-func (k *kueueObjects) Run(ctx context.Context) {
-	k.factory.Start(ctx.Done())
-	<-ctx.Done()
-	k.factory.Shutdown()
-}
-
-// ForResource is the factory's, remembered for HasSynced.
-func (k *kueueObjects) ForResource(gvr schema.GroupVersionResource) informers.GenericInformer {
-	i := k.factory.ForResource(gvr)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.informers = append(k.informers, i.Informer())
-	return i
-}
-
-func (k *kueueObjects) Start(stop <-chan struct{}) { k.factory.Start(stop) }
-func (k *kueueObjects) Shutdown()                  { k.factory.Shutdown() }
-func (k *kueueObjects) WaitForCacheSync(stop <-chan struct{}) map[schema.GroupVersionResource]bool {
-	return k.factory.WaitForCacheSync(stop)
-}
 
 // dispatching reports whether the hub dispatches in this run: --dispatch, and MultiKueue
 // served by the hub's API server.
@@ -105,7 +42,7 @@ func newKueueObjectsSource(_ context.Context, e *env) (source.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the Kueue client: %w", err)
 	}
-	return newKueueObjects(client), nil
+	return nominate.NewKueueObjects(client), nil
 }
 
 func newWorkersSource(_ context.Context, e *env) (source.Source, error) {
@@ -123,7 +60,7 @@ func newWorkersSource(_ context.Context, e *env) (source.Source, error) {
 // newDispatchController is the dispatcher, on this run's Kueue informers and workers; nil
 // when the hub does not dispatch in this run.
 func newDispatchController(ctx context.Context, e *env) (*controller.Runner, error) {
-	objects, ok := builtNamed[*kueueObjects](e, kueueObjectsName)
+	objects, ok := builtNamed[*nominate.KueueObjects](e, nominate.KueueObjectsName)
 	if !ok {
 		return nil, nil
 	}

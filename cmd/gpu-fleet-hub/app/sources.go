@@ -90,7 +90,7 @@ var sources = []sourceRow{
 		build: newRegistry},
 	// With --dispatch, where MultiKueue is served: the pending Workloads and what makes them
 	// MultiKueue's (docs/design/hub.md#gpu-aware-dispatch-for-multikueue), then the workers.
-	{name: kueueObjectsName, on: dispatching, build: newKueueObjectsSource,
+	{name: nominate.KueueObjectsName, on: dispatching, build: newKueueObjectsSource,
 		reads: []grant{{group: "kueue.x-k8s.io", resources: []string{"workloads", "admissionchecks", "multikueueconfigs"}, where: "dispatch"}}},
 	{name: nominate.WorkersName, on: dispatching, build: newWorkersSource},
 }

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -71,7 +70,7 @@ func newFixture(t *testing.T, workers ...string) *fixture {
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(100)}
 	f.client.PrependReactor("patch", "workloads", f.apply)
-	c, _, err := NewController(ctx, Options{Client: f.client, Informers: dynamicinformer.NewDynamicSharedInformerFactory(f.client, 0),
+	c, _, err := NewController(ctx, Options{Client: f.client, Informers: NewKueueObjects(f.client),
 		Members: f.members, MemberChanges: f.members, Recorder: f.recorder, Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)

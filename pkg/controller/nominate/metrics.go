@@ -34,7 +34,7 @@ type Metrics struct {
 
 // NewMetrics builds the dispatcher's metrics, not registered anywhere.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		Workloads: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: "dispatch", Name: "workloads",
 			Help: "Pending MultiKueue Workloads the dispatcher answers, by result: nominated, fits_nowhere, no_gpus."}, []string{"result"}),
 		Nominations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: "dispatch", Name: "nominations_total",
@@ -42,6 +42,10 @@ func NewMetrics() *Metrics {
 		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: "dispatch", Name: "seconds",
 			Help: "Time from a Workload seen pending to its first nomination written.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 	}
+	for _, result := range []string{resultNominated, resultFitsNowhere, resultNoGpus} {
+		m.Workloads.WithLabelValues(result) // every series from the start, for alerts
+	}
+	return m
 }
 
 // Collectors are the metrics to register.
