@@ -62,6 +62,7 @@ type FakeMember struct {
 	inv      *homelabv1.GpuInventory
 	rv       int
 	mode     string
+	stopped  bool // between Stop and Start: requests are turned away at once
 	watches  map[chan []byte]bool
 	requests int
 }
@@ -89,9 +90,9 @@ func (m *FakeMember) CA() []byte {
 // Stop closes the server: connections are refused until Start.
 func (m *FakeMember) Stop() {
 	m.mu.Lock()
-	mode := m.mode
+	m.stopped = true // a request that comes before the listener closes ends at once
+	m.endWatches()
 	m.mu.Unlock()
-	m.SetMode(mode) // ends the watches
 	m.srvMu.Lock()
 	defer m.srvMu.Unlock()
 	if m.srv != nil {
@@ -108,6 +109,9 @@ func (m *FakeMember) Start() error {
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
 	srv.Listener = l
+	m.mu.Lock()
+	m.stopped = false
+	m.mu.Unlock()
 	srv.StartTLS()
 	m.srvMu.Lock()
 	m.srv = srv
@@ -165,6 +169,11 @@ func (m *FakeMember) SetMode(mode string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mode = mode
+	m.endWatches()
+}
+
+// endWatches ends every watch being served; m.mu is held.
+func (m *FakeMember) endWatches() {
 	for ch := range m.watches {
 		close(ch)
 		delete(m.watches, ch)
@@ -174,8 +183,13 @@ func (m *FakeMember) SetMode(mode string) {
 func (m *FakeMember) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.requests++
-	mode := m.mode
+	mode, stopped := m.mode, m.stopped
 	m.mu.Unlock()
+	if stopped {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	gr := schema.GroupResource{Group: homelabv1.GroupName, Resource: "gpuinventories"}
 	switch {
 	case mode == MemberSlow:
@@ -220,6 +234,10 @@ func selects(r *http.Request, name string) bool {
 func (m *FakeMember) serveWatch(w http.ResponseWriter, r *http.Request) {
 	ch := make(chan []byte, 16)
 	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return
+	}
 	m.watches[ch] = true
 	if from, err := strconv.Atoi(r.URL.Query().Get("resourceVersion")); err == nil && from < m.rv && m.inv != nil {
 		event, _ := json.Marshal(map[string]any{"type": "MODIFIED", "object": m.inv})
