@@ -38,6 +38,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(memberDoublesEnv) == "1" {
+		if err := runMemberDoubles(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "member doubles: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o := &options{}
 	o.register(flag.CommandLine)
 	flag.Parse()
