@@ -48,6 +48,13 @@ func TestMemberInventoryIsTheOperators(t *testing.T) {
 	if s.TotalGpuNodes != 2500 || s.ListedNodes == 0 || s.ListedNodes > 500 || int(s.ListedNodes) != len(s.Nodes) {
 		t.Errorf("totalGpuNodes %d, listedNodes %d (%d listed), want 2500 and at most 500 listed", s.TotalGpuNodes, s.ListedNodes, len(s.Nodes))
 	}
+	wholeFree := false
+	for _, m := range s.Models {
+		wholeFree = wholeFree || (len(m.FreeNodes) > 0 && m.FreeGpus == m.Gpus)
+	}
+	if s.Allocation == nil || !wholeFree {
+		t.Errorf("allocation %v, models %v: want a model's nodes by free GPUs, every GPU free, as the dispatcher reads them", s.Allocation, s.Models)
+	}
 	if s.Topology == nil || len(s.Topology.Topologies) == 0 || s.Quota == nil || s.Quota.ClusterQueues != 40 {
 		t.Errorf("topology %v, quota %v: want both filled, 40 ClusterQueues", s.Topology, s.Quota)
 	}

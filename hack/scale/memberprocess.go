@@ -34,7 +34,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +42,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/allocation"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/fixtures"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
@@ -148,7 +148,7 @@ func parseSet(answer string) (int64, time.Time, error) {
 }
 
 // memberInventory is the GpuInventory "cluster" the operator writes for a cluster of the
-// first n nodes of the generated fleet: its nodes listed up to the operator's bound, its
+// first n nodes of the generated fleet, no pod holding a GPU: its nodes listed up to the operator's bound, its
 // topology from the fleet's labels, and quota of a Kueue with a flavor per model and queues in
 // cohorts (memberKueue).
 func memberInventory(n int, now time.Time) (*homelabv1.GpuInventory, error) {
@@ -160,7 +160,8 @@ func memberInventory(n int, now time.Time) (*homelabv1.GpuInventory, error) {
 		}
 		nodes[i] = node
 	}
-	content, _ := inventory.NewEntryCache().Compute(nodes, nil, now)
+	nothingHeld := func(string) *allocation.Held { return nil } // the operator's allocation, of no pod
+	content, _ := inventory.NewEntryCache().WithAllocation(nothingHeld).Compute(nodes, nil, now)
 	listed, omitted := content.Listed(inventory.DefaultMaxStatusNodes, inventory.MaxNodeListBytes)
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: homelabv1.DefaultInventoryName, Generation: 1,
 		CreationTimestamp: metav1.NewTime(now.Add(-24 * time.Hour))}}
@@ -227,7 +228,7 @@ func selfSignedServing() (tls.Certificate, []byte, error) {
 // memberDoubles is the doubles' process as the harness runs it.
 type memberDoubles struct {
 	ready doublesReady
-	cmd   *os.File // its stdin
+	cmd   io.Writer // its stdin
 	out   *bufio.Scanner
 	stop  func()
 }
