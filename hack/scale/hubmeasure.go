@@ -62,8 +62,7 @@ func (b *hubBed) nominate(ctx context.Context, name string) (time.Duration, erro
 		"spec": map[string]any{"queueName": "default", "podSets": []any{map[string]any{"name": "main", "count": 1,
 			"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{"name": "main", "image": "pause",
 				"resources": map[string]any{"requests": map[string]any{"nvidia.com/gpu": 1}, "limits": map[string]any{"nvidia.com/gpu": 1}}}}}}}}}}}
-	created, err := client.Create(ctx, wl, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := client.Create(ctx, wl, metav1.CreateOptions{}); err != nil {
 		return 0, fmt.Errorf("create Workload %s: %w", name, err)
 	}
 	now := time.Now().UTC().Format(time.RFC3339)
@@ -74,7 +73,8 @@ func (b *hubBed) nominate(ctx context.Context, name string) (time.Duration, erro
 				"flavors": map[string]any{"nvidia.com/gpu": "default"}, "resourceUsage": map[string]any{"nvidia.com/gpu": 1}}}},
 			"conditions": []any{map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
 				"message": "Quota reserved in ClusterQueue bench", "lastTransitionTime": now}}}}}
-	if created, err = client.ApplyStatus(ctx, name, reserved, metav1.ApplyOptions{FieldManager: nominate.KueueFieldManager}); err != nil {
+	created, err := client.ApplyStatus(ctx, name, reserved, metav1.ApplyOptions{FieldManager: nominate.KueueFieldManager})
+	if err != nil {
 		return 0, fmt.Errorf("reserve quota for %s: %w", name, err)
 	}
 	w, err := client.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: created.GetResourceVersion()})
@@ -95,7 +95,7 @@ func (b *hubBed) nominate(ctx context.Context, name string) (time.Duration, erro
 			}
 		}
 	}
-	return 0, fmt.Errorf("Workload %s not nominated within 30 s: %w", name, ctx.Err())
+	return 0, fmt.Errorf("workload %s not nominated within 30 s: %w", name, ctx.Err())
 }
 
 // quiet samples the hub's RSS over --hub-quiet with nothing changing, and counts its writes
