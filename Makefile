@@ -66,14 +66,15 @@ INVENTORIES ?= 1000
 OUTAGE    ?= 2m
 
 .PHONY: bench
-bench: build testbin ## Benchmarks of the pure package, then the scale run: kubectl gpuinv over 10 clusters, a real control plane, operator and kubectl plugin, GpuNode records, hostile nodes, many inventories, a GFD outage and allocation with 100,000 pods (N=5000 CHURN=50 INVENTORIES=1000 OUTAGE=2m; needs about 16 GiB free).
+bench: build testbin ## Benchmarks of the pure package, then the scale run: kubectl gpuinv over 10 clusters, the fleet hub over 50 member doubles, a real control plane, operator and kubectl plugin, GpuNode records, hostile nodes, many inventories, a GFD outage and allocation with 100,000 pods (N=5000 CHURN=50 INVENTORIES=1000 OUTAGE=2m; needs about 16 GiB free).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/inventory/
 	$(GO) test -run '^$$' -bench DecodeBench -benchmem ./pkg/nodecache/ ./pkg/slicecache/ ./pkg/claimcache/ ./pkg/podcache/
-	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --plugin $(BIN)/kubectl-gpuinv --nodes $(N) --churn $(CHURN) --flip-duration 30s --republish-duration 30s --hostile-duration 1m --inventories $(INVENTORIES) --outage-duration $(OUTAGE) --pods 100000 --gpu-pods 20000 --pod-churn 100 --pod-churn-duration 30s
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-fleet-hub ./cmd/gpu-fleet-hub
+	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --plugin $(BIN)/kubectl-gpuinv --hub $(BIN)/gpu-fleet-hub --nodes $(N) --churn $(CHURN) --flip-duration 30s --republish-duration 30s --hostile-duration 1m --inventories $(INVENTORIES) --outage-duration $(OUTAGE) --pods 100000 --gpu-pods 20000 --pod-churn 100 --pod-churn-duration 30s
 
 .PHONY: bench-large
 bench-large: build testbin ## Not part of bench: the scale run's first phases on 20,000 nodes (10,000 GPU nodes, half of them DRA nodes); prints steady RSS, peak RSS and CPU at 50 Ready flips/s (CHURN). Needs the whole machine.
-	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --nodes 20000 --churn $(CHURN) --flip-duration 30s --republish-duration 30s --relabel-duration 0 --hostile-duration 0 --inventories 0 --outage-duration 0
+	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --nodes 20000 --churn $(CHURN) --flip-duration 30s --republish-duration 30s --relabel-duration 0 --hostile-duration 0 --inventories 0 --outage-duration 0 --hub-members 0
 
 .PHONY: testbin
 testbin: ## Build the test bed from the Go module proxy into a cache (once; about 25 min cold on 2 cores): kube-apiserver, etcd, kwok, kube-scheduler, the ResourceClaim and Job controllers, Kueue and its CRDs, Prometheus and promtool.

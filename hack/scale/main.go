@@ -20,7 +20,9 @@ limitations under the License.
 // fleet; with --pods, the allocation phase: pods bound to the fleet's nodes, the operator's
 // start, memory and CPU with them, a plain Pod informer's memory beside it, `kubectl gpuinv
 // free` and `who`; with --plugin, first, the fleet phase: `kubectl gpuinv --all-contexts` over
-// several kube-apiservers (fleet.go); with --quota-queues, the quota phase: Kueue's objects
+// several kube-apiservers (fleet.go); unless --hub-members is 0, the hub phase: the fleet hub
+// on a kube-apiserver of its own over member API doubles, a process of this binary
+// re-executed (hub.go, memberprocess.go); with --quota-queues, the quota phase: Kueue's objects
 // beside the fleet (quota.go); after the allocation phase, unless --usage-window is 0, the
 // usage phase: a real Prometheus with DCGM history for the pods' GPUs (usage.go); after the
 // quiet phase, unless --topology-quiet is 0, the topology phase: the operator restarted with
@@ -38,6 +40,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(memberDoublesEnv) == "1" {
+		if err := runMemberDoubles(os.Args[1:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "member doubles: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o := &options{}
 	o.register(flag.CommandLine)
 	flag.Parse()

@@ -72,6 +72,15 @@ type options struct {
 	fleetGPUNodes int
 	fleetOnly     bool
 
+	hub            string
+	hubMembers     int
+	hubMemberNodes int
+	hubChanges     int
+	hubWorkloads   int
+	hubWorkers     int
+	hubQuiet       time.Duration
+	hubOnly        bool
+
 	hold bool
 }
 
@@ -109,6 +118,14 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.fleetContexts, "fleet-contexts", 10, "Clusters of the fleet phase, the first (needs --plugin): as many kube-apiservers on one etcd, each a kubeconfig context with a GpuInventory, read by `kubectl gpuinv --all-contexts` (0: skip).")
 	fs.IntVar(&o.fleetGPUNodes, "fleet-gpu-nodes", 1000, "GPU nodes that each fleet-phase inventory covers (it lists at most 500 of them, as the operator does).")
 	fs.BoolVar(&o.fleetOnly, "fleet-only", false, "Run the fleet phase alone.")
+	fs.StringVar(&o.hub, "hub", "bin/gpu-fleet-hub", "Fleet hub binary of the hub phase.")
+	fs.IntVar(&o.hubMembers, "hub-members", 50, "Member clusters of the hub phase, after the fleet phase: the hub (--dispatch) on a kube-apiserver of its own over as many member API doubles (one process), each named by a ClusterProfile; its memory, a member's change to the GpuFleet status, a pending MultiKueue Workload to its nomination, its writes while quiet (0: skip; at most 100).")
+	fs.IntVar(&o.hubMemberNodes, "hub-member-nodes", 5000, "Nodes of each member cluster of the hub phase (half of them GPU nodes): its GpuInventory is the operator's for them.")
+	fs.IntVar(&o.hubChanges, "hub-changes", 10, "Member changes of the hub phase, one member at a time, each timed to the GpuFleet status showing it.")
+	fs.IntVar(&o.hubWorkloads, "hub-workloads", 10, "Pending MultiKueue Workloads of the hub phase, one at a time, each timed to its nomination.")
+	fs.IntVar(&o.hubWorkers, "hub-workers", 5, "Of --hub-members, members that are also MultiKueue workers (a MultiKueueCluster each, in the MultiKueueConfig).")
+	fs.DurationVar(&o.hubQuiet, "hub-quiet", time.Minute, "The hub phase's quiet window: the hub's RSS sampled, its writes counted, nothing changing.")
+	fs.BoolVar(&o.hubOnly, "hub-only", false, "Run the hub phase alone.")
 	fs.DurationVar(&o.usageWindow, "usage-window", time.Hour, "The usage phase, after the allocation phase (needs --gpu-pods): a real Prometheus with this much DCGM history backfilled, the operator's --idle-window (at least 1h; 0: skip).")
 	fs.DurationVar(&o.usageQuiet, "usage-quiet", 5*time.Minute, "The usage phase's quiet period: the operator's readings (one a minute) whose status writes, RSS and CPU are counted.")
 	fs.DurationVar(&o.topologyQuiet, "topology-quiet", 10*time.Second, "The topology phase, after the quiet phase: the operator restarted with --topology=false, then with the run's flags again, each measured as the quiet phase measures it over this quiet window (its memory; with topology, its status writes and status.topology) (0: skip).")
@@ -119,6 +136,12 @@ func (o *options) register(fs *flag.FlagSet) {
 func (o *options) validate() error {
 	if o.fleetOnly && (o.plugin == "" || o.fleetContexts <= 0) {
 		return errors.New("--fleet-only needs --plugin and --fleet-contexts above 0")
+	}
+	if o.hubOnly && o.hubMembers <= 0 {
+		return errors.New("--hub-only needs --hub-members above 0")
+	}
+	if o.hubMembers > 100 || (o.hubMembers > 0 && (o.hubMemberNodes < 2 || o.hubChanges < 1 || o.hubWorkloads < 1 || o.hubWorkers < 1 || o.hubQuiet < time.Second)) {
+		return errors.New("the hub phase needs --hub-members of at most 100 (a GpuFleet lists 100 rows), --hub-member-nodes of at least 2, --hub-changes, --hub-workloads and --hub-workers of at least 1, --hub-quiet of at least 1s")
 	}
 	if o.quotaQueues > 0 && (o.quotaFlavors < len(fixtures.GPUModels) || o.quotaWorkloads < 0) {
 		return fmt.Errorf("the quota phase needs --quota-flavors of at least %d (one per GPU model) and --quota-workloads of 0 or more", len(fixtures.GPUModels))

@@ -43,6 +43,9 @@ func phases(o *options) []phase {
 		// First, on API servers of its own, stopped before the big fleet is created: nothing
 		// else runs beside them.
 		{name: "fleet", on: plugin && o.fleetContexts > 0, fatal: true, run: fleetPhase},
+		// On a kube-apiserver of its own too, before the big fleet: the hub, its member doubles
+		// and the API server alone on the machine.
+		{name: "hub", on: o.hubMembers > 0, run: hubPhase},
 		// An empty cluster: the API server, the fleet, and the operator's first start, which
 		// installs the CRDs and creates every record.
 		{name: "cold start", on: true, fatal: true, run: coldStartPhase},
@@ -90,6 +93,9 @@ func phases(o *options) []phase {
 	}
 	if o.fleetOnly {
 		return list[:1]
+	}
+	if o.hubOnly {
+		return list[1:2]
 	}
 	return list
 }

@@ -88,7 +88,7 @@ func TestMakeTargetsRunTheirPhasesInOrder(t *testing.T) {
 		target string
 		want   []string
 	}{
-		{"bench", []string{"fleet", "cold start", "warm start", "quiet", "topology", "churn", "flips", "republish", "relabel", "status size", "plugin",
+		{"bench", []string{"fleet", "hub", "cold start", "warm start", "quiet", "topology", "churn", "flips", "republish", "relabel", "status size", "plugin",
 			"fleet reset", "hostile", "inventories", "outage", "quota", "allocation", "free and who", "why and fit", "floor", "usage"}},
 		{"bench-large", []string{"cold start", "warm start", "quiet", "topology", "churn", "flips", "republish", "status size", "fleet reset", "quota"}},
 	} {
@@ -106,6 +106,12 @@ func TestFleetOnlyRunsTheFleetPhaseAlone(t *testing.T) {
 	}
 }
 
+func TestHubOnlyRunsTheHubPhaseAlone(t *testing.T) {
+	if got := running(parse(t, "--hub-only")); !slices.Equal(got, []string{"hub"}) {
+		t.Errorf("--hub-only runs %q, want the hub phase alone", got)
+	}
+}
+
 func TestValidateRefusesCombinationsThatCannotRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"--fleet-only"},
@@ -113,6 +119,9 @@ func TestValidateRefusesCombinationsThatCannotRun(t *testing.T) {
 		{"--usage-window", "30m"},
 		{"--usage-window", "90m30s"},
 		{"--usage-quiet", "30s"},
+		{"--hub-only", "--hub-members", "0"},
+		{"--hub-members", "101"},
+		{"--hub-workers", "0"},
 	} {
 		o := &options{}
 		fs := flag.NewFlagSet("scale", flag.ContinueOnError)

@@ -48,6 +48,9 @@ const (
 	usageReadingTimeout = 10 * time.Second
 	topologyBudgetKiB   = 4 * 1024 // what status.topology may add to the steady RSS
 	topologyListedMax   = 32       // domains one topology lists, at any size
+	hubRSSKiB           = 96 * 1024
+	hubChangeTarget     = 2 * time.Second
+	hubNominationTarget = time.Second
 )
 
 // commandTarget bounds a plugin command: its median wall time and, unless 0, its largest
@@ -144,6 +147,7 @@ func (f *flipResult) printTo(r *report) {
 func (l *relabelResult) printTo(r *report) { r.op.relabel = l }
 
 func (f *fleetResult) printTo(r *report)       { r.fleet(f) }
+func (h *hubResult) printTo(r *report)         { r.hub(h) }
 func (s *statusSize) printTo(r *report)        { r.operator(&r.op, s) }
 func (p *pluginsResult) printTo(r *report)     { r.plugins(p) }
 func (h *hostileResult) printTo(r *report)     { r.hostile(h) }
@@ -170,6 +174,35 @@ func (r *report) fleet(f *fleetResult) {
 		f.contexts, f.contexts, f.total, f.listed, float64(f.objBytes)/1024, r.o.pluginRuns), "command", "wall time", "CPU", "max RSS", "target")
 	r.printf("| `kubectl gpuinv --all-contexts` (%d GETs at once, fleet report) | %s | %s | %s | %s |\n",
 		f.contexts, f.runs.wall(), f.runs.cpu(), f.runs.rss(), judged(fleetTarget.String(), fleetTarget.met(f.runs)))
+}
+
+// hub prints the hub phase's table.
+func (r *report) hub(h *hubResult) {
+	r.table(fmt.Sprintf("Fleet hub: `gpu-fleet-hub --dispatch` (its built binary) on a kube-apiserver of its own, over %d member API doubles (one process beside it; HTTPS, HTTP/2, a bearer token), each serving list and watch (bookmarks) of the GpuInventory of a %d-node cluster (%d GPU nodes, %d listed, topology and quota: %.0f KiB of JSON), named by %d ClusterProfiles (the secretreader plugin), %d of them also MultiKueue workers; Kueue's objects written by the harness (no Kueue runs)",
+		h.members, h.memberNodes, h.gpuNodes, h.listed, float64(h.inventoryBytes)/1024, h.members, h.workers), "figure", "measured", "target")
+	r.printf("| the hub's start to every member Reachable in the GpuFleet status | %.1f s | |\n", h.reachable.Seconds())
+	r.printf("| RSS while quiet (%s; median, range) | %s | %s |\n", r.o.hubQuiet, h.quiet, judged("≤ 96 MiB", h.quiet.Median <= hubRSSKiB))
+	r.printf("| peak RSS (VmHWM, the whole phase); anonymous at the end | %.1f MiB; %.1f MiB | %s |\n", mib(h.peak), mib(h.anon), judged("≤ 96 MiB", h.peak <= hubRSSKiB))
+	if len(h.changes) > 0 {
+		r.printf("| a double's MODIFIED event to a watch on the hub seeing the GpuFleet status show it (%d changes, a member each, 2 s apart): median / max | %s / %s | %s |\n",
+			len(h.changes), median(h.changes), slices.Max(h.changes).Round(time.Millisecond), judged("≤ 2 s", slices.Max(h.changes) <= hubChangeTarget))
+	}
+	if len(h.nominations) > 0 {
+		r.printf("| a pending MultiKueue Workload (1 GPU; its MultiKueue check written Pending) to a watch seeing `nominatedClusterNames` (%d Workloads in turn): median / max | %s / %s | %s |\n",
+			len(h.nominations), median(h.nominations), slices.Max(h.nominations).Round(time.Millisecond), judged("≤ 1 s", slices.Max(h.nominations) <= hubNominationTarget))
+	}
+	api := "not read: " + fmt.Sprint(h.apiErr)
+	var apiTotal int64
+	if h.apiErr == nil {
+		var parts []string
+		for _, res := range hubWritten {
+			parts = append(parts, fmt.Sprintf("%s %d", res, h.apiWrites[res]))
+			apiTotal += h.apiWrites[res]
+		}
+		api = strings.Join(parts, ", ")
+	}
+	r.printf("| writes while quiet (%s): the hub's GpuFleet status writes / nominations written (its metrics); the API server's writes (%s) | %d / %d; %s | %s |\n",
+		r.o.hubQuiet, strings.Join(hubWritten, ", "), h.fleetWrites, h.nominationWrites, api, judged("0", h.fleetWrites == 0 && h.nominationWrites == 0 && apiTotal == 0 && h.apiErr == nil))
 }
 
 // operator prints the operator's table and the figures below it, once the status size, its

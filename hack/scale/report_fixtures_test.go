@@ -61,6 +61,17 @@ func metTimes(wall, cpu, kib float64) pluginResults {
 
 // Scenario "bench": a run as make bench's, most targets met.
 
+var benchHub = &hubResult{members: 50, memberNodes: 5000, workers: 5, inventoryBytes: 227 * 1024, gpuNodes: 2500, listed: 463, reachable: ms(3200),
+	changes:     []time.Duration{ms(1021), ms(33), ms(41), ms(29), ms(35), ms(30), ms(38), ms(31), ms(44), ms(36)},
+	nominations: []time.Duration{ms(20), ms(12), ms(11), ms(13), ms(12), ms(14), ms(12), ms(11), ms(12), ms(13)},
+	quiet:       proc.Window{Median: 63.7 * 1024, Low: 63.6 * 1024, High: 63.7 * 1024}, peak: 64.4 * 1024, anon: 39.1 * 1024,
+	apiWrites: map[string]int64{"gpufleets": 0, "workloads": 0, "events": 0}}
+
+var missedHub = &hubResult{members: 50, memberNodes: 5000, workers: 5, inventoryBytes: 227 * 1024, gpuNodes: 2500, listed: 463, reachable: ms(9100),
+	changes: []time.Duration{ms(2300), ms(800)}, nominations: []time.Duration{ms(1200)},
+	quiet: proc.Window{Median: 101 * 1024, Low: 99 * 1024, High: 104 * 1024}, peak: 110 * 1024, anon: 80 * 1024,
+	fleetWrites: 2, apiErr: errors.New("connection refused")}
+
 var benchEmpty = &emptyStart{gpuNodes: 2500, draNodes: 1250, firstStatus: ms(1291), records: recordsCreated{crdServed: ms(412), all: ms(23712)},
 	writes: writeCounts{"created": 2500, "skipped": 4}}
 

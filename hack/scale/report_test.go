@@ -29,7 +29,7 @@ import (
 func benchOptions() *options {
 	return &options{nodes: 5000, churn: 50, churnFor: 30 * time.Second, probes: 20, pluginRuns: 5, draShare: 0.5,
 		outageFor: 2 * time.Minute, podChurn: 100, podChurnFor: 30 * time.Second, podWorkers: 64,
-		usageWindow: time.Hour, usageQuiet: 5 * time.Minute, topologyQuiet: 10 * time.Second}
+		usageWindow: time.Hour, usageQuiet: 5 * time.Minute, topologyQuiet: 10 * time.Second, hubQuiet: time.Minute}
 }
 
 func freeWhoRows(freeNotMeasured error) []commandRow {
@@ -57,7 +57,7 @@ func whyFitRows() []commandRow {
 // The tables are docs/performance.md's source: recorded results of every phase print them
 // as testdata/*.golden, which the harness printed before its phases became a list (but for
 // the target of the why and fit questions that name no node, ≤ 5 s and ≤ 128 MiB since, the
-// gzip rows, without a target since, and the topology table, new since).
+// gzip rows, without a target since, and the topology and hub tables, new since).
 func TestReportPrintsTheTablesOfRecordedResults(t *testing.T) {
 	missedOptions := benchOptions()
 	missedOptions.profileDir = "/tmp/profiles"
@@ -67,7 +67,7 @@ func TestReportPrintsTheTablesOfRecordedResults(t *testing.T) {
 		results []result
 	}{
 		{"bench", benchOptions(), []result{
-			&fleetResult{contexts: 10, total: 1000, listed: 500, objBytes: 194 * 1024, runs: benchFleet},
+			&fleetResult{contexts: 10, total: 1000, listed: 500, objBytes: 194 * 1024, runs: benchFleet}, benchHub,
 			benchEmpty, &warmStart{firstStatus: ms(890)}, benchQuiet, benchTopology, benchChurn, benchFlips, benchRepublish, benchRelabel,
 			&statusSize{totalGpuNodes: 2500, bytes: 198 * 1024},
 			&pluginsResult{show: benchShow, scanned: benchScan, agree: benchAgree},
@@ -77,7 +77,7 @@ func TestReportPrintsTheTablesOfRecordedResults(t *testing.T) {
 			benchFloor, benchUsage,
 		}},
 		{"missed", missedOptions, []result{
-			missedEmpty, &warmStart{firstStatus: ms(2100)}, missedQuiet, missedTopology, missedChurn, missedFlips, missedRelabel,
+			missedHub, missedEmpty, &warmStart{firstStatus: ms(2100)}, missedQuiet, missedTopology, missedChurn, missedFlips, missedRelabel,
 			&statusSize{totalGpuNodes: 2500, bytes: 300 * 1024},
 			missedHostile, missedInventories, missedOutage, missedQuota, missedAllocation,
 			&freeWhoResult{rows: freeWhoRows(errors.New(`kubectl-gpuinv has no "free" command`)), whoAgrees: benchWhoSays},
