@@ -201,7 +201,7 @@ func TestDispatchSendsJobsWhereTheyFit(t *testing.T) {
 	b := startDispatchBed(t, map[string][]int64{"w1": {8, 8}, "w2": {8, 4}}, "w2")
 	w1 := kueueNamespace + "/w1" // w1's ClusterProfile, the row that counts it
 
-	st := b.waitRows(t, 60*time.Second, map[string]string{w1: homelabv1.MemberReachable,
+	st := b.waitRows(t, 60*time.Second, map[string]string{w1: homelabv1.MemberReachable, "w1": homelabv1.MemberDuplicate + "/" + homelabv1.ReasonSameCluster,
 		"w2": homelabv1.MemberUnreachable + "/" + homelabv1.ReasonUnauthorized})
 	if c := meta.FindStatusCondition(st.Conditions, homelabv1.ConditionMembersUnreachable); c == nil || !strings.Contains(c.Message, "w2 (Unauthorized)") {
 		t.Errorf("MembersUnreachable = %+v, want it to name w2 (Unauthorized)", c)
