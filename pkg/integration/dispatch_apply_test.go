@@ -28,10 +28,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -165,7 +167,10 @@ func (v staticMembers) Member(name string) (nominate.Member, bool) {
 func runNominator(ctx context.Context, t *testing.T, cfg *rest.Config, members nominate.Members) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	_, run, err := nominate.NewController(ctx, nominate.Options{Client: dyn, Informers: factory, Members: members,
+	informers := nominate.InformerFunc(func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+		return factory.ForResource(gvr).Informer()
+	})
+	_, run, err := nominate.NewController(ctx, nominate.Options{Client: dyn, Informers: informers, Members: members,
 		Recorder: record.NewFakeRecorder(100), Metrics: metrics.New()})
 	if err != nil {
 		t.Fatal(err)

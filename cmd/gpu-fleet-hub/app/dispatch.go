@@ -19,12 +19,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
@@ -38,18 +42,19 @@ const kueueObjectsName = "kueue-workloads"
 
 // kueueObjects is the dispatcher's informers of Kueue's objects on the hub (the MultiKueue
 // manager), as a source: the controller takes its informers from it when it is made, and the
-// run starts them with the other sources.
+// run starts them with the other sources. Each is made as dynamicinformer makes it, whose
+// package the hub must not link (nominate.Informers).
 type kueueObjects struct {
-	factory dynamicinformer.DynamicSharedInformerFactory
+	client dynamic.Interface
 
 	mu        sync.Mutex
-	informers []cache.SharedIndexInformer
+	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
 }
 
-var _ dynamicinformer.DynamicSharedInformerFactory = (*kueueObjects)(nil)
+var _ nominate.Informers = (*kueueObjects)(nil)
 
 func newKueueObjects(client dynamic.Interface) *kueueObjects {
-	return &kueueObjects{factory: dynamicinformer.NewDynamicSharedInformerFactory(client, 0)}
+	return &kueueObjects{client: client, informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{}}
 }
 
 func (k *kueueObjects) Name() string { return kueueObjectsName }
@@ -69,26 +74,39 @@ func (k *kueueObjects) HasSynced() bool {
 	return true
 }
 
-// Run runs the informers taken until ctx ends, and returns once they have stopped.
+// Run runs the informers taken (before it) until ctx ends, and returns once they have
+// stopped.
 func (k *kueueObjects) Run(ctx context.Context) {
-	k.factory.Start(ctx.Done())
-	<-ctx.Done()
-	k.factory.Shutdown()
+	k.mu.Lock()
+	informers := slices.Collect(maps.Values(k.informers))
+	k.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, i := range informers {
+		wg.Go(func() { i.RunWithContext(ctx) })
+	}
+	wg.Wait()
 }
 
-// ForResource is the factory's, remembered for HasSynced.
-func (k *kueueObjects) ForResource(gvr schema.GroupVersionResource) informers.GenericInformer {
-	i := k.factory.ForResource(gvr)
+// Informer is the informer of gvr's objects in every namespace, made on its first call.
+func (k *kueueObjects) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.informers = append(k.informers, i.Informer())
+	if i, ok := k.informers[gvr]; ok {
+		return i
+	}
+	resource := k.client.Resource(gvr)
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return resource.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return resource.Watch(ctx, opts)
+		},
+	}, k.client)
+	i := cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, ObjectDescription: gvr.String()})
+	k.informers[gvr] = i
 	return i
-}
-
-func (k *kueueObjects) Start(stop <-chan struct{}) { k.factory.Start(stop) }
-func (k *kueueObjects) Shutdown()                  { k.factory.Shutdown() }
-func (k *kueueObjects) WaitForCacheSync(stop <-chan struct{}) map[schema.GroupVersionResource]bool {
-	return k.factory.WaitForCacheSync(stop)
 }
 
 // dispatching reports whether the hub dispatches in this run: --dispatch, and MultiKueue

@@ -71,7 +71,11 @@ func newFixture(t *testing.T, workers ...string) *fixture {
 		clock:    clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)),
 		recorder: record.NewFakeRecorder(100)}
 	f.client.PrependReactor("patch", "workloads", f.apply)
-	c, _, err := NewController(ctx, Options{Client: f.client, Informers: dynamicinformer.NewDynamicSharedInformerFactory(f.client, 0),
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(f.client, 0)
+	informers := InformerFunc(func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+		return factory.ForResource(gvr).Informer()
+	})
+	c, _, err := NewController(ctx, Options{Client: f.client, Informers: informers,
 		Members: f.members, MemberChanges: f.members, Recorder: f.recorder, Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)

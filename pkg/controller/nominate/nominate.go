@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -95,14 +94,29 @@ type Members interface {
 	Member(multiKueueCluster string) (Member, bool)
 }
 
+// Informers make the controller's informers of Kueue's kinds on the manager (unstructured);
+// whoever gives them starts them. Not dynamicinformer's factory: its package links every
+// typed informer and clientset into the hub (docs/design/clients.md).
+type Informers interface {
+	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+}
+
+// InformerFunc is Informers of a function.
+type InformerFunc func(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+
+// Informer is f(gvr).
+func (f InformerFunc) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	return f(gvr)
+}
+
 // Options configure the controller.
 type Options struct {
 	// Client reaches the manager: Workloads' status is applied through it.
 	Client dynamic.Interface
-	// Informers is the hub's factory on the manager; the controller takes its Workloads,
-	// AdmissionChecks, MultiKueueConfigs and MultiKueueClusters informers from it, and the
-	// hub starts it after making the controller.
-	Informers dynamicinformer.DynamicSharedInformerFactory
+	// Informers are the hub's on the manager; the controller takes its Workloads,
+	// AdmissionChecks, MultiKueueConfigs and MultiKueueClusters informers from them, and the
+	// hub starts them after making the controller.
+	Informers Informers
 	// Members is the view of the workers; MemberChanges says, by MultiKueueCluster name,
 	// when one changed (its state or its inventory).
 	Members       Members
@@ -122,7 +136,7 @@ type Options struct {
 
 func (o *Options) defaults() error {
 	if o.Client == nil || o.Informers == nil || o.Members == nil {
-		return fmt.Errorf("nominate: a client, an informer factory and a member view are required")
+		return fmt.Errorf("nominate: a client, informers and a member view are required")
 	}
 	if o.Nominations <= 0 {
 		o.Nominations = 1
@@ -178,17 +192,17 @@ type tracked struct {
 }
 
 // NewController registers the controller's handlers on the informers and the member
-// changes. Run the factory after it; the Runner waits for the informers.
+// changes. Start the informers after it; the Runner waits for them.
 func NewController(_ context.Context, opts Options) (*Controller, controller.Runner, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, controller.Runner{}, err
 	}
 	c := &Controller{opts: opts, tracked: map[cache.ObjectName]*tracked{},
 		queue:     controller.NewQueue[cache.ObjectName](Name, opts.Metrics),
-		workloads: opts.Informers.ForResource(WorkloadsResource).Informer(),
-		checks:    opts.Informers.ForResource(AdmissionChecksResource).Informer(),
-		configs:   opts.Informers.ForResource(MultiKueueConfigsResource).Informer(),
-		clusters:  opts.Informers.ForResource(MultiKueueClustersResource).Informer(),
+		workloads: opts.Informers.Informer(WorkloadsResource),
+		checks:    opts.Informers.Informer(AdmissionChecksResource),
+		configs:   opts.Informers.Informer(MultiKueueConfigsResource),
+		clusters:  opts.Informers.Informer(MultiKueueClustersResource),
 	}
 	handlers := []struct {
 		informer cache.SharedIndexInformer
