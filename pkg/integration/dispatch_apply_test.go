@@ -28,11 +28,17 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
@@ -97,11 +103,8 @@ func TestNominationIsKueuesApply(t *testing.T) {
 	before := pendingWorkload(t, dyn, "fits", 2, 8)
 	pendingWorkload(t, dyn, "too-big", 4, 8)
 
-	b := &dispatchBed{MultiKueue: &testenv.MultiKueue{Manager: c.env}, members: &dispatchMembers{members: map[string]nominate.Member{}}}
-	b.members.members["w1"] = nominate.Member{State: homelabv1.MemberReachable, Status: &homelabv1.GpuInventoryStatus{
-		Models: []homelabv1.GpuModel{{Product: h100Product, Nodes: 2, ReadyNodes: 2, FreeNodes: []int32{0, 0, 0, 0, 0, 0, 0, 2}}}}}
-	b.manager = c
-	b.runDispatcher(ctx, t)
+	runNominator(ctx, t, c.env.Config, staticMembers{"w1": {State: homelabv1.MemberReachable, Status: &homelabv1.GpuInventoryStatus{
+		Models: []homelabv1.GpuModel{{Product: h100Product, Nodes: 2, ReadyNodes: 2, FreeNodes: []int32{0, 0, 0, 0, 0, 0, 0, 2}}}}}})
 
 	after := c.waitKueue(t, testenv.WorkloadsResource, dispatchNamespace, "fits", "nominated", func(wl *unstructured.Unstructured) bool {
 		names, _, _ := unstructured.NestedStringSlice(wl.Object, "status", "nominatedClusterNames")
@@ -149,6 +152,40 @@ func TestNominationIsKueuesApply(t *testing.T) {
 	if gpuFitMessage(got) == "" {
 		t.Errorf("the hub's condition was removed by Kueue's apply that left it out")
 	}
+}
+
+// staticMembers is a view of workers that never changes: the apply needs no worker.
+type staticMembers map[string]nominate.Member
+
+func (v staticMembers) Member(name string) (nominate.Member, bool) {
+	m, ok := v[name]
+	return m, ok
+}
+
+// runNominator runs the nomination controller alone on cfg's cluster, with members, until
+// the test ends.
+func runNominator(ctx context.Context, t *testing.T, cfg *rest.Config, members nominate.Members) {
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	informers := nominate.InformerFunc(func(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+		return factory.ForResource(gvr).Informer()
+	})
+	_, run, err := nominate.NewController(ctx, nominate.Options{Client: dyn, Informers: informers, Members: members,
+		Recorder: record.NewFakeRecorder(100), Metrics: metrics.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	factory.Start(ctx.Done())
+	go func() { done <- run.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dispatcher: %v", err)
+		}
+		factory.Shutdown()
+	})
 }
 
 func kueueObj(kind, name string, spec map[string]any) *unstructured.Unstructured {

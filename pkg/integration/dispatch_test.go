@@ -20,110 +20,51 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/follow"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/generated/clientset/versioned"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/testenv"
 )
 
-// dispatchMembers is a member view built as the hub's is: each worker's GpuInventory
-// followed, and the worker Unreachable from a failed request until one succeeds again.
-type dispatchMembers struct {
-	mu        sync.Mutex
-	members   map[string]nominate.Member
-	listeners []func(string)
-}
-
-func (v *dispatchMembers) Member(name string) (nominate.Member, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	m, ok := v.members[name]
-	return m, ok
-}
-
-func (v *dispatchMembers) OnChange(f func(string)) { v.listeners = append(v.listeners, f) }
-func (v *dispatchMembers) HasSynced() bool         { return true }
-
-func (v *dispatchMembers) update(name string, change func(*nominate.Member)) {
-	v.mu.Lock()
-	m := v.members[name]
-	change(&m)
-	v.members[name] = m
-	v.mu.Unlock()
-	for _, f := range v.listeners {
-		f(name)
-	}
-}
-
-// follow reads worker name's inventory until ctx ends.
-func (v *dispatchMembers) follow(ctx context.Context, t *testing.T, name string, cfg *rest.Config) {
-	v.update(name, func(m *nominate.Member) { m.State = homelabv1.MemberConnecting })
-	client := versioned.NewForConfigOrDie(cfg).HomelabV1().GpuInventories()
-	connection := func(err error) {
-		v.update(name, func(m *nominate.Member) {
-			switch {
-			case err != nil && m.State != homelabv1.MemberUnreachable:
-				m.State, m.Reason, m.Message, m.Since = homelabv1.MemberUnreachable, "ConnectionFailed", err.Error(), time.Now()
-			case err == nil && m.Status != nil:
-				m.State, m.Reason, m.Message, m.Since = homelabv1.MemberReachable, "", "", time.Now()
-			}
-		})
-	}
-	go func() {
-		err := follow.InventoryWith(ctx, client, homelabv1.DefaultInventoryName, func(gi *homelabv1.GpuInventory, deleted bool) (bool, error) {
-			v.update(name, func(m *nominate.Member) {
-				if deleted {
-					m.State, m.Status = homelabv1.MemberUnreachable, nil
-					return
-				}
-				m.State, m.Status = homelabv1.MemberReachable, gi.Status.DeepCopy()
-			})
-			return false, nil
-		}, follow.Options{Connection: connection})
-		if err != nil && ctx.Err() == nil {
-			t.Errorf("follow the inventory of %s: %v", name, err)
-		}
-	}()
-}
-
-// dispatchBed is the MultiKueue test bed with the operator on each worker and the
-// dispatcher running in the test process.
+// dispatchBed is the MultiKueue test bed with the operator on each worker, and the fleet
+// hub dispatching on the manager: the fleet bed's hub cluster is the manager, its members
+// the workers.
 type dispatchBed struct {
 	*testenv.MultiKueue
-	workers  map[string]*cluster
-	manager  *cluster
-	members  *dispatchMembers
-	recorder *record.FakeRecorder
+	*fleetBed
 }
 
 const (
 	dispatchNamespace = "ml"
 	dispatchQueue     = "train"
+	// fleetLabel selects the ClusterProfiles of the GpuFleet training.
+	fleetLabel = "homelab.youngju.dev/fleet"
 )
 
 // startDispatchBed starts a manager and workers w1 and w2, H100 nodes of the given sizes on
-// each, the operator on each worker, and the dispatcher on the manager.
-func startDispatchBed(t *testing.T, nodes map[string][]int64) *dispatchBed {
+// each and the operator on each worker. Every worker has a ClusterProfile on the manager;
+// MultiKueue reaches w1 through a kubeconfig Secret, w2 through its ClusterProfile. The hub
+// runs on the manager with --dispatch and only its RBAC; it reads a worker through its
+// ClusterProfile as the member reader (a token Secret of the hub; refused's holds a wrong
+// token), through a kubeconfig as MultiKueue does. Its GpuFleet training has the
+// MultiKueueClusters and w1's ClusterProfile.
+func startDispatchBed(t *testing.T, nodes map[string][]int64, refused string) *dispatchBed {
 	t.Helper()
 	ctx := testContext(t)
 	start := time.Now()
@@ -132,19 +73,20 @@ func startDispatchBed(t *testing.T, nodes map[string][]int64) *dispatchBed {
 		DispatcherName: homelabv1.MultiKueueDispatcherName, Namespace: dispatchNamespace, Queue: dispatchQueue,
 		WorkerFlavors: []*unstructured.Unstructured{flavor},
 		WorkerQuotas:  []testenv.KueueQuota{{Flavor: "h100", Resource: gpuResource, Nominal: "64"}},
-		ManagerQuotas: []testenv.KueueQuota{{Resource: gpuResource, Nominal: "1000"}}})
+		ManagerQuotas: []testenv.KueueQuota{{Resource: gpuResource, Nominal: "1000"}},
+		SecretReader:  []string{hubBinary, "secretreader"}, ThroughProfiles: []string{"w2"}})
 	if err != nil {
 		t.Fatalf("start the MultiKueue bed: %v", err)
 	}
 	t.Cleanup(bed.Stop)
 	t.Logf("manager and two workers ready in %s", time.Since(start).Round(10*time.Millisecond))
-	b := &dispatchBed{MultiKueue: bed, workers: map[string]*cluster{}, members: &dispatchMembers{members: map[string]nominate.Member{}},
-		recorder: record.NewFakeRecorder(100), manager: clusterOn(bed.Manager)}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("last lines of the manager's Kueue log:\n%s", bed.Manager.KueueLogTail())
 		}
 	})
+	b := &dispatchBed{MultiKueue: bed, fleetBed: newFleetBed(t, clusterOn(bed.Manager),
+		"resources: [%[1]s/hub]\ncomponents: [%[1]s/hub/multikueue, %[1]s/hub/dispatch]\n")}
 	for _, name := range []string{"w1", "w2"} {
 		c := clusterOn(bed.Workers[name])
 		c.ensureNamespace(t, operatorNamespace)
@@ -156,10 +98,20 @@ func startDispatchBed(t *testing.T, nodes map[string][]int64) *dispatchBed {
 		startOperator(t, c.env.Config, testOptions())
 		n := int32(len(nodes[name]))
 		c.waitTotals(t, homelabv1.DefaultInventoryName, totals{Nodes: n, ReadyNodes: n, Gpus: gpus, ReadyGpus: gpus})
-		b.workers[name] = c
-		b.members.follow(ctx, t, name, c.env.Config)
+		b.addMember(t, name, c)
+		token := b.tokens[name]
+		if name == refused {
+			token = "a-wrong-token"
+		}
+		b.secret(t, hubNamespace, name, map[string][]byte{"token": []byte(token)})
 	}
-	b.runDispatcher(ctx, t)
+	label := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, fleetLabel, testFleet)
+	if _, err := b.dyn.Resource(testenv.ClusterProfilesResource).Namespace(kueueNamespace).Patch(ctx, "w1", types.MergePatchType, []byte(label), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.runHub(t, true)
+	b.createFleet(t, homelabv1.GpuFleetSpec{MultiKueue: &homelabv1.FleetMultiKueue{}, ClusterProfiles: &homelabv1.FleetClusterProfiles{
+		Namespace: kueueNamespace, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{fleetLabel: testFleet}}}})
 	return b
 }
 
@@ -167,32 +119,11 @@ func clusterOn(env *testenv.Env) *cluster {
 	return &cluster{env: env, kube: kubernetes.NewForConfigOrDie(env.Config), gpu: versioned.NewForConfigOrDie(env.Config)}
 }
 
-// runDispatcher runs the nomination controller on the manager until the test ends.
-func (b *dispatchBed) runDispatcher(ctx context.Context, t *testing.T) {
-	dyn := dynamic.NewForConfigOrDie(b.Manager.Config)
-	factory := nominate.NewKueueObjects(dyn)
-	_, run, err := nominate.NewController(ctx, nominate.Options{Client: dyn, Informers: factory, Members: b.members,
-		MemberChanges: b.members, Recorder: b.recorder, Metrics: metrics.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go factory.Run(ctx)
-	go func() { done <- run.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dispatcher: %v", err)
-		}
-	})
-}
-
 // submit creates a Job of pods pods of gpus GPUs on the manager.
 func (b *dispatchBed) submit(t *testing.T, name string, pods int32, gpus int64) *batchv1.Job {
 	t.Helper()
 	job := testenv.MultiKueueJob(dispatchNamespace, name, dispatchQueue, pods, corev1.ResourceList{gpuResource: *resource.NewQuantity(gpus, resource.DecimalSI)})
-	created, err := b.manager.kube.BatchV1().Jobs(dispatchNamespace).Create(context.Background(), job, metav1.CreateOptions{})
+	created, err := b.hub.kube.BatchV1().Jobs(dispatchNamespace).Create(context.Background(), job, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create Job %s: %v", name, err)
 	}
@@ -204,7 +135,7 @@ func (b *dispatchBed) submit(t *testing.T, name string, pods int32, gpus int64) 
 func (b *dispatchBed) sentTo(t *testing.T, job *batchv1.Job) string {
 	t.Helper()
 	var nominations [][]string
-	wl := b.manager.waitWorkload(t, job, "sent to a worker", func(wl *unstructured.Unstructured) bool {
+	wl := b.hub.waitWorkload(t, job, "sent to a worker", func(wl *unstructured.Unstructured) bool {
 		if names, _, _ := unstructured.NestedStringSlice(wl.Object, "status", "nominatedClusterNames"); len(names) > 0 {
 			nominations = append(nominations, names)
 		}
@@ -223,7 +154,7 @@ func (b *dispatchBed) sentTo(t *testing.T, job *batchv1.Job) string {
 // fitsNowhere waits until the dispatcher says the Job fits nowhere, and returns its message.
 func (b *dispatchBed) fitsNowhere(t *testing.T, job *batchv1.Job, saying ...string) *unstructured.Unstructured {
 	t.Helper()
-	return b.manager.waitWorkload(t, job, "fitting nowhere", func(wl *unstructured.Unstructured) bool {
+	return b.hub.waitWorkload(t, job, "fitting nowhere", func(wl *unstructured.Unstructured) bool {
 		conditions, _, _ := unstructured.NestedSlice(wl.Object, "status", "conditions")
 		for _, c := range conditions {
 			c := c.(map[string]any)
@@ -236,11 +167,11 @@ func (b *dispatchBed) fitsNowhere(t *testing.T, job *batchv1.Job, saying ...stri
 	})
 }
 
-// copies are the Workloads of the manager's Workload wl on each worker.
+// copies are the workers holding a copy of the manager's Workload wl.
 func (b *dispatchBed) copies(t *testing.T, wl *unstructured.Unstructured) []string {
 	t.Helper()
 	var on []string
-	for name, w := range b.workers {
+	for name, w := range b.members {
 		_, err := dynamic.NewForConfigOrDie(w.env.Config).Resource(testenv.WorkloadsResource).Namespace(dispatchNamespace).
 			Get(context.Background(), wl.GetName(), metav1.GetOptions{})
 		if err == nil {
@@ -253,21 +184,36 @@ func (b *dispatchBed) copies(t *testing.T, wl *unstructured.Unstructured) []stri
 // runsOn waits until the Job's pods run on the worker, placed by its scheduler on its nodes.
 func (b *dispatchBed) runsOn(t *testing.T, worker string, job *batchv1.Job, pods int) {
 	t.Helper()
-	for _, pod := range b.workers[worker].waitJobPodsRunning(t, job, pods) {
+	for _, pod := range b.members[worker].waitJobPodsRunning(t, job, pods) {
 		if !strings.HasPrefix(pod.Spec.NodeName, worker+"-") {
 			t.Errorf("pod %s of Job %s runs on %s, want a node of %s", pod.Name, job.Name, pod.Spec.NodeName, worker)
 		}
 	}
 }
 
-// The dispatcher sends each Job only where all of it fits, and MultiKueue and the worker's
-// own Kueue and scheduler run it there: 16 GPUs go to the worker with two free 8-GPU nodes;
-// once it is full, an 8-GPU Job goes to the other; 32 GPUs go nowhere and are never copied;
-// a worker whose API server is stopped is not nominated until it answers again.
+// The hub, with --dispatch and only its RBAC, sends each Job only where all of it fits, and
+// MultiKueue and the worker's own Kueue and scheduler run it there: 16 GPUs go to the worker
+// with two free 8-GPU nodes; once it is full, an 8-GPU Job goes to the other; 32 GPUs go
+// nowhere and are never copied; a worker whose API server is stopped is not nominated until
+// it answers again. Its GpuFleet counts each worker once, however it is named, and says
+// which member refuses its credentials.
 func TestDispatchSendsJobsWhereTheyFit(t *testing.T) {
-	b := startDispatchBed(t, map[string][]int64{"w1": {8, 8}, "w2": {8, 4}})
-	b.waitFree(t, "w1", 16)
-	b.waitFree(t, "w2", 12)
+	b := startDispatchBed(t, map[string][]int64{"w1": {8, 8}, "w2": {8, 4}}, "w2")
+	w1 := kueueNamespace + "/w1" // w1's ClusterProfile, the row that counts it
+
+	st := b.waitRows(t, 60*time.Second, map[string]string{w1: homelabv1.MemberReachable, "w1": homelabv1.MemberDuplicate + "/" + homelabv1.ReasonSameCluster,
+		"w2": homelabv1.MemberUnreachable + "/" + homelabv1.ReasonUnauthorized})
+	if c := meta.FindStatusCondition(st.Conditions, homelabv1.ConditionMembersUnreachable); c == nil || !strings.Contains(c.Message, "w2 (Unauthorized)") {
+		t.Errorf("MembersUnreachable = %+v, want it to name w2 (Unauthorized)", c)
+	}
+	before := rowJSONOf(t, st, w1)
+	if _, err := b.hub.kube.CoreV1().Secrets(hubNamespace).Update(testContext(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNamespace, Name: "w2"},
+		Data: map[string][]byte{"token": []byte(b.tokens["w2"])}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st = b.waitRows(t, 60*time.Second, map[string]string{w1: homelabv1.MemberReachable, "w1": homelabv1.MemberDuplicate + "/" + homelabv1.ReasonSameCluster,
+		"w2": homelabv1.MemberReachable})
+	b.checkFleet(t, st, before)
 
 	first := b.submit(t, "first", 2, 8)
 	if w := b.sentTo(t, first); w != "w1" {
@@ -289,51 +235,87 @@ func TestDispatchSendsJobsWhereTheyFit(t *testing.T) {
 	if names, _, _ := unstructured.NestedStringSlice(wl.Object, "status", "nominatedClusterNames"); len(names) != 0 {
 		t.Errorf("a Job that fits nowhere was nominated to %v", names)
 	}
+	if ev := b.hub.waitEventIn(t, dispatchNamespace, wl.GetName(), nominate.ReasonFitsNowhere); !strings.Contains(ev.Message, "w1: ") || !strings.Contains(ev.Message, "w2: ") {
+		t.Errorf("the FitsNowhere event says %q, want both workers' reasons", ev.Message)
+	}
 
-	if err := b.Workers["w2"].StopAPIServer(); err != nil {
+	b.stopAndStart(t, "w2", w1, big)
+	if forbidden := b.forbidden.requests(); len(forbidden) != 0 {
+		t.Errorf("the hub made requests its RBAC does not allow:\n%v", forbidden)
+	}
+}
+
+// checkFleet: the fleet counts w1 once, through its ClusterProfile (the MultiKueueCluster
+// of the same cluster a Duplicate), and w2 through its MultiKueueCluster; w1's row did not
+// move while w2 refused the hub's credentials and once it accepted them.
+func (b *dispatchBed) checkFleet(t *testing.T, st *homelabv1.GpuFleetStatus, before string) {
+	t.Helper()
+	w1 := kueueNamespace + "/w1"
+	if r := fleetRow(st, w1); r.ClusterProfile != w1 || r.MultiKueueCluster != "w1" || r.Gpus != 16 {
+		t.Errorf("w1's row: %+v", r)
+	}
+	if r := fleetRow(st, "w1"); !strings.Contains(r.Message, "the same cluster as member "+w1) {
+		t.Errorf("w1's MultiKueueCluster's row: %+v, want a Duplicate of %s", r, w1)
+	}
+	if r := fleetRow(st, "w2"); r.MultiKueueCluster != "w2" || r.ClusterProfile != "" || r.Gpus != 12 {
+		t.Errorf("w2's row: %+v", r)
+	}
+	if st.TotalGpus != 28 || len(st.Members) != 3 {
+		t.Errorf("the fleet counts %d GPUs in %d rows, want 28 in 3", st.TotalGpus, len(st.Members))
+	}
+	if after := rowJSONOf(t, st, w1); after != before {
+		t.Errorf("w1's row moved:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// stopAndStart stops the worker's API server: it is not nominated (a Job that fits only
+// there fits nowhere, and is copied nowhere) and no other row of the fleet moves; once it
+// answers again the Job goes there, and big is still copied nowhere.
+func (b *dispatchBed) stopAndStart(t *testing.T, worker, other string, big *batchv1.Job) {
+	t.Helper()
+	b.waitRowFree(t, other, 0)
+	before := rowJSONOf(t, b.fleet(t), other)
+	if err := b.Workers[worker].StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	b.waitState(t, "w2", homelabv1.MemberUnreachable)
+	b.waitRows(t, 90*time.Second, map[string]string{worker: homelabv1.MemberUnreachable + "/" + homelabv1.ReasonConnectionFailed})
 	small := b.submit(t, "small", 1, 4)
-	wl = b.fitsNowhere(t, small, "w2: ")
-	if msg := gpuFitMessage(wl); !strings.Contains(msg, "w2: unreachable") && !strings.Contains(msg, "w2: MultiKueueCluster w2 is not Active") {
-		t.Errorf("while w2 is down the dispatcher says %q, want w2 unreachable or not Active", msg)
+	wl := b.fitsNowhere(t, small, worker+": ")
+	if msg := gpuFitMessage(wl); !strings.Contains(msg, worker+": unreachable") && !strings.Contains(msg, worker+": MultiKueueCluster "+worker+" is not Active") {
+		t.Errorf("while %s is down the dispatcher says %q, want it unreachable or not Active", worker, msg)
 	}
 	if on := b.copies(t, wl); len(on) != 0 {
-		t.Errorf("a Job sent while w2 was down was copied to %v", on)
+		t.Errorf("a Job sent while %s was down was copied to %v", worker, on)
 	}
-	if err := b.Workers["w2"].StartAPIServer(testContext(t)); err != nil {
+	if err := b.Workers[worker].StartAPIServer(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
-	b.waitReconnected(t, "w2")
-	if w := b.sentTo(t, small); w != "w2" {
-		t.Fatalf("a Job of 1 x 4 GPUs sent to %s, want w2 once it answers again", w)
+	b.waitReconnected(t, worker)
+	if w := b.sentTo(t, small); w != worker {
+		t.Fatalf("a Job of 1 x 4 GPUs sent to %s, want %s once it answers again", w, worker)
 	}
-	b.runsOn(t, "w2", small, 1)
+	b.runsOn(t, worker, small, 1)
+	if after := rowJSONOf(t, b.fleet(t), other); after != before {
+		t.Errorf("%s's row moved while %s was away:\n%s\nwas\n%s", other, worker, after, before)
+	}
 	if on := b.copies(t, b.fitsNowhere(t, big)); len(on) != 0 {
 		t.Errorf("the Job that fits nowhere was copied to %v in the end", on)
 	}
 }
 
-// waitFree waits until the dispatcher's view of the worker shows free GPUs of H100.
-func (b *dispatchBed) waitFree(t *testing.T, worker string, free int32) {
+// waitRowFree waits until the fleet's row name shows free GPUs.
+func (b *dispatchBed) waitRowFree(t *testing.T, name string, free int32) {
 	t.Helper()
-	eventually(t, 60*time.Second, worker+"'s inventory read with "+fmt.Sprint(free)+" free H100 GPUs", func() error {
-		m, _ := b.members.Member(worker)
-		if m.State != homelabv1.MemberReachable || m.Status == nil {
-			return fmt.Errorf("state %s", m.State)
+	eventually(t, 60*time.Second, fmt.Sprintf("%s's row with %d free GPUs", name, free), func() error {
+		if r := fleetRow(b.fleet(t), name); r == nil || r.FreeGpus != free {
+			return fmt.Errorf("row %+v", r)
 		}
-		for _, model := range m.Status.Models {
-			if model.Product == h100Product && model.FreeGpus == free && len(model.FreeNodes) > 0 {
-				return nil
-			}
-		}
-		return fmt.Errorf("models %+v", m.Status.Models)
+		return nil
 	})
 }
 
 // waitReconnected waits until MultiKueue reaches the worker again (its reconnection backs
-// off from 5 seconds) and the dispatcher's view reads it.
+// off from 5 seconds) and the hub reads it.
 func (b *dispatchBed) waitReconnected(t *testing.T, worker string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -343,7 +325,7 @@ func (b *dispatchBed) waitReconnected(t *testing.T, worker string) {
 	}); err != nil {
 		t.Fatalf("MultiKueueCluster %s not Active again: %v", worker, err)
 	}
-	b.waitState(t, worker, homelabv1.MemberReachable)
+	b.waitRows(t, 60*time.Second, map[string]string{worker: homelabv1.MemberReachable})
 }
 
 func gpuFitMessage(wl *unstructured.Unstructured) string {
@@ -355,14 +337,4 @@ func gpuFitMessage(wl *unstructured.Unstructured) string {
 		}
 	}
 	return ""
-}
-
-func (b *dispatchBed) waitState(t *testing.T, worker, state string) {
-	t.Helper()
-	eventually(t, 60*time.Second, worker+" "+state, func() error {
-		if m, _ := b.members.Member(worker); m.State != state {
-			return errors.New(m.State)
-		}
-		return nil
-	})
 }

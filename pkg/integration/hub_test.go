@@ -43,7 +43,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	hubapp "github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-fleet-hub/app"
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
@@ -75,10 +74,7 @@ type fleetBed struct {
 	stopHub   func()
 }
 
-var (
-	profileGVR = v1alpha1.GroupVersion.WithResource("clusterprofiles")
-	mkcGVR     = memberwatch.MultiKueueClusterGVR
-)
+var mkcGVR = memberwatch.MultiKueueClusterGVR
 
 // startFleetBed starts the hub cluster and members, names w1 by a ClusterProfile (the
 // secretreader plugin's token Secret) and w2 by a MultiKueueCluster (a kubeconfig Secret),
@@ -86,34 +82,48 @@ var (
 func startFleetBed(t *testing.T, members ...string) *fleetBed {
 	t.Helper()
 	ctx := testContext(t)
-	b := &fleetBed{hub: startCluster(t), members: map[string]*cluster{}, tokens: map[string]string{}, cas: map[string][]byte{}, forbidden: &forbiddenRecorder{}}
-	b.dyn = dynamic.NewForConfigOrDie(b.hub.env.Config)
-	if err := b.hub.env.InstallKueueCRDs(ctx); err != nil {
+	hub := startCluster(t)
+	if err := hub.env.InstallKueueCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.hub.env.InstallClusterProfileCRDs(ctx); err != nil {
+	if err := hub.env.InstallClusterProfileCRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{kueueNamespace, profileNS} {
-		b.hub.ensureNamespace(t, ns)
+		hub.ensureNamespace(t, ns)
 	}
-	applyOverlay(t, b.hub, "resources: [%[1]s/hub]\ncomponents: [%[1]s/hub/multikueue]\n")
+	b := newFleetBed(t, hub, "resources: [%[1]s/hub]\ncomponents: [%[1]s/hub/multikueue]\n")
 	for _, name := range members {
 		b.startMember(t, name)
 	}
-	hubConfig, err := b.hub.env.ServiceAccountConfig(ctx, hubNamespace, "gpu-fleet-hub")
+	b.runHub(t, false)
+	b.createFleet(t, homelabv1.GpuFleetSpec{ClusterProfiles: &homelabv1.FleetClusterProfiles{Namespace: profileNS}, MultiKueue: &homelabv1.FleetMultiKueue{}})
+	return b
+}
+
+// newFleetBed is a bed whose hub cluster is hub, with the hub's RBAC from the kustomization
+// overlay (applyOverlay) and the hub ServiceAccount's config; no member yet.
+func newFleetBed(t *testing.T, hub *cluster, overlay string) *fleetBed {
+	t.Helper()
+	b := &fleetBed{hub: hub, dyn: dynamic.NewForConfigOrDie(hub.env.Config), members: map[string]*cluster{}, tokens: map[string]string{},
+		cas: map[string][]byte{}, forbidden: &forbiddenRecorder{}}
+	applyOverlay(t, hub, overlay)
+	hubConfig, err := hub.env.ServiceAccountConfig(testContext(t), hubNamespace, "gpu-fleet-hub")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.hubConfig = hubConfig
-	b.runHub(t)
+	return b
+}
+
+// createFleet creates the GpuFleet training once the hub has installed its CRD.
+func (b *fleetBed) createFleet(t *testing.T, spec homelabv1.GpuFleetSpec) {
+	t.Helper()
 	eventually(t, 30*time.Second, "the hub installs the GpuFleet CRD", func() error {
-		_, err := b.hub.gpu.HomelabV1().GpuFleets().Create(ctx, &homelabv1.GpuFleet{ObjectMeta: metav1.ObjectMeta{Name: testFleet},
-			Spec: homelabv1.GpuFleetSpec{ClusterProfiles: &homelabv1.FleetClusterProfiles{Namespace: profileNS}, MultiKueue: &homelabv1.FleetMultiKueue{}}},
+		_, err := b.hub.gpu.HomelabV1().GpuFleets().Create(testContext(t), &homelabv1.GpuFleet{ObjectMeta: metav1.ObjectMeta{Name: testFleet}, Spec: spec},
 			metav1.CreateOptions{})
 		return err
 	})
-	return b
 }
 
 // applyOverlay applies a kustomization (overlay, with %[1]s the path of manifests/) to c.
@@ -141,15 +151,22 @@ func applyOverlay(t *testing.T, c *cluster, overlay string) {
 }
 
 // startMember starts a member cluster on the hub's etcd with the home lab, the operator and
-// the member reader, and keeps the reader's token and the serving CA.
+// the member reader.
 func (b *fleetBed) startMember(t *testing.T, name string) {
 	t.Helper()
-	ctx := testContext(t)
 	c := startSharedCluster(t, b.hub, "/"+name)
 	c.loadHomeLab(t)
 	startOperator(t, c.env.Config, testOptions())
+	b.addMember(t, name, c)
+	c.waitTotals(t, homelabv1.DefaultInventoryName, totals{Nodes: 4, Gpus: 1})
+}
+
+// addMember makes c the member name: the member reader (manifests/hub/member) on it, whose
+// token the bed keeps with c's serving CA.
+func (b *fleetBed) addMember(t *testing.T, name string, c *cluster) {
+	t.Helper()
 	applyOverlay(t, c, "resources: [%s/hub/member]\n")
-	reader, err := c.env.ServiceAccountConfig(ctx, operatorNamespace, readerAccount)
+	reader, err := c.env.ServiceAccountConfig(testContext(t), operatorNamespace, readerAccount)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +175,11 @@ func (b *fleetBed) startMember(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	b.members[name], b.tokens[name], b.cas[name] = c, reader.BearerToken, ca
-	c.waitTotals(t, homelabv1.DefaultInventoryName, totals{Nodes: 4, Gpus: 1})
 }
 
 // runHub runs the hub in the test process as its ServiceAccount, with the secretreader
-// plugin of its binary as the access provider.
-func (b *fleetBed) runHub(t *testing.T) {
+// plugin of its binary as the access provider; with dispatch, as MultiKueue's dispatcher.
+func (b *fleetBed) runHub(t *testing.T, dispatch bool) {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "hub-kubeconfig")
@@ -180,7 +196,7 @@ func (b *fleetBed) runHub(t *testing.T) {
 	opts := hubapp.NewOptions()
 	opts.Namespace, opts.ClusterProfileProviderFile, opts.MemberMaxObjectBytes = hubNamespace, providerFile, memberMaxObject
 	opts.MetricsAddress, opts.HealthAddress, opts.LeaderElect = "127.0.0.1:0", "127.0.0.1:0", true
-	opts.MemberListTimeout = 5 * time.Second
+	opts.Dispatch, opts.MemberListTimeout = dispatch, 5*time.Second
 	opts.MemberBackoff = &wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 1000, Cap: 2 * time.Second}
 	h, err := hubapp.NewForConfig(opts, b.forbidden.wrap(b.hubConfig), hubNamespace)
 	if err != nil {
@@ -208,25 +224,10 @@ func (b *fleetBed) runHub(t *testing.T) {
 // secretreader, with a token Secret of the hub (clusterName: name); no token: no Secret.
 func (b *fleetBed) profile(t *testing.T, name, server string, ca []byte, token string) {
 	t.Helper()
-	ctx := testContext(t)
 	if token != "" {
 		b.secret(t, hubNamespace, name, map[string][]byte{"token": []byte(token)})
 	}
-	cp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ClusterProfile",
-		"metadata": map[string]any{"namespace": profileNS, "name": name},
-		"spec":     map[string]any{"displayName": name, "clusterManager": map[string]any{"name": "test"}}}}
-	created, err := b.dyn.Resource(profileGVR).Namespace(profileNS).Create(ctx, cp, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers := []any{}
-	if server != "" {
-		providers = append(providers, map[string]any{"name": member.SecretReaderProvider, "cluster": map[string]any{
-			"server": server, "certificate-authority-data": ca,
-			"extensions": []any{map[string]any{"name": "client.authentication.k8s.io/exec", "extension": map[string]any{"clusterName": name}}}}})
-	}
-	created.Object["status"] = map[string]any{"accessProviders": providers}
-	if _, err := b.dyn.Resource(profileGVR).Namespace(profileNS).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	if err := testenv.CreateClusterProfile(testContext(t), b.hub.env.Config, profileNS, name, nil, server, ca); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -61,9 +61,15 @@ func (c *cluster) removeLabels(t *testing.T, name string, keys ...string) {
 // waitEvent waits for an event with reason on the GpuInventory named name.
 func (c *cluster) waitEvent(t *testing.T, name, reason string) corev1.Event {
 	t.Helper()
+	return c.waitEventIn(t, "default", name, reason)
+}
+
+// waitEventIn waits for an event in namespace with reason on the object named name.
+func (c *cluster) waitEventIn(t *testing.T, namespace, name, reason string) corev1.Event {
+	t.Helper()
 	var found corev1.Event
 	eventually(t, 20*time.Second, "event "+reason, func() error {
-		list, err := c.kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+		list, err := c.kube.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{
 			FieldSelector: fields.Set{"involvedObject.name": name, "reason": reason}.String(),
 		})
 		if err != nil {

@@ -25,8 +25,14 @@ import (
 	"strings"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
 )
 
 // ServingCA is what the API server's serving certificate verifies against: the PEM of the
@@ -69,6 +75,40 @@ func (e *Env) InstallClusterProfileCRDs(ctx context.Context) error {
 		if err := crd.WaitEstablished(ctx, apiext.ApiextensionsV1().CustomResourceDefinitions(), c.GetName(), e.startTimeout); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ClusterProfilesResource is cluster-inventory-api's ClusterProfile (namespaced).
+var ClusterProfilesResource = v1alpha1.GroupVersion.WithResource("clusterprofiles")
+
+// CreateClusterProfile creates the ClusterProfile namespace/name of the cluster at server,
+// with labels, and sets its status as a cluster manager would: one access provider,
+// secretreader, with the server, ca as certificate-authority-data, and the exec extension's
+// clusterName name (the token Secret the plugin reads is named so). No server: no provider.
+func CreateClusterProfile(ctx context.Context, cfg *rest.Config, namespace, name string, labels map[string]string, server string, ca []byte) error {
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	profiles := client.Resource(ClusterProfilesResource).Namespace(namespace)
+	cp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "ClusterProfile",
+		"metadata": map[string]any{"namespace": namespace, "name": name},
+		"spec":     map[string]any{"displayName": name, "clusterManager": map[string]any{"name": "testenv"}}}}
+	cp.SetLabels(labels)
+	created, err := profiles.Create(ctx, cp, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create ClusterProfile %s/%s: %w", namespace, name, err)
+	}
+	providers := []any{}
+	if server != "" {
+		providers = append(providers, map[string]any{"name": member.SecretReaderProvider, "cluster": map[string]any{
+			"server": server, "certificate-authority-data": ca,
+			"extensions": []any{map[string]any{"name": "client.authentication.k8s.io/exec", "extension": map[string]any{"clusterName": name}}}}})
+	}
+	created.Object["status"] = map[string]any{"accessProviders": providers}
+	if _, err := profiles.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set the access providers of ClusterProfile %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

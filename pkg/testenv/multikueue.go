@@ -19,6 +19,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -31,6 +32,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
 )
 
 // MultiKueue's kinds on a manager (cluster-scoped).
@@ -79,6 +82,18 @@ type MultiKueueOptions struct {
 	WorkerQuotas  []KueueQuota
 	// ManagerQuotas are the manager's ClusterQueue, on its flavor "default" (Flavor unused).
 	ManagerQuotas []KueueQuota
+	// SecretReader, when set, is the command line of a credential plugin with the protocol
+	// of cluster-inventory-api's plugins/secretreader that takes --kubeconfig and --namespace
+	// (`gpu-fleet-hub secretreader`). The manager then serves ClusterProfiles: their CRD,
+	// Kueue's MultiKueueClusterProfile gate and the provider "secretreader" in its
+	// Configuration, run as the manager's admin user on Kueue's namespace. Every worker gets a
+	// ClusterProfile in Kueue's namespace (CreateClusterProfile) and the token Secret
+	// MultiKueue reads for it there (the worker's admin token).
+	SecretReader []string
+	// ThroughProfiles are the workers whose MultiKueueCluster names their ClusterProfile
+	// (clusterSource.clusterProfileRef; needs SecretReader); the others' name a kubeconfig
+	// Secret.
+	ThroughProfiles []string
 }
 
 // MultiKueue is a manager and its workers: MultiKueue on the manager sends Workloads to the
@@ -91,7 +106,8 @@ type MultiKueue struct {
 
 // StartMultiKueue starts the workers (each StartSchedulingWithKueue) and the manager
 // (Kueue with MultiKueue and opts.DispatcherName, no scheduler), and connects them: a
-// kubeconfig Secret and a MultiKueueCluster per worker, a MultiKueueConfig and an
+// MultiKueueCluster per worker, through a kubeconfig Secret or a ClusterProfile
+// (opts.SecretReader, opts.ThroughProfiles), a MultiKueueConfig and an
 // AdmissionCheck both named MultiKueueCheck, the queues on every cluster. It returns once
 // the AdmissionCheck and every MultiKueueCluster are Active. Stop stops it all.
 func StartMultiKueue(ctx context.Context, opts MultiKueueOptions) (m *MultiKueue, err error) {
@@ -120,8 +136,11 @@ func StartMultiKueue(ctx context.Context, opts MultiKueueOptions) (m *MultiKueue
 	}
 	wg.Go(func() {
 		env, err := Start(ctx, Options{})
+		if err == nil && opts.SecretReader != nil {
+			err = env.InstallClusterProfileCRDs(ctx) // before Kueue, which reads them only if served at its start
+		}
 		if err == nil {
-			err = env.StartKueue(ctx, KueueOptions{MultiKueue: map[string]any{"dispatcherName": opts.DispatcherName}})
+			err = env.StartKueue(ctx, m.managerKueue(env))
 		}
 		m.Manager, errs[len(opts.Workers)] = env, err
 	})
@@ -149,6 +168,20 @@ func (m *MultiKueue) clusterName(i int) string {
 	return "the manager"
 }
 
+// managerKueue is the manager's Kueue: MultiKueue with the dispatcher, and with
+// SecretReader the ClusterProfiles' credentials through it.
+func (m *MultiKueue) managerKueue(manager *Env) KueueOptions {
+	multiKueue := map[string]any{"dispatcherName": m.opts.DispatcherName}
+	if m.opts.SecretReader == nil {
+		return KueueOptions{MultiKueue: multiKueue}
+	}
+	args := append(slices.Clone(m.opts.SecretReader[1:]), "--kubeconfig="+manager.KubeconfigPath(), "--namespace="+KueueNamespace)
+	multiKueue["clusterProfile"] = map[string]any{"credentialsProviders": []any{map[string]any{"name": member.SecretReaderProvider,
+		"execConfig": map[string]any{"apiVersion": "client.authentication.k8s.io/v1", "command": m.opts.SecretReader[0], "args": args,
+			"provideClusterInfo": true, "interactiveMode": "Never"}}}}
+	return KueueOptions{MultiKueue: multiKueue, FeatureGates: map[string]bool{"MultiKueueClusterProfile": true}}
+}
+
 // setUpWorker makes the namespace, flavors and queues on a worker.
 func (m *MultiKueue) setUpWorker(ctx context.Context, w *Env) error {
 	if err := ensureNamespaces(ctx, w, m.opts.Namespace); err != nil {
@@ -174,17 +207,11 @@ func (m *MultiKueue) setUpManager(ctx context.Context) error {
 	}
 	var objs []*unstructured.Unstructured
 	for _, name := range m.opts.Workers {
-		kubeconfig, err := m.Workers[name].VerifiedKubeconfig()
+		source, err := m.connect(ctx, kube, name)
 		if err != nil {
-			return err
+			return fmt.Errorf("connect worker %s: %w", name, err)
 		}
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KueueNamespace, Name: name + "-kubeconfig"},
-			Data: map[string][]byte{"kubeconfig": kubeconfig}}
-		if _, err := kube.CoreV1().Secrets(KueueNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create the kubeconfig Secret of %s: %w", name, err)
-		}
-		objs = append(objs, kueueObject("MultiKueueCluster", "", name, map[string]any{"clusterSource": map[string]any{
-			"kubeConfig": map[string]any{"locationType": "Secret", "location": secret.Name}}}))
+		objs = append(objs, kueueObject("MultiKueueCluster", "", name, map[string]any{"clusterSource": source}))
 	}
 	objs = append(objs, m.managerQueues()...)
 	if _, err := ApplyObjects(ctx, m.Manager.Config, "testenv", objs); err != nil {
@@ -199,6 +226,45 @@ func (m *MultiKueue) setUpManager(ctx context.Context) error {
 		return err
 	}
 	return waitActive(ctx, m.Manager, ClusterQueuesResource, m.opts.Queue)
+}
+
+// connect makes what the manager reaches worker name with (its ClusterProfile and token
+// Secret with SecretReader, else or beside them a kubeconfig Secret), and returns the
+// clusterSource of its MultiKueueCluster.
+func (m *MultiKueue) connect(ctx context.Context, kube kubernetes.Interface, name string) (map[string]any, error) {
+	w := m.Workers[name]
+	if m.opts.SecretReader != nil {
+		ca, err := w.ServingCA()
+		if err != nil {
+			return nil, err
+		}
+		if err := createSecret(ctx, kube, name, "token", []byte(w.Config.BearerToken)); err != nil {
+			return nil, err
+		}
+		if err := CreateClusterProfile(ctx, m.Manager.Config, KueueNamespace, name, nil, w.Config.Host, ca); err != nil {
+			return nil, err
+		}
+		if slices.Contains(m.opts.ThroughProfiles, name) {
+			return map[string]any{"clusterProfileRef": map[string]any{"name": name}}, nil
+		}
+	}
+	kubeconfig, err := w.VerifiedKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := createSecret(ctx, kube, name+"-kubeconfig", "kubeconfig", kubeconfig); err != nil {
+		return nil, err
+	}
+	return map[string]any{"kubeConfig": map[string]any{"locationType": "Secret", "location": name + "-kubeconfig"}}, nil
+}
+
+// createSecret creates the Secret name of Kueue's namespace holding value under key.
+func createSecret(ctx context.Context, kube kubernetes.Interface, name, key string, value []byte) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KueueNamespace, Name: name}, Data: map[string][]byte{key: value}}
+	if _, err := kube.CoreV1().Secrets(KueueNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create Secret %s/%s: %w", KueueNamespace, name, err)
+	}
+	return nil
 }
 
 // managerQueues are the MultiKueueConfig, the AdmissionCheck, the flavor and the queues of

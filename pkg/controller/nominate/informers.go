@@ -97,8 +97,9 @@ func (k *KueueObjects) Informer(gvr schema.GroupVersionResource) cache.SharedInd
 			return client.Watch(ctx, opts)
 		},
 	}
-	i := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	// The client, not the resource, says whether it serves watch lists (a fake does not).
+	i := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, k.client), &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, ObjectDescription: gvr.String()})
 	_ = i.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)

@@ -94,6 +94,14 @@ type Members interface {
 	Member(multiKueueCluster string) (Member, bool)
 }
 
+// InformerFunc is Informers of a function.
+type InformerFunc func(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+
+// Informer is f(gvr).
+func (f InformerFunc) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	return f(gvr)
+}
+
 // Options configure the controller.
 type Options struct {
 	// Client reaches the manager: Workloads' status is applied through it.
@@ -121,7 +129,7 @@ type Options struct {
 
 func (o *Options) defaults() error {
 	if o.Client == nil || o.Informers == nil || o.Members == nil {
-		return fmt.Errorf("nominate: a client, an informer factory and a member view are required")
+		return fmt.Errorf("nominate: a client, informers and a member view are required")
 	}
 	if o.Nominations <= 0 {
 		o.Nominations = 1
