@@ -36,7 +36,7 @@ RELEASE_DIR   := $(BIN)/release
 RELEASE_IMAGE ?= gpu-inventory-operator:$(VERSION)
 
 .PHONY: release
-release: ## Release VERSION (a v-tag) into bin/release: tar.gz of both binaries (+LICENSE, README.md) for linux and darwin amd64/arm64 and windows/amd64, SHA256SUMS, the krew manifest gpuinv.yaml, the operator's linux/amd64+arm64 image index as an oci-archive (skopeo copy oci-archive:, podman load, docker load with the containerd store) and in bin/release-oci as an OCI layout (crane push); checked after writing.
+release: ## Release VERSION (a v-tag) into bin/release: tar.gz of each binary (+LICENSE, README.md) for linux and darwin amd64/arm64 and windows/amd64 (the fleet hub: linux and darwin only), SHA256SUMS, the krew manifest gpuinv.yaml, the operator's linux/amd64+arm64 image index (the hub inside too) as an oci-archive (skopeo copy oci-archive:, podman load, docker load with the containerd store) and in bin/release-oci as an OCI layout (crane push); checked after writing.
 	rm -rf $(RELEASE_DIR) $(BIN)/release-oci
 	$(GO) run ./hack/release --version '$(VERSION)' --ldflags '-s -w $(LDFLAGS)' --date '$(BUILD_DATE)' --image '$(RELEASE_IMAGE)' --go '$(GO)' --output $(RELEASE_DIR) --oci-layout $(BIN)/release-oci
 
