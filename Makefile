@@ -11,8 +11,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/gpu-inventory-operator and the kubectl plugin bin/kubectl-gpuinv.
+build: ## Build bin/gpu-inventory-operator, the fleet hub bin/gpu-fleet-hub and the kubectl plugin bin/kubectl-gpuinv.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-fleet-hub ./cmd/gpu-fleet-hub
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-gpuinv ./cmd/kubectl-gpuinv
 
 ARCH      ?= $(shell $(GO) env GOARCH)
@@ -21,21 +22,21 @@ IMAGE     ?= gpu-inventory-operator:dev
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 # The commit's time, so that a rebuild of the same commit is the same binary.
 BUILD_DATE ?= $(shell git show -s --format=%cI HEAD 2>/dev/null)
-# What both binaries report in --version.
+# What the binaries report in --version.
 LDFLAGS   := -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.version=$(VERSION) \
              -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.commit=$(COMMIT) \
              -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.buildDate=$(BUILD_DATE)
 
 .PHONY: image
-image: ## Build the container image as bin/gpu-inventory-operator-image.tar without a daemon (ARCH, IMAGE); docker/podman load it.
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/linux-$(ARCH)/gpu-inventory-operator ./cmd/gpu-inventory-operator
-	$(GO) run ./hack/image --binary $(BIN)/linux-$(ARCH)/gpu-inventory-operator --arch $(ARCH) --version $(VERSION) --tag $(IMAGE) --output $(BIN)/gpu-inventory-operator-image.tar
+image: ## Build the container image (the operator, its entrypoint, and /gpu-fleet-hub) as bin/gpu-inventory-operator-image.tar without a daemon (ARCH, IMAGE); docker/podman load it.
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/linux-$(ARCH)/ ./cmd/gpu-inventory-operator ./cmd/gpu-fleet-hub
+	$(GO) run ./hack/image --binary $(BIN)/linux-$(ARCH)/gpu-inventory-operator --extra-binary $(BIN)/linux-$(ARCH)/gpu-fleet-hub --arch $(ARCH) --version $(VERSION) --tag $(IMAGE) --output $(BIN)/gpu-inventory-operator-image.tar
 
 RELEASE_DIR   := $(BIN)/release
 RELEASE_IMAGE ?= gpu-inventory-operator:$(VERSION)
 
 .PHONY: release
-release: ## Release VERSION (a v-tag) into bin/release: tar.gz of both binaries (+LICENSE, README.md) for linux and darwin amd64/arm64 and windows/amd64, SHA256SUMS, the krew manifest gpuinv.yaml, the operator's linux/amd64+arm64 image index as an oci-archive (skopeo copy oci-archive:, podman load, docker load with the containerd store) and in bin/release-oci as an OCI layout (crane push); checked after writing.
+release: ## Release VERSION (a v-tag) into bin/release: tar.gz of each binary (+LICENSE, README.md) for linux and darwin amd64/arm64 and windows/amd64 (the fleet hub: linux and darwin only), SHA256SUMS, the krew manifest gpuinv.yaml, the operator's linux/amd64+arm64 image index (the hub inside too) as an oci-archive (skopeo copy oci-archive:, podman load, docker load with the containerd store) and in bin/release-oci as an OCI layout (crane push); checked after writing.
 	rm -rf $(RELEASE_DIR) $(BIN)/release-oci
 	$(GO) run ./hack/release --version '$(VERSION)' --ldflags '-s -w $(LDFLAGS)' --date '$(BUILD_DATE)' --image '$(RELEASE_IMAGE)' --go '$(GO)' --output $(RELEASE_DIR) --oci-layout $(BIN)/release-oci
 

@@ -38,18 +38,23 @@ import (
 )
 
 // The tarball `make image` writes, loaded back: entrypoint, non-root user matching the
-// Deployment, nothing but the static binary and the user database, and a binary that runs
-// with no shell or libc around it.
+// Deployment, nothing but the static binaries (the operator and the fleet hub) and the user
+// database, and binaries that run with no shell or libc around them.
 func TestImageTarball(t *testing.T) {
 	dir := t.TempDir()
-	binary := filepath.Join(dir, "gpu-inventory-operator")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", binary, "../../cmd/gpu-inventory-operator")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+string(filepath.Separator), "../../cmd/gpu-inventory-operator", "../../cmd/gpu-fleet-hub")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	output := filepath.Join(dir, "image.tar")
-	spec := operatorimage.Spec{Binary: binary, Arch: runtime.GOARCH, Version: "test", Created: time.Unix(0, 0).UTC()}
+	spec := operatorimage.Spec{
+		Binary:  filepath.Join(dir, "gpu-inventory-operator"),
+		Extra:   []string{filepath.Join(dir, "gpu-fleet-hub")},
+		Arch:    runtime.GOARCH,
+		Version: "test",
+		Created: time.Unix(0, 0).UTC(),
+	}
 	if err := run([]operatorimage.Spec{spec}, "gpu-inventory-operator:test", outputs{tarball: output}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func TestImageTarball(t *testing.T) {
 	}
 	defer rc.Close()
 	var files []string
-	var inImage []byte
+	inImage := map[string][]byte{}
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
@@ -120,47 +125,48 @@ func TestImageTarball(t *testing.T) {
 			t.Fatal(err)
 		}
 		files = append(files, h.Name)
-		if h.Name == "gpu-inventory-operator" {
+		if !strings.HasPrefix(h.Name, "etc/") {
 			if h.Mode&0o111 == 0 {
-				t.Errorf("the binary's mode is %o, not executable", h.Mode)
+				t.Errorf("%s's mode is %o, not executable", h.Name, h.Mode)
 			}
-			if inImage, err = io.ReadAll(tr); err != nil {
+			if inImage[h.Name], err = io.ReadAll(tr); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if want := []string{"etc/", "etc/passwd", "etc/group", "gpu-inventory-operator"}; !slices.Equal(files, want) {
+	if want := []string{"etc/", "etc/passwd", "etc/group", "gpu-fleet-hub", "gpu-inventory-operator"}; !slices.Equal(files, want) {
 		t.Errorf("layer holds %q, want %q", files, want)
 	}
 
-	extracted := filepath.Join(dir, "extracted")
-	if err := os.WriteFile(extracted, inImage, 0o755); err != nil {
+	// The hub's Deployment runs the operator's image with the hub's binary as its command.
+	hub, err := os.ReadFile("../../manifests/hub/deployment.yaml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := elf.Open(extracted)
-	if err != nil {
-		t.Fatalf("the image's binary is not an ELF file: %v", err)
+	var h struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Command []string `json:"command"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
 	}
-	defer exe.Close()
-	for _, p := range exe.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Error("the binary needs a dynamic loader; the image has none")
-		}
+	if err := yaml.Unmarshal(bytes.SplitN(hub, []byte("\n---"), 2)[0], &h); err != nil {
+		t.Fatal(err)
 	}
-	if libs, _ := exe.ImportedLibraries(); len(libs) > 0 {
-		t.Errorf("the binary links %v; the image has no libc", libs)
-	}
-	if runtime.GOOS == "linux" {
-		// Run as the entrypoint would: directly, with an empty environment and no shell.
-		cmd := exec.Command(extracted, "--help")
-		cmd.Env = []string{}
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "-leader-elect") {
-			t.Errorf("the image's binary --help: %v\n%s", err, out)
-		}
+	if cs := h.Spec.Template.Spec.Containers; len(cs) == 0 || len(cs[0].Command) == 0 || inImage[strings.TrimPrefix(cs[0].Command[0], "/")] == nil {
+		t.Errorf("manifests/hub/deployment.yaml runs %+v, which is not a binary in the image", cs)
 	}
 
-	// Reproducible: the same binary gives the same image, and the tarball holds it.
+	// Each binary, with what its --help says.
+	for bin, help := range map[string]string{"gpu-inventory-operator": "-leader-elect", "gpu-fleet-hub": "--clusterprofile-provider-file"} {
+		checkStaticBinary(t, filepath.Join(dir, "extracted-"+bin), inImage[bin], help)
+	}
+
+	// Reproducible: the same binaries give the same image, and the tarball holds it.
 	first, err := operatorimage.Build(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -172,11 +178,43 @@ func TestImageTarball(t *testing.T) {
 	d1, _ := first.Digest()
 	d2, _ := second.Digest()
 	if d1 != d2 {
-		t.Errorf("two builds of the same binary differ: %s, %s", d1, d2)
+		t.Errorf("two builds of the same binaries differ: %s, %s", d1, d2)
 	}
 	c1, _ := first.ConfigName()
 	loaded, _ := img.ConfigName()
 	if c1 != loaded {
 		t.Errorf("the tarball's config %s is not the built image's %s", loaded, c1)
+	}
+}
+
+// checkStaticBinary writes data to file and checks that it is a static ELF executable that
+// prints help (on --help) when run as an entrypoint is: directly, with no environment.
+func checkStaticBinary(t *testing.T, file string, data []byte, help string) {
+	t.Helper()
+	name := filepath.Base(file)
+	if err := os.WriteFile(file, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := elf.Open(file)
+	if err != nil {
+		t.Errorf("the image's %s is not an ELF file: %v", name, err)
+		return
+	}
+	defer exe.Close()
+	for _, p := range exe.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("the image's %s needs a dynamic loader; the image has none", name)
+		}
+	}
+	if libs, _ := exe.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the image's %s links %v; the image has no libc", name, libs)
+	}
+	if runtime.GOOS == "linux" {
+		cmd := exec.Command(file, "--help")
+		cmd.Env = []string{}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), help) {
+			t.Errorf("the image's %s --help: %v\n%s", name, err, out)
+		}
 	}
 }

@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Command image builds the operator's container image without a container daemon (package
-// operatorimage): for one architecture, an image tarball that `docker load`, `podman load`,
+// operatorimage): the entrypoint binary (--binary) and any others (--extra-binary, the fleet
+// hub in `make image`) side by side in /. For one architecture, an image tarball that `docker load`, `podman load`,
 // `kind load image-archive` and `crane push` accept; for several (--arch amd64,arm64), a
 // multi-architecture OCI image index, written as an OCI layout directory (--oci-layout) or
 // an oci-archive tarball (--oci-archive). `make image` runs it; hack/image/Dockerfile is the
@@ -46,9 +47,14 @@ type outputs struct {
 
 func main() {
 	var arches, binaries, version, tag string
+	var extra []string
 	var out outputs
-	flag.StringVar(&binaries, "binary", "bin/linux-amd64/gpu-inventory-operator", "static linux binary to put in the image; with several --arch, a comma-separated list in the same order")
-	flag.StringVar(&arches, "arch", "amd64", "GOARCH the binary was built for; a comma-separated list (amd64,arm64) builds a multi-architecture image index")
+	flag.StringVar(&binaries, "binary", "bin/linux-amd64/gpu-inventory-operator", "static linux binary to put in the image as /<its name>, the entrypoint; with several --arch, a comma-separated list in the same order")
+	flag.Func("extra-binary", "`path` of another static linux binary to put in the image as /<its name> beside the entrypoint (repeat for more); with several --arch, a comma-separated list in the same order", func(v string) error {
+		extra = append(extra, v)
+		return nil
+	})
+	flag.StringVar(&arches, "arch", "amd64", "GOARCH the binaries were built for; a comma-separated list (amd64,arm64) builds a multi-architecture image index")
 	flag.StringVar(&version, "version", "dev", "image version label")
 	flag.StringVar(&tag, "tag", "gpu-inventory-operator:dev", "image reference recorded in the output")
 	flag.StringVar(&out.tarball, "output", "bin/gpu-inventory-operator-image.tar", "image tarball to write (one --arch only; docker/podman load it)")
@@ -62,7 +68,7 @@ func main() {
 		out.tarball = ""
 	}
 
-	specs, err := specsFor(strings.Split(arches, ","), strings.Split(binaries, ","), version)
+	specs, err := specsFor(strings.Split(arches, ","), strings.Split(binaries, ","), extra, version)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "image: %v\n", err)
 		os.Exit(2)
@@ -86,13 +92,24 @@ func main() {
 	}
 }
 
-func specsFor(arches, binaries []string, version string) ([]operatorimage.Spec, error) {
+// specsFor pairs each architecture with its binaries: the i-th of --binary's list and of
+// each --extra-binary's list are for the i-th architecture.
+func specsFor(arches, binaries, extra []string, version string) ([]operatorimage.Spec, error) {
 	if len(arches) != len(binaries) {
 		return nil, fmt.Errorf("%d architectures (--arch) and %d binaries (--binary): give one binary per architecture", len(arches), len(binaries))
 	}
 	specs := make([]operatorimage.Spec, len(arches))
 	for i := range arches {
 		specs[i] = operatorimage.Spec{Binary: binaries[i], Arch: arches[i], Version: version}
+	}
+	for _, list := range extra {
+		perArch := strings.Split(list, ",")
+		if len(perArch) != len(arches) {
+			return nil, fmt.Errorf("%d architectures (--arch) and %d binaries in --extra-binary %q: give one binary per architecture", len(arches), len(perArch), list)
+		}
+		for i, bin := range perArch {
+			specs[i].Extra = append(specs[i].Extra, bin)
+		}
 	}
 	return specs, nil
 }

@@ -40,6 +40,8 @@ func TestConfigCheck(t *testing.T) {
 		{"no date", func(c *Config) { c.Date = time.Time{} }, "no date"},
 		{"image of an architecture not built", func(c *Config) { c.ImageArches = []string{"amd64", "s390x"} }, "linux/s390x"},
 		{"krew command not built", func(c *Config) { c.KrewCommand = "kubectl-other" }, `"kubectl-other" is not among`},
+		{"image command not built", func(c *Config) { c.ImageExtra = []string{"gpu-other"} }, `"gpu-other" is not among`},
+		{"image command not built for linux", func(c *Config) { c.Commands[1].OSes = []string{"darwin"} }, "gpu-fleet-hub for linux/amd64"},
 		{"platform twice", func(c *Config) { c.Platforms = append(c.Platforms, Platform{"linux", "amd64"}) }, "twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Command release writes a release's assets into one directory: a tar.gz archive of each
-// binary for each platform (the binary, LICENSE and README.md), the operator's
-// multi-architecture container image as an oci-archive (and, with --oci-layout, as an OCI
+// binary for each platform it is released for (the binary, LICENSE and README.md; the fleet
+// hub, a server, for linux and darwin only), the operator's multi-architecture container
+// image, which holds the fleet hub too, as an oci-archive (and, with --oci-layout, as an OCI
 // layout directory), the krew manifest rendered from hack/krew/gpuinv.yaml with the
 // archives' sums, and SHA256SUMS. Everything is reproducible from the commit: the binaries
 // are built with -trimpath and the given -ldflags, and archive mtimes and the image's
@@ -38,10 +39,12 @@ func main() {
 	c := Config{
 		Commands: []Command{
 			{Name: "gpu-inventory-operator", Package: "./cmd/gpu-inventory-operator"},
+			{Name: "gpu-fleet-hub", Package: "./cmd/gpu-fleet-hub", OSes: []string{"linux", "darwin"}},
 			{Name: "kubectl-gpuinv", Package: "./cmd/kubectl-gpuinv"},
 		},
 		KrewCommand:  "kubectl-gpuinv",
 		ImageCommand: "gpu-inventory-operator",
+		ImageExtra:   []string{"gpu-fleet-hub"},
 	}
 	var date, platforms, arches, files string
 	flag.StringVar(&c.Version, "version", "", "release version, v-prefixed semantic version (v0.1.0)")

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,8 +54,14 @@ func ParsePlatforms(s string) ([]Platform, error) {
 
 // Command is a main package released as a binary.
 type Command struct {
-	Name    string // the binary's name, without .exe
-	Package string // what go build builds, e.g. ./cmd/kubectl-gpuinv
+	Name    string   // the binary's name, without .exe
+	Package string   // what go build builds, e.g. ./cmd/kubectl-gpuinv
+	OSes    []string // the GOOSes it is released for; empty: every platform's
+}
+
+// BuiltFor says whether cmd is released for p.
+func (cmd Command) BuiltFor(p Platform) bool {
+	return len(cmd.OSes) == 0 || slices.Contains(cmd.OSes, p.OS)
 }
 
 // Config is one release.
@@ -71,6 +78,7 @@ type Config struct {
 	KrewCommand  string
 
 	ImageCommand string   // the command the container image runs
+	ImageExtra   []string // more commands in the image, each at /<name> beside ImageCommand
 	ImageArches  []string // linux architectures of the image index
 	ImageRef     string   // recorded in the image's OCI layout
 
@@ -123,12 +131,12 @@ func (c Config) Check() error {
 		}
 		has[p] = true
 	}
-	commands := map[string]bool{}
+	commands := map[string]Command{}
 	for _, cmd := range c.Commands {
-		commands[cmd.Name] = true
+		commands[cmd.Name] = cmd
 	}
-	for _, cmd := range []string{c.KrewCommand, c.ImageCommand} {
-		if !commands[cmd] {
+	for _, cmd := range append([]string{c.KrewCommand}, c.ImageCommands()...) {
+		if _, ok := commands[cmd]; !ok {
 			return fmt.Errorf("command %q is not among those built", cmd)
 		}
 	}
@@ -136,11 +144,32 @@ func (c Config) Check() error {
 		if !has[Platform{"linux", arch}] {
 			return fmt.Errorf("the image needs linux/%s, which is not among the platforms built", arch)
 		}
+		for _, cmd := range c.ImageCommands() {
+			if !commands[cmd].BuiltFor(Platform{"linux", arch}) {
+				return fmt.Errorf("the image needs %s for linux/%s, which it is not built for", cmd, arch)
+			}
+		}
 	}
 	if _, err := name.NewTag(c.ImageRef); err != nil {
 		return fmt.Errorf("image reference %q: %w", c.ImageRef, err)
 	}
 	return nil
+}
+
+// ImageCommands are the commands in the container image, its entrypoint first.
+func (c Config) ImageCommands() []string {
+	return append([]string{c.ImageCommand}, c.ImageExtra...)
+}
+
+// CommandsFor are the commands released for p.
+func (c Config) CommandsFor(p Platform) []Command {
+	var cmds []Command
+	for _, cmd := range c.Commands {
+		if cmd.BuiltFor(p) {
+			cmds = append(cmds, cmd)
+		}
+	}
+	return cmds
 }
 
 // Run builds every command for every platform, writes their archives, the container image
@@ -183,17 +212,17 @@ func Run(ctx context.Context, c Config) error {
 	return Verify(c)
 }
 
-// buildPlatform builds every command for p into dir and writes their archives into
+// buildPlatform builds every command released for p into dir and writes their archives into
 // c.Output; it returns the archives' names.
 func buildPlatform(ctx context.Context, c Config, p Platform, dir string) ([]string, error) {
-	for _, cmd := range c.Commands {
+	for _, cmd := range c.CommandsFor(p) {
 		logf("build %s for %s", cmd.Name, p)
 		if err := Build(ctx, c.Go, cmd.Package, p, c.LDFlags, filepath.Join(dir, BinaryName(cmd.Name, p))); err != nil {
 			return nil, err
 		}
 	}
 	var archives []string
-	for _, cmd := range c.Commands {
+	for _, cmd := range c.CommandsFor(p) {
 		archive := ArchiveName(cmd.Name, c.Version, p)
 		files := []ArchiveFile{{Name: BinaryName(cmd.Name, p), Source: filepath.Join(dir, BinaryName(cmd.Name, p)), Mode: 0o755}}
 		for _, f := range c.Files {
@@ -207,19 +236,24 @@ func buildPlatform(ctx context.Context, c Config, p Platform, dir string) ([]str
 	return archives, nil
 }
 
-// writeImage writes the image index of c.ImageCommand built for c.ImageArches (binaries
+// writeImage writes the image index of c.ImageCommands built for c.ImageArches (binaries
 // says where each platform's binaries are) as an OCI layout (c.OCILayout, or one in work)
 // and as an oci-archive in c.Output; it returns the archive's name.
 func writeImage(c Config, binaries map[Platform]string, work string) (string, error) {
 	logf("image index for linux/%s", strings.Join(c.ImageArches, ", linux/"))
 	var specs []operatorimage.Spec
 	for _, arch := range c.ImageArches {
-		specs = append(specs, operatorimage.Spec{
-			Binary:  filepath.Join(binaries[Platform{"linux", arch}], c.ImageCommand),
+		dir := binaries[Platform{"linux", arch}]
+		spec := operatorimage.Spec{
+			Binary:  filepath.Join(dir, c.ImageCommand),
 			Arch:    arch,
 			Version: c.Version,
 			Created: c.Date,
-		})
+		}
+		for _, cmd := range c.ImageExtra {
+			spec.Extra = append(spec.Extra, filepath.Join(dir, cmd))
+		}
+		specs = append(specs, spec)
 	}
 	idx, err := operatorimage.Index(specs)
 	if err != nil {

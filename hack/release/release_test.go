@@ -43,8 +43,8 @@ var (
 	}
 )
 
-// stubConfig releases the stub program under both binaries' names, for every platform,
-// with the real krew template, LICENSE and README.md.
+// stubConfig releases the stub program under the three binaries' names, for every platform
+// (the hub for linux and darwin), with the real krew template, LICENSE and README.md.
 func stubConfig(output string) Config {
 	ld := "-s -w -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.version=" + testVersion +
 		" -X github.com/youngju-dev/gpu-inventory-operator/pkg/version.commit=0123abcd" +
@@ -56,6 +56,7 @@ func stubConfig(output string) Config {
 		Go:      "go",
 		Commands: []Command{
 			{Name: "gpu-inventory-operator", Package: "./testdata/stub"},
+			{Name: "gpu-fleet-hub", Package: "./testdata/stub", OSes: []string{"linux", "darwin"}},
 			{Name: "kubectl-gpuinv", Package: "./testdata/stub"},
 		},
 		Platforms:    allPlatforms,
@@ -63,6 +64,7 @@ func stubConfig(output string) Config {
 		KrewTemplate: "../krew/gpuinv.yaml",
 		KrewCommand:  "kubectl-gpuinv",
 		ImageCommand: "gpu-inventory-operator",
+		ImageExtra:   []string{"gpu-fleet-hub"},
 		ImageArches:  []string{"amd64", "arm64"},
 		ImageRef:     "example.com/gpu/gpu-inventory-operator:" + testVersion,
 		Output:       output,
@@ -121,6 +123,10 @@ func TestReleaseAssets(t *testing.T) {
 		names = append(names, name)
 	}
 	want := []string{
+		"gpu-fleet-hub_v1.2.3_darwin_amd64.tar.gz",
+		"gpu-fleet-hub_v1.2.3_darwin_arm64.tar.gz",
+		"gpu-fleet-hub_v1.2.3_linux_amd64.tar.gz",
+		"gpu-fleet-hub_v1.2.3_linux_arm64.tar.gz",
 		"gpu-inventory-operator_v1.2.3_darwin_amd64.tar.gz",
 		"gpu-inventory-operator_v1.2.3_darwin_arm64.tar.gz",
 		"gpu-inventory-operator_v1.2.3_image.oci.tar",
@@ -152,7 +158,10 @@ func TestReleaseAssets(t *testing.T) {
 	license, _ := os.ReadFile("../../LICENSE")
 	readme, _ := os.ReadFile("../../README.md")
 	for _, p := range allPlatforms {
-		for _, cmd := range []string{"gpu-inventory-operator", "kubectl-gpuinv"} {
+		for _, cmd := range []string{"gpu-inventory-operator", "gpu-fleet-hub", "kubectl-gpuinv"} {
+			if cmd == "gpu-fleet-hub" && p.OS == "windows" {
+				continue // a server: no windows archive (SHA256SUMS above lists none)
+			}
 			archive := cmd + "_v1.2.3_" + p.OS + "_" + p.Arch + ".tar.gz"
 			t.Run(archive, func(t *testing.T) {
 				sum, err := SumFile(filepath.Join(c.Output, archive))
@@ -301,10 +310,19 @@ func TestReleaseImageIndex(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bin := fileInTar(t, rc, "gpu-inventory-operator")
+			bins := filesInTar(t, rc)
 			rc.Close()
-			if err := CheckExecutable(bin, Platform{"linux", desc.Platform.Architecture}); err != nil {
-				t.Errorf("%s: %s: the layer's binary: %v", name, desc.Platform, err)
+			if !slices.Equal(cfg.Config.Entrypoint, []string{"/gpu-inventory-operator"}) {
+				t.Errorf("%s: %s: entrypoint %q, want [/gpu-inventory-operator]", name, desc.Platform, cfg.Config.Entrypoint)
+			}
+			for _, cmd := range []string{"gpu-inventory-operator", "gpu-fleet-hub"} {
+				p := Platform{"linux", desc.Platform.Architecture}
+				if err := CheckExecutable(bins[cmd], p); err != nil {
+					t.Errorf("%s: %s: the layer's %s: %v", name, desc.Platform, cmd, err)
+				}
+				if archived := binaryInArchive(t, c, cmd, p); !bytes.Equal(bins[cmd], archived) {
+					t.Errorf("%s: %s: the layer's %s is not the %s archive's", name, desc.Platform, cmd, p)
+				}
 			}
 		}
 		if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
@@ -355,21 +373,39 @@ func TestCheckExecutable(t *testing.T) {
 	}
 }
 
-// fileInTar returns the content of the entry called name.
-func fileInTar(t *testing.T, r io.Reader, name string) []byte {
+// filesInTar returns the content of the tar's regular files by name.
+func filesInTar(t *testing.T, r io.Reader) map[string][]byte {
 	t.Helper()
+	files := map[string][]byte{}
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err != nil {
-			t.Fatalf("no %s in the layer: %v", name, err)
+		if err == io.EOF {
+			return files
 		}
-		if h.Name == name {
-			b, err := io.ReadAll(tr)
-			if err != nil {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if files[h.Name], err = io.ReadAll(tr); err != nil {
 				t.Fatal(err)
 			}
-			return b
 		}
 	}
+}
+
+// binaryInArchive returns cmd's binary from its archive for p.
+func binaryInArchive(t *testing.T, c Config, cmd string, p Platform) []byte {
+	t.Helper()
+	entries, err := ReadArchive(filepath.Join(c.Output, ArchiveName(cmd, c.Version, p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Header.Name == BinaryName(cmd, p) {
+			return e.Data
+		}
+	}
+	t.Fatalf("no %s in %s", BinaryName(cmd, p), ArchiveName(cmd, c.Version, p))
+	return nil
 }

@@ -48,7 +48,7 @@ import (
 // archive's OS and architecture; the krew manifest has the version, one platform per
 // archive of c.KrewCommand with that archive's uri and sum, and no placeholder left; the
 // image's oci-archive holds an index of c.ImageArches whose images are configured for
-// their architecture and carry the linux archives' binary.
+// their architecture and carry the linux archives' binaries of c.ImageCommands.
 func Verify(c Config) error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -63,7 +63,7 @@ func Verify(c Config) error {
 	}
 	want := []string{c.KrewManifestName()}
 	for _, p := range c.Platforms {
-		for _, cmd := range c.Commands {
+		for _, cmd := range c.CommandsFor(p) {
 			want = append(want, ArchiveName(cmd.Name, c.Version, p))
 		}
 	}
@@ -82,17 +82,20 @@ func Verify(c Config) error {
 		}
 	}
 
-	linuxBinaries := map[string][]byte{} // linux arch -> the image command's binary
+	linuxBinaries := map[string]map[string][]byte{} // linux arch -> image command -> its binary
 	for _, p := range c.Platforms {
-		for _, cmd := range c.Commands {
+		for _, cmd := range c.CommandsFor(p) {
 			archive := ArchiveName(cmd.Name, c.Version, p)
 			bin, err := verifyArchive(filepath.Join(c.Output, archive), BinaryName(cmd.Name, p), p, c.Files, c.Date)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", archive, err))
 				continue
 			}
-			if p.OS == "linux" && cmd.Name == c.ImageCommand {
-				linuxBinaries[p.Arch] = bin
+			if p.OS == "linux" && slices.Contains(c.ImageCommands(), cmd.Name) {
+				if linuxBinaries[p.Arch] == nil {
+					linuxBinaries[p.Arch] = map[string][]byte{}
+				}
+				linuxBinaries[p.Arch][cmd.Name] = bin
 			}
 		}
 	}
@@ -268,7 +271,9 @@ func verifyKrew(c Config, sums map[string]string) error {
 	}
 	var built []string
 	for _, p := range c.Platforms {
-		built = append(built, p.String())
+		if slices.ContainsFunc(c.CommandsFor(p), func(cmd Command) bool { return cmd.Name == c.KrewCommand }) {
+			built = append(built, p.String())
+		}
 	}
 	slices.Sort(seen)
 	slices.Sort(built)
@@ -279,7 +284,7 @@ func verifyKrew(c Config, sums map[string]string) error {
 }
 
 // verifyImage reads the oci-archive back as an OCI layout and checks the index it names.
-func verifyImage(file string, c Config, linuxBinaries map[string][]byte) error {
+func verifyImage(file string, c Config, linuxBinaries map[string]map[string][]byte) error {
 	dir, err := os.MkdirTemp("", "verify-oci-")
 	if err != nil {
 		return err
@@ -331,7 +336,7 @@ func verifyImage(file string, c Config, linuxBinaries map[string][]byte) error {
 			continue
 		}
 		arches = append(arches, m.Platform.Architecture)
-		if err := verifyPlatformImage(idx, m, c.ImageCommand, linuxBinaries[m.Platform.Architecture]); err != nil {
+		if err := verifyPlatformImage(idx, m, c.ImageCommands(), linuxBinaries[m.Platform.Architecture]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.Platform, err))
 		}
 	}
@@ -341,7 +346,10 @@ func verifyImage(file string, c Config, linuxBinaries map[string][]byte) error {
 	return errors.Join(errs...)
 }
 
-func verifyPlatformImage(idx v1.ImageIndex, desc v1.Descriptor, command string, fromArchive []byte) error {
+// verifyPlatformImage checks one architecture's image: its config, its entrypoint (the
+// first of commands), and a layer holding each of commands, the same as in the archives
+// (fromArchives, by command), and nothing else but /etc.
+func verifyPlatformImage(idx v1.ImageIndex, desc v1.Descriptor, commands []string, fromArchives map[string][]byte) error {
 	p := Platform{desc.Platform.OS, desc.Platform.Architecture}
 	if p.OS != "linux" {
 		return fmt.Errorf("platform OS %s, want linux", p.OS)
@@ -357,7 +365,7 @@ func verifyPlatformImage(idx v1.ImageIndex, desc v1.Descriptor, command string, 
 	if cfg.OS != p.OS || cfg.Architecture != p.Arch {
 		return fmt.Errorf("config for %s/%s", cfg.OS, cfg.Architecture)
 	}
-	if want := []string{"/" + command}; !slices.Equal(cfg.Config.Entrypoint, want) {
+	if want := []string{"/" + commands[0]}; !slices.Equal(cfg.Config.Entrypoint, want) {
 		return fmt.Errorf("entrypoint %q, want %q", cfg.Config.Entrypoint, want)
 	}
 	layers, err := img.Layers()
@@ -372,16 +380,22 @@ func verifyPlatformImage(idx v1.ImageIndex, desc v1.Descriptor, command string, 
 		return err
 	}
 	defer rc.Close()
+	var errs []error
+	var found []string
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return fmt.Errorf("the layer has no %s", command)
+			break
 		}
 		if err != nil {
 			return err
 		}
-		if h.Name != command {
+		if strings.HasPrefix(h.Name, "etc/") {
+			continue
+		}
+		found = append(found, h.Name)
+		if !slices.Contains(commands, h.Name) {
 			continue
 		}
 		bin, err := io.ReadAll(tr)
@@ -389,13 +403,15 @@ func verifyPlatformImage(idx v1.ImageIndex, desc v1.Descriptor, command string, 
 			return err
 		}
 		if err := CheckExecutable(bin, p); err != nil {
-			return fmt.Errorf("the layer's %s: %w", command, err)
+			errs = append(errs, fmt.Errorf("the layer's %s: %w", h.Name, err))
+		} else if !bytes.Equal(bin, fromArchives[h.Name]) {
+			errs = append(errs, fmt.Errorf("the layer's %s is not the one in the linux/%s archive", h.Name, p.Arch))
 		}
-		if !bytes.Equal(bin, fromArchive) {
-			return fmt.Errorf("the layer's %s is not the one in the linux/%s archive", command, p.Arch)
-		}
-		return nil
 	}
+	if want := slices.Sorted(slices.Values(commands)); !slices.Equal(found, want) {
+		errs = append(errs, fmt.Errorf("the layer holds %q beside /etc, want %q", found, want))
+	}
+	return errors.Join(errs...)
 }
 
 // sameIndex checks that the OCI layout directory names the index the archive holds.

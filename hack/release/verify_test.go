@@ -95,31 +95,28 @@ func TestVerifyFindsWhatIsWrong(t *testing.T) {
 	}, {
 		name: "an image index without arm64",
 		break_: func(t *testing.T, c Config) {
-			bin := filepath.Join(t.TempDir(), "gpu-inventory-operator")
-			entries, err := ReadArchive(filepath.Join(c.Output, ArchiveName("gpu-inventory-operator", testVersion, Platform{"linux", "amd64"})))
-			if err != nil {
-				t.Fatal(err)
+			amd64 := Platform{"linux", "amd64"}
+			spec := operatorimage.Spec{
+				Binary:  archivedBinary(t, c, "gpu-inventory-operator", amd64),
+				Extra:   []string{archivedBinary(t, c, "gpu-fleet-hub", amd64)},
+				Arch:    "amd64",
+				Version: testVersion,
+				Created: testDate,
 			}
-			for _, e := range entries {
-				if e.Header.Name == "gpu-inventory-operator" {
-					if err := os.WriteFile(bin, e.Data, 0o755); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			idx, err := operatorimage.Index([]operatorimage.Spec{{Binary: bin, Arch: "amd64", Version: testVersion, Created: testDate}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := name.NewTag(c.ImageRef)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := operatorimage.WriteOCIArchive(filepath.Join(c.Output, image), idx, ref, testDate); err != nil {
-				t.Fatal(err)
-			}
+			writeImageArchive(t, c, []operatorimage.Spec{spec})
 		},
 		want: `index for linux/["amd64"], want ["amd64" "arm64"]`,
+	}, {
+		name: "an image without the fleet hub",
+		break_: func(t *testing.T, c Config) {
+			var specs []operatorimage.Spec
+			for _, arch := range c.ImageArches {
+				bin := archivedBinary(t, c, "gpu-inventory-operator", Platform{"linux", arch})
+				specs = append(specs, operatorimage.Spec{Binary: bin, Arch: arch, Version: testVersion, Created: testDate})
+			}
+			writeImageArchive(t, c, specs)
+		},
+		want: `linux/arm64: the layer holds ["gpu-inventory-operator"] beside /etc, want ["gpu-fleet-hub" "gpu-inventory-operator"]`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -187,6 +184,32 @@ func rewriteArchive(t *testing.T, c Config, archive string, edit func([]ArchiveF
 		files = append(files, ArchiveFile{Name: e.Header.Name, Source: src, Mode: e.Header.Mode})
 	}
 	if err := WriteArchive(filepath.Join(c.Output, archive), edit(files), mtime); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// archivedBinary writes cmd's binary from its archive for p to a file and returns its path.
+func archivedBinary(t *testing.T, c Config, cmd string, p Platform) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), BinaryName(cmd, p))
+	if err := os.WriteFile(bin, binaryInArchive(t, c, cmd, p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// writeImageArchive replaces the release's image oci-archive with the index of specs.
+func writeImageArchive(t *testing.T, c Config, specs []operatorimage.Spec) {
+	t.Helper()
+	idx, err := operatorimage.Index(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(c.ImageRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operatorimage.WriteOCIArchive(filepath.Join(c.Output, ImageArchiveName(c.ImageCommand, testVersion)), idx, ref, testDate); err != nil {
 		t.Fatal(err)
 	}
 }

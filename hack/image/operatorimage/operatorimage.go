@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package operatorimage builds the operator's container image without a container daemon:
-// one layer holding the static binary (and an /etc/passwd naming the non-root user) on an
+// one layer holding the static binaries (and an /etc/passwd naming the non-root user) on an
 // empty base. Build makes the image of one architecture, Index the multi-architecture
 // index of several; WriteLayout and WriteOCIArchive write an index to disk. hack/image and
 // hack/release use it.
@@ -26,8 +26,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"path"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,20 +45,34 @@ const NonRootUID = 65532
 
 // Spec describes the image of one architecture.
 type Spec struct {
-	Binary  string // path of a static linux binary
-	Arch    string // GOARCH of the binary
-	Version string // org.opencontainers.image.version
+	Binary  string   // path of a static linux binary: the entrypoint, at /<base name>
+	Extra   []string // paths of more static linux binaries, each at /<base name> beside it
+	Arch    string   // GOARCH of the binaries
+	Version string   // org.opencontainers.image.version
 	Created time.Time
 }
 
 // Build assembles the image.
 func Build(s Spec) (v1.Image, error) {
-	bin, err := os.ReadFile(s.Binary)
-	if err != nil {
-		return nil, err
+	paths := append([]string{s.Binary}, s.Extra...)
+	names := make([]string, len(paths))
+	bins := map[string][]byte{}
+	for i, p := range paths {
+		names[i] = filepath.Base(p)
+		if names[i] == "etc" || names[i] == "." || names[i] == "/" {
+			return nil, fmt.Errorf("binary %s: /%s is not a binary's place in the image", p, names[i])
+		}
+		if _, dup := bins[names[i]]; dup {
+			return nil, fmt.Errorf("two binaries named %s: each is at /<its name> in the image", names[i])
+		}
+		bin, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		bins[names[i]] = bin
 	}
-	entrypoint := "/" + path.Base(s.Binary)
-	layerTar, err := layerTar(entrypoint, bin)
+	entrypoint := "/" + names[0]
+	layerTar, err := layerTar(bins)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +85,7 @@ func Build(s Spec) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: v1.Time{Time: s.Created}, CreatedBy: "hack/image: COPY " + path.Base(s.Binary) + " " + entrypoint,
+		Created: v1.Time{Time: s.Created}, CreatedBy: createdBy(names),
 	}})
 	if err != nil {
 		return nil, err
@@ -94,19 +111,31 @@ func Build(s Spec) (v1.Image, error) {
 	return mutate.ConfigFile(img, cfg)
 }
 
-// layerTar is the image's only layer: the binary, and /etc/passwd and /etc/group so that
-// tools resolving the user by name find "nonroot". No shell, no libc: the binary is static.
-func layerTar(entrypoint string, bin []byte) ([]byte, error) {
+// createdBy is the layer's history entry, as a Dockerfile's COPY would read.
+func createdBy(names []string) string {
+	if len(names) == 1 {
+		return "hack/image: COPY " + names[0] + " /" + names[0]
+	}
+	return "hack/image: COPY " + strings.Join(names, " ") + " /"
+}
+
+// layerTar is the image's only layer: the binaries (by name, in name order), and /etc/passwd
+// and /etc/group so that tools resolving the user by name find "nonroot". No shell, no libc:
+// the binaries are static.
+func layerTar(bins map[string][]byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	files := []struct {
+	type file struct {
 		name string
 		mode int64
 		data []byte
-	}{
+	}
+	files := []file{
 		{"etc/passwd", 0o644, fmt.Appendf(nil, "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRootUID, NonRootUID)},
 		{"etc/group", 0o644, fmt.Appendf(nil, "root:x:0:\nnonroot:x:%d:\n", NonRootUID)},
-		{entrypoint[1:], 0o755, bin},
+	}
+	for _, n := range slices.Sorted(maps.Keys(bins)) {
+		files = append(files, file{n, 0o755, bins[n]})
 	}
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "etc/", Mode: 0o755, Format: tar.FormatPAX}); err != nil {
 		return nil, err

@@ -58,6 +58,56 @@ func TestIndexNeedsDistinctArchitectures(t *testing.T) {
 	}
 }
 
+// Extra binaries sit beside the entrypoint, which stays the first; two binaries of one name
+// would overwrite each other and are refused.
+func TestBuildExtraBinaries(t *testing.T) {
+	operator, hub := fakeBinary(t, "gpu-inventory-operator"), fakeBinary(t, "gpu-fleet-hub")
+	img, err := Build(Spec{Binary: operator, Extra: []string{hub}, Arch: "amd64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Config.Entrypoint, []string{"/gpu-inventory-operator"}) {
+		t.Errorf("entrypoint %q, want [/gpu-inventory-operator]", cfg.Config.Entrypoint)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers (%v), want 1", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var names []string
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if b, _ := io.ReadAll(tr); !strings.HasPrefix(h.Name, "etc") && string(b) != "binary for "+h.Name {
+			t.Errorf("%s holds %q", h.Name, b)
+		}
+	}
+	if want := []string{"etc/", "etc/passwd", "etc/group", "gpu-fleet-hub", "gpu-inventory-operator"}; !slices.Equal(names, want) {
+		t.Errorf("layer holds %q, want %q", names, want)
+	}
+
+	for _, extra := range [][]string{{fakeBinary(t, "other/gpu-inventory-operator")}, {hub, hub}, {fakeBinary(t, "etc")}} {
+		if _, err := Build(Spec{Binary: operator, Extra: extra, Arch: "amd64"}); err == nil {
+			t.Errorf("extra binaries %q accepted beside %s", extra, operator)
+		}
+	}
+}
+
 // The oci-archive is a plain tar of the layout, the same bytes for the same binaries.
 func TestOCIArchive(t *testing.T) {
 	dir := t.TempDir()
