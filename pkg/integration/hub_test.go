@@ -40,8 +40,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 
 	hubapp "github.com/youngju-dev/gpu-inventory-operator/cmd/gpu-fleet-hub/app"
@@ -256,12 +254,7 @@ func (b *fleetBed) secret(t *testing.T, namespace, name string, data map[string]
 // kubeconfigFor is a kubeconfig of server, trusting ca, with token.
 func kubeconfigFor(t *testing.T, server string, ca []byte, token string) []byte {
 	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["member"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
-	kc.AuthInfos["hub"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["member"] = &clientcmdapi.Context{Cluster: "member", AuthInfo: "hub"}
-	kc.CurrentContext = "member"
-	data, err := clientcmd.Write(*kc)
+	data, err := testenv.Kubeconfig(server, ca, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +279,7 @@ func (b *fleetBed) waitRows(t *testing.T, timeout time.Duration, want map[string
 	eventually(t, timeout, fmt.Sprintf("rows %v", want), func() error {
 		st = b.fleet(t)
 		for name, w := range want {
-			r := fleetRow(st, name)
+			r := testenv.FleetRow(st, name)
 			if r == nil {
 				return fmt.Errorf("no row %s", name)
 			}
@@ -299,18 +292,9 @@ func (b *fleetBed) waitRows(t *testing.T, timeout time.Duration, want map[string
 	return st
 }
 
-func fleetRow(st *homelabv1.GpuFleetStatus, name string) *homelabv1.FleetMember {
-	for i := range st.Members {
-		if st.Members[i].Name == name {
-			return &st.Members[i]
-		}
-	}
-	return nil
-}
-
 func rowJSONOf(t *testing.T, st *homelabv1.GpuFleetStatus, name string) string {
 	t.Helper()
-	data, err := json.Marshal(fleetRow(st, name))
+	data, err := json.Marshal(testenv.FleetRow(st, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,10 +313,10 @@ func TestFleetHub(t *testing.T) {
 	b.multiKueueCluster(t, "w2", kubeconfigFor(t, w2.env.Config.Host, b.cas["w2"], b.tokens["w2"]))
 
 	st := b.waitRows(t, 60*time.Second, map[string]string{"fleet/w1": homelabv1.MemberReachable, "w2": homelabv1.MemberReachable})
-	if r := fleetRow(st, "fleet/w1"); r.ClusterProfile != "fleet/w1" || r.Gpus != 1 || r.Server != strings.ToLower(w1.env.Config.Host) {
+	if r := testenv.FleetRow(st, "fleet/w1"); r.ClusterProfile != "fleet/w1" || r.Gpus != 1 || r.Server != strings.ToLower(w1.env.Config.Host) {
 		t.Errorf("w1's row: %+v", r)
 	}
-	if r := fleetRow(st, "w2"); r.MultiKueueCluster != "w2" || r.Gpus != 1 {
+	if r := testenv.FleetRow(st, "w2"); r.MultiKueueCluster != "w2" || r.Gpus != 1 {
 		t.Errorf("w2's row: %+v", r)
 	}
 	if st.TotalGpus != 2 || st.TotalMembers != 2 || st.ReachableMembers != 2 {
@@ -343,7 +327,7 @@ func TestFleetHub(t *testing.T) {
 		before := rowJSONOf(t, b.fleet(t), "w2")
 		w1.setReady(t, "nuc1", corev1.ConditionTrue)
 		eventually(t, 30*time.Second, "w1's ready GPU in its row", func() error {
-			if r := fleetRow(b.fleet(t), "fleet/w1"); r.ReadyGpus != 1 {
+			if r := testenv.FleetRow(b.fleet(t), "fleet/w1"); r.ReadyGpus != 1 {
 				return fmt.Errorf("w1 has %d ready GPUs", r.ReadyGpus)
 			}
 			return nil
@@ -402,7 +386,7 @@ func TestFleetHub(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := b.waitRows(t, 90*time.Second, map[string]string{"w2": homelabv1.MemberUnreachable + "/" + homelabv1.ReasonUnauthorized})
-		if r := fleetRow(st, "w2"); !strings.Contains(r.Message, "refused the hub's credentials") {
+		if r := testenv.FleetRow(st, "w2"); !strings.Contains(r.Message, "refused the hub's credentials") {
 			t.Errorf("w2's message: %s", r.Message)
 		}
 		if after := rowJSONOf(t, st, "fleet/w1"); after != before {
@@ -461,10 +445,10 @@ func (b *fleetBed) badInput(t *testing.T) {
 			}
 		}
 	}
-	if r := fleetRow(st, "fleet/no-provider"); !strings.Contains(r.Message, "lists no access provider") {
+	if r := testenv.FleetRow(st, "fleet/no-provider"); !strings.Contains(r.Message, "lists no access provider") {
 		t.Errorf("no-provider's message: %s", r.Message)
 	}
-	if r := fleetRow(st, "fleet/huge"); !strings.Contains(r.Message, "--member-max-object-bytes") {
+	if r := testenv.FleetRow(st, "fleet/huge"); !strings.Contains(r.Message, "--member-max-object-bytes") {
 		t.Errorf("huge's message: %s", r.Message)
 	}
 }

@@ -34,7 +34,7 @@ type Leading struct {
 	Changed func(leading bool)
 }
 
-// Lead runs leading.Run while this candidate holds the lease of config (whose Callbacks it
+// Lead runs leading.Run (with ctx's logger) while this candidate holds the lease of config (whose Callbacks it
 // sets), until ctx ends or the lease is lost (an error: the process should exit). On
 // shutdown Run stops first and only then is the lease released, so no write of the
 // leader's can follow the release; a leader whose Run does not stop within the renew
@@ -44,7 +44,7 @@ func Lead(ctx context.Context, config LeaderElectionConfig, leading Leading) err
 	if changed == nil {
 		changed = func(bool) {}
 	}
-	logger := klog.FromContext(ctx).WithValues("lease", config.Lock.Describe(), "identity", config.Lock.Identity())
+	logger := klog.FromContext(ctx).WithValues("lease", lockRef(config.Lock), "identity", config.Lock.Identity())
 	// The elector runs on its own context: cancelling ctx must not release the lease.
 	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElector()
@@ -62,7 +62,7 @@ func Lead(ctx context.Context, config LeaderElectionConfig, leading Leading) err
 			defer cancel()
 			stop := context.AfterFunc(ctx, cancel)
 			defer stop()
-			runErr = leading.Run(klog.NewContext(runCtx, logger))
+			runErr = leading.Run(runCtx)
 			stopElector() // Run ended (shutdown or error): give the lease up
 		},
 		OnStoppedLeading: func() {
@@ -100,4 +100,12 @@ func Lead(ctx context.Context, config LeaderElectionConfig, leading Leading) err
 		return runErr
 	}
 	return errors.New("leader election lost: lease " + config.Lock.Describe() + " is no longer held by " + config.Lock.Identity())
+}
+
+// lockRef names the lock in logs: a Lease as an object reference, as Kubernetes logs objects.
+func lockRef(lock Lock) any {
+	if l, ok := lock.(*LeaseLock); ok {
+		return klog.KRef(l.LeaseMeta.Namespace, l.LeaseMeta.Name)
+	}
+	return lock.Describe()
 }

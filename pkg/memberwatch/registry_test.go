@@ -31,8 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 
@@ -54,12 +52,7 @@ func inventory(gpus, free int32) *homelabv1.GpuInventory {
 // kubeconfig is a kubeconfig for url, trusting ca, with token.
 func kubeconfig(t *testing.T, url string, ca []byte, token string) []byte {
 	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["w"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: ca}
-	kc.AuthInfos["w"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["w"] = &clientcmdapi.Context{Cluster: "w", AuthInfo: "w"}
-	kc.CurrentContext = "w"
-	data, err := clientcmd.Write(*kc)
+	data, err := testenv.Kubeconfig(url, ca, token)
 	if err != nil {
 		t.Fatal(err)
 	}

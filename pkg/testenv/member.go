@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 )
@@ -43,6 +45,27 @@ const (
 	MemberSlow         = "slow"         // never answers (until the client gives up)
 	MemberHuge         = "huge"         // answers a list with a 100 MiB inventory
 )
+
+// Kubeconfig is a kubeconfig of server, trusting ca, with a bearer token: how the fleet hub
+// reaches a member through a kubeconfig (a MultiKueueCluster's Secret).
+func Kubeconfig(server string, ca []byte, token string) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["member"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	kc.AuthInfos["hub"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["member"] = &clientcmdapi.Context{Cluster: "member", AuthInfo: "hub"}
+	kc.CurrentContext = "member"
+	return clientcmd.Write(*kc)
+}
+
+// FleetRow is member name's row in a GpuFleet's status, or nil.
+func FleetRow(st *homelabv1.GpuFleetStatus, name string) *homelabv1.FleetMember {
+	for i := range st.Members {
+		if st.Members[i].Name == name {
+			return &st.Members[i]
+		}
+	}
+	return nil
+}
 
 // FakeMember is an HTTPS server that answers as a member cluster's API server does for its
 // GpuInventories (a list by name, a watch), with bearer-token authentication, and in the

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -188,6 +189,30 @@ func TestSecretReaderGetToken(t *testing.T) {
 	} {
 		if _, err := r.GetToken(context.Background(), cred(config)); err == nil || !strings.Contains(err.Error(), words) {
 			t.Errorf("config %q: error %v, want %q", config, err, words)
+		}
+	}
+}
+
+// The hub's flags keep their names and defaults; --pprof-bind-address is off by default.
+func TestFlagsKeepTheirNamesAndDefaults(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	for _, set := range NewOptions().Flags().FlagSets {
+		fs.AddFlagSet(set)
+	}
+	for name, def := range map[string]string{
+		"kubeconfig": "", "namespace": "", "install-crd": "true", "min-sync-interval": "1s", "workers": "2",
+		"kube-api-qps": "20", "kube-api-burst": "40", "pprof-bind-address": "",
+		"clusterprofile-provider-file": "", "member-max-object-bytes": "4194304",
+		"dispatch": "false", "dispatch-inventory": "cluster", "kueue-namespace": "kueue-system",
+		"nominations": "1", "nomination-hold": "30s", "nomination-timeout": "5m0s",
+		"leader-elect": "false", "leader-election-id": "gpu-fleet-hub", "leader-election-lease-duration": "15s",
+		"leader-election-renew-deadline": "10s", "leader-election-retry-period": "2s",
+		"metrics-bind-address": ":8080", "health-probe-bind-address": ":8081", "logging-format": "text", "v": "0",
+	} {
+		if flag := fs.Lookup(name); flag == nil {
+			t.Errorf("--%s is gone", name)
+		} else if flag.DefValue != def {
+			t.Errorf("--%s defaults to %q, want %q", name, flag.DefValue, def)
 		}
 	}
 }

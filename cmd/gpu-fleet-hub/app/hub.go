@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +29,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -39,8 +37,8 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/nominate"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/crd"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/daemon"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
@@ -51,21 +49,18 @@ import (
 type Hub struct {
 	opts      *Options
 	namespace string
-	identity  string
 	providers *access.Config
 	metrics   *metrics.Fleet // one per hub: counters live across runs
 	dispatch  *nominate.Metrics
 	clients   *clients
-	// leaderHealth is the elector's watchdog; nil without leader election.
-	leaderHealth *leaderelection.HealthzAdaptor
-	state        *state
+	// instance is its identity, leadership and endpoints.
+	instance *daemon.Instance
+	state    *state
 }
 
 // state is what the hub's runs change, read by its endpoints.
 type state struct {
-	leading     atomic.Bool
 	controllers atomic.Pointer[[]builtController] // of the current run; nil before the first
-	addresses   atomic.Pointer[[2]string]         // metrics, health
 }
 
 // New builds a hub from options, resolving the kubeconfig.
@@ -87,14 +82,11 @@ func NewForConfig(opts *Options, config *rest.Config, namespace string) (*Hub, e
 	if err != nil {
 		return nil, err
 	}
-	hostname, _ := os.Hostname()
-	h := &Hub{opts: opts, namespace: namespace, identity: hostname + "_" + string(uuid.NewUUID()), providers: providers,
-		metrics: metrics.NewFleet(), dispatch: nominate.NewMetrics(), clients: c, state: &state{}}
+	m := metrics.NewFleet()
+	h := &Hub{opts: opts, namespace: namespace, providers: providers, metrics: m, dispatch: nominate.NewMetrics(),
+		clients: c, instance: daemon.NewInstance(&opts.Options, m.Leader), state: &state{}}
 	if opts.Dispatch {
 		h.metrics.Registry.MustRegister(h.dispatch.Collectors()...)
-	}
-	if opts.LeaderElect {
-		h.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
 	}
 	return h, nil
 }
@@ -127,18 +119,11 @@ func newClients(config *rest.Config) (*clients, error) {
 }
 
 // MetricsAddress and HealthAddress are the bound addresses ("" when off or not started).
-func (h *Hub) MetricsAddress() string { return h.address(0) }
-func (h *Hub) HealthAddress() string  { return h.address(1) }
-
-func (h *Hub) address(i int) string {
-	if a := h.state.addresses.Load(); a != nil {
-		return a[i]
-	}
-	return ""
-}
+func (h *Hub) MetricsAddress() string { return h.instance.MetricsAddress() }
+func (h *Hub) HealthAddress() string  { return h.instance.HealthAddress() }
 
 // Identity is this instance's leader-election identity.
-func (h *Hub) Identity() string { return h.identity }
+func (h *Hub) Identity() string { return h.instance.Identity() }
 
 // Metrics are the hub's metrics, as served on /metrics.
 func (h *Hub) Metrics() *metrics.Fleet { return h.metrics }
@@ -149,33 +134,10 @@ func (h *Hub) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting gpu-fleet-hub", "namespace", h.namespace, "host", h.clients.config.Host,
 		"leaderElect", h.opts.LeaderElect, "accessProviders", providerNames(h.providers))
 	h.metrics.ServeClientMetrics()
-	if err := h.serveEndpoints(ctx); err != nil {
+	if err := h.instance.Serve(ctx, h.metrics.Registry, h.notReady); err != nil {
 		return err
 	}
-	var err error
-	if h.opts.LeaderElect {
-		lock := leaderelection.NewLeaseLock(kubeclient.Leases(h.clients.coordination, h.namespace), h.namespace, h.opts.LeaderElectionID, h.identity)
-		err = leaderelection.Lead(ctx, leaderelection.LeaderElectionConfig{Lock: lock, LeaseDuration: h.opts.LeaseDuration,
-			RenewDeadline: h.opts.RenewDeadline, RetryPeriod: h.opts.RetryPeriod, Name: h.opts.LeaderElectionID, WatchDog: h.leaderHealth},
-			leaderelection.Leading{Run: h.runControllers, Changed: h.setLeading})
-	} else {
-		h.setLeading(true)
-		err = h.runControllers(ctx)
-		h.setLeading(false)
-	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
-}
-
-func (h *Hub) setLeading(leading bool) {
-	h.state.leading.Store(leading)
-	if leading {
-		h.metrics.Leader.Set(1)
-	} else {
-		h.metrics.Leader.Set(0)
-	}
+	return h.instance.Lead(ctx, kubeclient.Leases(h.clients.coordination, h.namespace), h.namespace, h.runControllers)
 }
 
 func providerNames(p *access.Config) []string {
@@ -281,12 +243,9 @@ func servedChange(ctx context.Context, e *env) string {
 	return ""
 }
 
-// notReady says why the hub is not ready, or "" when it is: a standby is ready; a leader, or
-// an instance without leader election, once every controller has made its first pass.
+// notReady says why the hub is not ready, or "" when it is: once every controller has made
+// its first pass (a standby is ready: daemon.Instance.Serve).
 func (h *Hub) notReady() string {
-	if h.opts.LeaderElect && !h.state.leading.Load() {
-		return ""
-	}
 	cs := h.state.controllers.Load()
 	if cs == nil {
 		return "controllers not started (CRD install pending)"

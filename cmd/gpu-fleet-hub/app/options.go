@@ -19,19 +19,16 @@ package app
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"sigs.k8s.io/cluster-inventory-api/pkg/access"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/daemon"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
 )
 
@@ -47,8 +44,6 @@ type Options struct {
 	MemberMaxObjectBytes int64
 	MinSyncInterval      time.Duration
 	Workers              int
-	MetricsAddress       string
-	HealthAddress        string
 	QPS                  float64
 	Burst                int
 
@@ -64,14 +59,9 @@ type Options struct {
 	NominationHold    time.Duration
 	NominationTimeout time.Duration
 
-	LeaderElect      bool
-	LeaderElectionID string
-	LeaseDuration    time.Duration
-	RenewDeadline    time.Duration
-	RetryPeriod      time.Duration
-
-	// Logging is component-base's logging configuration, as the operator's.
-	Logging *logsapi.LoggingConfiguration
+	// Options: the endpoints, --pprof-bind-address, leader election and logging, as the
+	// operator's.
+	daemon.Options
 
 	// MemberListTimeout bounds a member's list and the start of its watch, MemberBackoff
 	// spaces a member's failed tries; for tests only (no flag; zero: the defaults).
@@ -86,8 +76,6 @@ func NewOptions() *Options {
 		MemberMaxObjectBytes: member.DefaultMaxObjectBytes,
 		MinSyncInterval:      time.Second,
 		Workers:              2,
-		MetricsAddress:       ":8080",
-		HealthAddress:        ":8081",
 		QPS:                  20,
 		Burst:                40,
 		DispatchInventory:    homelabv1.DefaultInventoryName,
@@ -95,11 +83,7 @@ func NewOptions() *Options {
 		Nominations:          1,
 		NominationHold:       30 * time.Second,
 		NominationTimeout:    5 * time.Minute,
-		LeaderElectionID:     "gpu-fleet-hub",
-		LeaseDuration:        15 * time.Second,
-		RenewDeadline:        10 * time.Second,
-		RetryPeriod:          2 * time.Second,
-		Logging:              logsapi.NewLoggingConfiguration(),
+		Options:              daemon.NewOptions(name),
 	}
 }
 
@@ -109,11 +93,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.addGenericFlags(fss.FlagSet("generic"))
 	o.addMemberFlags(fss.FlagSet("members"))
 	o.addDispatchFlags(fss.FlagSet("dispatch"))
-	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
-	fs := fss.FlagSet("metrics")
-	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
-	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Serve /healthz and /readyz on this address; 0 turns it off.")
-	logsapi.AddFlags(o.Logging, fss.FlagSet("logging"))
+	o.AddLeaderElectionFlags(fss.FlagSet("leader election"), "reads members and writes")
+	o.AddEndpointFlags(fss.FlagSet("metrics"))
+	o.AddLoggingFlags(fss.FlagSet("logging"))
 	return fss
 }
 
@@ -125,6 +107,7 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of GpuFleets synced in parallel.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained queries per second to the hub's API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the hub's API server.")
+	o.AddPprofFlag(fs)
 }
 
 func (o *Options) addMemberFlags(fs *pflag.FlagSet) {
@@ -139,14 +122,6 @@ func (o *Options) addDispatchFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Nominations, "nominations", o.Nominations, "How many workers to nominate for a Workload, best first (at most 20). Each nominated worker reserves quota for a copy.")
 	fs.DurationVar(&o.NominationHold, "nomination-hold", o.NominationHold, "How long a nomination stands before a better worker may replace it (a worker that stops fitting or cannot be read is replaced at once).")
 	fs.DurationVar(&o.NominationTimeout, "nomination-timeout", o.NominationTimeout, "How long a nominated worker may take to admit before the next best worker is added.")
-}
-
-func (o *Options) addLeaderElectionFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas reads members and writes.")
-	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it gives up leadership.")
-	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
 }
 
 // Validate reports settings that cannot work.
@@ -180,18 +155,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := logsapi.Validate(o.Logging, nil, nil).ToAggregate(); err != nil {
-		errs = append(errs, fmt.Errorf("logging: %w", err))
-	}
-	if o.LeaderElect {
-		if o.LeaderElectionID == "" {
-			errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
-		}
-		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-			errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
-				o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
-		}
-	}
+	errs = append(errs, o.Options.Validate()...)
 	return errors.Join(errs...)
 }
 
@@ -214,42 +178,11 @@ func (o *Options) Providers() (*access.Config, error) {
 
 // ClientConfig resolves the hub's API server connection and the hub's namespace.
 func (o *Options) ClientConfig() (*rest.Config, string, error) {
-	config, namespace, err := loadConfig(o.Kubeconfig, o.Namespace)
+	config, namespace, err := daemon.LoadConfig(o.Kubeconfig, o.Namespace)
 	if err != nil {
 		return nil, "", err
 	}
 	config.QPS, config.Burst = float32(o.QPS), o.Burst
 	config.UserAgent = name
-	return config, namespace, nil
-}
-
-// loadConfig is the in-cluster config, else the kubeconfig (kubeconfig, else $KUBECONFIG or
-// ~/.kube/config), and the namespace: namespace, else $POD_NAMESPACE, else the
-// kubeconfig's (in a cluster: the ServiceAccount's), else "default".
-func loadConfig(kubeconfig, namespace string) (*rest.Config, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	var config *rest.Config
-	if kubeconfig == "" {
-		config, _ = rest.InClusterConfig()
-	}
-	if config == nil {
-		var err error
-		if config, err = loader.ClientConfig(); err != nil {
-			return nil, "", fmt.Errorf("load kubeconfig (set --kubeconfig or $KUBECONFIG, or run in a cluster): %w", err)
-		}
-	}
-	if namespace == "" {
-		namespace = os.Getenv("POD_NAMESPACE")
-	}
-	if namespace == "" {
-		if ns, _, err := loader.Namespace(); err == nil && ns != "" {
-			namespace = ns
-		}
-	}
-	if namespace == "" {
-		namespace = "default"
-	}
 	return config, namespace, nil
 }

@@ -29,6 +29,7 @@ import (
 	clientauthenticationv1 "k8s.io/client-go/pkg/apis/clientauthentication/v1"
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentialplugin"
 
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/daemon"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/member"
 )
@@ -54,7 +55,7 @@ ClusterProfile's cluster extension client.authentication.k8s.io/exec names. The 
 Secret are those of cluster-inventory-api's plugins/secretreader.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			config, ns, err := loadConfig(kubeconfig, namespace)
+			config, ns, err := daemon.LoadConfig(kubeconfig, namespace)
 			if err != nil {
 				return err
 			}

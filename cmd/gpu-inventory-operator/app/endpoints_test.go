@@ -19,17 +19,12 @@ package app
 import "testing"
 
 func TestNotReady(t *testing.T) {
-	opts := NewOptions()
-	o := &Operator{opts: opts, state: &state{}}
+	o := &Operator{opts: NewOptions(), state: &state{}}
 	if why := o.notReady(); why == "" {
 		t.Error("an operator whose controllers have not started must not be ready")
 	}
-	opts.LeaderElect = true
+	o.state.controllers.Store(&[]builtController{})
 	if why := o.notReady(); why != "" {
-		t.Errorf("a standby has nothing to sync and is ready, got %q", why)
-	}
-	o.state.leading.Store(true)
-	if why := o.notReady(); why == "" {
-		t.Error("a new leader whose controllers have not started must not be ready")
+		t.Errorf("an operator whose controllers have all started is ready, got %q", why)
 	}
 }

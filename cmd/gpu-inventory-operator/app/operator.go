@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -42,9 +40,9 @@ import (
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/controller/gpuinventory"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/daemon"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventorycache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/kubeclient"
-	"github.com/youngju-dev/gpu-inventory-operator/pkg/leaderelection"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/reconnect"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
@@ -55,11 +53,10 @@ import (
 type Operator struct {
 	opts      *Options
 	namespace string
-	identity  string
 	metrics   *metrics.Metrics // one per operator: counters live across re-lists
 	clients   *clients
-	// leaderHealth is the elector's watchdog; nil without leader election.
-	leaderHealth *leaderelection.HealthzAdaptor
+	// instance is its identity, leadership and endpoints.
+	instance *daemon.Instance
 	// setProcs, when set, is told when each run starts (false) and when it has settled
 	// (true): caches synced, every controller's first pass made.
 	setProcs func(settled bool)
@@ -68,9 +65,7 @@ type Operator struct {
 
 // state is what the operator's runs change, read by its endpoints.
 type state struct {
-	leading     atomic.Bool
 	controllers atomic.Pointer[[]builtController] // of the current run; nil before the first
-	addresses   atomic.Pointer[[2]string]         // metrics, health
 }
 
 // New builds an operator from options, resolving the kubeconfig; it runs Go code on
@@ -93,13 +88,9 @@ func newOperator(opts *Options, config *rest.Config, namespace string, setProcs 
 	if err != nil {
 		return nil, err
 	}
-	hostname, _ := os.Hostname()
-	o := &Operator{opts: opts, namespace: namespace, identity: hostname + "_" + string(uuid.NewUUID()),
-		metrics: metrics.New(), clients: c, setProcs: setProcs, state: &state{}}
-	if opts.LeaderElect {
-		o.leaderHealth = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	}
-	return o, nil
+	m := metrics.New()
+	return &Operator{opts: opts, namespace: namespace, metrics: m, clients: c,
+		instance: daemon.NewInstance(&opts.Options, m.Leader), setProcs: setProcs, state: &state{}}, nil
 }
 
 // newClients makes the API clients: built-in types (Nodes, the ConfigMap, Events, the Lease)
@@ -143,18 +134,11 @@ func newClients(opts *Options, config *rest.Config) (*clients, error) {
 }
 
 // MetricsAddress and HealthAddress are the bound addresses ("" when off or not started).
-func (o *Operator) MetricsAddress() string { return o.address(0) }
-func (o *Operator) HealthAddress() string  { return o.address(1) }
-
-func (o *Operator) address(i int) string {
-	if a := o.state.addresses.Load(); a != nil {
-		return a[i]
-	}
-	return ""
-}
+func (o *Operator) MetricsAddress() string { return o.instance.MetricsAddress() }
+func (o *Operator) HealthAddress() string  { return o.instance.HealthAddress() }
 
 // Identity is this instance's leader-election identity.
-func (o *Operator) Identity() string { return o.identity }
+func (o *Operator) Identity() string { return o.instance.Identity() }
 
 // Metrics are the operator's metrics, as served on /metrics.
 func (o *Operator) Metrics() *metrics.Metrics { return o.metrics }
@@ -166,21 +150,10 @@ func (o *Operator) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting gpu-inventory-operator", "namespace", o.namespace, "host", o.clients.config.Host, "leaderElect", o.opts.LeaderElect)
 	o.metrics.ServeClientMetrics()
 	go returnFreeMemory(ctx, freeMemoryEvery, freeMemoryThreshold)
-	if err := o.serveEndpoints(ctx); err != nil {
+	if err := o.instance.Serve(ctx, o.metrics.Registry, o.notReady); err != nil {
 		return err
 	}
-	var err error
-	if o.opts.LeaderElect {
-		err = o.runWithLeaderElection(ctx)
-	} else {
-		o.metrics.Leader.Set(1)
-		err = o.runControllers(ctx)
-		o.metrics.Leader.Set(0)
-	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return o.instance.Lead(ctx, kubeclient.Leases(o.clients.coordination, o.namespace), o.namespace, o.runControllers)
 }
 
 // runControllers does the operator's work once it may write: the CRDs, then runs of the

@@ -19,17 +19,14 @@ package app
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/daemon"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 )
 
@@ -53,9 +50,6 @@ type Options struct {
 	Workers          int
 	MaxStatusNodes   int
 	MinSyncInterval  time.Duration
-	PprofAddress     string
-	MetricsAddress   string
-	HealthAddress    string
 	PerNodeMetrics   bool
 	QPS              float64
 	Burst            int
@@ -67,15 +61,8 @@ type Options struct {
 	// UsageOptions: reading DCGM exporter's utilisation from Prometheus (--prometheus-url).
 	UsageOptions
 
-	LeaderElect      bool
-	LeaderElectionID string
-	LeaseDuration    time.Duration
-	RenewDeadline    time.Duration
-	RetryPeriod      time.Duration
-
-	// Logging is component-base's logging configuration: --logging-format (text or json),
-	// -v, --vmodule, --log-flush-frequency, as in Kubernetes' own components.
-	Logging *logsapi.LoggingConfiguration
+	// Options: the endpoints, --pprof-bind-address, leader election and logging.
+	daemon.Options
 
 	// BeforeInventorySync, for tests only (no flag), runs at the start of every inventory sync.
 	BeforeInventorySync func(name string)
@@ -94,18 +81,12 @@ func NewOptions() *Options {
 		Workers:          2,
 		MaxStatusNodes:   inventory.DefaultMaxStatusNodes,
 		MinSyncInterval:  time.Second,
-		MetricsAddress:   ":8080",
-		HealthAddress:    ":8081",
 		QPS:              20,
 		Burst:            40,
 		RecordQPS:        100,
 		RecordBurst:      200,
 		SteadyProcs:      1,
-		LeaderElectionID: "gpu-inventory-operator",
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      2 * time.Second,
-		Logging:          logsapi.NewLoggingConfiguration(),
+		Options:          daemon.NewOptions(name),
 	}
 }
 
@@ -114,10 +95,11 @@ func NewOptions() *Options {
 func (o *Options) Flags() cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.addGenericFlags(fss.FlagSet("generic"))
-	o.addLeaderElectionFlags(fss.FlagSet("leader election"))
-	o.addMetricsFlags(fss.FlagSet("metrics"))
+	o.AddLeaderElectionFlags(fss.FlagSet("leader election"), "writes")
+	o.AddEndpointFlags(fss.FlagSet("metrics"))
+	fss.FlagSet("metrics").BoolVar(&o.PerNodeMetrics, "metrics-per-node", o.PerNodeMetrics, "Also export a series per not-ready GPU node (label cardinality grows with the fleet).")
 	o.addUsageFlags(fss.FlagSet("usage"))
-	logsapi.AddFlags(o.Logging, fss.FlagSet("logging"))
+	o.AddLoggingFlags(fss.FlagSet("logging"))
 	return fss
 }
 
@@ -141,21 +123,7 @@ func (o *Options) addGenericFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RecordBurst, "gpunode-burst", o.RecordBurst, "Burst of GpuNode record writes.")
 	fs.BoolVar(&o.Compression, "kube-api-compression", o.Compression, "Ask the API server to gzip large responses: saves bandwidth on a slow link to a remote API server, costs CPU on both sides.")
 	fs.IntVar(&o.SteadyProcs, "steady-gomaxprocs", o.SteadyProcs, "Once the caches have synced and every controller has made its first pass, run Go code on at most this many CPUs at once (GOMAXPROCS): the start and every re-list use all the runtime allows, the steady trickle of events costs less CPU on one. 0 keeps the runtime's choice; GOMAXPROCS in the environment overrides this flag.")
-	fs.StringVar(&o.PprofAddress, "pprof-bind-address", o.PprofAddress, "Serve Go's /debug/pprof/ profiles on this address (for example 127.0.0.1:6060); empty: off.")
-}
-
-func (o *Options) addLeaderElectionFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Hold a Lease before doing anything, so that only one of several replicas writes.")
-	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election Lease.")
-	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long standbys wait after the last renewal before taking a lease over.")
-	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew before it gives up leadership.")
-	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
-}
-
-func (o *Options) addMetricsFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "Serve Prometheus /metrics on this address; 0 turns it off.")
-	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "Serve /healthz and /readyz on this address; 0 turns it off.")
-	fs.BoolVar(&o.PerNodeMetrics, "metrics-per-node", o.PerNodeMetrics, "Also export a series per not-ready GPU node (label cardinality grows with the fleet).")
+	o.AddPprofFlag(fs)
 }
 
 // Validate reports settings that cannot work.
@@ -182,62 +150,18 @@ func (o *Options) Validate() error {
 	if o.RecordQPS <= 0 || o.RecordBurst < 1 {
 		errs = append(errs, fmt.Errorf("--gpunode-qps and --gpunode-burst must be positive"))
 	}
-	if err := logsapi.Validate(o.Logging, nil, nil).ToAggregate(); err != nil {
-		errs = append(errs, fmt.Errorf("logging: %w", err))
-	}
-	if o.LeaderElect {
-		errs = append(errs, o.validateLeaderElection()...)
-	}
+	errs = append(errs, o.Options.Validate()...)
 	errs = append(errs, o.validateUsage(o.Allocation)...)
 	return errors.Join(errs...)
 }
 
-func (o *Options) validateLeaderElection() []error {
-	var errs []error
-	if o.LeaderElectionID == "" {
-		errs = append(errs, errors.New("--leader-election-id must not be empty with --leader-elect"))
-	}
-	if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-		errs = append(errs, fmt.Errorf("leader election needs lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
-	}
-	return errs
-}
-
 // ClientConfig resolves the API server connection and the operator's namespace.
 func (o *Options) ClientConfig() (*rest.Config, string, error) {
-	var config *rest.Config
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	if o.Kubeconfig == "" {
-		if inCluster, err := rest.InClusterConfig(); err == nil {
-			config = inCluster
-		}
-	}
-	if config == nil {
-		var err error
-		config, err = loader.ClientConfig()
-		if err != nil {
-			return nil, "", fmt.Errorf("load kubeconfig (set --kubeconfig or $KUBECONFIG, or run in a cluster): %w", err)
-		}
+	config, namespace, err := daemon.LoadConfig(o.Kubeconfig, o.Namespace)
+	if err != nil {
+		return nil, "", err
 	}
 	config.QPS, config.Burst = float32(o.QPS), o.Burst
-	config.UserAgent = "gpu-inventory-operator"
-	return config, o.namespace(loader), nil
-}
-
-// namespace is --namespace, else $POD_NAMESPACE, else the kubeconfig's (in a cluster: the
-// ServiceAccount's), else "default".
-func (o *Options) namespace(loader clientcmd.ClientConfig) string {
-	if o.Namespace != "" {
-		return o.Namespace
-	}
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	if ns, _, err := loader.Namespace(); err == nil && ns != "" {
-		return ns
-	}
-	return "default"
+	config.UserAgent = name
+	return config, namespace, nil
 }

@@ -195,19 +195,10 @@ func inventory(gpus, free int32) *homelabv1.GpuInventory {
 			Models:     []homelabv1.GpuModel{{Product: "NVIDIA-H100-80GB-HBM3", Gpus: gpus, ReadyGpus: gpus, FreeGpus: free, LargestFit: free}}}}
 }
 
-func row(st *homelabv1.GpuFleetStatus, name string) *homelabv1.FleetMember {
-	for i := range st.Members {
-		if st.Members[i].Name == name {
-			return &st.Members[i]
-		}
-	}
-	return nil
-}
-
 // rowIs checks the state and reason of member name's row.
 func rowIs(name, state, reason string) func(*homelabv1.GpuFleetStatus) error {
 	return func(st *homelabv1.GpuFleetStatus) error {
-		r := row(st, name)
+		r := testenv.FleetRow(st, name)
 		if r == nil {
 			return fmt.Errorf("no row %s", name)
 		}
@@ -220,7 +211,7 @@ func rowIs(name, state, reason string) func(*homelabv1.GpuFleetStatus) error {
 
 func rowJSON(t *testing.T, st *homelabv1.GpuFleetStatus, name string) string {
 	t.Helper()
-	data, err := json.Marshal(row(st, name))
+	data, err := json.Marshal(testenv.FleetRow(st, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +247,7 @@ func TestAMemberChangesOnlyItsOwnRow(t *testing.T) {
 	h.waitStatus("a appears", unmoved(rowIs("a", homelabv1.MemberReachable, "")))
 	a.SetInventory(inventory(8, 5))
 	st = h.waitStatus("a changes", unmoved(func(st *homelabv1.GpuFleetStatus) error {
-		if r := row(st, "a"); r == nil || r.FreeGpus != 5 {
+		if r := testenv.FleetRow(st, "a"); r == nil || r.FreeGpus != 5 {
 			return fmt.Errorf("a's row: %+v", r)
 		}
 		return nil
@@ -284,7 +275,7 @@ func TestAMemberChangesOnlyItsOwnRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitStatus("a vanishes", unmoved(func(st *homelabv1.GpuFleetStatus) error {
-		if r := row(st, "a"); r != nil || st.TotalMembers != 2 {
+		if r := testenv.FleetRow(st, "a"); r != nil || st.TotalMembers != 2 {
 			return fmt.Errorf("a's row: %+v, %d members", r, st.TotalMembers)
 		}
 		return nil
