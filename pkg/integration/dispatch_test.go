@@ -251,13 +251,13 @@ func TestDispatchSendsJobsWhereTheyFit(t *testing.T) {
 func (b *dispatchBed) checkFleet(t *testing.T, st *homelabv1.GpuFleetStatus, before string) {
 	t.Helper()
 	w1 := kueueNamespace + "/w1"
-	if r := fleetRow(st, w1); r.ClusterProfile != w1 || r.MultiKueueCluster != "w1" || r.Gpus != 16 {
+	if r := testenv.FleetRow(st, w1); r.ClusterProfile != w1 || r.MultiKueueCluster != "w1" || r.Gpus != 16 {
 		t.Errorf("w1's row: %+v", r)
 	}
-	if r := fleetRow(st, "w1"); !strings.Contains(r.Message, "the same cluster as member "+w1) {
+	if r := testenv.FleetRow(st, "w1"); !strings.Contains(r.Message, "the same cluster as member "+w1) {
 		t.Errorf("w1's MultiKueueCluster's row: %+v, want a Duplicate of %s", r, w1)
 	}
-	if r := fleetRow(st, "w2"); r.MultiKueueCluster != "w2" || r.ClusterProfile != "" || r.Gpus != 12 {
+	if r := testenv.FleetRow(st, "w2"); r.MultiKueueCluster != "w2" || r.ClusterProfile != "" || r.Gpus != 12 {
 		t.Errorf("w2's row: %+v", r)
 	}
 	if st.TotalGpus != 28 || len(st.Members) != 3 {
@@ -307,7 +307,7 @@ func (b *dispatchBed) stopAndStart(t *testing.T, worker, other string, big *batc
 func (b *dispatchBed) waitRowFree(t *testing.T, name string, free int32) {
 	t.Helper()
 	eventually(t, 60*time.Second, fmt.Sprintf("%s's row with %d free GPUs", name, free), func() error {
-		if r := fleetRow(b.fleet(t), name); r == nil || r.FreeGpus != free {
+		if r := testenv.FleetRow(b.fleet(t), name); r == nil || r.FreeGpus != free {
 			return fmt.Errorf("row %+v", r)
 		}
 		return nil

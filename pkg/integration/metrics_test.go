@@ -207,15 +207,19 @@ func checkAlertRules(t *testing.T, exposition string, include func(group string)
 	}
 }
 
-// checkAlertsDocumented fails when manifests/monitoring's alerts and docs/metrics.md's table
-// differ.
+// checkAlertsDocumented fails when the alerts of manifests/monitoring and monitoring/hub and
+// docs/metrics.md's table differ.
 func checkAlertsDocumented(t *testing.T) {
 	t.Helper()
-	objs, err := testenv.ReadManifests("../../manifests/monitoring/prometheusrule.yaml")
-	if err != nil {
-		t.Fatal(err)
+	var groups []any
+	for _, file := range []string{"../../manifests/monitoring/prometheusrule.yaml", "../../manifests/monitoring/hub/prometheusrule.yaml"} {
+		objs, err := testenv.ReadManifests(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "groups")
+		groups = append(groups, g...)
 	}
-	groups, _, _ := unstructured.NestedSlice(objs[0].Object, "spec", "groups")
 	var alerts []string
 	for _, g := range groups {
 		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
@@ -236,7 +240,7 @@ func checkAlertsDocumented(t *testing.T) {
 	slices.Sort(alerts)
 	slices.Sort(documented)
 	if len(documented) < 6 || !slices.Equal(alerts, documented) {
-		t.Errorf("manifests/monitoring has the alerts %v, docs/metrics.md documents %v; want the same set", alerts, documented)
+		t.Errorf("manifests/monitoring (the operator's and the hub's) has the alerts %v, docs/metrics.md documents %v; want the same set", alerts, documented)
 	}
 }
 
