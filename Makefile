@@ -13,7 +13,6 @@ help: ## List the targets.
 .PHONY: build
 build: ## Build bin/gpu-inventory-operator, the fleet hub bin/gpu-fleet-hub and the kubectl plugin bin/kubectl-gpuinv.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-fleet-hub ./cmd/gpu-fleet-hub
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-gpuinv ./cmd/kubectl-gpuinv
 
 ARCH      ?= $(shell $(GO) env GOARCH)
@@ -70,7 +69,6 @@ OUTAGE    ?= 2m
 bench: build testbin ## Benchmarks of the pure package, then the scale run: kubectl gpuinv over 10 clusters, the fleet hub over 50 member doubles, a real control plane, operator and kubectl plugin, GpuNode records, hostile nodes, many inventories, a GFD outage and allocation with 100,000 pods (N=5000 CHURN=50 INVENTORIES=1000 OUTAGE=2m; needs about 16 GiB free).
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/inventory/
 	$(GO) test -run '^$$' -bench DecodeBench -benchmem ./pkg/nodecache/ ./pkg/slicecache/ ./pkg/claimcache/ ./pkg/podcache/
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-fleet-hub ./cmd/gpu-fleet-hub
 	TESTBIN_DIR="$(TESTBIN)" $(GO) run ./hack/scale --operator $(BIN)/gpu-inventory-operator --plugin $(BIN)/kubectl-gpuinv --hub $(BIN)/gpu-fleet-hub --nodes $(N) --churn $(CHURN) --flip-duration 30s --republish-duration 30s --hostile-duration 1m --inventories $(INVENTORIES) --outage-duration $(OUTAGE) --pods 100000 --gpu-pods 20000 --pod-churn 100 --pod-churn-duration 30s
 
 .PHONY: bench-large
