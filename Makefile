@@ -13,6 +13,7 @@ help: ## List the targets.
 .PHONY: build
 build: ## Build bin/gpu-inventory-operator, the fleet hub bin/gpu-fleet-hub and the kubectl plugin bin/kubectl-gpuinv.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-inventory-operator ./cmd/gpu-inventory-operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/gpu-fleet-hub ./cmd/gpu-fleet-hub
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-gpuinv ./cmd/kubectl-gpuinv
 
 ARCH      ?= $(shell $(GO) env GOARCH)
