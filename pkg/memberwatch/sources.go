@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
@@ -143,15 +142,7 @@ func NewMultiKueueClusters(config *rest.Config) (*MultiKueueClusters, error) {
 // NewMultiKueueClustersFrom makes the MultiKueueCluster cache on client (a fake dynamic
 // client's in tests).
 func NewMultiKueueClustersFrom(client dynamic.ResourceInterface) *MultiKueueClusters {
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return client.Watch(ctx, opts)
-		},
-	}
-	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{}, 0, cache.Indexers{})
+	informer := cache.NewSharedIndexInformer(kubeclient.ListWatch(client, nil), &unstructured.Unstructured{}, 0, cache.Indexers{})
 	_ = informer.SetTransform(func(obj any) (any, error) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)
