@@ -39,8 +39,9 @@ type Context struct {
 	// event handlers go (one listener of Nodes for all controllers); nil: Nodes.
 	Nodes      cache.SharedIndexInformer
 	NodeEvents nodecache.EventSource
-	// KeepsLabel reports whether the node cache holds a label key; nil: every one.
-	KeepsLabel func(key string) bool
+	// KeepsLabel reports whether the node cache holds a label key where selectors see it;
+	// KeepsLevel, whether it holds it at all (nodecache.Levels). nil: every one.
+	KeepsLabel, KeepsLevel func(key string) bool
 	// Entries caches parsed node entries for every controller; nil: each makes its own.
 	Entries *inventory.EntryCache
 	// Facts are the nodes' GPU facts the Node objects do not hold; nil: none.
@@ -63,6 +64,7 @@ type NodeSource interface {
 	Informer() cache.SharedIndexInformer
 	Events() nodecache.EventSource
 	Keeps(key string) bool
+	KeepsLevel(key string) bool
 }
 
 // NewContext makes the Context of one run from its sources (exactly one NodeSource among
@@ -82,7 +84,7 @@ func NewContext(sources []source.Source, base Context) (*Context, error) {
 	if nodes == nil {
 		return nil, fmt.Errorf("no node cache among the sources")
 	}
-	c.Nodes, c.NodeEvents, c.KeepsLabel = nodes.Informer(), nodes.Events(), nodes.Keeps
+	c.Nodes, c.NodeEvents, c.KeepsLabel, c.KeepsLevel = nodes.Informer(), nodes.Events(), nodes.Keeps, nodes.KeepsLevel
 	f := NewFacts(sources).(*facts)
 	c.Facts, c.Entries = f, entriesOn(f)
 	return &c, nil

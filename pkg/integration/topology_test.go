@@ -122,6 +122,47 @@ func TestTopologyInTheInventory(t *testing.T) {
 		}
 		return fragmented(gi, metav1.ConditionTrue) // judged at the narrowest level, the rack
 	})
+
+	// A node moved to another rack moves its domain: the rack label, held apart from the
+	// labels selectors read, is part of what makes a node change.
+	relabel(t, c, "h100-r0-0", "topology.kubernetes.io/rack", "rack-1")
+	c.waitTopology(t, func(gi *homelabv1.GpuInventory) error {
+		for _, d := range gi.Status.Topology.Topologies[0].Domains {
+			if d.Name == "rack-1" && d.Nodes != 3 {
+				return fmt.Errorf("rack-1 has %d nodes, want 3 with h100-r0-0 moved in", d.Nodes)
+			}
+		}
+		return nil
+	})
+
+	// An inventory selecting by the rack: the label moves to where selectors see it (one
+	// more re-list) and the inventory counts the rack's nodes.
+	relists := strings.Count(op.logs(), "Re-listing")
+	if _, err := c.gpu.HomelabV1().GpuInventories().Create(context.Background(), &homelabv1.GpuInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack-1"},
+		Spec: homelabv1.GpuInventorySpec{NodeSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"topology.kubernetes.io/rack": "rack-1"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitTotals(t, "rack-1", totals{Nodes: 3, ReadyNodes: 3, Gpus: 24, ReadyGpus: 24})
+	if n := strings.Count(op.logs(), "Re-listing") - relists; n != 1 {
+		t.Errorf("%d re-lists for a selector on a topology level, want 1", n)
+	}
+}
+
+// relabel sets one label of a node.
+func relabel(t *testing.T, c *cluster, node, key, value string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "node relabelled", func() error {
+		n, err := c.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Labels[key] = value
+		_, err = c.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // fragmented checks the TopologyFragmented condition's status.

@@ -56,7 +56,17 @@ type Inventory struct {
 	Hash string
 	// digests[i] identifies Nodes[i] and gives the size of its JSON.
 	digests []entryDigest
-	buf     *nodeBuffer // where Nodes and digests live, for Release
+	sources []*corev1.Node // sources[i]: the Node of Nodes[i], nil when from elsewhere
+	buf     *nodeBuffer    // where Nodes, digests and sources live, for Release
+}
+
+// Source is the Node entry i was computed from; nil when it came from elsewhere (a stored
+// node list, FromEntries).
+func (inv *Inventory) Source(i int) *corev1.Node {
+	if i >= len(inv.sources) {
+		return nil
+	}
+	return inv.sources[i]
 }
 
 // nodeBuffers recycles the node lists that Release hands back: a sync under churn computes
@@ -66,14 +76,15 @@ var nodeBuffers sync.Pool // of *nodeBuffer
 type nodeBuffer struct {
 	nodes   []homelabv1.GpuNodeEntry
 	digests []entryDigest
+	sources []*corev1.Node
 }
 
 func getNodeBuffer(n int) *nodeBuffer {
 	b, _ := nodeBuffers.Get().(*nodeBuffer)
 	if b == nil || cap(b.nodes) < n {
-		return &nodeBuffer{nodes: make([]homelabv1.GpuNodeEntry, n), digests: make([]entryDigest, n)}
+		return &nodeBuffer{nodes: make([]homelabv1.GpuNodeEntry, n), digests: make([]entryDigest, n), sources: make([]*corev1.Node, n)}
 	}
-	b.nodes, b.digests = b.nodes[:n], b.digests[:n]
+	b.nodes, b.digests, b.sources = b.nodes[:n], b.digests[:n], b.sources[:n]
 	return b
 }
 
@@ -85,8 +96,9 @@ func (inv *Inventory) Release() {
 		return
 	}
 	clear(inv.buf.nodes) // the pool must not keep the entries' strings alive
+	clear(inv.buf.sources)
 	nodeBuffers.Put(inv.buf)
-	inv.buf, inv.Nodes, inv.digests = nil, nil, nil
+	inv.buf, inv.Nodes, inv.digests, inv.sources = nil, nil, nil, nil
 }
 
 // entryDigest is what a sync needs of an entry's JSON: its SHA-256 (for the hash) and its
@@ -148,6 +160,7 @@ type entryRef struct {
 	digest *entryDigest
 	milli  int64        // the share of GPUs held, in thousandths
 	cached *cachedEntry // the entry's source and its place in the sorted result (nil: from a list)
+	node   *corev1.Node // the Node it was computed from (nil: from a list)
 }
 
 func (r *entryRef) name() string {
@@ -362,7 +375,7 @@ func (c *EntryCache) ComputeWithRecords(nodes []*corev1.Node, previous []homelab
 		if !cached.gpu {
 			continue
 		}
-		ref := entryRef{nil, &cached.digest, cached.milli, cached}
+		ref := entryRef{nil, &cached.digest, cached.milli, cached, node}
 		warnings = append(warnings, cached.warnings...)
 		if !cached.known {
 			if prev == nil {
@@ -530,12 +543,19 @@ func carryLastKnown(entry *homelabv1.GpuNodeEntry, last *lastKnown, now time.Tim
 }
 
 // FromEntries sorts entries by name and derives the totals, the models and the hash.
-func FromEntries(entries []homelabv1.GpuNodeEntry) Inventory {
+func FromEntries(entries []homelabv1.GpuNodeEntry) Inventory { return FromNodeEntries(entries, nil) }
+
+// FromNodeEntries is FromEntries of entries made elsewhere from nodes: entries[i] of
+// nodes[i], which Source gives (nodes may be nil).
+func FromNodeEntries(entries []homelabv1.GpuNodeEntry, nodes []*corev1.Node) Inventory {
 	refs := make([]entryRef, len(entries))
 	digests := make([]entryDigest, len(entries))
 	for i := range entries {
 		digests[i] = digest(&entries[i])
 		refs[i] = entryRef{entry: &entries[i], digest: &digests[i]}
+		if i < len(nodes) {
+			refs[i].node = nodes[i]
+		}
 	}
 	slices.SortFunc(refs, byName)
 	return fromRefs(refs, false)
@@ -550,9 +570,10 @@ func encode(entry *homelabv1.GpuNodeEntry) []byte {
 // tracked, the entries carry what pods hold and the inventory gets an allocation summary.
 func fromRefs(refs []entryRef, tracked bool) Inventory {
 	buf := getNodeBuffer(len(refs))
-	inv := Inventory{Nodes: buf.nodes, digests: buf.digests, buf: buf}
+	inv := Inventory{Nodes: buf.nodes, digests: buf.digests, sources: buf.sources, buf: buf}
 	for i := range refs {
 		r := &refs[i]
+		inv.sources[i] = r.node
 		if r.entry != nil {
 			inv.Nodes[i] = *r.entry
 		} else {

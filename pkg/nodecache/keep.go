@@ -38,10 +38,16 @@ const (
 	resourcePrefix = "nvidia.com/"
 )
 
-// Keeps reports whether the cache holds label key: the labels the inventory reads and those
-// that node selectors name.
+// Keeps reports whether the cache holds label key in a node's Labels, where selectors see
+// it: the labels the inventory reads and those that node selectors name.
 func (t *NodeTrimmer) Keeps(key string) bool {
 	return t.selectorKeys[key] || inventory.ReadsLabel(key)
+}
+
+// KeepsLevel reports whether the cache holds label key of a GPU node, in its Labels or with
+// its levels (Levels).
+func (t *NodeTrimmer) KeepsLevel(key string) bool {
+	return t.levelKeys[key] || t.Keeps(key)
 }
 
 // keepsTaint reports whether the cache holds a taint: the node lifecycle controller's, and
@@ -80,9 +86,9 @@ type Rules struct {
 	Conditions bool
 }
 
-// cacheRules are the node cache's keep-rules; labels are t.Keeps's.
+// cacheRules are the node cache's keep-rules; labels are t.KeepsLevel's.
 func (t *NodeTrimmer) cacheRules() Rules {
-	return Rules{Label: t.Keeps, Taint: keepsTaint, Capacity: keepsResource, Allocatable: keepsResource, Conditions: true}
+	return Rules{Label: t.KeepsLevel, Taint: keepsTaint, Capacity: keepsResource, Allocatable: keepsResource, Conditions: true}
 }
 
 // keptTaintOf is the part of a kept taint the rules hold.

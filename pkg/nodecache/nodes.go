@@ -49,12 +49,16 @@ import (
 type NodeTrimmer struct {
 	rules        Rules
 	selectorKeys map[string]bool
-	interned     intern.Strings // label keys and values repeat across nodes
+	// levelKeys are the topology levels' keys that no selector names and the inventory does
+	// not read: a GPU node keeps them apart from its Labels (see Levels).
+	levelKeys map[string]bool
+	interned  intern.Strings // label keys and values repeat across nodes
 
 	// GPU nodes of one model and configuration keep identical label sets and resource
 	// lists, and most nodes have the same taints (or none) and conditions: the decoder
 	// gives them one shared copy each.
 	labelSets      sharedSets[map[string]string]
+	levelSets      sharedSets[map[string]string]
 	resourceLists  sharedSets[corev1.ResourceList]
 	taintLists     sharedSets[[]corev1.Taint]
 	conditionLists sharedSets[[]corev1.NodeCondition]
@@ -71,6 +75,32 @@ func NewNodeTrimmer(selectorKeys []string) *NodeTrimmer {
 	}
 	t.rules = t.cacheRules()
 	return t
+}
+
+// KeepLevels makes t keep the label keys of topology levels too, before t decodes anything.
+// A GPU node's levels that no selector names and the inventory does not read are held apart
+// from its Labels, in a set of their own (Levels): label sets are shared by the nodes of one
+// model and configuration, and a rack or host label in them would make a set per domain.
+func (t *NodeTrimmer) KeepLevels(keys []string) *NodeTrimmer {
+	for _, k := range keys {
+		if !t.selectorKeys[k] && !inventory.ReadsLabel(k) {
+			if t.levelKeys == nil {
+				t.levelKeys = map[string]bool{}
+			}
+			t.levelKeys[k] = true
+		}
+	}
+	return t
+}
+
+// Levels are the topology labels a cached GPU node holds apart from its Labels (see
+// KeepLevels). They live in the cached Node's Annotations, of which the cache keeps nothing
+// else; the labels of a level a selector names are in its Labels.
+func Levels(node *corev1.Node) map[string]string {
+	if node.Annotations[metav1.InitialEventsAnnotationKey] != "" {
+		return nil // the watch-list bookmark's marker
+	}
+	return node.Annotations
 }
 
 // NewTrimmer returns a trimmer that keeps what rules say, decoding as the node cache's does.
@@ -136,9 +166,15 @@ func (t *NodeTrimmer) Trim(obj any) (any, error) {
 func (t *NodeTrimmer) TrimNode(node *corev1.Node) *corev1.Node { return t.trim(node) }
 
 func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
-	var kept map[string]string
+	var kept, levels map[string]string
 	for k, v := range node.Labels {
-		if t.rules.Label(k) {
+		switch {
+		case t.levelKeys[k]:
+			if levels == nil {
+				levels = map[string]string{}
+			}
+			levels[t.intern(k)] = t.intern(v)
+		case t.rules.Label(k):
 			if kept == nil {
 				kept = map[string]string{}
 			}
@@ -168,6 +204,7 @@ func (t *NodeTrimmer) trim(node *corev1.Node) *corev1.Node {
 	trimmed.Status.Conditions = conditions.list
 	if inventory.IsGPUNode(trimmed) {
 		trimmed.UID = node.UID // a GpuNode record's owner reference names it
+		trimmed.Annotations = levels
 	}
 	if v, ok := node.Annotations[metav1.InitialEventsAnnotationKey]; ok {
 		// The watch-list bookmark's marker: the reflector waits for it.
@@ -282,7 +319,7 @@ func keptResources(list corev1.ResourceList, keeps func(string) bool) corev1.Res
 func NodeChanged(old, cur *corev1.Node) bool {
 	return old.Spec.Unschedulable != cur.Spec.Unschedulable ||
 		!slices.Equal(old.Spec.Taints, cur.Spec.Taints) || // key, value and effect only
-		!maps.Equal(old.Labels, cur.Labels) ||
+		!maps.Equal(old.Labels, cur.Labels) || !maps.Equal(Levels(old), Levels(cur)) ||
 		!slices.Equal(old.Status.Conditions, cur.Status.Conditions) || // type and status only
 		!sameResources(old.Status.Capacity, cur.Status.Capacity) ||
 		!sameResources(old.Status.Allocatable, cur.Status.Allocatable)

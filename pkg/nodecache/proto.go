@@ -154,6 +154,7 @@ type nodeScratch struct {
 	allocatable [][]byte
 	conditions  []rawCondition
 	labelsBuf   [40][]byte // room for a GPU node's kept labels without growing labels
+	levelsBuf   [8][]byte  // and for its levels kept apart
 	condBuf     [16]rawCondition
 }
 
@@ -206,18 +207,47 @@ func (s *nodeScratch) setKey(entries [][]byte) []byte {
 // rest of the node is read: whether it is a GPU node decides whether its UID is kept.
 func (t *NodeTrimmer) setMeta(node *corev1.Node, read *kubeproto.ObjectMeta, scratch *nodeScratch) error {
 	meta := &node.ObjectMeta
-	if len(read.Labels) > 0 {
-		var err error
-		if meta.Labels, err = t.labelSet(read.Labels, scratch); err != nil {
+	labels, levels, err := t.splitLevels(read.Labels, scratch)
+	if err != nil {
+		return err
+	}
+	if len(labels) > 0 {
+		if meta.Labels, err = t.stringSet(&t.labelSets, labels, scratch); err != nil {
 			return err
 		}
 	}
 	uid := read.UID
-	if !inventory.IsGPUNode(node) {
+	gpu := inventory.IsGPUNode(node)
+	if !gpu {
 		uid = nil
 	}
 	meta.Name, meta.UID, meta.ResourceVersion = identity(read.Name, uid, read.ResourceVersion)
-	return kubeproto.SetObjectMeta(meta, read, nodeMeta)
+	if err := kubeproto.SetObjectMeta(meta, read, nodeMeta); err != nil || !gpu || len(levels) == 0 || meta.Annotations != nil {
+		return err
+	}
+	meta.Annotations, err = t.stringSet(&t.levelSets, levels, scratch)
+	return err
+}
+
+// splitLevels moves the entries of the labels kept apart (KeepLevels) out of entries, into
+// scratch's room for them.
+func (t *NodeTrimmer) splitLevels(entries [][]byte, scratch *nodeScratch) (labels, levels [][]byte, err error) {
+	if len(t.levelKeys) == 0 {
+		return entries, nil, nil
+	}
+	labels, levels = entries[:0], scratch.levelsBuf[:0]
+	for _, e := range entries {
+		key, _, err := kubeproto.MapEntry(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		if t.levelKeys[kubeproto.View(key)] {
+			levels = append(levels, e)
+		} else {
+			labels = append(labels, e)
+		}
+	}
+	return labels, levels, nil
 }
 
 // nodeMeta is what Trim keeps of a Node's metadata besides the labels and the identity,
@@ -237,9 +267,9 @@ func identity(name, uid, resourceVersion []byte) (string, types.UID, string) {
 	return s[:n], types.UID(s[n:u]), s[u:]
 }
 
-// labelSet builds (or shares) the kept labels among a node's raw entries.
-func (t *NodeTrimmer) labelSet(entries [][]byte, scratch *nodeScratch) (map[string]string, error) {
-	return t.labelSets.get(scratch.setKey(entries), func() (map[string]string, error) {
+// stringSet builds (or shares, from sets) the map of a node's raw label entries.
+func (t *NodeTrimmer) stringSet(sets *sharedSets[map[string]string], entries [][]byte, scratch *nodeScratch) (map[string]string, error) {
+	return sets.get(scratch.setKey(entries), func() (map[string]string, error) {
 		labels := make(map[string]string, len(entries))
 		for _, e := range entries {
 			key, value, err := kubeproto.MapEntry(e)

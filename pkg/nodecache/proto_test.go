@@ -89,7 +89,8 @@ func TestDecodeNodeEqualsTrim(t *testing.T) {
 			corev1.NodeCondition{Type: "GpuPowerWatch", Status: corev1.ConditionTrue, Message: "power"})
 		nodes = append(nodes, n)
 	}
-	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"})
+	trimmer := NewNodeTrimmer([]string{"topology.kubernetes.io/zone"}).
+		KeepLevels([]string{"topology.kubernetes.io/zone", "topology.kubernetes.io/rack", "topology.k8s.aws/network-node-layer-1"})
 	proto := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	encoder := scheme.Codecs.EncoderForVersion(proto, corev1.SchemeGroupVersion)
 	decoder := trimmer.Codec().Serializer(scheme.Codecs.WithoutConversion()).DecoderToVersion(proto, corev1.SchemeGroupVersion)
@@ -305,6 +306,56 @@ func TestDecodedNodesShareIdenticalSets(t *testing.T) {
 	}
 	if a.Labels[inventory.LabelProduct] != "NVIDIA-H100-80GB-HBM3" || c.Labels[inventory.LabelProduct] != "NVIDIA-A100-SXM4-80GB" {
 		t.Error("a node decoded earlier changed when the table started over")
+	}
+}
+
+// The labels of topology levels that no selector names are kept apart from a GPU node's
+// Labels, so that the nodes of one model share their label set across racks; the levels are
+// shared by the nodes of one domain, and a change of them is a change of the node.
+func TestLevelsAreKeptApart(t *testing.T) {
+	const zone, rack, block, clique = "topology.kubernetes.io/zone", "topology.kubernetes.io/rack", "topology.k8s.aws/network-node-layer-1", "nvidia.com/gpu.clique"
+	trimmer := NewNodeTrimmer([]string{zone}).KeepLevels([]string{zone, rack, clique})
+	node := func(name, r string) *corev1.Node {
+		n, lbls := fixtures.FleetNode(0)
+		maps.Copy(n.Labels, lbls)
+		n.Name, n.Labels["kubernetes.io/hostname"], n.Labels[rack] = name, name, r
+		n.Labels[clique] = "uuid.1"
+		return n
+	}
+	decode := func(n *corev1.Node) *corev1.Node {
+		t.Helper()
+		got := decodeProtobuf(t, trimmer, n)
+		want, _ := trimmer.Trim(n)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: decoded node differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
+		}
+		return got
+	}
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+
+	a, b, c := decode(node("a", "rack-1")), decode(node("b", "rack-1")), decode(node("c", "rack-2"))
+	if _, ok := a.Labels[rack]; ok || Levels(a)[rack] != "rack-1" {
+		t.Errorf("rack: Labels %v, Levels %v; want it in Levels only", a.Labels[rack], Levels(a))
+	}
+	if a.Labels[zone] == "" || Levels(a)[zone] != "" || a.Labels[clique] != "uuid.1" {
+		t.Errorf("the zone (a selector's) and the clique (the inventory's) must stay in Labels: Labels %v, Levels %v", a.Labels, Levels(a))
+	}
+	if _, ok := Levels(a)[block]; ok {
+		t.Errorf("a key no level names is kept: %v", Levels(a))
+	}
+	if !same(a.Labels, c.Labels) || !same(Levels(a), Levels(b)) || same(Levels(a), Levels(c)) {
+		t.Error("want one label set for the model across racks and one level set per rack")
+	}
+	if !trimmer.Keeps(zone) || trimmer.Keeps(rack) || !trimmer.KeepsLevel(rack) || trimmer.KeepsLevel(block) {
+		t.Error("Keeps is true of the keys in Labels only, KeepsLevel of those and the levels")
+	}
+	if !NodeChanged(a, c) || NodeChanged(a, b) {
+		t.Error("a node moved to another rack must be a change, and only that")
+	}
+	cpu, lbls := fixtures.FleetNode(1)
+	maps.Copy(cpu.Labels, lbls)
+	if got := decode(cpu); got.Annotations != nil {
+		t.Errorf("a node that is no GPU node keeps levels %v", got.Annotations)
 	}
 }
 

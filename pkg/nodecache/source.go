@@ -43,8 +43,12 @@ func NewSource(nodes NodesClient, trimmer *NodeTrimmer) *Source {
 // Events is where the controllers add their node handlers, before Run.
 func (s *Source) Events() EventSource { return &s.events }
 
-// Keeps reports whether the cache keeps a label key.
+// Keeps reports whether the cache keeps a label key where selectors see it.
 func (s *Source) Keeps(key string) bool { return s.trimmer.Keeps(key) }
+
+// KeepsLevel reports whether the cache keeps a label key of a GPU node, where selectors see
+// it or with its levels.
+func (s *Source) KeepsLevel(key string) bool { return s.trimmer.KeepsLevel(key) }
 
 // Run registers the controllers' handlers with the informer, as one listener, and runs it
 // until ctx is done.

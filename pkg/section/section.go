@@ -57,8 +57,10 @@ type Input struct {
 	// Content is the inventory computed from them.
 	Content *inventory.Inventory
 	Logger  klog.Logger
-	// KeepsLabel reports whether the node cache holds a label key (nil: every one).
-	KeepsLabel func(key string) bool
+	// KeepsLabel reports whether the node cache holds a label key where selectors see it;
+	// KeepsLevel, whether it holds it at all, in a GPU node's Labels or with its topology
+	// levels (nodecache.Levels). nil: every one.
+	KeepsLabel, KeepsLevel func(key string) bool
 }
 
 // Part is a section's part of one inventory's status.

@@ -135,7 +135,7 @@ func (b *builder) place() {
 		n := &b.nodes[i]
 		depth := len(b.levels)
 		for l, key := range b.levels {
-			v, ok := n.Labels[key]
+			v, ok := n.label(key)
 			values[l] = v
 			if !ok {
 				depth = min(depth, l)

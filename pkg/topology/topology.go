@@ -66,6 +66,9 @@ const maxExamples = 3
 type Node struct {
 	Name   string
 	Labels map[string]string
+	// Levels are labels held apart from Labels (the node cache's nodecache.Levels), read
+	// where Labels lack a key.
+	Levels map[string]string
 	// Model is the GPU model; nodes without GPUs count as nodes but belong to no model.
 	Model string
 	// GPUs is the number of whole GPUs the node has; Free is how many are free now.
@@ -76,12 +79,21 @@ type Node struct {
 	Schedulable bool
 }
 
+// label is the node's label key, from Labels or Levels.
+func (n *Node) label(key string) (string, bool) {
+	if v, ok := n.Labels[key]; ok {
+		return v, true
+	}
+	v, ok := n.Levels[key]
+	return v, ok
+}
+
 // Present returns the keys of levels that at least one node carries, in their order.
 func Present(levels []string, nodes []Node) []string {
 	var out []string
 	for _, key := range levels {
 		for i := range nodes {
-			if _, ok := nodes[i].Labels[key]; ok {
+			if _, ok := nodes[i].label(key); ok {
 				out = append(out, key)
 				break
 			}

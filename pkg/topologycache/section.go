@@ -24,12 +24,12 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	homelabv1 "github.com/youngju-dev/gpu-inventory-operator/pkg/apis/homelab/v1"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/inventory"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/metrics"
+	"github.com/youngju-dev/gpu-inventory-operator/pkg/nodecache"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/section"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/source"
 	"github.com/youngju-dev/gpu-inventory-operator/pkg/topology"
@@ -101,7 +101,7 @@ func (s *Section) Compute(in section.Input) *section.Part {
 	if in.Content.TotalGpuNodes == 0 {
 		return nil
 	}
-	nodes := topologyNodes(in.Nodes, in.Content.Nodes)
+	nodes := topologyNodes(in.Content)
 	spec := in.Inventory.Spec.Topology
 	hierarchies, problems := s.hierarchies(spec, nodes)
 	if len(hierarchies) == 0 {
@@ -115,7 +115,7 @@ func (s *Section) Compute(in section.Input) *section.Part {
 	var missing []string
 	for _, h := range hierarchies {
 		for _, key := range h.levels {
-			if in.KeepsLabel != nil && !in.KeepsLabel(key) && !slices.Contains(missing, key) {
+			if in.KeepsLevel != nil && !in.KeepsLevel(key) && !slices.Contains(missing, key) {
 				missing = append(missing, key)
 			}
 		}
@@ -210,15 +210,11 @@ func requiredLevel(spec *homelabv1.TopologySpec, levels []string) string {
 
 // topologyNodes are the GPU nodes as the topology reads them: labels from the Node, model,
 // GPUs and what is free from the inventory's entries.
-func topologyNodes(nodes []*corev1.Node, entries []homelabv1.GpuNodeEntry) []topology.Node {
-	byName := make(map[string]*corev1.Node, len(nodes))
-	for _, n := range nodes {
-		byName[n.Name] = n
-	}
-	out := make([]topology.Node, 0, len(entries))
-	for i := range entries {
-		e := &entries[i]
-		node := byName[e.Name]
+func topologyNodes(content *inventory.Inventory) []topology.Node {
+	out := make([]topology.Node, 0, len(content.Nodes))
+	for i := range content.Nodes {
+		e := &content.Nodes[i]
+		node := content.Source(i)
 		if node == nil {
 			continue // known from its record only: no labels to place it by
 		}
@@ -227,7 +223,7 @@ func topologyNodes(nodes []*corev1.Node, entries []homelabv1.GpuNodeEntry) []top
 		if !schedulable {
 			free = e.UnschedulableFreeGpus
 		}
-		out = append(out, topology.Node{Name: e.Name, Labels: node.Labels, Model: baseModel(e.Product),
+		out = append(out, topology.Node{Name: e.Name, Labels: node.Labels, Levels: nodecache.Levels(node), Model: baseModel(e.Product),
 			GPUs: int64(e.GpuCount), Free: int64(free), Schedulable: schedulable})
 	}
 	return out

@@ -60,8 +60,8 @@ func (f *fleet) add(name string, labels map[string]string, free int32, ready, co
 // input is the section's input for an inventory of the fleet.
 func (f *fleet) input(spec homelabv1.GpuInventorySpec) section.Input {
 	gi := &homelabv1.GpuInventory{ObjectMeta: metav1.ObjectMeta{Name: "all", Generation: 3}, Spec: spec}
-	return section.Input{Inventory: gi, Nodes: f.nodes, Logger: klog.Background(),
-		Content: &inventory.Inventory{Nodes: f.entries, TotalGpuNodes: int32(len(f.entries))}}
+	content := inventory.FromNodeEntries(f.entries, f.nodes)
+	return section.Input{Inventory: gi, Nodes: f.nodes, Logger: klog.Background(), Content: &content}
 }
 
 // racks: rack-a with 4 free nodes, rack-b with 2 free, 1 busy, 1 cordoned (free), rack-c
@@ -185,7 +185,7 @@ func TestSectionFollowsKueueAndTheSpec(t *testing.T) {
 	spec := homelabv1.GpuInventorySpec{Topology: &homelabv1.TopologySpec{Levels: []string{topology.Zone, "example.com/pod"}, GangSizes: []int32{16}}}
 	keeps := func(key string) bool { return key != "example.com/pod" }
 	in := f.input(spec)
-	in.KeepsLabel = keeps
+	in.KeepsLevel = keeps
 	part = s.Compute(in)
 	part.Set(&status)
 	tree := status.Topology.Topologies[0]

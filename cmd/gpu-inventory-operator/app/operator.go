@@ -214,7 +214,7 @@ func (o *Operator) runOnce(ctx context.Context, crds crdState, asked []string) (
 	// Sources: the node cache keeps the labels the others select nodes by.
 	e := &env{opts: o.opts, clients: o.clients, namespace: o.namespace, fresh: crds.fresh, records: crds.records,
 		observe: func(took float64, result string) { o.metrics.UsageReadings.WithLabelValues(result).Observe(took) }}
-	e.labelKeys = append(nodeLabelKeys(ctx, e, sources), asked...)
+	e.labelKeys = nodeLabelKeys(ctx, e, sources, asked)
 	built, err := buildSources(ctx, e, sources)
 	if err != nil {
 		return nil, err

@@ -64,9 +64,16 @@ type sourceRow struct {
 	on func(ctx context.Context, e *env) (bool, error)
 	// build makes it; the sources of the rows above it are in e.
 	build func(ctx context.Context, e *env) (source.Source, error)
-	// nodeLabels are the node label keys it selects nodes by, asked before the node cache
-	// lists so that it keeps them from its first list (nil: none).
-	nodeLabels func(ctx context.Context, e *env) []string
+	// nodeLabels are the node label keys it selects or groups nodes by, asked before the
+	// node cache lists so that it keeps them from its first list (nil: none).
+	nodeLabels func(ctx context.Context, e *env) labelKeys
+}
+
+// labelKeys are node label keys the node cache keeps beyond its own rules: those selectors
+// name, and those of topology levels, which a GPU node holds apart from its other labels
+// (nodecache.NodeTrimmer.KeepLevels).
+type labelKeys struct {
+	selected, levels []string
 }
 
 // access is one rule of the RBAC a source needs: get, list and watch on resources of group.
@@ -92,7 +99,7 @@ var sources = []sourceRow{
 		}},
 	{name: "nodes", reads: []access{{resources: []string{"nodes"}}},
 		build: func(_ context.Context, e *env) (source.Source, error) {
-			trimmer := nodecache.NewNodeTrimmer(e.labelKeys)
+			trimmer := nodecache.NewNodeTrimmer(e.labelKeys.selected).KeepLevels(e.labelKeys.levels)
 			rc, err := kubeproto.NewClient(e.clients.protobuf, trimmer.Codec())
 			if err != nil {
 				return nil, err // names the Node client
@@ -127,24 +134,24 @@ var sources = []sourceRow{
 			}
 			return quotacache.New(e.clients.config, quotacache.Options{DRAResources: dra})
 		},
-		nodeLabels: func(ctx context.Context, e *env) []string {
+		nodeLabels: func(ctx context.Context, e *env) labelKeys {
 			keys, err := quotacache.FlavorLabelKeys(ctx, e.clients.config)
 			if err != nil { // a flavor's key then costs a re-list
 				klog.FromContext(ctx).V(2).Info("Cannot list Kueue's ResourceFlavors for their node labels", "err", err)
 			}
-			return keys
+			return labelKeys{selected: keys}
 		}},
 	{name: "topology", reads: []access{{group: "kueue.x-k8s.io", resources: []string{"topologies"}}},
 		on: func(_ context.Context, e *env) (bool, error) { return e.opts.Topology, nil },
 		build: func(_ context.Context, e *env) (source.Source, error) {
 			return topologycache.New(e.clients.config, topologycache.Options{})
 		},
-		nodeLabels: func(ctx context.Context, e *env) []string {
+		nodeLabels: func(ctx context.Context, e *env) labelKeys {
 			keys, err := topologycache.LevelKeys(ctx, e.clients.config)
 			if err != nil { // a Topology's key then costs a re-list
 				klog.FromContext(ctx).V(2).Info("Cannot list Kueue's Topologies for their node labels", "err", err)
 			}
-			return append(keys, topology.DefaultLevels...)
+			return labelKeys{levels: append(keys, topology.DefaultLevels...)}
 		}},
 	{name: "prometheus",
 		on: func(_ context.Context, e *env) (bool, error) {
@@ -181,7 +188,7 @@ type env struct {
 	namespace string
 	observe   func(took float64, result string) // the usage readings' metric
 	// labelKeys are the node label keys the node cache keeps beyond its own rules.
-	labelKeys []string
+	labelKeys labelKeys
 	// fresh: the GpuInventory CRD was created just now, so no inventory exists yet.
 	fresh   bool
 	records bool // GpuNode records are served (or installed by this operator)
@@ -224,9 +231,11 @@ func buildSources(ctx context.Context, e *env, rows []sourceRow) ([]source.Sourc
 	return e.built, nil
 }
 
-// nodeLabelKeys asks every row that is on for the node label keys it selects by.
-func nodeLabelKeys(ctx context.Context, e *env, rows []sourceRow) []string {
-	var keys []string
+// nodeLabelKeys asks every row that is on for the node label keys it selects or groups by;
+// asked are keys an earlier run was asked for, kept as selected unless a row names them as
+// levels.
+func nodeLabelKeys(ctx context.Context, e *env, rows []sourceRow, asked []string) labelKeys {
+	var keys labelKeys
 	for _, row := range rows {
 		if row.nodeLabels == nil {
 			continue
@@ -236,10 +245,17 @@ func nodeLabelKeys(ctx context.Context, e *env, rows []sourceRow) []string {
 				continue
 			}
 		}
-		keys = append(keys, row.nodeLabels(ctx, e)...)
+		k := row.nodeLabels(ctx, e)
+		keys.selected, keys.levels = append(keys.selected, k.selected...), append(keys.levels, k.levels...)
 	}
-	slices.Sort(keys)
-	return slices.Compact(keys)
+	for _, key := range asked {
+		if !slices.Contains(keys.levels, key) {
+			keys.selected = append(keys.selected, key)
+		}
+	}
+	slices.Sort(keys.selected)
+	slices.Sort(keys.levels)
+	return labelKeys{selected: slices.Compact(keys.selected), levels: slices.Compact(keys.levels)}
 }
 
 // builtNamed is the built source of that name, if it is a T.
@@ -255,19 +271,19 @@ func builtNamed[T source.Source](e *env, name string) (T, bool) {
 
 // selectorKeys lists the label keys that the node selectors and topology levels of all
 // GpuInventories name, reading the inventories without their node lists.
-func selectorKeys(ctx context.Context, e *env) []string {
+func selectorKeys(ctx context.Context, e *env) labelKeys {
+	var keys labelKeys
 	if e.fresh {
-		return nil // no inventory yet, and the API server may not serve the kind yet
+		return keys // no inventory yet, and the API server may not serve the kind yet
 	}
 	list, err := kubeclient.GpuInventories(e.clients.light).List(ctx, metav1.ListOptions{})
 	if err != nil { // a selector's key then costs a re-list
 		klog.FromContext(ctx).Error(err, "Cannot list GpuInventories for their node selectors' label keys")
-		return nil
+		return keys
 	}
-	var keys []string
 	for _, gi := range list.Items {
 		if gi.Spec.Topology != nil {
-			keys = append(keys, gi.Spec.Topology.Levels...)
+			keys.levels = append(keys.levels, gi.Spec.Topology.Levels...)
 		}
 		sel, err := inventory.Selector(gi.Spec.NodeSelector)
 		if err != nil {
@@ -275,7 +291,7 @@ func selectorKeys(ctx context.Context, e *env) []string {
 		}
 		reqs, _ := sel.Requirements()
 		for _, r := range reqs {
-			keys = append(keys, r.Key())
+			keys.selected = append(keys.selected, r.Key())
 		}
 	}
 	return keys

@@ -87,7 +87,8 @@ type Controller struct {
 	entries           *inventory.EntryCache
 	maxStatusNodes    int
 	perNodeMetrics    bool
-	keeps             func(string) bool // nil: every label is kept
+	keeps             func(string) bool // where selectors see it; nil: every label is kept
+	keepsLevel        func(string) bool // at all (nodecache.Levels); nil: every label is kept
 	unhandled         chan controller.Unhandled
 	facts             controller.Facts
 	readsPods         bool           // pods are read: inventories count demand
@@ -124,6 +125,7 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		maxStatusNodes:    d.MaxStatusNodes,
 		perNodeMetrics:    opts.PerNodeMetrics,
 		keeps:             d.KeepsLabel,
+		keepsLevel:        d.KeepsLevel,
 		unhandled:         make(chan controller.Unhandled, unhandledBuffer),
 		facts:             d.Facts,
 		readsPods:         d.Facts.Changes(controller.Holdings) != nil,

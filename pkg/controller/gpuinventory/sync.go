@@ -115,7 +115,7 @@ func (c *Controller) compute(ctx context.Context, gi *homelabv1.GpuInventory) (c
 
 // computeSections adds each section's part: its conditions, and its hash to the content's.
 func (c *Controller) computeSections(ctx context.Context, gi *homelabv1.GpuInventory, nodes []*corev1.Node, now *computed) {
-	in := section.Input{Inventory: gi, Nodes: nodes, Content: &now.content, Logger: klog.FromContext(ctx), KeepsLabel: c.keeps}
+	in := section.Input{Inventory: gi, Nodes: nodes, Content: &now.content, Logger: klog.FromContext(ctx), KeepsLabel: c.keeps, KeepsLevel: c.keepsLevel}
 	now.parts = make([]*section.Part, len(c.sections))
 	for i, s := range c.sections {
 		part := s.Compute(in)
