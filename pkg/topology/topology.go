@@ -90,13 +90,21 @@ func (n *Node) label(key string) (string, bool) {
 
 // Present returns the keys of levels that at least one node carries, in their order.
 func Present(levels []string, nodes []Node) []string {
-	var out []string
-	for _, key := range levels {
-		for i := range nodes {
-			if _, ok := nodes[i].label(key); ok {
-				out = append(out, key)
-				break
+	found := make([]bool, len(levels))
+	left := len(levels)
+	for i := 0; i < len(nodes) && left > 0; i++ {
+		for l, key := range levels {
+			if !found[l] {
+				if _, ok := nodes[i].label(key); ok {
+					found[l], left = true, left-1
+				}
 			}
+		}
+	}
+	var out []string
+	for l, key := range levels {
+		if found[l] {
+			out = append(out, key)
 		}
 	}
 	return out

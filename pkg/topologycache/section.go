@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -101,7 +102,9 @@ func (s *Section) Compute(in section.Input) *section.Part {
 	if in.Content.TotalGpuNodes == 0 {
 		return nil
 	}
-	nodes := topologyNodes(in.Content)
+	buf := nodeSlices.Get().(*[]topology.Node)
+	nodes := topologyNodes((*buf)[:0], in.Content)
+	defer func() { clear(nodes); *buf = nodes[:0]; nodeSlices.Put(buf) }() // keep no labels alive
 	spec := in.Inventory.Spec.Topology
 	hierarchies, problems := s.hierarchies(spec, nodes)
 	if len(hierarchies) == 0 {
@@ -208,10 +211,9 @@ func requiredLevel(spec *homelabv1.TopologySpec, levels []string) string {
 	return levels[len(levels)-1]
 }
 
-// topologyNodes are the GPU nodes as the topology reads them: labels from the Node, model,
-// GPUs and what is free from the inventory's entries.
-func topologyNodes(content *inventory.Inventory) []topology.Node {
-	out := make([]topology.Node, 0, len(content.Nodes))
+// topologyNodes appends to out the GPU nodes as the topology reads them: labels from the
+// Node, model, GPUs and what is free from the inventory's entries.
+func topologyNodes(out []topology.Node, content *inventory.Inventory) []topology.Node {
 	for i := range content.Nodes {
 		e := &content.Nodes[i]
 		node := content.Source(i)
@@ -228,6 +230,9 @@ func topologyNodes(content *inventory.Inventory) []topology.Node {
 	}
 	return out
 }
+
+// nodeSlices recycles topologyNodes' lists: a sync under churn makes one of every GPU node.
+var nodeSlices = sync.Pool{New: func() any { return new([]topology.Node) }}
 
 // boundBytes drops listed domains, the last of the topology that lists most first, until
 // the topology's JSON is at most maxBytes (the levels still count every domain).
