@@ -16,7 +16,12 @@ limitations under the License.
 
 package nodecache
 
-import "k8s.io/client-go/tools/cache"
+import (
+	"context"
+	"sync"
+
+	"k8s.io/client-go/tools/cache"
+)
 
 // EventSource is what a controller registers its node event handler with: the node
 // informer itself, or Events to share one listener.
@@ -29,13 +34,42 @@ type EventSource interface {
 // with the informer once every controller has added its handler.
 type Events struct {
 	handlers []cache.ResourceEventHandler
+	once     sync.Once
+	synced   chan struct{} // closed once the listener has handed on the initial list
 }
 
-// AddEventHandler adds h; it returns no registration (Events is registered as a whole).
+// AddEventHandler adds h. Its registration has synced once the one listener has handed h
+// every object of the informer's initial list, as an informer's own registration does: the
+// informer's HasSynced comes sooner, while the listener may still hold thousands of them.
 func (e *Events) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	e.handlers = append(e.handlers, h)
-	return nil, nil
+	return eventsRegistration{e}, nil
 }
+
+// registered follows reg, the one listener's registration, until it has synced or ctx ends.
+func (e *Events) registered(ctx context.Context, reg cache.ResourceEventHandlerRegistration) {
+	done := e.done()
+	go func() {
+		select {
+		case <-reg.HasSyncedChecker().Done():
+			close(done)
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (e *Events) done() chan struct{} {
+	e.once.Do(func() { e.synced = make(chan struct{}) })
+	return e.synced
+}
+
+// eventsRegistration is a handler's registration with Events.
+type eventsRegistration struct{ e *Events }
+
+func (r eventsRegistration) HasSynced() bool                     { return cache.IsDone(r) }
+func (r eventsRegistration) HasSyncedChecker() cache.DoneChecker { return r }
+func (r eventsRegistration) Name() string                        { return "node events" }
+func (r eventsRegistration) Done() <-chan struct{}               { return r.e.done() }
 
 func (e *Events) OnAdd(obj any, isInInitialList bool) {
 	for _, h := range e.handlers {

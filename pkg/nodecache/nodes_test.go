@@ -24,6 +24,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,6 +292,37 @@ func TestEventsFanOut(t *testing.T) {
 	want := []string{"a add", "b add", "a update", "b update", "a delete", "b delete"}
 	if !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
+// A handler's registration with Events has synced only once the one listener has handed it
+// every node of the initial list, not when the cache holds them: a controller that waits for
+// it sees every node's add before it starts.
+func TestEventsRegistrationSyncsWithTheHandler(t *testing.T) {
+	src := fakeNodeSource(t, fixtures.Fleet(4)...)
+	s := NewSource(src.client, NewNodeTrimmer(nil))
+	held := make(chan struct{})
+	var added atomic.Int32
+	reg, err := s.Events().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+		<-held // a slow handler: the listener holds the other nodes meanwhile
+		added.Add(1)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), s.Informer().HasSynced) {
+		t.Fatal("cache did not sync")
+	}
+	if reg.HasSynced() {
+		t.Errorf("the registration has synced with %d of 4 nodes handed on", added.Load())
+	}
+	close(held)
+	<-reg.HasSyncedChecker().Done()
+	if n := added.Load(); n != 4 || !reg.HasSynced() {
+		t.Errorf("synced with %d of 4 nodes handed on (HasSynced %v)", n, reg.HasSynced())
 	}
 }
 

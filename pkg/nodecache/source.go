@@ -53,8 +53,11 @@ func (s *Source) KeepsLevel(key string) bool { return s.trimmer.KeepsLevel(key) 
 // Run registers the controllers' handlers with the informer, as one listener, and runs it
 // until ctx is done.
 func (s *Source) Run(ctx context.Context) {
-	if _, err := s.InformerSource.Informer().AddEventHandler(&s.events); err != nil {
+	reg, err := s.InformerSource.Informer().AddEventHandler(&s.events)
+	if err != nil {
 		klog.FromContext(ctx).Error(fmt.Errorf("add Node event handler: %w", err), "Node events reach no controller")
+	} else {
+		s.events.registered(ctx, reg)
 	}
 	s.InformerSource.Run(ctx)
 }

@@ -126,36 +126,41 @@ func NewController(ctx context.Context, cc *controller.Context, opts Options) (*
 		opts.Reader = opts.Client
 	}
 	c := &Controller{
-		client:        opts.Client,
-		reader:        opts.Reader,
-		nodeIndex:     d.Nodes.GetIndexer(),
-		nodes:         nodecache.NewNodeLister(d.Nodes),
-		nodesSynced:   d.Nodes.HasSynced,
-		records:       opts.Records.Lister(),
-		recordKeys:    opts.Records.Informer().GetIndexer().ListKeys,
-		recordsSynced: opts.Records.Informer().HasSynced,
-		facts:         source.Merge(d.Facts.Changes(controller.Devices)),
-		queue:         controller.NewQueue[cache.ObjectName](Name, d.Metrics),
-		limiter:       controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, d.Clock),
-		metrics:       d.Metrics,
-		entries:       d.Entries,
-		clock:         d.Clock,
-		seed:          opts.Seed,
-		lastSeen:      map[string]time.Time{},
-		deleted:       map[string]*homelabv1.GpuNode{},
-		pruned:        map[string]string{},
+		client:     opts.Client,
+		reader:     opts.Reader,
+		nodeIndex:  d.Nodes.GetIndexer(),
+		nodes:      nodecache.NewNodeLister(d.Nodes),
+		records:    opts.Records.Lister(),
+		recordKeys: opts.Records.Informer().GetIndexer().ListKeys,
+		facts:      source.Merge(d.Facts.Changes(controller.Devices)),
+		queue:      controller.NewQueue[cache.ObjectName](Name, d.Metrics),
+		limiter:    controller.NewWriteLimiter[cache.ObjectName](RelabelInterval, RelabelBurst, d.Clock),
+		metrics:    d.Metrics,
+		entries:    d.Entries,
+		clock:      d.Clock,
+		seed:       opts.Seed,
+		lastSeen:   map[string]time.Time{},
+		deleted:    map[string]*homelabv1.GpuNode{},
+		pruned:     map[string]string{},
 	}
-	if _, err := d.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode)); err != nil {
+	// The initial pass waits until the handlers have been handed the initial lists, not only
+	// until the caches hold them: an event that comes after the pass started queues its name
+	// itself, and thousands of them at once would leave the queue's room behind.
+	nodeEvents, err := d.NodeEvents.AddEventHandler(nodecache.NodeHandler(c.entries.Forget, c.handleNode))
+	if err != nil {
 		return nil, controller.Runner{}, fmt.Errorf("add Node event handler: %w", err)
 	}
+	c.nodesSynced = nodeEvents.HasSynced
 	c.facts.OnChange(func(name string) { c.enqueue(cache.ObjectName{Name: name}, true) })
-	if _, err := opts.Records.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	recordEvents, err := opts.Records.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueRecord,
 		UpdateFunc: c.recordUpdated,
 		DeleteFunc: c.recordDeleted,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, controller.Runner{}, fmt.Errorf("add GpuNode event handler: %w", err)
 	}
+	c.recordsSynced = recordEvents.HasSynced
 	klog.FromContext(ctx).V(4).Info("Records controller wired", "controller", Name)
 	workers := max(opts.Workers, 1)
 	return c, controller.Runner{Run: func(ctx context.Context) error { return c.Run(ctx, workers) },
