@@ -275,16 +275,7 @@ func TestDecodedNodesShareIdenticalSets(t *testing.T) {
 		n.Spec.Taints = []corev1.Taint{{Key: inventory.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}}
 		return n
 	}
-	decode := func(n *corev1.Node) *corev1.Node {
-		t.Helper()
-		got := decodeProtobuf(t, trimmer, n)
-		want, _ := trimmer.Trim(n)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("%s: decoded node differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
-		}
-		return got
-	}
-	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	decode := func(n *corev1.Node) *corev1.Node { t.Helper(); return decodeAsTrim(t, trimmer, n) }
 
 	a, b, c := decode(node("a", "NVIDIA-H100-80GB-HBM3")), decode(node("b", "NVIDIA-H100-80GB-HBM3")), decode(node("c", "NVIDIA-A100-SXM4-80GB"))
 	if !same(a.Labels, b.Labels) || !same(a.Status.Capacity, b.Status.Capacity) || !same(a.Status.Allocatable, b.Status.Allocatable) || !same(a.Spec.Taints, b.Spec.Taints) {
@@ -322,16 +313,7 @@ func TestLevelsAreKeptApart(t *testing.T) {
 		n.Labels[clique] = "uuid.1"
 		return n
 	}
-	decode := func(n *corev1.Node) *corev1.Node {
-		t.Helper()
-		got := decodeProtobuf(t, trimmer, n)
-		want, _ := trimmer.Trim(n)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("%s: decoded node differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
-		}
-		return got
-	}
-	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	decode := func(n *corev1.Node) *corev1.Node { t.Helper(); return decodeAsTrim(t, trimmer, n) }
 
 	a, b, c := decode(node("a", "rack-1")), decode(node("b", "rack-1")), decode(node("c", "rack-2"))
 	if _, ok := a.Labels[rack]; ok || Levels(a)[rack] != "rack-1" {
@@ -357,6 +339,22 @@ func TestLevelsAreKeptApart(t *testing.T) {
 	if got := decode(cpu); got.Annotations != nil {
 		t.Errorf("a node that is no GPU node keeps levels %v", got.Annotations)
 	}
+}
+
+// decodeAsTrim decodes n as protobuf with trimmer, failing t unless it equals Trim of n.
+func decodeAsTrim(t *testing.T, trimmer *NodeTrimmer, n *corev1.Node) *corev1.Node {
+	t.Helper()
+	got := decodeProtobuf(t, trimmer, n)
+	want, _ := trimmer.Trim(n)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("%s: decoded node differs from Trim (-Trim +decoder):\n%s", n.Name, diff)
+	}
+	return got
+}
+
+// same reports whether two maps or slices are one.
+func same(a, b any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // A set that fails to build is not remembered: the next node with the same bytes gets the
