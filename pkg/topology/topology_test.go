@@ -418,3 +418,23 @@ func TestBuildCountsNodesByFreeGPUs(t *testing.T) {
 		t.Errorf("a domain without free GPUs: FreeNodes %v, want none", got)
 	}
 }
+
+// A node's labels held apart (Levels, as the node cache holds racks) place it as its Labels
+// would: the same tree, and Present finds the keys there.
+func TestLevelsPlaceNodesAsLabels(t *testing.T) {
+	nodes := []Node{node("a", "z1", "r1", h100, 8, 8, true), node("b", "z1", "r2", h100, 8, 4, true)}
+	apart := make([]Node, len(nodes))
+	for i, n := range nodes {
+		apart[i] = n
+		apart[i].Labels = map[string]string{Zone: n.Labels[Zone]}
+		apart[i].Levels = map[string]string{Rack: n.Labels[Rack]}
+	}
+	if got := Present([]string{Zone, Rack, NVLinkClique}, apart); !slices.Equal(got, []string{Zone, Rack}) {
+		t.Errorf("Present = %v, want the zone and the rack", got)
+	}
+	want, _ := Build([]string{Zone, Rack}, nodes, Options{})
+	got, err := Build([]string{Zone, Rack}, apart, Options{})
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("tree from levels held apart = %+v (%v), want %+v", got, err, want)
+	}
+}
