@@ -95,13 +95,9 @@ func (t *NodeTrimmer) KeepLevels(keys []string) *NodeTrimmer {
 
 // Levels are the topology labels a cached GPU node holds apart from its Labels (see
 // KeepLevels). They live in the cached Node's Annotations, of which the cache keeps nothing
-// else; the labels of a level a selector names are in its Labels.
-func Levels(node *corev1.Node) map[string]string {
-	if node.Annotations[metav1.InitialEventsAnnotationKey] != "" {
-		return nil // the watch-list bookmark's marker
-	}
-	return node.Annotations
-}
+// else (the watch-list bookmark's marker is on bookmarks, which the cache never holds); the
+// labels of a level a selector names are in its Labels.
+func Levels(node *corev1.Node) map[string]string { return node.Annotations }
 
 // NewTrimmer returns a trimmer that keeps what rules say, decoding as the node cache's does.
 func NewTrimmer(rules Rules) *NodeTrimmer {
